@@ -1,0 +1,68 @@
+// GEMM throughput: C[m, n] = A[m, k] B[k, n] for square sizes, on the CPU (OpenBLAS) and,
+// when a CUDA device is present, on the GPU (cuBLAS) in fp32, tf32, bf16 and f16.
+//
+//   build/bench/bench_gemm [--benchmark_filter=cpu] [--benchmark_min_time=0.2s]
+//
+// Counter GFLOP/s = 2 m n k per iteration. GPU timings synchronize the device after
+// every product, so they include launch overhead (small sizes show it).
+#include <benchmark/benchmark.h>
+
+#include <string>
+
+#include "kernels/elementwise.h"
+#include "kernels/gemm.h"
+#include "kernels/random.h"
+
+namespace {
+using namespace gridnn;
+
+void run_gemm(benchmark::State& state, Device device, DType dtype, ops::MathMode math) {
+  const int64_t n = state.range(0);
+  Tensor a = Tensor::empty({n, n}, dtype, device), b = Tensor::empty({n, n}, dtype, device);
+  Tensor c = Tensor::empty({n, n}, dtype, device);
+  ops::uniform_(a, -1, 1, {1, 1});
+  ops::uniform_(b, -1, 1, {1, 2});
+  ops::GemmOptions opt;
+  opt.math = math;
+  ops::gemm(a, b, c, opt);  // warm-up: handles, heuristics, caches
+  synchronize(device);
+  for (auto _ : state) {
+    ops::gemm(a, b, c, opt);
+    synchronize(device);
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2e-9 * double(n) * double(n) * double(n),
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void register_all() {
+  for (int64_t n : {128, 256, 512, 1024})
+    benchmark::RegisterBenchmark(("gemm/cpu/f32/" + std::to_string(n)).c_str(),
+                                 [](benchmark::State& s) { run_gemm(s, Device::cpu(), DType::f32, ops::MathMode::fp32); })
+        ->Arg(n)->Unit(benchmark::kMillisecond)->UseRealTime();
+  if (cuda_device_count() == 0) return;
+  struct GpuCase {
+    const char* name;
+    DType dtype;
+    ops::MathMode math;
+  };
+  static const GpuCase cases[] = {{"fp32", DType::f32, ops::MathMode::fp32},
+                                  {"tf32", DType::f32, ops::MathMode::tf32},
+                                  {"bf16", DType::bf16, ops::MathMode::fp32},
+                                  {"f16", DType::f16, ops::MathMode::fp32}};
+  for (const GpuCase& gc : cases)
+    for (int64_t n : {1024, 4096, 8192})
+      benchmark::RegisterBenchmark(("gemm/cuda/" + std::string(gc.name) + "/" + std::to_string(n)).c_str(),
+                                   [gc](benchmark::State& s) { run_gemm(s, Device::cuda(0), gc.dtype, gc.math); })
+          ->Arg(n)->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  register_all();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,39 @@
+// Allocators: where tensor storage comes from.
+//
+// host_allocator(): 64-byte aligned host memory.
+// cuda_allocator(i): a caching allocator for device i (core/cuda_allocator.cpp). Freed
+// blocks stay reserved and are handed out again, so after the first training step no
+// cudaMalloc happens; stats() shows how much is in use, reserved and the peak.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/device.h"
+
+namespace gridnn {
+
+struct AllocatorStats {
+  size_t in_use = 0;           // bytes handed out and not yet returned
+  size_t reserved = 0;         // bytes obtained from the system / driver and still held
+  size_t peak_in_use = 0;      // high-water mark of in_use
+  uint64_t allocations = 0;    // calls to allocate()
+  uint64_t system_allocations = 0;  // allocations that reached the system (malloc, cudaMalloc)
+};
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  // Returns memory for `bytes` bytes (nullptr for 0 bytes); throws on failure.
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void deallocate(void* ptr, size_t bytes) = 0;
+  virtual AllocatorStats stats() const = 0;
+  virtual Device device() const = 0;
+  // Returns cached, unused memory to the system (no-op for allocators that cache nothing).
+  virtual void release_cached() {}
+};
+
+Allocator& host_allocator();
+Allocator& allocator_for(const Device& d);
+
+}  // namespace gridnn

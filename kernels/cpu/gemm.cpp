@@ -1,0 +1,39 @@
+// CPU backend of kernels/gemm.h: OpenBLAS cblas_sgemm per batch entry. f16/bf16 operands
+// are widened to f32, multiplied, and narrowed back (f32 accumulation as on the GPU).
+#include <cblas.h>
+
+#include "kernels/elementwise.h"
+#include "kernels/gemm.h"
+
+namespace gridnn::kernels::cpu {
+namespace {
+
+void sgemm_batched(const GemmProblem& p, const float* a, const float* b, float* c) {
+  const CBLAS_TRANSPOSE ta = p.transpose_a ? CblasTrans : CblasNoTrans;
+  const CBLAS_TRANSPOSE tb = p.transpose_b ? CblasTrans : CblasNoTrans;
+  for (int64_t i = 0; i < p.batch; ++i) {
+    float* ci = c + i * p.stride_c;
+    if (p.k == 0) {  // BLAS may skip the beta scaling when k == 0; do it explicitly
+      for (int64_t j = 0; j < p.m * p.n; ++j) ci[j] = p.beta == 0.0f ? 0.0f : p.beta * ci[j];
+      continue;
+    }
+    cblas_sgemm(CblasRowMajor, ta, tb, int(p.m), int(p.n), int(p.k), p.alpha, a + i * p.stride_a,
+                int(p.lda), b + i * p.stride_b, int(p.ldb), p.beta, ci, int(p.ldc));
+  }
+}
+
+Tensor widen(const Tensor& t) { return t.dtype() == DType::f32 ? t : ops::cast(t, DType::f32); }
+
+}  // namespace
+
+void gemm(const GemmProblem& p, const Tensor& a, const Tensor& b, Tensor& c) {
+  if (c.dtype() == DType::f32) {
+    sgemm_batched(p, a.data<float>(), b.data<float>(), c.data<float>());
+    return;
+  }
+  Tensor a32 = widen(a), b32 = widen(b), c32 = widen(c);
+  sgemm_batched(p, a32.data<float>(), b32.data<float>(), c32.data<float>());
+  ops::cast(c32, c);
+}
+
+}  // namespace gridnn::kernels::cpu

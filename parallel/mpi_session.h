@@ -1,0 +1,32 @@
+// The MPI lifetime of a gridnn process (MPI builds only).
+//
+// One MpiSession in main(): MPI_Init_thread (funneled), MPI_ERRORS_RETURN on the world
+// communicator (failures throw, see mpi_check.h), the world rank recorded for error
+// messages; MPI_Finalize on destruction. fail_job() ends the whole job from one rank.
+#pragma once
+
+#include <string>
+
+namespace gridnn {
+
+class MpiSession {
+ public:
+  MpiSession(int* argc, char*** argv);
+  ~MpiSession();
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // Prints "gridnn: rank R failed: <why>" to stderr and aborts every rank of the job
+  // (MPI_Abort), so one failing rank never leaves the others waiting.
+  [[noreturn]] static void fail_job(const std::string& why, int exit_code = 1);
+
+ private:
+  int rank_ = 0;
+  int size_ = 1;
+  bool owns_init_ = false;
+};
+
+}  // namespace gridnn

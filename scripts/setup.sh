@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Installs what gridnn needs to build, test and run on Debian 12, and is quiet when all
+# of it is already there. Safe to run again.
+#
+#   scripts/setup.sh            build + test dependencies, and the Python environment
+#                               (.venv) for the PyTorch interoperability tests
+#   scripts/setup.sh --minimal  only what building and running needs
+#
+# The CUDA toolkit (nvcc, cuBLAS, cuDNN, NCCL) is not installed here: it comes with the
+# machine (/usr/local/cuda). Without it gridnn builds its CPU backend only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+minimal=0
+[[ "${1:-}" == "--minimal" ]] && minimal=1
+
+packages=(build-essential cmake ninja-build pkg-config
+          libopenblas-dev mpich libmpich-dev libcli11-dev nlohmann-json3-dev
+          libgtest-dev libgmock-dev libbenchmark-dev)
+if (( !minimal )); then
+  # PyTorch (Debian's CPU build) reads the safetensors files gridnn writes; clang builds
+  # the libFuzzer targets.
+  packages+=(python3 python3-venv python3-torch python3-numpy clang libomp-dev)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if (( ${#missing[@]} )); then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null || { echo "setup: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+    sudo="sudo"
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  # Refresh the package lists only when they are missing or older than a day.
+  if [[ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mtime -1 2>/dev/null | head -1)" ]]; then
+    $sudo apt-get update -qq
+  fi
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if (( !minimal )); then
+  # The `safetensors` Python package (PyPI; not packaged by Debian) in a venv that also
+  # sees Debian's torch.
+  if ! .venv/bin/python -c "import safetensors.torch, torch" 2>/dev/null; then
+    echo "setup: creating .venv with safetensors (uses Debian's torch)"
+    rm -rf .venv
+    /usr/bin/python3 -m venv --system-site-packages .venv
+    .venv/bin/pip install -q --disable-pip-version-check safetensors ||
+      echo "setup: warning: could not install safetensors; the PyPI interoperability test will be skipped" >&2
+  fi
+fi

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs the test suite.
+#
+#   scripts/test.sh                    the default preset: CUDA when nvcc is found (gpu
+#                                      tests are skipped without a GPU), MPI when found
+#   scripts/test.sh --preset cpu-nompi a CPU-only, single-process build
+#   scripts/test.sh --preset asan      CPU-only under AddressSanitizer + UBSan
+#   scripts/test.sh -- -L unit         extra arguments after -- go to ctest
+#
+# Presets are in CMakePresets.json; each builds in build/<preset>.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+preset=default
+ctest_args=()
+while (( $# )); do
+  case "$1" in
+    --preset) preset="$2"; shift 2 ;;
+    --) shift; ctest_args=("$@"); break ;;
+    *) echo "usage: scripts/test.sh [--preset NAME] [-- CTEST_ARGS...]" >&2; exit 2 ;;
+  esac
+done
+
+bash scripts/setup.sh
+# nvcc lives outside PATH on many machines.
+[[ -x /usr/local/cuda/bin/nvcc ]] && export PATH="/usr/local/cuda/bin:$PATH"
+jobs=$(nproc)
+
+echo "== configure ($preset)"
+cmake --preset "$preset" >/dev/null
+echo "== build ($preset)"
+cmake --build --preset "$preset" -j "$jobs"
+echo "== test ($preset)"
+# Each test of an MPI label starts its own ranks; ctest runs tests in parallel.
+ctest --preset "$preset" -j "$jobs" --timeout 600 "${ctest_args[@]}"

@@ -1,0 +1,6 @@
+gridnn_add_test(test_kernels LABELS unit SOURCES
+  kernels/test_elementwise.cpp
+  kernels/test_reduce.cpp
+  kernels/test_gemm.cpp
+  kernels/test_random.cpp
+  kernels/test_grad_check.cpp)

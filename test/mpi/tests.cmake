@@ -1,0 +1,23 @@
+# MPI tests run under mpiexec (label mpi). Each runs at 1 and 2 ranks here; the grid
+# tests of the parallelism issue add 4. A timeout turns any hang into a failure.
+find_package(MPI REQUIRED COMPONENTS CXX)
+
+add_executable(test_mpi_session mpi/test_mpi_session.cpp)
+target_link_libraries(test_mpi_session PRIVATE gridnn_test_support GTest::gtest gridnn_warnings)
+foreach(np 1 2)
+  add_test(NAME mpi_session_np${np}
+           COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+                   $<TARGET_FILE:test_mpi_session> ${MPIEXEC_POSTFLAGS})
+  set_tests_properties(mpi_session_np${np} PROPERTIES LABELS mpi TIMEOUT 60 PROCESSORS ${np})
+endforeach()
+
+# One rank fails while the other waits in a barrier: the job must end, within seconds,
+# with a message naming the failing rank (never a hang).
+add_executable(mpi_fail_probe mpi/mpi_fail_probe.cpp)
+target_link_libraries(mpi_fail_probe PRIVATE gridnn gridnn_warnings)
+add_test(NAME mpi_one_failing_rank_ends_the_job
+         COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+                 $<TARGET_FILE:mpi_fail_probe> ${MPIEXEC_POSTFLAGS})
+set_tests_properties(mpi_one_failing_rank_ends_the_job PROPERTIES
+  LABELS mpi TIMEOUT 30 PROCESSORS 2
+  PASS_REGULAR_EXPRESSION "gridnn: rank 1 failed: injected failure")
