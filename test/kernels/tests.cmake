@@ -4,3 +4,4 @@ gridnn_add_test(test_kernels LABELS unit SOURCES
   kernels/test_gemm.cpp
   kernels/test_random.cpp
   kernels/test_grad_check.cpp)
+gridnn_add_test(test_kernel_sweeps LABELS unit slow SOURCES kernels/test_sweep.cpp)
