@@ -1,0 +1,169 @@
+// Caching allocator for CUDA device memory (policy in core/cuda_allocator.h).
+//
+// Blocks: every block comes from one cudaMalloc and is handed out whole. Sizes are rounded
+// up (512 B granularity up to 1 MiB, 2 MiB above), so the recurring sizes of a training
+// step map onto a few block sizes. Blocks are never split or merged (simple and obviously
+// correct); to bound the waste, a cached block serves a request only if it is at most twice
+// the rounded size, otherwise a new block is allocated.
+//
+// free_ holds the cached blocks ordered by size (best fit = lower_bound); live_ maps each
+// handed-out pointer to its block size. Stats: in_use and peak_in_use count block bytes held
+// by callers, reserved counts block bytes obtained from cudaMalloc and not yet cudaFree'd
+// (in_use + cached), system_allocations counts cudaMalloc calls.
+//
+// Stream order: a freed block goes back to the cache at once. This is safe because every
+// kernel of the device runs on its one compute stream (core/cuda_context.h): work that will
+// use the block again is queued after the work that used it. Code that touches memory on
+// another stream must order that stream against the compute stream with events before it
+// releases the tensor. release_cached() synchronizes the device before cudaFree.
+//
+// One allocator per device, created on first use, never destroyed (tensors may outlive main).
+#include "core/cuda_allocator.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "core/cuda_check.h"
+#include "core/stream.h"
+
+namespace gridnn {
+namespace {
+
+constexpr size_t kSmallLimit = size_t(1) << 20;  // up to 1 MiB: 512 B granularity
+constexpr size_t kSmallGranule = 512;
+constexpr size_t kLargeGranule = size_t(2) << 20;  // above: 2 MiB granularity
+
+size_t round_size(size_t bytes) {
+  const size_t g = bytes <= kSmallLimit ? kSmallGranule : kLargeGranule;
+  return (bytes + g - 1) / g * g;
+}
+
+std::string mib(size_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", double(bytes) / (1024.0 * 1024.0));
+  return text;
+}
+
+class CudaCachingAllocator final : public Allocator {
+ public:
+  explicit CudaCachingAllocator(int device) : device_(device) {}
+
+  void* allocate(size_t bytes) override {
+    if (bytes == 0) return nullptr;
+    const size_t size = round_size(bytes);
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.allocations;
+    void* p = take_cached(size);
+    size_t block = size;
+    if (p) {
+      block = live_.at(p);
+    } else {
+      p = system_allocate(bytes, size);
+      live_[p] = block;
+    }
+    stats_.in_use += block;
+    stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
+    return p;
+  }
+
+  void deallocate(void* ptr, size_t /*bytes*/) override {
+    if (!ptr) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(ptr);
+    if (it == live_.end()) {  // a bug in the caller; called from destructors, so no throw
+      std::fprintf(stderr, "gridnn: cuda:%d allocator: freeing unknown pointer %p\n", device_, ptr);
+      std::abort();
+    }
+    const size_t block = it->second;
+    live_.erase(it);
+    free_.emplace(block, ptr);
+    stats_.in_use -= block;
+  }
+
+  AllocatorStats stats() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+
+  Device device() const override { return Device::cuda(device_); }
+
+  void release_cached() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    release_locked();
+  }
+
+ private:
+  // The smallest cached block that fits `size` and wastes at most half of itself.
+  void* take_cached(size_t size) {
+    auto it = free_.lower_bound(size);
+    if (it == free_.end() || it->first > 2 * size) return nullptr;
+    void* p = it->second;
+    live_[p] = it->first;
+    free_.erase(it);
+    return p;
+  }
+
+  // cudaMalloc with one retry after releasing the cache.
+  void* system_allocate(size_t requested, size_t size) {
+    cuda::DeviceGuard guard(device_);
+    void* p = nullptr;
+    cudaError_t status = cudaMalloc(&p, size);
+    if (status == cudaErrorMemoryAllocation && !free_.empty()) {
+      cudaGetLastError();  // clear the (non-sticky) error before retrying
+      release_locked();
+      status = cudaMalloc(&p, size);
+    }
+    if (status == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      size_t free_bytes = 0, total_bytes = 0;
+      if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) cudaGetLastError();
+      throw Error("out of memory on cuda:" + std::to_string(device_) + ": could not allocate " +
+                  std::to_string(requested) + " bytes (" + mib(size) + " block); tensors use " +
+                  mib(stats_.in_use) + ", gridnn holds " + mib(stats_.reserved) +
+                  " in all, the device has " + mib(free_bytes) + " free of " + mib(total_bytes) +
+                  ". Reduce the batch size (or the model or input size), or spread the work "
+                  "over more GPUs with a larger grid");
+    }
+    GRIDNN_CHECK_CUDA(status);
+    ++stats_.system_allocations;
+    stats_.reserved += size;
+    return p;
+  }
+
+  // cudaFree every cached block, after the device has finished any work that used them.
+  void release_locked() {
+    if (free_.empty()) return;
+    cuda::DeviceGuard guard(device_);
+    GRIDNN_CHECK_CUDA(cudaDeviceSynchronize());
+    for (auto it = free_.begin(); it != free_.end(); it = free_.erase(it)) {
+      GRIDNN_CHECK_CUDA(cudaFree(it->second));
+      stats_.reserved -= it->first;
+    }
+  }
+
+  const int device_;
+  mutable std::mutex mu_;
+  std::multimap<size_t, void*> free_;       // cached blocks by size
+  std::unordered_map<void*, size_t> live_;  // handed-out blocks and their sizes
+  AllocatorStats stats_;
+};
+
+}  // namespace
+
+Allocator& cuda_caching_allocator(int device) {
+  require_device(Device::cuda(device));
+  static const int count = cuda_device_count();
+  static CudaCachingAllocator** allocators = [] {
+    auto** a = new CudaCachingAllocator*[size_t(count)];
+    for (int i = 0; i < count; ++i) a[i] = new CudaCachingAllocator(i);
+    return a;
+  }();
+  return *allocators[device];
+}
+
+}  // namespace gridnn

@@ -1,0 +1,228 @@
+#!/usr/bin/env bash
+# GPU check (DESIGN §9): on a machine with an NVIDIA GPU, configure and build gridnn with
+# CUDA, run the `gpu` tests (every op against the CPU backend) and the `unit` tests, run
+# the benchmark binaries, and print a summary table. Meant for a bare box: no MPI, no
+# internet, maybe no ninja, cuDNN / NCCL possibly only from a Python environment's pip
+# wheels (nvidia-cudnn-cu*, nvidia-nccl-cu*).
+#
+#   scripts/gpu_check.sh            # from the repository root (or anywhere)
+#   OUT=/some/dir scripts/gpu_check.sh   # also keep every log and the summary there
+#
+# Environment: BUILD_DIR (default build-gpu), CUDA_ARCH (default 90), PYTHON (default
+# python3), BUDGET_S (whole-run time budget in seconds, default 450).
+# Every step runs under a timeout and the script keeps going after a failure, so the
+# summary always prints; the exit status is non-zero when any step failed.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT" || exit 2
+BUILD_DIR="${BUILD_DIR:-build-gpu}"
+CUDA_ARCH="${CUDA_ARCH:-90}"
+PYTHON="${PYTHON:-python3}"
+BUDGET_S="${BUDGET_S:-450}"
+JOBS="$(nproc 2>/dev/null || echo 4)"
+LOG_DIR="${OUT:-$BUILD_DIR/gpu_check_logs}"
+
+# Ninja when there is one, else make. A build folder made with the other generator
+# cannot be reused, so it is removed (before any log is written into it).
+GENERATOR="Unix Makefiles"
+command -v ninja >/dev/null && GENERATOR="Ninja"
+if [[ -f "$BUILD_DIR/CMakeCache.txt" ]] &&
+   ! grep -q "^CMAKE_GENERATOR:INTERNAL=$GENERATOR\$" "$BUILD_DIR/CMakeCache.txt"; then
+  echo "removing $BUILD_DIR (configured with another generator)"
+  rm -rf "$BUILD_DIR"
+fi
+mkdir -p "$LOG_DIR" "$BUILD_DIR"
+
+declare -a SUMMARY=()  # "component|status" rows
+FAILED=0
+record() { SUMMARY+=("$1|$2"); }
+fail() { record "$1" "FAILED: $2"; FAILED=1; }
+
+# Seconds left in the budget, capped at $1: every step's timeout.
+time_left() {
+  local left=$((BUDGET_S - SECONDS))
+  ((left > $1)) && left=$1
+  echo "$left"
+}
+# Runs "$@" with a timeout of $1 seconds (bounded by the budget), logging to $LOG_DIR/$2.log.
+# Returns the command's status (124: timed out, 125: no time left to start it).
+step() {
+  local limit log
+  limit="$(time_left "$1")"
+  log="$LOG_DIR/$2.log"
+  shift 2
+  if ((limit < 10)); then
+    echo "(no time left in the ${BUDGET_S}s budget for: $*)" | tee "$log"
+    return 125
+  fi
+  echo "+ $* (timeout ${limit}s)" | tee "$log"
+  timeout --kill-after=10 "$limit" "$@" 2>&1 | tee -a "$log"
+  return "${PIPESTATUS[0]}"
+}
+banner() { printf '\n==== %s ====\n' "$1"; }
+
+# ---- the machine -----------------------------------------------------------------------
+banner "machine"
+GPU_PRESENT=0
+if command -v nvidia-smi >/dev/null; then
+  step 30 nvidia-smi nvidia-smi && GPU_PRESENT=1
+else
+  echo "nvidia-smi not found"
+fi
+if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+fi
+if command -v nvcc >/dev/null; then
+  step 30 nvcc nvcc --version
+  CUDA_HOME_GUESS="$(dirname "$(dirname "$(command -v nvcc)")")"
+  export LD_LIBRARY_PATH="$CUDA_HOME_GUESS/lib64:$CUDA_HOME_GUESS/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+else
+  echo "nvcc not found (not on PATH, not in /usr/local/cuda/bin)"
+fi
+step 10 cmake cmake --version
+echo "cores: $JOBS"
+
+# ---- cuDNN and NCCL from pip wheels, if the system has none ---------------------------
+# nvidia.* is a namespace package: __file__ may be None, __path__[0] is the folder that
+# holds include/ and lib/ (where the wheels may ship only libcudnn.so.9 / libnccl.so.2).
+pip_root() {
+  "$PYTHON" - "$1" <<'PY' 2>/dev/null
+import importlib, os, sys
+m = importlib.import_module(sys.argv[1])
+f = getattr(m, "__file__", None)
+print(os.path.dirname(f) if f else list(m.__path__)[0])
+PY
+}
+CMAKE_EXTRA=()
+for lib in cudnn nccl; do
+  dir="$(pip_root "nvidia.$lib" || true)"
+  if [[ -n "$dir" && -d "$dir/lib" ]]; then
+    echo "$lib from pip: $dir"
+    upper="$(echo "$lib" | tr '[:lower:]' '[:upper:]')"
+    CMAKE_EXTRA+=("-D${upper}_ROOT=$dir")
+    export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  else
+    echo "$lib: no pip wheel found; relying on the toolkit / system install"
+  fi
+done
+echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+
+# ---- configure -------------------------------------------------------------------------
+banner "configure"
+configure() {  # $1: ON/OFF for the benchmarks
+  step 180 configure cmake -S . -B "$BUILD_DIR" -G "$GENERATOR" -DCMAKE_BUILD_TYPE=Release \
+    -DGRIDNN_MPI=OFF -DGRIDNN_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCH" \
+    -DGRIDNN_BENCH="$1" -DGRIDNN_WERROR=OFF "${CMAKE_EXTRA[@]}"
+}
+BENCH_NOTE=""
+if configure ON; then
+  record "configure" "ok ($GENERATOR, sm_$CUDA_ARCH, benchmarks on)"
+elif configure OFF; then
+  BENCH_NOTE="not built: configuring with -DGRIDNN_BENCH=ON failed (Google Benchmark missing?)"
+  record "configure" "ok ($GENERATOR, sm_$CUDA_ARCH) with -DGRIDNN_BENCH=OFF: see configure.log"
+else
+  fail "configure" "see $LOG_DIR/configure.log"
+fi
+
+# ---- build -----------------------------------------------------------------------------
+banner "build"
+if [[ -f "$BUILD_DIR/CMakeCache.txt" ]]; then
+  KEEP_GOING=(-k 0)
+  [[ "$GENERATOR" == "Unix Makefiles" ]] && KEEP_GOING=(-k)
+  # Keep going past a broken target so the tests that did build still run.
+  if step 360 build cmake --build "$BUILD_DIR" -j "$JOBS" -- "${KEEP_GOING[@]}"; then
+    record "build" "ok"
+  else
+    fail "build" "see $LOG_DIR/build.log (continuing with what built)"
+  fi
+else
+  record "build" "skipped (not configured)"
+fi
+
+# ---- tests -----------------------------------------------------------------------------
+# run_tests NAME LABEL TIMEOUT PARALLEL: ctest on one label; records passed/failed/skipped.
+run_tests() {
+  local name="$1" label="$2" limit="$3" par="$4" slug rc total failed skipped passed
+  slug="${name// /_}"
+  local log="$LOG_DIR/$slug.log"
+  step "$limit" "$slug" ctest --test-dir "$BUILD_DIR" -L "$label" --output-on-failure \
+    --no-tests=error -j "$par"
+  rc=$?
+  total="$(grep -oE 'tests failed out of [0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)"
+  failed="$(grep -oE '[0-9]+ tests failed out of' "$log" | grep -oE '^[0-9]+' | tail -1)"
+  skipped="$(grep -cE '^[[:space:]]*[0-9]+ - .*\(Skipped\)' "$log")"
+  total="${total:-0}" failed="${failed:-0}"
+  passed=$((total - failed - skipped))
+  local counts="passed $passed, failed $failed, skipped $skipped"
+  if ((rc == 124 || rc == 137)); then
+    fail "$name" "timed out ($counts so far)"
+  elif ((rc == 125)); then
+    fail "$name" "not run (time budget spent)"
+  elif ((rc != 0 || failed > 0 || total == 0)); then
+    fail "$name" "$counts (ctest status $rc)"
+  elif [[ "$label" == gpu && $GPU_PRESENT == 1 && $passed == 0 ]]; then
+    fail "$name" "$counts: every gpu test skipped although nvidia-smi sees a GPU"
+  else
+    record "$name" "ok: $counts"
+  fi
+}
+
+if [[ -f "$BUILD_DIR/CMakeCache.txt" ]]; then
+  banner "gpu tests"
+  run_tests "gpu tests" gpu 240 4
+  banner "unit tests"
+  run_tests "unit tests" unit 150 "$JOBS"
+else
+  record "gpu tests" "skipped (not configured)"
+  record "unit tests" "skipped (not configured)"
+fi
+
+# ---- benchmarks ------------------------------------------------------------------------
+banner "benchmarks"
+shopt -s nullglob
+BENCHES=()
+for b in "$BUILD_DIR"/bench/bench_*; do
+  [[ -f "$b" && -x "$b" ]] && BENCHES+=("$b")
+done
+if [[ -n "$BENCH_NOTE" ]]; then
+  record "benchmarks" "$BENCH_NOTE"
+elif ((${#BENCHES[@]} == 0)); then
+  record "benchmarks" "none built"
+else
+  for b in "${BENCHES[@]}"; do
+    name="$(basename "$b")"
+    # Google Benchmark >= 1.8 wants a unit ("0.2s"); older versions want a plain number.
+    step 90 "$name" "$b" --benchmark_min_time=0.2s --benchmark_format=console
+    rc=$?
+    if ((rc != 0 && rc != 124 && rc != 125)); then
+      step 90 "$name" "$b" --benchmark_min_time=0.2 --benchmark_format=console
+      rc=$?
+    fi
+    case $rc in
+      0) record "$name" "ok" ;;
+      124 | 137) fail "$name" "timed out" ;;
+      125) fail "$name" "not run (time budget spent)" ;;
+      *) fail "$name" "exit status $rc, see $LOG_DIR/$name.log" ;;
+    esac
+  done
+fi
+
+# ---- summary ---------------------------------------------------------------------------
+banner "summary (${SECONDS}s)"
+{
+  printf '%-20s | %s\n' "component" "status"
+  printf '%-20s-+-%s\n' "--------------------" "----------------------------------------"
+  for row in "${SUMMARY[@]}"; do
+    printf '%-20s | %s\n' "${row%%|*}" "${row#*|}"
+  done
+  # The tests ctest listed as failed, by label.
+  for slug in gpu_tests unit_tests; do
+    [[ -f "$LOG_DIR/$slug.log" ]] || continue
+    sed -n '/The following tests FAILED:/,$p' "$LOG_DIR/$slug.log" | grep -E '^[[:space:]]+[0-9]+ - ' |
+      head -20 | sed "s/^[[:space:]]*/  ${slug%_tests} failed: /"
+  done
+  echo "logs: $LOG_DIR"
+  ((FAILED)) && echo "RESULT: FAILED" || echo "RESULT: OK"
+} | tee "$LOG_DIR/summary.txt"
+exit "$FAILED"
