@@ -1,6 +1,6 @@
 // Memory-bound kernels: add, ReLU forward, sum along the last dimension and Philox
 // normal init, on the CPU and (when present) the GPU. Counter GB/s counts the bytes each
-// op must read and write once.
+// op must read and write once (shown per second).
 //
 //   build/bench/bench_elementwise [--benchmark_filter=cuda]
 #include <benchmark/benchmark.h>
@@ -40,7 +40,7 @@ void run_case(benchmark::State& state, Device device, const Case& c) {
     c.op(a, b, out);
     synchronize(device);
   }
-  state.counters["GB/s"] = benchmark::Counter(1e-9 * double(c.tensors_moved) * double(a.nbytes()),
+  state.counters["GB"] = benchmark::Counter(1e-9 * double(c.tensors_moved) * double(a.nbytes()),
                                               benchmark::Counter::kIsIterationInvariantRate);
 }
 

@@ -3,7 +3,7 @@
 //
 //   build/bench/bench_gemm [--benchmark_filter=cpu] [--benchmark_min_time=0.2s]
 //
-// Counter GFLOP/s = 2 m n k per iteration. GPU timings synchronize the device after
+// Counter GFLOP (shown per second) = 2 m n k per iteration. GPU timings synchronize the device after
 // every product, so they include launch overhead (small sizes show it).
 #include <benchmark/benchmark.h>
 
@@ -30,13 +30,13 @@ void run_gemm(benchmark::State& state, Device device, DType dtype, ops::MathMode
     ops::gemm(a, b, c, opt);
     synchronize(device);
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(2e-9 * double(n) * double(n) * double(n),
+  state.counters["GFLOP"] = benchmark::Counter(2e-9 * double(n) * double(n) * double(n),
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void register_all() {
   for (int64_t n : {128, 256, 512, 1024})
-    benchmark::RegisterBenchmark(("gemm/cpu/f32/" + std::to_string(n)).c_str(),
+    benchmark::RegisterBenchmark("gemm/cpu/f32",
                                  [](benchmark::State& s) { run_gemm(s, Device::cpu(), DType::f32, ops::MathMode::fp32); })
         ->Arg(n)->Unit(benchmark::kMillisecond)->UseRealTime();
   if (cuda_device_count() == 0) return;
@@ -51,7 +51,7 @@ void register_all() {
                                   {"f16", DType::f16, ops::MathMode::fp32}};
   for (const GpuCase& gc : cases)
     for (int64_t n : {1024, 4096, 8192})
-      benchmark::RegisterBenchmark(("gemm/cuda/" + std::string(gc.name) + "/" + std::to_string(n)).c_str(),
+      benchmark::RegisterBenchmark(("gemm/cuda/" + std::string(gc.name)).c_str(),
                                    [gc](benchmark::State& s) { run_gemm(s, Device::cuda(0), gc.dtype, gc.math); })
           ->Arg(n)->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
