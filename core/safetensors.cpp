@@ -13,8 +13,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -78,14 +80,44 @@ FileParts split_file(const void* bytes, size_t size, const std::string& source) 
 
 // ---- reading: JSON header ------------------------------------------------------------
 
-// Short printable form of a JSON value for messages (ASCII-escaped, at most ~40 chars).
+// Short printable form of a JSON value for messages. It never recurses (nlohmann's dump()
+// recurses once per nesting level): a scalar prints its value (ASCII-escaped, at most ~40
+// chars), an array or object only its type and size.
 std::string describe(const Json& v) {
+  if (v.is_structured()) {
+    const char* unit = v.is_array() ? " element" : " key";
+    return detail::concat(v.type_name(), " of ", v.size(), unit, v.size() == 1 ? "" : "s");
+  }
   std::string s = v.dump(-1, ' ', true);
   return s.size() <= 40 ? s : s.substr(0, 37) + "...";
 }
 
+// As describe(), with the type also named for scalars: "number 3", "array of 2 elements".
+std::string describe_with_type(const Json& v) {
+  if (v.is_structured() || v.is_null()) return describe(v);
+  return detail::concat(v.type_name(), " ", describe(v));
+}
+
+// The deepest a valid header nests, as depth is counted in nlohmann's parser callback: 0 the
+// header object, 1 its keys and values (entries, metadata), 2 their keys and values (dtype,
+// shape, data_offsets, metadata strings), 3 the numbers inside shape and data_offsets.
+constexpr int kMaxHeaderDepth = 3;
+
+// Rejects nesting beyond any valid header as soon as the parser reaches it, so a small
+// hostile file cannot make us build (and later walk) a DOM a million levels deep.
+// `top_key` is the header key being read (a tensor name or __metadata__), "" if none yet.
+void check_depth(int depth, const std::string& top_key, const std::string& source) {
+  if (depth <= kMaxHeaderDepth) return;
+  std::string where = top_key.empty() ? "" : " under '" + top_key + "'";
+  fail(source, "header nests deeper than a safetensors header can (depth ", depth, " > ",
+       kMaxHeaderDepth, where,
+       "; tensor entries hold flat arrays of numbers and metadata holds strings); "
+       "the file is damaged or not a safetensors file");
+}
+
 // Parses the header. nlohmann keeps the last of duplicate keys silently, so a parser
-// callback records the first duplicate at any depth and we reject it afterwards.
+// callback records the first duplicate at any depth and we reject it afterwards. The same
+// callback stops the parse at once when the header nests too deep (check_depth).
 Json parse_header_json(const FileParts& parts, const std::string& source) {
   // nlohmann stops at a NUL byte as if the input ended there, so find NULs first: a
   // NUL is never valid in JSON text (inside strings it must be escaped).
@@ -97,21 +129,26 @@ Json parse_header_json(const FileParts& parts, const std::string& source) {
 
   std::vector<std::set<std::string>> open_objects;
   std::string duplicate;
-  auto watch_keys = [&](int /*depth*/, Json::parse_event_t event, Json& parsed) {
+  std::string top_key;
+  auto watch = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    check_depth(depth, top_key, source);
     if (event == Json::parse_event_t::object_start) {
       open_objects.emplace_back();
     } else if (event == Json::parse_event_t::object_end) {
       if (!open_objects.empty()) open_objects.pop_back();
     } else if (event == Json::parse_event_t::key && !open_objects.empty()) {
       const auto& key = parsed.get_ref<const std::string&>();
+      if (depth == 1) top_key = key;
       if (!open_objects.back().insert(key).second && duplicate.empty()) duplicate = key;
     }
     return true;
   };
 
   Json header;
+  // check_depth throws gridnn::Error from inside the parse; it is no Json::exception, so it
+  // passes these handlers unchanged.
   try {
-    header = Json::parse(parts.header, parts.header + parts.header_size, watch_keys);
+    header = Json::parse(parts.header, parts.header + parts.header_size, watch);
   } catch (const Json::parse_error& e) {
     fail(source, "header is not valid JSON (parse error at byte ", e.byte,
          " of the header); the file is damaged or not a safetensors file");
@@ -137,7 +174,7 @@ std::map<std::string, std::string> parse_metadata(const Json& value, const std::
   for (const auto& [key, item] : value.items()) {
     if (!item.is_string())
       fail(source, "'", kMetadataKey, "' entry '", key, "' must be a string; got ",
-           item.type_name(), " ", describe(item));
+           describe_with_type(item));
     metadata[key] = item.get<std::string>();
   }
   return metadata;
@@ -221,11 +258,12 @@ class EntryParser {
       if (!as_non_negative(v[i], uint64_t(std::numeric_limits<int64_t>::max()), &d))
         fail_entry("has shape entry ", describe(v[i]), " at dimension ", i,
                    "; dimensions must be non-negative integers");
+      entry_.dims.push_back(int64_t(d));
       // Same check, in the same order, as the Shape constructor, so Shape never throws.
       if (d != 0 && numel > std::numeric_limits<int64_t>::max() / int64_t(d))
-        fail_entry("has shape ", describe(v), " whose element count overflows 64 bits");
+        fail_entry("has shape ", dims_str(entry_.dims), i + 1 < v.size() ? " (and more)" : "",
+                   " whose element count overflows 64 bits");
       numel *= int64_t(d);
-      entry_.dims.push_back(int64_t(d));
     }
   }
 
@@ -234,7 +272,8 @@ class EntryParser {
       fail_entry("has data_offsets ", describe(v), "; expected an array [begin, end]");
     const uint64_t any = std::numeric_limits<uint64_t>::max();
     if (!as_non_negative(v[0], any, &entry_.begin) || !as_non_negative(v[1], any, &entry_.end))
-      fail_entry("has data_offsets ", describe(v), "; begin and end must be non-negative integers");
+      fail_entry("has data_offsets [", describe(v[0]), ", ", describe(v[1]),
+                 "]; begin and end must be non-negative integers");
     if (entry_.begin > entry_.end)
       fail_entry("has data_offsets [", entry_.begin, ", ", entry_.end, "] with begin after end");
   }
@@ -338,7 +377,7 @@ std::string header_text(const NamedTensors& tensors,
 
 void append_data(std::string& out, const Tensor& tensor) {
   if (tensor.nbytes() == 0) return;
-  Tensor host = tensor.device().is_cpu() ? tensor : tensor.to(Device::cpu());
+  Tensor host = tensor.to_host();
   out.append(static_cast<const char*>(host.raw()), host.nbytes());
 }
 
@@ -408,6 +447,34 @@ void write_all(int fd, const std::string& bytes, const std::string& what) {
   }
 }
 
+// Creates the temporary file beside `path` (so the rename stays in one filesystem) under a
+// name unique to this call: mkstemp picks random letters and creates with O_EXCL, so ranks
+// on different hosts saving to one shared filesystem never share a temporary (a name made
+// from the process id could collide). `templ` ends in "XXXXXX" and receives the name.
+int create_temp_file(std::string* templ, const std::string& path) {
+  int fd = ::mkostemp(templ->data(), O_CLOEXEC);
+  if (fd < 0) fail(path, "cannot create temporary file '", *templ, "': ", errno_text(errno));
+  return fd;
+}
+
+// The process umask, read without changing it: umask() can only be read by setting it,
+// which would race with other threads creating files. Linux reports it in
+// /proc/self/status; where that is unavailable, assume the usual 022.
+mode_t current_umask() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("Umask:", 0) == 0) return mode_t(std::strtoul(line.c_str() + 6, nullptr, 8));
+  return 022;
+}
+
+// mkstemp creates the file readable by its owner only; give the saved file the mode any
+// newly created file gets (0666 less the umask), as open(O_CREAT, 0666) would.
+void set_new_file_mode(int fd, const std::string& path, const std::string& temp) {
+  if (::fchmod(fd, 0666 & ~current_umask()) != 0)
+    fail(path, "cannot set the mode of '", temp, "': ", errno_text(errno));
+}
+
 // Makes the rename durable. Filesystems that cannot sync a directory (EINVAL) are tolerated.
 void sync_directory(const std::string& dir, const std::string& path) {
   FileDescriptor fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -455,11 +522,11 @@ std::string serialize_safetensors(const NamedTensors& tensors,
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata) {
   std::string bytes = serialize_safetensors(tensors, metadata);
-  std::string temp = path + ".tmp." + std::to_string(::getpid());
+  std::string temp = path + ".tmp.XXXXXX";  // mkstemp replaces the Xs
 
-  FileDescriptor fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (fd.get() < 0) fail(path, "cannot create temporary file '", temp, "': ", errno_text(errno));
+  FileDescriptor fd(create_temp_file(&temp, path));
   TempFileGuard guard(temp);
+  set_new_file_mode(fd.get(), path, temp);
   write_all(fd.get(), bytes, path);
   if (::fsync(fd.get()) != 0) fail(path, "fsync of '", temp, "' failed: ", errno_text(errno));
   if (fd.close() != 0) fail(path, "closing '", temp, "' failed: ", errno_text(errno));

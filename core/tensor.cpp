@@ -1,5 +1,7 @@
 #include "core/tensor.h"
 
+#include <limits>
+
 #include "core/memory.h"
 
 namespace gridnn {
@@ -11,6 +13,8 @@ Storage::Storage(size_t bytes, const Device& device)
 Storage::~Storage() { allocator_->deallocate(data_, bytes_); }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  GRIDNN_REQUIRE(shape.numel() <= std::numeric_limits<int64_t>::max() / int64_t(dtype_size(dtype)),
+                 "tensor ", dtype_name(dtype), shape.str(), " needs more bytes than memory can address");
   Tensor t;
   t.storage_ = std::make_shared<Storage>(size_t(shape.numel()) * dtype_size(dtype), device);
   t.shape_ = shape;
@@ -57,6 +61,11 @@ Tensor Tensor::narrow(int64_t start, int64_t length) const {
   return v;
 }
 
+Tensor Tensor::to_host() const {
+  require_defined("to_host");
+  return device().is_cpu() ? *this : to(Device::cpu());
+}
+
 Tensor Tensor::to(const Device& device) const {
   require_defined("to");
   Tensor out = empty(shape_, dtype_, device);
@@ -69,7 +78,17 @@ void Tensor::copy_from(const Tensor& src) {
   src.require_defined("copy_from");
   GRIDNN_REQUIRE(src.shape_ == shape_ && src.dtype_ == dtype_, "copy_from: source ", src.str(),
                  " does not match destination ", str(), "; cast or reshape first");
+  GRIDNN_REQUIRE(!overlaps_partially(src), "copy_from: source ", src.str(),
+                 " partly overlaps the destination in memory; copy through a temporary");
   copy_bytes(raw(), device(), src.raw(), src.device(), nbytes());
+}
+
+bool Tensor::overlaps_partially(const Tensor& other) const {
+  if (!shares_storage_with(other)) return false;
+  auto begin = [](const Tensor& t) { return static_cast<const char*>(t.raw()); };
+  const char *a = begin(*this), *b = begin(other);
+  if (a == b && nbytes() == other.nbytes()) return false;  // the very same elements
+  return a < b + other.nbytes() && b < a + nbytes();
 }
 
 std::string Tensor::str() const {

@@ -78,6 +78,8 @@ class Tensor {
   // New tensor on `device` with the same values (always a copy, also on the same device).
   Tensor to(const Device& device) const;
   Tensor clone() const { return to(device()); }
+  // This tensor itself when it is on the host, else a host copy: for reading values.
+  Tensor to_host() const;
   // Copies src's values into this tensor's storage (same shape and dtype; any devices).
   void copy_from(const Tensor& src);
   // Values as a host vector of T (T must match the dtype); copies from the device if needed.
@@ -85,6 +87,9 @@ class Tensor {
   std::vector<T> to_vector() const;
 
   bool shares_storage_with(const Tensor& other) const { return storage_ && storage_ == other.storage_; }
+  // True when the two tensors' bytes overlap without being exactly the same range (an
+  // element-wise op may write its input in place, but not a shifted view of it).
+  bool overlaps_partially(const Tensor& other) const;
   // "f32[2, 3] on cpu"
   std::string str() const;
 
@@ -112,7 +117,7 @@ std::vector<T> Tensor::to_vector() const {
   require_defined("to_vector");
   check_type(DTypeOf<T>::value);
   std::vector<T> out(static_cast<size_t>(numel()));
-  Tensor host = device().is_cpu() ? *this : to(Device::cpu());
+  Tensor host = to_host();
   const T* p = host.data<T>();
   std::copy(p, p + numel(), out.begin());
   return out;

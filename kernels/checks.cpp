@@ -34,6 +34,17 @@ void expect_elementwise(const char* op, const Tensor& a, const Tensor& b) {
   expect_floating(op, a);
 }
 
+void expect_no_partial_overlap(const char* op, const Tensor& in, const Tensor& out) {
+  GRIDNN_REQUIRE(!out.overlaps_partially(in), op, ": the output ", out.str(),
+                 " partly overlaps an input ", in.str(),
+                 " in memory; write to a separate tensor or to the input itself");
+}
+
+void expect_disjoint(const char* op, const Tensor& in, const Tensor& out) {
+  GRIDNN_REQUIRE(!out.shares_storage_with(in), op, ": the output ", out.str(),
+                 " shares memory with an input ", in.str(), "; use a separate output tensor");
+}
+
 void throw_no_cuda(const char* op) {
   throw Error(std::string(op) +
               ": tensor is on a CUDA device but gridnn was built without CUDA; rebuild with "

@@ -13,6 +13,10 @@ void expect_same_dtype(const char* op, const Tensor& a, const Tensor& b);
 void expect_floating(const char* op, const Tensor& t);
 // All of the above for an element-wise op over same-shaped tensors.
 void expect_elementwise(const char* op, const Tensor& a, const Tensor& b);
+// `out` may be exactly an input (in place) but must not partly overlap it.
+void expect_no_partial_overlap(const char* op, const Tensor& in, const Tensor& out);
+// `out` must not share memory with `in` at all (GEMM, reductions).
+void expect_disjoint(const char* op, const Tensor& in, const Tensor& out);
 
 [[noreturn]] void throw_no_cuda(const char* op);
 

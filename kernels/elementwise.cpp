@@ -17,6 +17,10 @@ void cast(const Tensor& src, Tensor& dst) {
   expect_defined("cast", "dst", dst);
   expect_same_device("cast", src, dst);
   expect_same_shape("cast", src, dst);
+  if (src.dtype() == dst.dtype())
+    expect_no_partial_overlap("cast", src, dst);
+  else  // element sizes differ: even the same start would read what was just written
+    expect_disjoint("cast", src, dst);
   GRIDNN_BACKEND_CALL(src.device(), cast, src, dst);
 }
 
@@ -32,10 +36,13 @@ void run_binary(const char* name, BinaryOp op, float param, const Tensor& a, con
                 Tensor& out) {
   expect_elementwise(name, a, b);
   expect_elementwise(name, a, out);
+  expect_no_partial_overlap(name, a, out);
+  expect_no_partial_overlap(name, b, out);
   GRIDNN_BACKEND_CALL(a.device(), binary, op, param, a, b, out);
 }
 void run_unary(const char* name, UnaryOp op, float param, const Tensor& x, Tensor& out) {
   expect_elementwise(name, x, out);
+  expect_no_partial_overlap(name, x, out);
   GRIDNN_BACKEND_CALL(x.device(), unary, op, param, x, out);
 }
 }  // namespace

@@ -30,6 +30,8 @@ void run(const Tensor& a, const Tensor& b, Tensor& c, const GemmOptions& o, bool
   expect_same_dtype(op, a, b);
   expect_same_dtype(op, a, c);
   expect_floating(op, a);
+  expect_disjoint(op, a, c);
+  expect_disjoint(op, b, c);
   MatrixView va = view_of("A", a), vb = view_of("B", b), vc = view_of("C", c);
   if (!batched) {
     GRIDNN_REQUIRE(a.rank() == 2 && b.rank() == 2 && c.rank() == 2,

@@ -29,6 +29,7 @@ void reduce(ReduceOp op, const Tensor& x, int dim, Tensor& out) {
   expect_floating("reduce", x);
   expect_same_device("reduce", x, out);
   expect_same_dtype("reduce", x, out);
+  expect_disjoint("reduce", x, out);
   int d = normalize_dim(x, dim);
   const Shape& s = x.shape();
   body::ReduceShape g{1, s[d], 1};

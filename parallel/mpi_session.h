@@ -1,10 +1,13 @@
 // The MPI lifetime of a gridnn process (MPI builds only).
 //
-// One MpiSession in main(): MPI_Init_thread (funneled), MPI_ERRORS_RETURN on the world
-// communicator (failures throw, see mpi_check.h), the world rank recorded for error
-// messages; MPI_Finalize on destruction. fail_job() ends the whole job from one rank.
+// One MpiSession in main() (best through MpiSession::run): MPI_Init_thread (funneled),
+// MPI_ERRORS_RETURN on the world communicator (failures throw, see mpi_check.h), the world
+// rank recorded for error messages; MPI_Finalize on destruction. fail_job() ends the whole
+// job from one rank. A session destroyed while an exception unwinds fails the job rather
+// than finalizing, since the other ranks may be waiting for this one in a collective.
 #pragma once
 
+#include <functional>
 #include <string>
 
 namespace gridnn {
@@ -22,6 +25,10 @@ class MpiSession {
   // Prints "gridnn: rank R failed: <why>" to stderr and aborts every rank of the job
   // (MPI_Abort), so one failing rank never leaves the others waiting.
   [[noreturn]] static void fail_job(const std::string& why, int exit_code = 1);
+
+  // The shape of every gridnn main(): starts MPI, runs `body`, and turns an exception on
+  // any rank into fail_job with its message. Returns body's exit code.
+  static int run(int* argc, char*** argv, const std::function<int(MpiSession&)>& body);
 
  private:
   int rank_ = 0;

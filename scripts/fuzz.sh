@@ -14,5 +14,7 @@ cmake --build build/fuzz --target fuzz_safetensors
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
 # New inputs go to the scratch folder (first); the committed seeds stay untouched.
-build/fuzz/test/fuzz/fuzz_safetensors -max_total_time="$seconds" -print_final_stats=1 \
+# -timeout: an input that takes 10 s is a hang; crash reproducers go to build/fuzz/.
+build/fuzz/test/fuzz/fuzz_safetensors -max_total_time="$seconds" -timeout=10 \
+  -artifact_prefix=build/fuzz/ -print_final_stats=1 \
   "$corpus" test/fuzz/corpus_safetensors 2>&1 | tail -n 25

@@ -7,6 +7,13 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh --minimal
 [[ -x /usr/local/cuda/bin/nvcc ]] && export PATH="/usr/local/cuda/bin:$PATH"
-cmake --preset default >/dev/null
-cmake --build --preset default -j "$(nproc)" --target gridnn-demo >/dev/null
-exec build/default/models/gridnn-demo "$@"
+echo "run.sh: building gridnn-demo (the first build takes a few minutes)" >&2
+# Quiet when all is well; on a failure the configure or compiler output is shown.
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+if ! { cmake --preset default && cmake --build --preset default -j "$(nproc)" --target gridnn-demo; } >"$log" 2>&1; then
+  cat "$log" >&2
+  echo "run.sh: the build failed (output above)" >&2
+  exit 1
+fi
+build/default/models/gridnn-demo "$@"

@@ -20,7 +20,7 @@ packages=(build-essential cmake ninja-build pkg-config
 if (( !minimal )); then
   # PyTorch (Debian's CPU build) reads the safetensors files gridnn writes; clang builds
   # the libFuzzer targets.
-  packages+=(python3 python3-venv python3-torch python3-numpy clang libomp-dev)
+  packages+=(python3 python3-venv python3-torch python3-numpy clang libclang-rt-14-dev libomp-dev)
 fi
 
 missing=()

@@ -7,10 +7,7 @@ namespace gridnn::kernels::cpu {
 void random(const RandomSpec& s, Tensor& t) {
   GRIDNN_DISPATCH_FLOATING(t.dtype(), "random", [&] {
     scalar_t* p = static_cast<scalar_t*>(t.raw());
-    parallel_for(t.numel(), [&](int64_t i) {
-      p[i] = from_float<scalar_t>(body::random_value(s.distribution, s.a, s.b, s.key.seed,
-                                                     s.key.stream, uint64_t(s.key.offset + i)));
-    });
+    parallel_for(t.numel(), [&](int64_t i) { p[i] = from_float<scalar_t>(body::random_at(s, i)); });
   });
 }
 

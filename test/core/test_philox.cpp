@@ -57,14 +57,15 @@ TEST(Philox, NormalHasZeroMeanUnitVariance) {
   EXPECT_NEAR(sumsq / n, 1.0, 0.02);
 }
 
-TEST(Philox, ValuesDependOnlyOnSeedStreamAndIndex) {
-  // Drawing elements 100..199 directly equals drawing 0..299 and taking the slice.
-  for (uint64_t i = 100; i < 200; ++i) {
-    EXPECT_EQ(philox_uniform(5, 9, i), philox_uniform(5, 9, i));
-  }
+TEST(Philox, EveryInputBitChangesTheOutput) {
+  // Seed, stream and both halves of the 64-bit index all reach the counter or key.
   EXPECT_NE(philox_uniform(5, 9, 0), philox_uniform(6, 9, 0));  // seed matters
   EXPECT_NE(philox_uniform(5, 9, 0), philox_uniform(5, 10, 0));  // stream matters
   EXPECT_NE(philox_uniform(5, 9, 0), philox_uniform(5, 9, uint64_t(1) << 32));  // high index bits matter
+  EXPECT_NE(philox_uniform(5, uint64_t(9) << 32, 0), philox_uniform(5, 0, 0));    // high stream bits
+  EXPECT_NE(philox_uniform(uint64_t(5) << 32, 9, 0), philox_uniform(0, 9, 0));    // high seed bits
+  // The words of one counter are not reused across neighbouring indices.
+  EXPECT_NE(philox_words(1, 2, 0).v[1], philox_words(1, 2, 1).v[0]);
 }
 
 TEST(Philox, StreamIdsAreStableAndDistinct) {

@@ -3,6 +3,7 @@
 // saving, and one test per way a file can be malformed: each must raise gridnn::Error
 // whose message names the source and the fact that is wrong.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -308,6 +309,43 @@ std::string one_entry(const std::string& entry, size_t data = 8) {
   return file_bytes(R"({"t":)" + entry + "}", data_bytes(data));
 }
 
+// `levels` nested JSON arrays: "[[[...]]]".
+std::string nested_arrays(size_t levels) {
+  return std::string(levels, '[') + std::string(levels, ']');
+}
+
+// A valid header nests 3 deep; anything deeper is refused while parsing, before the header
+// is built or printed, so a small file nesting 100000 deep fails cleanly instead of
+// exhausting the stack. Under ASan this also checks that nothing recurses per level.
+TEST(SafetensorsRejects, DeepNesting) {
+  const std::string deep = nested_arrays(100000);
+  EXPECT_TRUE(rejected(one_entry(R"({"dtype":"F32","shape":)" + deep + R"(,"data_offsets":[0,8]})"),
+                       {"nests deeper", "(depth 4 > 3 under 't'"}));
+  EXPECT_TRUE(rejected(file_bytes(R"({"__metadata__":{"n":)" + deep + "}}"),
+                       {"nests deeper", "(depth 4 > 3 under '__metadata__'"}));
+  EXPECT_TRUE(
+      rejected(one_entry(R"({"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":)" + deep + "}"),
+               {"nests deeper", "(depth 4 > 3 under 't'"}));
+  std::string objects;
+  for (int i = 0; i < 100000; ++i) objects += R"({"a":)";
+  EXPECT_TRUE(rejected(file_bytes(objects + "1" + std::string(100000, '}')),
+                       {"nests deeper", "(depth 4 > 3 under 'a'"}));
+  EXPECT_TRUE(rejected(file_bytes(deep), {"nests deeper", "(depth 4 > 3;"}));
+}
+
+TEST(SafetensorsRejects, OneLevelTooDeep) {
+  // An array inside shape parses (depth 3 is allowed); a value inside it is at depth 4.
+  EXPECT_TRUE(rejected(one_entry(R"({"dtype":"F32","shape":[[2]],"data_offsets":[0,8]})"),
+                       {"'t'", "(depth 4 > 3"}));
+  EXPECT_TRUE(rejected(file_bytes(R"({"__metadata__":{"n":{"a":["b"]}}})"), {"(depth 4 > 3"}));
+  // Empty containers at depth 3 are no deeper than a valid header; their messages give
+  // the type and size only.
+  EXPECT_TRUE(rejected(one_entry(R"({"dtype":"F32","shape":[[]],"data_offsets":[0,8]})"),
+                       {"'t'", "shape entry array of 0 elements at dimension 0"}));
+  EXPECT_TRUE(rejected(one_entry(R"({"dtype":"F32","shape":[2],"data_offsets":[{},8]})"),
+                       {"'t'", "data_offsets [object of 0 keys, 8]", "non-negative integers"}));
+}
+
 TEST(SafetensorsRejects, UnknownDtype) {
   EXPECT_TRUE(rejected(one_entry(R"({"dtype":"F64","shape":[1],"data_offsets":[0,8]})"),
                        {"'t'", "'F64'", "not support"}));
@@ -396,7 +434,9 @@ TEST(SafetensorsRejects, MetadataThatIsNotStringToString) {
   EXPECT_TRUE(rejected(file_bytes(R"({"__metadata__":{"n":3})" + tensor, data_bytes(8)),
                        {"__metadata__", "'n'", "must be a string", "got number"}));
   EXPECT_TRUE(rejected(file_bytes(R"({"__metadata__":{"n":{"a":"b"}})" + tensor, data_bytes(8)),
-                       {"'n'", "got object"}));
+                       {"'n'", "got object of 1 key"}));
+  EXPECT_TRUE(rejected(file_bytes(R"({"__metadata__":{"n":[1,2]})" + tensor, data_bytes(8)),
+                       {"'n'", "got array of 2 elements"}));
   EXPECT_TRUE(rejected(file_bytes(R"({"__metadata__":["a"])" + tensor, data_bytes(8)),
                        {"__metadata__", "must be an object", "got array"}));
   EXPECT_TRUE(rejected(file_bytes(R"({"__metadata__":null})", ""), {"__metadata__", "got null"}));
@@ -465,9 +505,6 @@ class SafetensorsFiles : public ::testing::Test {
     s << in.rdbuf();
     return s.str();
   }
-  std::string temp_name(const std::string& name) const {
-    return name + ".tmp." + std::to_string(::getpid());
-  }
 
   fs::path dir_;
 };
@@ -514,15 +551,40 @@ TEST_F(SafetensorsFiles, SaveIntoAMissingDirectoryFailsCleanly) {
 }
 
 TEST_F(SafetensorsFiles, FailedSaveLeavesTheExistingFileIntact) {
-  // A directory where the temporary file should go makes creating it fail.
-  std::string target = path("model.safetensors");
+  // The temporary file's name is the target's plus ".tmp.XXXXXX"; a target name 250 bytes
+  // long is allowed but its temporary's exceeds NAME_MAX (255), so creating it fails.
+  // (The tests run as root, so a directory without write permission would not stop it.)
+  std::string name = std::string(250 - std::string(".safetensors").size(), 'm') + ".safetensors";
+  std::string target = path(name);
   write_text(target, "old contents");
-  fs::create_directory(path(temp_name("model.safetensors")));
+  ASSERT_EQ(read_text(target), "old contents");
   EXPECT_TRUE(throws_error([&] { save_safetensors(target, parity::make_sample()); },
-                           {target, "temporary file", std::strerror(EISDIR)}));
+                           {target, "temporary file", std::strerror(ENAMETOOLONG)}));
   EXPECT_EQ(read_text(target), "old contents");
-  EXPECT_EQ(listing(),
-            (std::set<std::string>{"model.safetensors", temp_name("model.safetensors")}));
+  EXPECT_EQ(listing(), std::set<std::string>{name});
+}
+
+TEST_F(SafetensorsFiles, TemporaryNameIsNotDerivedFromTheProcessId) {
+  // Ranks on different hosts share process ids; a name made from one would collide on a
+  // shared filesystem. Something already at such a name must not disturb the save.
+  std::string target = path("model.safetensors");
+  std::string pid_name = "model.safetensors.tmp." + std::to_string(::getpid());
+  fs::create_directory(path(pid_name));
+  NamedTensors tensors = parity::make_sample();
+  save_safetensors(target, tensors);
+  expect_same_tensors(load_safetensors(target), tensors);
+  EXPECT_EQ(listing(), (std::set<std::string>{"model.safetensors", pid_name}));
+}
+
+TEST_F(SafetensorsFiles, SavedFileHasTheModeOfANewFile) {
+  // 0666 less the umask, as for any file the process creates (mkstemp alone gives 0600).
+  mode_t mask = ::umask(027);
+  std::string target = path("model.safetensors");
+  save_safetensors(target, parity::make_sample());
+  ::umask(mask);
+  struct stat info {};
+  ASSERT_EQ(::stat(target.c_str(), &info), 0) << std::strerror(errno);
+  EXPECT_EQ(info.st_mode & 0777, mode_t(0640));
 }
 
 TEST_F(SafetensorsFiles, FailedRenameRemovesTheTemporaryFile) {

@@ -32,6 +32,8 @@ TEST(Shape, RejectsBadShapesWithClearMessages) {
   EXPECT_THROW((Shape{2, -1}), Error);
   EXPECT_THROW((Shape{2, 3})[2], Error);
   EXPECT_THROW((Shape{int64_t(1) << 40, int64_t(1) << 40}), Error);  // overflows int64
+  // Empty, but the strides of the other dimensions would still overflow.
+  EXPECT_THROW((Shape{0, int64_t(1) << 62, int64_t(1) << 62}), Error);
 }
 
 }  // namespace

@@ -22,6 +22,11 @@ TEST(Tensor, EmptyZerosAndFromVector) {
   EXPECT_THROW(Tensor().raw(), Error);
 }
 
+TEST(Tensor, ByteCountOverflowIsAnError) {
+  // 2^61 eight-byte elements: the byte count would wrap to 0 without the check.
+  EXPECT_THROW(Tensor::empty({int64_t(1) << 61}, DType::i64), Error);
+}
+
 TEST(Tensor, ViewsShareStorage) {
   Tensor t = Tensor::from_vector<float>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {3, 4});
   Tensor rows = t.narrow(1, 2);  // rows 1 and 2

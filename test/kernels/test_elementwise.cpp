@@ -64,6 +64,37 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, ElementwiseByDtype,
                          ::testing::Values(DType::f32, DType::f16, DType::bf16),
                          [](const auto& p) { return std::string(dtype_name(p.param)); });
 
+TEST(Elementwise, LargeTensorsTakeTheParallelPathAndAgree) {
+  // Above kParallelGrain elements the CPU loops run on OpenMP threads.
+  const Shape shape{3, 70001};
+  Tensor a = random_tensor(shape, 21), b = random_tensor(shape, 22), out = Tensor::empty(shape);
+  std::vector<double> va = to_doubles(a), vb = to_doubles(b), sum(va.size()), re(va.size());
+  for (size_t i = 0; i < va.size(); ++i) {
+    sum[i] = va[i] + vb[i];
+    re[i] = va[i] > 0 ? va[i] : 0;
+  }
+  ops::add(a, b, out);
+  EXPECT_TRUE(tensors_close(out, from_doubles(sum, shape, DType::f32), stored(DType::f32)));
+  ops::relu_forward(a, out);
+  EXPECT_TRUE(tensors_close(out, from_doubles(re, shape, DType::f32), stored(DType::f32)));
+  Tensor h = ops::cast(a, DType::bf16);
+  EXPECT_TRUE(tensors_close(ops::cast(h, DType::f32), a, stored(DType::bf16)));
+}
+
+TEST(Elementwise, PartlyOverlappingOutputsAreRejected) {
+  Tensor t = random_tensor({4, 8}, 23);
+  Tensor rows01 = t.narrow(0, 2), rows12 = t.narrow(1, 2);
+  EXPECT_THROW(ops::add(rows01, rows01, rows12), Error);  // shifted by one row
+  EXPECT_THROW(ops::relu_forward(rows01, rows12), Error);
+  EXPECT_THROW(rows12.copy_from(rows01), Error);
+  Tensor other = t.narrow(2, 2);
+  EXPECT_NO_THROW(ops::add(rows01, rows01, other));        // disjoint views of one storage
+  EXPECT_NO_THROW(ops::relu_forward(rows01, rows01));      // exactly in place
+  Tensor h = Tensor::empty({4, 8}, DType::f16);
+  Tensor as_f16 = ops::cast(t, DType::f16);
+  EXPECT_NO_THROW(ops::cast(as_f16, h));
+}
+
 TEST(Elementwise, InPlaceAliasingWorks) {
   Tensor a = random_tensor({100}, 3);
   std::vector<double> va = to_doubles(a);

@@ -8,31 +8,14 @@
 #include "kernels/gemm.h"
 #include "test/support/grad_check.h"
 #include "test/support/random_tensor.h"
+#include "test/support/reference.h"
 #include "test/support/tensor_compare.h"
 
 namespace gridnn {
 namespace {
 using test::random_tensor;
 using test::to_doubles;
-
-// C = alpha op(A) op(B) + beta C0 for one matrix (row-major), in double.
-std::vector<double> reference(const std::vector<double>& a, const std::vector<double>& b,
-                              const std::vector<double>& c0, int64_t m, int64_t n, int64_t k,
-                              const ops::GemmOptions& o) {
-  std::vector<double> c(size_t(m * n));
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double acc = 0;
-      for (int64_t p = 0; p < k; ++p) {
-        double av = o.transpose_a ? a[size_t(p * m + i)] : a[size_t(i * k + p)];
-        double bv = o.transpose_b ? b[size_t(j * k + p)] : b[size_t(p * n + j)];
-        acc += av * bv;
-      }
-      double prev = o.beta == 0 ? 0 : o.beta * c0[size_t(i * n + j)];
-      c[size_t(i * n + j)] = o.alpha * acc + prev;
-    }
-  return c;
-}
+using test::reference_gemm;
 
 Tensor reference_tensor(const std::vector<double>& v, const Shape& s) {
   return Tensor::from_vector(std::vector<float>(v.begin(), v.end()), s);
@@ -51,7 +34,7 @@ TEST_P(GemmTranspose, MatchesTripleLoop) {
   o.transpose_b = tb;
   o.alpha = 1.5f;
   o.beta = -0.5f;
-  auto ref = reference(to_doubles(a), to_doubles(b), to_doubles(c), m, n, k, o);
+  auto ref = reference_gemm(to_doubles(a), to_doubles(b), to_doubles(c), m, n, k, o);
   ops::gemm(a, b, c, o);
   EXPECT_TRUE(test::tensors_close(c, reference_tensor(ref, {m, n}), {1e-5, 1e-5}));
 }
@@ -90,7 +73,7 @@ TEST(Gemm, BatchedWithSharedOperand) {
   std::vector<double> va = to_doubles(a), vb = to_doubles(b), vc = to_doubles(c);
   for (int64_t i = 0; i < batch; ++i) {
     std::vector<double> ai(va.begin() + i * m * k, va.begin() + (i + 1) * m * k);
-    auto ref = reference(ai, vb, {}, m, n, k, o);
+    auto ref = reference_gemm(ai, vb, {}, m, n, k, o);
     for (int64_t j = 0; j < m * n; ++j) EXPECT_NEAR(vc[size_t(i * m * n + j)], ref[size_t(j)], 1e-5);
   }
 }
@@ -101,7 +84,7 @@ TEST(Gemm, HalfOperandsAccumulateInFloat) {
     Tensor a = random_tensor({m, k}, 8, -1, 1, dt), b = random_tensor({k, n}, 9, -1, 1, dt);
     Tensor c = Tensor::empty({m, n}, dt);
     ops::gemm(a, b, c);
-    auto ref = reference(to_doubles(a), to_doubles(b), {}, m, n, k, {});
+    auto ref = reference_gemm(to_doubles(a), to_doubles(b), {}, m, n, k, {});
     // Only the final rounding to 16 bits: |c| ~ sqrt(k / 9) ~ 7.5.
     double tol = dt == DType::f16 ? 8e-3 : 6e-2;
     std::vector<double> got = to_doubles(c);
@@ -122,6 +105,12 @@ TEST(Gemm, GradientOfAProductMatchesCentralDifferences) {
   ops::gemm(a, w, db, {true, false});
   EXPECT_TRUE(test::check_gradient(loss, a, da));
   EXPECT_TRUE(test::check_gradient(loss, b, db));
+}
+
+TEST(Gemm, OutputMustNotAliasAnOperand) {
+  Tensor a = random_tensor({3, 3}, 13), b = random_tensor({3, 3}, 14);
+  EXPECT_THROW(ops::gemm(a, b, a), Error);
+  EXPECT_THROW(ops::gemm(a, b, b), Error);
 }
 
 TEST(Gemm, ShapeErrorsSayWhatIsWrong) {

@@ -58,6 +58,25 @@ TEST(Random, ASliceDrawsTheSameValuesAsTheWhole) {
   EXPECT_FALSE(test::tensors_equal(other, full));
 }
 
+TEST(Random, ADepthSlabDrawsTheSameValuesAsTheWhole) {
+  // A domain-parallel rank holds planes [1, 3) of the depth dimension of [N, C, D, H, W].
+  const Shape global{2, 3, 4, 2, 5};
+  Tensor full = Tensor::empty(global);
+  ops::uniform_(full, -1, 1, {9, philox_stream_id("x")});
+  Tensor slab = Tensor::empty({2, 3, 2, 2, 5});
+  ops::uniform_(slab, -1, 1, ops::RandomKey::box(9, philox_stream_id("x"), global, {0, 0, 1, 0, 0}));
+  std::vector<float> f = full.to_vector<float>(), s = slab.to_vector<float>();
+  size_t k = 0;
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t c = 0; c < 3; ++c)
+      for (int64_t d = 1; d < 3; ++d)
+        for (int64_t hw = 0; hw < 10; ++hw, ++k)
+          ASSERT_EQ(s[k], f[size_t(((n * 3 + c) * 4 + d) * 10 + hw)]) << "n " << n << " c " << c << " d " << d;
+  // A box that does not fit, or of the wrong rank, is an error.
+  EXPECT_THROW(ops::uniform_(slab, -1, 1, ops::RandomKey::box(9, 1, global, {0, 0, 3, 0, 0})), Error);
+  EXPECT_THROW(ops::uniform_(slab, -1, 1, ops::RandomKey::box(9, 1, global, {0, 0, 1})), Error);
+}
+
 TEST(Random, KaimingAndXavierScales) {
   const int64_t fan_in = 27 * 16, fan_out = 32;
   Tensor w = Tensor::empty({200, fan_in});

@@ -8,6 +8,7 @@
 #include "kernels/gemm.h"
 #include "kernels/reduce.h"
 #include "test/support/random_tensor.h"
+#include "test/support/reference.h"
 #include "test/support/tensor_compare.h"
 
 namespace gridnn {
@@ -38,22 +39,17 @@ TEST(Sweep, GemmRandomShapesTransposesAndBatches) {
     std::vector<double> va = to_doubles(a), vb = to_doubles(b), vc = to_doubles(c);
     ops::gemm_batched(a, b, c, o);
     std::vector<double> got = to_doubles(c);
-    for (int64_t q = 0; q < batch; ++q)
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j) {
-          double acc = 0;
-          for (int64_t p = 0; p < k; ++p) {
-            double av = o.transpose_a ? va[size_t((q * k + p) * m + i)] : va[size_t((q * m + i) * k + p)];
-            size_t boff = share_b ? 0 : size_t(q * k * n);
-            double bv = o.transpose_b ? vb[boff + size_t(j * k + p)] : vb[boff + size_t(p * n + j)];
-            acc += av * bv;
-          }
-          size_t ci = size_t((q * m + i) * n + j);
-          double expect = o.alpha * acc + (o.beta == 0 ? 0.0 : o.beta * vc[ci]);
-          ASSERT_NEAR(got[ci], expect, 1e-4 * (1 + std::fabs(expect)))
-              << "case " << t << ": batch " << batch << " m " << m << " n " << n << " k " << k
-              << " ta " << o.transpose_a << " tb " << o.transpose_b << " shared B " << share_b;
-        }
+    auto slice = [](const std::vector<double>& v, int64_t q, int64_t size) {
+      return std::vector<double>(v.begin() + q * size, v.begin() + (q + 1) * size);
+    };
+    for (int64_t q = 0; q < batch; ++q) {
+      std::vector<double> ref = test::reference_gemm(slice(va, q, m * k), share_b ? vb : slice(vb, q, k * n),
+                                                     slice(vc, q, m * n), m, n, k, o);
+      for (int64_t e = 0; e < m * n; ++e)
+        ASSERT_NEAR(got[size_t(q * m * n + e)], ref[size_t(e)], 1e-4 * (1 + std::fabs(ref[size_t(e)])))
+            << "case " << t << ": batch " << batch << " m " << m << " n " << n << " k " << k
+            << " ta " << o.transpose_a << " tb " << o.transpose_b << " shared B " << share_b;
+    }
   }
 }
 
@@ -65,23 +61,13 @@ TEST(Sweep, ReductionsOverRandomFiveDimensionalShapes) {
     Shape s(dims);
     const int dim = int(pick("reduce_dim", t, 0, rank - 1));
     Tensor x = test::random_tensor(s, t + 7);
-    std::vector<double> v = to_doubles(x);
-    int64_t outer = 1, inner = 1, len = s[dim];
-    for (int d = 0; d < dim; ++d) outer *= s[d];
-    for (int d = dim + 1; d < rank; ++d) inner *= s[d];
     std::vector<double> sum = to_doubles(ops::sum(x, dim)), mx = to_doubles(ops::max(x, dim));
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t in = 0; in < inner; ++in) {
-        double acc = 0, best = -INFINITY;
-        for (int64_t q = 0; q < len; ++q) {
-          double e = v[size_t((o * len + q) * inner + in)];
-          acc += e;
-          best = std::max(best, e);
-        }
-        size_t oi = size_t(o * inner + in);
-        ASSERT_NEAR(sum[oi], acc, 1e-5 * (1 + double(len))) << "case " << t << " shape " << s.str() << " dim " << dim;
-        ASSERT_EQ(mx[oi], best) << "case " << t << " shape " << s.str() << " dim " << dim;
-      }
+    std::vector<double> ref_sum = test::reference_reduce(ops::ReduceOp::sum, x, dim);
+    std::vector<double> ref_max = test::reference_reduce(ops::ReduceOp::max, x, dim);
+    for (size_t o = 0; o < sum.size(); ++o) {
+      ASSERT_NEAR(sum[o], ref_sum[o], 1e-5 * (1 + double(s[dim]))) << "case " << t << " shape " << s.str() << " dim " << dim;
+      ASSERT_EQ(mx[o], ref_max[o]) << "case " << t << " shape " << s.str() << " dim " << dim;
+    }
   }
 }
 

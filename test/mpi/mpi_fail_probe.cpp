@@ -1,18 +1,37 @@
-// Rank 1 throws; rank 0 waits in a barrier that rank 1 never reaches. The top-level
-// handler must turn the exception into MpiSession::fail_job, which aborts every rank.
+// Rank 1 throws; rank 0 waits in a barrier that rank 1 never reaches. Every way the
+// exception can travel must end the whole job with a message naming rank 1:
+//   (no flag)   MpiSession::run catches it and calls fail_job;
+//   --escape    it unwinds past a plain MpiSession (caught further out), whose destructor
+//               fails the job;
+//   --uncaught  nobody catches it: the terminate handler fails the job.
 #include <mpi.h>
 
+#include <string>
 #include <stdexcept>
 
 #include "parallel/mpi_session.h"
 
 int main(int argc, char** argv) {
-  gridnn::MpiSession mpi(&argc, &argv);
-  try {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "--escape") {
+    try {
+      gridnn::MpiSession mpi(&argc, &argv);
+      if (mpi.rank() == 1) throw std::runtime_error("injected failure");
+      MPI_Barrier(MPI_COMM_WORLD);
+    } catch (const std::exception&) {
+      return 1;  // too late: the session is gone; its destructor must have ended the job
+    }
+    return 0;
+  }
+  if (mode == "--uncaught") {
+    gridnn::MpiSession mpi(&argc, &argv);
     if (mpi.rank() == 1) throw std::runtime_error("injected failure");
     MPI_Barrier(MPI_COMM_WORLD);
-  } catch (const std::exception& e) {
-    gridnn::MpiSession::fail_job(e.what());
+    return 0;
   }
-  return 0;
+  return gridnn::MpiSession::run(&argc, &argv, [](gridnn::MpiSession& mpi) {
+    if (mpi.rank() == 1) throw std::runtime_error("injected failure");
+    MPI_Barrier(MPI_COMM_WORLD);
+    return 0;
+  });
 }

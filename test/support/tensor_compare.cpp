@@ -19,7 +19,7 @@ double as_double(T v) {
 }  // namespace
 
 std::vector<double> to_doubles(const Tensor& t) {
-  Tensor host = t.device().is_cpu() ? t : t.to(Device::cpu());
+  Tensor host = t.to_host();
   std::vector<double> out(size_t(host.numel()));
   GRIDNN_DISPATCH_ALL(host.dtype(), "to_doubles", [&] {
     const scalar_t* p = static_cast<const scalar_t*>(host.raw());
@@ -91,8 +91,8 @@ std::string multi_index(const Shape& s, int64_t flat) {
 
 ::testing::AssertionResult tensors_equal(const Tensor& actual, const Tensor& expected) {
   if (auto r = same_layout(actual, expected); !r) return r;
-  Tensor a = actual.device().is_cpu() ? actual : actual.to(Device::cpu());
-  Tensor e = expected.device().is_cpu() ? expected : expected.to(Device::cpu());
+  Tensor a = actual.to_host();
+  Tensor e = expected.to_host();
   const auto* pa = static_cast<const unsigned char*>(a.raw());
   const auto* pe = static_cast<const unsigned char*>(e.raw());
   size_t es = dtype_size(a.dtype());
