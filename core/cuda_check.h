@@ -1,11 +1,15 @@
-// Checking macros for CUDA runtime, cuBLAS and cuDNN calls (CUDA builds only).
-// A failed call throws CudaError / CublasError / CudnnError naming the call text, the
-// library's own error string, the rank, file and line.
+// Checking macros for CUDA runtime, cuBLAS and cuDNN calls (CUDA builds only; the cuDNN
+// one only where cuDNN was found, GRIDNN_HAVE_CUDNN). A failed call throws CudaError /
+// CublasError / CudnnError naming the call text, the library's own error string, the
+// rank, file and line. NCCL's macro is in parallel/nccl_check.h, MPI's in
+// parallel/mpi_check.h.
 #pragma once
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#if GRIDNN_HAVE_CUDNN
 #include <cudnn.h>
+#endif
 
 #include <string>
 
@@ -24,14 +28,17 @@
 // Checks the launch of the kernel just issued (bad configuration, no kernel image).
 #define GRIDNN_CHECK_LAUNCH(NAME) GRIDNN_CHECK_CUDA((static_cast<void>(NAME), cudaGetLastError()))
 
-#define GRIDNN_CHECK_CUBLAS(CALL)                                                        \
-  do {                                                                                   \
-    cublasStatus_t gridnn_status_ = (CALL);                                              \
-    if (gridnn_status_ != CUBLAS_STATUS_SUCCESS)                                         \
-      throw ::gridnn::CublasError(#CALL, cublasGetStatusString(gridnn_status_), __FILE__, \
-                                  __LINE__);                                             \
+#define GRIDNN_CHECK_CUBLAS(CALL)                                                         \
+  do {                                                                                    \
+    cublasStatus_t gridnn_status_ = (CALL);                                               \
+    if (gridnn_status_ != CUBLAS_STATUS_SUCCESS)                                          \
+      throw ::gridnn::CublasError(#CALL,                                                  \
+                                  std::string(cublasGetStatusName(gridnn_status_)) + " (" + \
+                                      cublasGetStatusString(gridnn_status_) + ")",        \
+                                  __FILE__, __LINE__);                                    \
   } while (0)
 
+#if GRIDNN_HAVE_CUDNN
 #define GRIDNN_CHECK_CUDNN(CALL)                                                         \
   do {                                                                                   \
     cudnnStatus_t gridnn_status_ = (CALL);                                               \
@@ -39,3 +46,4 @@
       throw ::gridnn::CudnnError(#CALL, cudnnGetErrorString(gridnn_status_), __FILE__,   \
                                  __LINE__);                                              \
   } while (0)
+#endif  // GRIDNN_HAVE_CUDNN

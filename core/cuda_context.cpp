@@ -1,7 +1,8 @@
 // Per-device CUDA state (core/cuda_context.h). Each device's context is built once, on
-// first use, under a std::call_once (a failed build throws and is retried by the next
-// call). Contexts are never destroyed: tensors and allocators may outlive main(), and
-// destroying streams or cuBLAS handles during static destruction is unsafe.
+// first use, under a std::call_once (a failed build releases what it created, throws, and
+// is retried by the next call). Contexts are never destroyed: tensors and allocators may
+// outlive main(), and destroying streams or cuBLAS handles during static destruction is
+// unsafe.
 #include "core/cuda_context.h"
 
 #include <memory>
@@ -26,8 +27,28 @@ Slot& slot(int device) {
   return slots[device];
 }
 
+// What create() has made so far; released again if a later step throws, so a failed
+// build leaks nothing (and the retry by the next call starts from scratch).
+struct PartialContext {
+  std::unique_ptr<DeviceContext> ctx = std::make_unique<DeviceContext>();
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+
+  PartialContext() = default;
+  PartialContext(const PartialContext&) = delete;
+  PartialContext& operator=(const PartialContext&) = delete;
+  ~PartialContext() {  // best effort, never throws; nothing to do after release()
+    if (!ctx) return;
+    if (ctx->cublas) cublasDestroy(ctx->cublas);
+    if (workspace) cuda_caching_allocator(ctx->device).deallocate(workspace, workspace_bytes);
+    if (ctx->stream) cudaStreamDestroy(ctx->stream);
+  }
+  DeviceContext* release() { return ctx.release(); }
+};
+
 DeviceContext* create(int device) {
-  auto ctx = std::make_unique<DeviceContext>();
+  PartialContext made;
+  DeviceContext* ctx = made.ctx.get();
   ctx->device = device;
   GRIDNN_CHECK_CUDA(cudaSetDevice(device));
   GRIDNN_CHECK_CUDA(cudaGetDeviceProperties(&ctx->properties, device));
@@ -38,14 +59,15 @@ DeviceContext* create(int device) {
   // training step calls cudaMalloc behind the allocator's back (32 MiB: NVIDIA's advice
   // for Hopper). Held for the life of the process, like the context.
   constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
-  void* workspace = cuda_caching_allocator(device).allocate(kCublasWorkspaceBytes);
-  GRIDNN_CHECK_CUBLAS(cublasSetWorkspace(ctx->cublas, workspace, kCublasWorkspaceBytes));
+  made.workspace = cuda_caching_allocator(device).allocate(kCublasWorkspaceBytes);
+  made.workspace_bytes = kCublasWorkspaceBytes;
+  GRIDNN_CHECK_CUBLAS(cublasSetWorkspace(ctx->cublas, made.workspace, kCublasWorkspaceBytes));
   // Precision is chosen per call by the compute type (kernels/cuda/gemm.cu: TF32 only when
   // asked for). This flag keeps split-K reductions of f16/bf16 products in f32 too, rather
   // than in the 16-bit output type.
   GRIDNN_CHECK_CUBLAS(cublasSetMathMode(
       ctx->cublas, cublasMath_t(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
-  return ctx.release();
+  return made.release();
 }
 
 }  // namespace

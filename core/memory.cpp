@@ -7,6 +7,7 @@
 #if GRIDNN_HAVE_CUDA
 #include "core/cuda_check.h"
 #include "core/cuda_context.h"
+#include "core/stream.h"
 #endif
 
 namespace gridnn {
@@ -21,11 +22,25 @@ void copy_bytes(void* dst, const Device& dst_device, const void* src, const Devi
 #if GRIDNN_HAVE_CUDA
   // Order the copy after the work already queued on the stream that produced the source
   // (or will consume the destination).
+  const bool cross_device =
+      dst_device.is_cuda() && src_device.is_cuda() && dst_device.index != src_device.index;
   int dev = src_device.is_cuda() ? src_device.index : dst_device.index;
   cudaStream_t stream = cuda::context(dev).stream;
+  if (cross_device) {
+    // The copy runs on the source device's stream, but kernels still queued on the
+    // destination device's compute stream may read or write dst (an earlier op's output,
+    // an allocator block just reused). Make the source stream wait for them, without
+    // blocking the host: an event recorded on the destination stream.
+    cuda::Event dst_idle(dst_device.index);
+    dst_idle.record(cuda::context(dst_device.index).stream);
+    cuda::context(dev);    // makes the source device current again
+    dst_idle.wait(stream);  // (an event may be waited on from another device's stream)
+  }
   GRIDNN_CHECK_CUDA(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, stream));
-  if (dst_device.is_cpu() || src_device.is_cpu()) GRIDNN_CHECK_CUDA(cudaStreamSynchronize(stream));
-  if (dst_device.is_cuda() && src_device.is_cuda() && dst_device.index != src_device.index)
+  // To or from the host: the host may touch its side as soon as we return. Across devices:
+  // the destination's compute stream does not know about a copy queued on the source's
+  // stream, so its later kernels could read dst early; waiting here keeps them ordered.
+  if (dst_device.is_cpu() || src_device.is_cpu() || cross_device)
     GRIDNN_CHECK_CUDA(cudaStreamSynchronize(stream));
 #else
   throw Error("copy involving a CUDA device, but gridnn was built without CUDA");

@@ -2,9 +2,9 @@
 //
 // A reduction views its input as [outer, len, inner] and produces outer × inner values,
 // reducing the middle dimension. Every output is computed in the same fixed order on
-// both backends: kReduceLanes lanes each fold a strided subset of the len elements
-// (lane l takes elements l, l + kReduceLanes, ...), then the lanes are combined by a
-// pairwise tree. The CUDA backend runs one thread per lane; the CPU backend runs the
+// both backends: L = reduce_lanes(len) lanes (a power of two, at most kReduceLanes,
+// depending on len alone) each fold a strided subset of the len elements (lane l takes
+// elements l, l + L, ...), then the lanes are combined by a pairwise tree. The CUDA backend runs one thread per lane; the CPU backend runs the
 // lanes in a loop. No atomics: results are deterministic and agree across backends up to
 // the last bits of float arithmetic (FMA contraction).
 #pragma once
@@ -18,7 +18,15 @@ namespace gridnn::kernels {
 
 enum class ReduceOp { sum, sum_squares, max };
 
-constexpr int kReduceLanes = 256;
+constexpr int kReduceLanes = 256;  // the most lanes (and CUDA threads) per output
+
+// Lanes used for a reduced dimension of length len: the smallest power of two >= len,
+// capped at kReduceLanes, so short rows do not pay for 256 lanes and a 255-step tree.
+GRIDNN_HD GRIDNN_INLINE int reduce_lanes(int64_t len) {
+  int lanes = 1;
+  while (lanes < kReduceLanes && lanes < len) lanes *= 2;
+  return lanes;
+}
 
 namespace body {
 
@@ -43,12 +51,12 @@ struct ReduceShape {
   int64_t outer, len, inner;
 };
 
-// Lane `lane`'s partial result for output `o` (o = outer_index * inner + inner_index).
+// Lane `lane` of `lanes`: its partial result for output `o` (o = outer_index * inner + inner_index).
 template <class Op, class T>
-GRIDNN_HD GRIDNN_INLINE float reduce_lane(const T* x, ReduceShape s, int64_t o, int lane) {
+GRIDNN_HD GRIDNN_INLINE float reduce_lane(const T* x, ReduceShape s, int64_t o, int lane, int lanes) {
   const int64_t base = (o / s.inner) * s.len * s.inner + (o % s.inner);
   float acc = Op::identity();
-  for (int64_t k = lane; k < s.len; k += kReduceLanes) acc = Op::combine(acc, Op::map(to_float(x[base + k * s.inner])));
+  for (int64_t k = lane; k < s.len; k += lanes) acc = Op::combine(acc, Op::map(to_float(x[base + k * s.inner])));
   return acc;
 }
 

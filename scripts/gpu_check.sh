@@ -8,8 +8,19 @@
 #   scripts/gpu_check.sh            # from the repository root (or anywhere)
 #   OUT=/some/dir scripts/gpu_check.sh   # also keep every log and the summary there
 #
+# Libraries the GPU image lacks (OpenBLAS and cblas.h, nlohmann-json, CLI11, GoogleTest,
+# Google Benchmark) come as Debian packages carried with the working tree, in two steps:
+#   1. here, on the Debian 12 development machine:   bash scripts/gpu_deps.sh
+#      (apt-get downloads the .deb files into .gpu-deps/, git-ignored, about 13 MiB)
+#   2. on the device, through the `run` tool:  carry [".gpu-deps"],
+#      command "bash scripts/gpu_check.sh"
+# When any of those headers or libraries is missing on the machine and .gpu-deps/*.deb
+# exist, this script unpacks them (dpkg-deb -x, or Python where dpkg-deb is absent; no root,
+# no apt) into $BUILD_DIR/deps and points CMake and LD_LIBRARY_PATH there.
+#
 # Environment: BUILD_DIR (default build-gpu), CUDA_ARCH (default 90), PYTHON (default
-# python3), BUDGET_S (whole-run time budget in seconds, default 450).
+# python3), BUDGET_S (whole-run time budget in seconds, default 450), GPU_DEPS (auto: use
+# .gpu-deps only when something is missing; always; never).
 # Every step runs under a timeout and the script keeps going after a failure, so the
 # summary always prints; the exit status is non-zero when any step failed.
 set -uo pipefail
@@ -106,6 +117,131 @@ for lib in cudnn nccl; do
     echo "$lib: no pip wheel found; relying on the toolkit / system install"
   fi
 done
+
+# ---- OpenBLAS, JSON, CLI11, GoogleTest, Benchmark: the system's or carried .debs ---------
+GPU_DEPS="${GPU_DEPS:-auto}"
+DEBS_DIR="$ROOT/.gpu-deps"
+case "$BUILD_DIR" in /*) BUILD_ABS="$BUILD_DIR" ;; *) BUILD_ABS="$ROOT/$BUILD_DIR" ;; esac
+DEPS_PREFIX="$BUILD_ABS/deps"
+
+# True when some file matches one of the glob patterns in "$@".
+any_file() {
+  local pattern f
+  for pattern in "$@"; do
+    for f in $pattern; do [[ -e "$f" ]] && return 0; done
+  done
+  return 1
+}
+# The first of "$@" that exists (the arguments are expanded globs), or nothing.
+first_file() {
+  local f
+  for f in "$@"; do [[ -e "$f" ]] && { echo "$f"; return 0; }; done
+  return 1
+}
+# What the configure step would not find on this machine (system locations only).
+missing_deps() {
+  local d missing=()
+  any_file /usr/include/cblas.h /usr/include/openblas/cblas.h /usr/include/*/openblas*/cblas.h \
+    /usr/local/include/cblas.h /usr/local/include/openblas/cblas.h || missing+=("cblas.h")
+  any_file "/usr/lib/x86_64-linux-gnu/libopenblas.so" "/usr/lib/x86_64-linux-gnu/openblas*/libopenblas.so" \
+    /usr/lib64/libopenblas.so /usr/local/lib/libopenblas.so || missing+=("libopenblas.so")
+  for d in nlohmann/json.hpp CLI/CLI.hpp gtest/gtest.h benchmark/benchmark.h; do
+    any_file /usr/include/$d /usr/local/include/$d || missing+=("$d")
+  done
+  echo "${missing[*]:-}"
+}
+# dpkg-deb -x DEB DIR without dpkg: a .deb is an ar archive holding data.tar.{xz,zst,gz}.
+extract_deb_python() {
+  "$PYTHON" - "$1" "$2" <<'PY'
+import io, sys, tarfile
+deb, dest = sys.argv[1], sys.argv[2]
+data = open(deb, "rb").read()
+assert data[:8] == b"!<arch>\n", "not an ar archive: " + deb
+pos = 8
+while pos + 60 <= len(data):
+    name = data[pos:pos + 16].decode().strip().rstrip("/")
+    size = int(data[pos + 48:pos + 58].decode().strip())
+    body = data[pos + 60:pos + 60 + size]
+    if name.startswith("data.tar"):
+        if name.endswith(".zst"):
+            sys.exit("data.tar.zst needs dpkg-deb or zstd: " + deb)
+        # filter="tar" (Python >= 3.12, and 3.8.17+): no paths outside dest, no warning.
+        kw = {"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}
+        with tarfile.open(fileobj=io.BytesIO(body), mode="r:*") as t:
+            t.extractall(dest, **kw)
+        break
+    pos += 60 + size + (size & 1)
+else:
+    sys.exit("no data.tar in " + deb)
+PY
+}
+unpack_debs() {
+  local deb stamp="$DEPS_PREFIX/.unpacked" list
+  list="$(printf '%s\n' "${DEBS[@]##*/}")"
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$list" ]]; then
+    echo "carried packages already unpacked in $DEPS_PREFIX"
+    return 0
+  fi
+  rm -rf "$DEPS_PREFIX"
+  mkdir -p "$DEPS_PREFIX"
+  for deb in "${DEBS[@]}"; do
+    echo "  unpacking $(basename "$deb")"
+    if command -v dpkg-deb >/dev/null; then
+      dpkg-deb -x "$deb" "$DEPS_PREFIX" || return 1
+    else
+      extract_deb_python "$deb" "$DEPS_PREFIX" || return 1
+    fi
+  done
+  echo "$list" >"$stamp"
+}
+# Points CMake at the unpacked prefix. Debian reaches OpenBLAS through alternatives
+# symlinks (/usr/lib/x86_64-linux-gnu/libopenblas.so -> /etc/alternatives/...), which
+# unpacking does not create, so the library and cblas.h are named explicitly; the package
+# configs are named by <pkg>_DIR so that nothing of the system's is picked up instead.
+use_carried_deps() {
+  local usr="$DEPS_PREFIX/usr" libarch="$DEPS_PREFIX/usr/lib/x86_64-linux-gnu" blas cblas
+  blas="$(first_file "$libarch"/openblas*/libopenblas.so)"
+  cblas="$(first_file "$usr"/include/x86_64-linux-gnu/openblas*/cblas.h \
+    "$usr"/include/openblas/cblas.h "$usr"/include/cblas.h)"
+  if [[ -z "$blas" || -z "$cblas" ]]; then
+    echo "carried packages lack libopenblas.so or cblas.h (blas='$blas' cblas='$cblas')"
+    return 1
+  fi
+  blas="$(readlink -f "$blas")"
+  CMAKE_EXTRA+=("-DCMAKE_PREFIX_PATH=$usr"
+    "-DBLA_VENDOR=OpenBLAS" "-DBLAS_LIBRARIES=$blas" "-DCMAKE_LIBRARY_PATH=$(dirname "$blas")"
+    "-DCBLAS_INCLUDE_DIR=$(dirname "$cblas")"
+    "-Dnlohmann_json_DIR=$usr/share/cmake/nlohmann_json" "-DCLI11_DIR=$usr/share/cmake/CLI11"
+    "-DGTest_DIR=$libarch/cmake/GTest" "-Dbenchmark_DIR=$libarch/cmake/benchmark"
+    # CMake 4 refuses package configs that ask for policies older than 3.5.
+    "-DCMAKE_POLICY_VERSION_MINIMUM=3.5")
+  # The tests and benchmarks load libopenblas.so.0, and through it libgfortran.so.5 and
+  # libquadmath.so.0 (not found by RUNPATH), and libbenchmark.so.1.7.1. The linker also
+  # follows LD_LIBRARY_PATH to resolve libopenblas's own dependencies at link time.
+  LD_LIBRARY_PATH="$(dirname "$blas"):$libarch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export LD_LIBRARY_PATH
+}
+
+MISSING="$(missing_deps)"
+DEBS=()
+for deb in "$DEBS_DIR"/*.deb; do [[ -f "$deb" ]] && DEBS+=("$deb"); done
+HAVE_DEBS=0
+((${#DEBS[@]})) && HAVE_DEBS=1
+if [[ "$GPU_DEPS" == always || ( "$GPU_DEPS" == auto && -n "$MISSING" ) ]]; then
+  [[ -n "$MISSING" ]] && echo "missing on this machine: $MISSING"
+  if ((HAVE_DEBS)); then
+    echo "unpacking the carried packages of $DEBS_DIR into $DEPS_PREFIX"
+    if unpack_debs && use_carried_deps; then
+      record "dependencies" "carried .gpu-deps (${#DEBS[@]} packages)${MISSING:+ for: $MISSING}"
+    else
+      fail "dependencies" "unpacking .gpu-deps failed (configure will likely fail)"
+    fi
+  else
+    fail "dependencies" "missing: ${MISSING:-?}; no .gpu-deps/*.deb to unpack (run 'bash scripts/gpu_deps.sh' on the Debian machine, then carry .gpu-deps)"
+  fi
+else
+  record "dependencies" "system${MISSING:+ (missing: $MISSING; GPU_DEPS=never)}"
+fi
 echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
 
 # ---- configure -------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 // CUDA backend of kernels/reduce.h: one block of kReduceLanes threads per output.
 //
-// Thread l of the block computes lane l of kernels/reduce_bodies.h (body::reduce_lane),
-// then the lanes are combined in shared memory by body::reduce_tree_step with widths
-// kReduceLanes/2, ..., 1 — the loop kernels/cpu/reduce.cpp runs, in the same order, so
+// Thread l < L = reduce_lanes(len) of the block computes lane l of kernels/reduce_bodies.h
+// (body::reduce_lane), then the lanes are combined in shared memory by
+// body::reduce_tree_step with widths L/2, ..., 1 — the loop kernels/cpu/reduce.cpp runs, in the same order, so
 // both backends add in the same order. This file is compiled with -fmad=false
 // (kernels/CMakeLists.txt), so x * x + acc is not contracted into an FMA either: sum,
 // sum of squares and max are meant to be bitwise equal to the CPU backend.
@@ -17,17 +17,18 @@ namespace {
 template <class Op, class T>
 __global__ void __launch_bounds__(kReduceLanes) reduce_kernel(const T* x, body::ReduceShape s,
                                                               T* out, int64_t n_out) {
-  __shared__ float lanes[kReduceLanes];
+  __shared__ float partial[kReduceLanes];
   const int lane = int(threadIdx.x);
+  const int lanes = reduce_lanes(s.len);
   for (int64_t o = blockIdx.x; o < n_out; o += gridDim.x) {  // same trip count for the whole block
-    lanes[lane] = body::reduce_lane<Op>(x, s, o, lane);
+    if (lane < lanes) partial[lane] = body::reduce_lane<Op>(x, s, o, lane, lanes);
     __syncthreads();
-    for (int width = kReduceLanes / 2; width > 0; width /= 2) {
-      if (lane < width) body::reduce_tree_step<Op>(lanes, lane, width);
+    for (int width = lanes / 2; width > 0; width /= 2) {
+      if (lane < width) body::reduce_tree_step<Op>(partial, lane, width);
       __syncthreads();
     }
-    if (lane == 0) out[o] = from_float<T>(lanes[0]);
-    __syncthreads();  // lanes[0] is read before the next output overwrites the lanes
+    if (lane == 0) out[o] = from_float<T>(partial[0]);
+    __syncthreads();  // partial[0] is read before the next output overwrites it
   }
 }
 

@@ -10,6 +10,7 @@
 
 #include "core/allocator.h"
 #include "kernels/elementwise.h"
+#include "kernels/gemm.h"
 #include "kernels/reduce.h"
 #include "test/gpu/gpu_test.h"
 #include "test/support/random_tensor.h"
@@ -240,22 +241,54 @@ TEST_F(GpuCore, StreamsAreMovableAndSynchronize) {
 #endif
 }
 
-TEST_F(GpuCore, EventsOrderWorkAcrossStreams) {
-#if GRIDNN_HAVE_CUDA  // (the fixture skips first without CUDA)
-  // The compute stream writes a buffer; a second stream waits on an event and copies it out.
-  Tensor x = Tensor::empty({1 << 20}, DType::f32, gpu());
-  ops::fill(x, 3.0);  // queued on the compute stream
+#if GRIDNN_HAVE_CUDA
+// The compute stream runs a long chain of work (several large GEMMs, ~20 ms on an H200)
+// and only its last op writes 7 into `marker`; a second stream copies the marker out.
+// Returns the value the second stream saw. With `wait`, an event recorded on the compute
+// stream orders the copy after the whole chain; without it the copy runs at once.
+float marker_seen_by_second_stream(bool wait) {
+  constexpr int64_t kN = 4096;  // 4096^3 fp32 GEMM: ~137 GFLOP, ~2 ms each on an H200
+  constexpr int kGemms = 10;
+  Tensor a = Tensor::empty({kN, kN}, DType::f32, gpu());
+  Tensor c = Tensor::empty({kN, kN}, DType::f32, gpu());
+  ops::fill(a, 0.5);
+  Tensor marker = Tensor::zeros({1}, DType::f32, gpu());
+  Tensor snapshot = Tensor::zeros({1}, DType::f32, gpu());
+  cuda::synchronize(0);  // marker and snapshot hold 0 before the race starts
+
+  cuda::Stream comm(0);
+  for (int i = 0; i < kGemms; ++i) ops::gemm(a, a, c);  // the compute stream's long chain
+  ops::fill(marker, 7.0);                                // ... and its last op
   cuda::Event ready(0);
   ready.record(cuda::context(0).stream);
-  cuda::Stream comm(0);
-  ready.wait(comm);
-  std::vector<float> host(size_t(x.numel()), 0.0f);
-  ASSERT_EQ(cudaMemcpyAsync(host.data(), x.raw(), x.nbytes(), cudaMemcpyDeviceToHost, comm.handle()),
+  if (wait) ready.wait(comm);
+  EXPECT_EQ(cudaMemcpyAsync(snapshot.raw(), marker.raw(), sizeof(float), cudaMemcpyDeviceToDevice,
+                            comm.handle()),
             cudaSuccess);
   comm.synchronize();
-  EXPECT_TRUE(ready.query());
+  if (wait) {
+    EXPECT_TRUE(ready.query()) << "the waiting stream finished before the event";
+  }
   ready.synchronize();
-  for (size_t i = 0; i < host.size(); i += 4099) ASSERT_EQ(host[i], 3.0f) << "element " << i;
+  cuda::synchronize(0);
+  EXPECT_EQ(marker.to_vector<float>()[0], 7.0f);
+  return snapshot.to_vector<float>()[0];
+}
+#endif
+
+TEST_F(GpuCore, EventsOrderWorkAcrossStreams) {
+#if GRIDNN_HAVE_CUDA  // (the fixture skips first without CUDA)
+  // Control: without the wait, the second stream must (at least once in three tries) read
+  // the marker before the chain is done, or the producer's work is too short for the
+  // ordered run below to prove anything.
+  int unordered_early = 0;
+  for (int attempt = 0; attempt < 3 && unordered_early == 0; ++attempt)
+    if (marker_seen_by_second_stream(false) == 0.0f) ++unordered_early;
+  EXPECT_GT(unordered_early, 0) << "the compute stream's chain finished before an unordered "
+                                   "copy on another stream ran: make the chain longer";
+  // With the event wait, the copy sees the last op's value every time.
+  for (int attempt = 0; attempt < 3; ++attempt)
+    EXPECT_EQ(marker_seen_by_second_stream(true), 7.0f) << "attempt " << attempt;
 #endif
 }
 
