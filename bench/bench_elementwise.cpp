@@ -3,7 +3,7 @@
 // op must read and write once (shown per second).
 //
 //   build/bench/bench_elementwise [--benchmark_filter=cuda]
-#include <benchmark/benchmark.h>
+#include "bench/bench_main.h"
 
 #include <functional>
 #include <string>
@@ -45,7 +45,9 @@ void run_case(benchmark::State& state, Device device, const Case& c) {
                                               benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void register_all() {
+}  // namespace
+
+void gridnn::bench::register_benchmarks() {
   const bool gpu = cuda_device_count() > 0;
   for (const Case& c : kCases) {
     benchmark::RegisterBenchmark((std::string(c.name) + "/cpu").c_str(),
@@ -56,15 +58,4 @@ void register_all() {
                                    [&c](benchmark::State& s) { run_case(s, Device::cuda(0), c); })
           ->Arg(1 << 26)->Unit(benchmark::kMicrosecond)->UseRealTime();
   }
-}
-
-}  // namespace
-
-int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  register_all();
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
 }

@@ -5,7 +5,7 @@
 //
 // Counter GFLOP (shown per second) = 2 m n k per iteration. GPU timings synchronize the device after
 // every product, so they include launch overhead (small sizes show it).
-#include <benchmark/benchmark.h>
+#include "bench/bench_main.h"
 
 #include <string>
 
@@ -34,7 +34,9 @@ void run_gemm(benchmark::State& state, Device device, DType dtype, ops::MathMode
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void register_all() {
+}  // namespace
+
+void gridnn::bench::register_benchmarks() {
   for (int64_t n : {128, 256, 512, 1024})
     benchmark::RegisterBenchmark("gemm/cpu/f32",
                                  [](benchmark::State& s) { run_gemm(s, Device::cpu(), DType::f32, ops::MathMode::fp32); })
@@ -54,15 +56,4 @@ void register_all() {
       benchmark::RegisterBenchmark(("gemm/cuda/" + std::string(gc.name)).c_str(),
                                    [gc](benchmark::State& s) { run_gemm(s, Device::cuda(0), gc.dtype, gc.math); })
           ->Arg(n)->Unit(benchmark::kMicrosecond)->UseRealTime();
-}
-
-}  // namespace
-
-int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  register_all();
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
 }

@@ -15,21 +15,18 @@ endforeach()
 # with a message naming the failing rank (never a hang), however the exception travels.
 add_executable(mpi_fail_probe mpi/mpi_fail_probe.cpp)
 target_link_libraries(mpi_fail_probe PRIVATE gridnn gridnn_warnings)
-add_test(NAME mpi_one_failing_rank_ends_the_job
-         COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
-                 $<TARGET_FILE:mpi_fail_probe> ${MPIEXEC_POSTFLAGS})
-set_tests_properties(mpi_one_failing_rank_ends_the_job PROPERTIES
-  LABELS mpi TIMEOUT 30 PROCESSORS 2
-  PASS_REGULAR_EXPRESSION "gridnn: rank 1 failed: injected failure")
-add_test(NAME mpi_exception_escaping_main_ends_the_job
-         COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
-                 $<TARGET_FILE:mpi_fail_probe> ${MPIEXEC_POSTFLAGS} --escape)
-set_tests_properties(mpi_exception_escaping_main_ends_the_job PROPERTIES
-  LABELS mpi TIMEOUT 30 PROCESSORS 2
-  PASS_REGULAR_EXPRESSION "gridnn: rank 1 failed: an exception is unwinding")
-add_test(NAME mpi_uncaught_exception_ends_the_job
-         COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
-                 $<TARGET_FILE:mpi_fail_probe> ${MPIEXEC_POSTFLAGS} --uncaught)
-set_tests_properties(mpi_uncaught_exception_ends_the_job PROPERTIES
-  LABELS mpi TIMEOUT 30 PROCESSORS 2
-  PASS_REGULAR_EXPRESSION "gridnn: rank 1 failed: uncaught exception: injected failure")
+# gridnn_add_fail_test(NAME MODE EXPECTED): two ranks of mpi_fail_probe MODE must print
+# EXPECTED (the job-ending message) and end well inside the timeout.
+function(gridnn_add_fail_test NAME MODE EXPECTED)
+  add_test(NAME ${NAME}
+           COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS}
+                   $<TARGET_FILE:mpi_fail_probe> ${MPIEXEC_POSTFLAGS} ${MODE})
+  set_tests_properties(${NAME} PROPERTIES
+    LABELS mpi TIMEOUT 30 PROCESSORS 2 PASS_REGULAR_EXPRESSION "${EXPECTED}")
+endfunction()
+gridnn_add_fail_test(mpi_one_failing_rank_ends_the_job ""
+                     "gridnn: rank 1 failed: injected failure")
+gridnn_add_fail_test(mpi_exception_escaping_main_ends_the_job --escape
+                     "gridnn: rank 1 failed: an exception is unwinding")
+gridnn_add_fail_test(mpi_uncaught_exception_ends_the_job --uncaught
+                     "gridnn: rank 1 failed: uncaught exception: injected failure")
