@@ -11,9 +11,11 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "core/philox.h"
 #include "core/tensor.h"
 
 namespace gridnn::ops {
@@ -22,6 +24,10 @@ struct RandomKey {
   RandomKey() = default;
   RandomKey(uint64_t seed_, uint64_t stream_, int64_t offset_ = 0)
       : seed(seed_), stream(stream_), offset(offset_) {}
+  // The key of the tensor called `name` ("layer1.0.conv1.weight"): stream = its FNV hash.
+  static RandomKey named(uint64_t seed, const std::string& name, int64_t offset = 0) {
+    return RandomKey(seed, philox_stream_id(name.c_str()), offset);
+  }
   // The key of the box at `origin` inside a tensor of shape `global`.
   static RandomKey box(uint64_t seed, uint64_t stream, const Shape& global,
                        std::vector<int64_t> origin) {

@@ -1,0 +1,41 @@
+#include "models/layers/activation.h"
+
+#include "kernels/elementwise.h"
+
+namespace gridnn::nn {
+
+Tensor ReLU::forward(const Tensor& x) {
+  input_ = x;
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  ops::relu_forward(x, y);
+  return y;
+}
+
+Tensor ReLU::backward(const Tensor& dy) {
+  require_layer(input_.defined(), "ReLU", "backward called before forward");
+  require_layer(dy.shape() == input_.shape(), "ReLU",
+                "dy " + dy.shape().str() + " does not match the input " + input_.shape().str());
+  Tensor dx = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
+  ops::relu_backward(input_, dy, dx);
+  return dx;
+}
+
+Tensor Flatten::forward(const Tensor& x) {
+  require_layer(x.rank() >= 1, "Flatten", "needs a batch dimension, got " + x.str());
+  input_shape_ = x.shape();
+  return x.reshape({x.size(0), x.size(0) == 0 ? 0 : x.numel() / x.size(0)});
+}
+
+Tensor Flatten::backward(const Tensor& dy) {
+  require_layer(dy.numel() == input_shape_.numel(), "Flatten",
+                "dy " + dy.shape().str() + " does not match the input " + input_shape_.str());
+  return dy.reshape(input_shape_);
+}
+
+Tensor residual_add(const Tensor& a, const Tensor& b) {
+  Tensor out = Tensor::empty(a.shape(), a.dtype(), a.device());
+  ops::add(a, b, out);
+  return out;
+}
+
+}  // namespace gridnn::nn

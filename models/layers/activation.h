@@ -1,0 +1,32 @@
+// Parameter-free layers: ReLU, Flatten, and the residual add.
+#pragma once
+
+#include "models/module.h"
+
+namespace gridnn::nn {
+
+// y = max(x, 0); backward passes dy where the input was positive.
+class ReLU : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& dy) override;
+
+ private:
+  Tensor input_;
+};
+
+// [N, d1, d2, ...] -> [N, d1 * d2 * ...] (a view); backward restores the shape.
+class Flatten : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& dy) override;
+
+ private:
+  Shape input_shape_;
+};
+
+// out = a + b for the shortcut of a residual block. Its backward is the identity for both
+// inputs (the caller hands dy to both branches), so there is nothing to keep.
+Tensor residual_add(const Tensor& a, const Tensor& b);
+
+}  // namespace gridnn::nn

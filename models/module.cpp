@@ -1,0 +1,83 @@
+#include "models/module.h"
+
+#include "kernels/elementwise.h"
+
+namespace gridnn::nn {
+
+Parameter& Module::register_parameter(const std::string& name, Tensor value) {
+  for (const auto& [n, p] : parameters_)
+    GRIDNN_REQUIRE(n != name, "parameter '", name, "' registered twice");
+  auto p = std::make_unique<Parameter>();
+  p->grad = Tensor::zeros(value.shape(), value.dtype(), value.device());
+  p->value = std::move(value);
+  parameters_.emplace_back(name, std::move(p));
+  return *parameters_.back().second;
+}
+
+Tensor& Module::register_buffer(const std::string& name, Tensor value) {
+  for (const auto& [n, b] : buffers_) GRIDNN_REQUIRE(n != name, "buffer '", name, "' registered twice");
+  buffers_.emplace_back(name, std::make_unique<Tensor>(std::move(value)));
+  return *buffers_.back().second;
+}
+
+void Module::add_child(const std::string& name, std::unique_ptr<Module> child) {
+  for (const auto& [n, c] : children_) GRIDNN_REQUIRE(n != name, "submodule '", name, "' registered twice");
+  child->training_ = training_;
+  children_.emplace_back(name, std::move(child));
+}
+
+void Module::collect(const std::string& prefix, std::vector<std::pair<std::string, Parameter*>>* params,
+                     std::vector<std::pair<std::string, Tensor*>>* buffers) {
+  if (params)
+    for (auto& [name, p] : parameters_) params->emplace_back(prefix + name, p.get());
+  if (buffers)
+    for (auto& [name, b] : buffers_) buffers->emplace_back(prefix + name, b.get());
+  for (auto& [name, child] : children_) child->collect(prefix + name + ".", params, buffers);
+}
+
+std::vector<std::pair<std::string, Parameter*>> Module::named_parameters() {
+  std::vector<std::pair<std::string, Parameter*>> out;
+  collect("", &out, nullptr);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor*>> Module::named_buffers() {
+  std::vector<std::pair<std::string, Tensor*>> out;
+  collect("", nullptr, &out);
+  return out;
+}
+
+void Module::zero_grad() {
+  for (auto& [name, p] : named_parameters()) ops::fill(p->grad, 0.0);
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  on_mode_change();
+  for (auto& [name, child] : children_) child->train(on);
+}
+
+void Module::initialize(uint64_t seed) { initialize_with_prefix(seed, ""); }
+
+void Module::initialize_with_prefix(uint64_t seed, const std::string& prefix) {
+  reset_parameters(seed, prefix);
+  for (auto& [name, child] : children_) child->initialize_with_prefix(seed, prefix + name + ".");
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor h = x;
+  for (const auto& [name, child] : children()) h = child->forward(h);
+  return h;
+}
+
+Tensor Sequential::backward(const Tensor& dy) {
+  Tensor g = dy;
+  for (auto it = children().rbegin(); it != children().rend(); ++it) g = it->second->backward(g);
+  return g;
+}
+
+void require_layer(bool cond, const std::string& layer, const std::string& what) {
+  if (!cond) throw Error(layer + ": " + what);
+}
+
+}  // namespace gridnn::nn

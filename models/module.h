@@ -1,0 +1,102 @@
+// The layer API (Caffe-style, DESIGN §10): a Module computes forward(x), keeping what its
+// backward needs, and backward(dy) returns dx. Activation gradients overwrite (backward
+// returns a new tensor); parameter gradients accumulate (+=) until zero_grad().
+//
+// Parameters and buffers are registered by name; a container registers its children by
+// name, so named_parameters() yields PyTorch state_dict names ("layer1.0.conv1.weight")
+// and weights move to and from PyTorch unchanged.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace gridnn::nn {
+
+// A learnable tensor and the gradient backward adds into (same shape, dtype, device).
+struct Parameter {
+  Tensor value;
+  Tensor grad;
+};
+
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // y for input x; keeps what backward needs (inputs, masks, statistics).
+  virtual Tensor forward(const Tensor& x) = 0;
+  // dL/dx for the last forward, given dL/dy; adds into the parameters' grad.
+  virtual Tensor backward(const Tensor& dy) = 0;
+
+  // This module's and its children's parameters and buffers, by state_dict name.
+  std::vector<std::pair<std::string, Parameter*>> named_parameters();
+  std::vector<std::pair<std::string, Tensor*>> named_buffers();
+
+  void zero_grad();
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  // Draws every parameter from its PyTorch default initializer, keyed by (seed, full
+  // parameter name), so the values do not depend on construction order or on the grid.
+  void initialize(uint64_t seed);
+
+ protected:
+  // Registration, in the order PyTorch's state_dict lists them. Grads start at zero.
+  Parameter& register_parameter(const std::string& name, Tensor value);
+  Tensor& register_buffer(const std::string& name, Tensor value);
+  template <class M>
+  M& register_module(const std::string& name, std::unique_ptr<M> child) {
+    M& ref = *child;
+    add_child(name, std::move(child));
+    return ref;
+  }
+
+  // Leaves override this: draw own parameters; `prefix` is this module's full name with
+  // a trailing dot ("layer1.0.conv1."), empty for the root.
+  virtual void reset_parameters(uint64_t /*seed*/, const std::string& /*prefix*/) {}
+  // Called after train()/eval() changed the mode (for children too).
+  virtual void on_mode_change() {}
+
+  const std::vector<std::pair<std::string, std::unique_ptr<Module>>>& children() const {
+    return children_;
+  }
+
+ private:
+  void add_child(const std::string& name, std::unique_ptr<Module> child);
+  void collect(const std::string& prefix, std::vector<std::pair<std::string, Parameter*>>* params,
+               std::vector<std::pair<std::string, Tensor*>>* buffers);
+  void initialize_with_prefix(uint64_t seed, const std::string& prefix);
+
+  // unique_ptr: addresses stay valid as more are registered.
+  std::vector<std::pair<std::string, std::unique_ptr<Parameter>>> parameters_;
+  std::vector<std::pair<std::string, std::unique_ptr<Tensor>>> buffers_;
+  std::vector<std::pair<std::string, std::unique_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+// Children run in order; backward runs them in reverse. Children are named "0", "1", ...
+// unless given names.
+class Sequential : public Module {
+ public:
+  template <class M>
+  M& add(std::unique_ptr<M> child, std::string name = "") {
+    if (name.empty()) name = std::to_string(children().size());
+    return register_module(name, std::move(child));
+  }
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& dy) override;
+};
+
+// Throws gridnn::Error "<layer>: <what>" unless `cond`: the shape and argument checks of
+// every layer use it, so messages name the layer.
+void require_layer(bool cond, const std::string& layer, const std::string& what);
+
+}  // namespace gridnn::nn
