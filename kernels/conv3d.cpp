@@ -1,0 +1,199 @@
+// Argument checks and backend dispatch for kernels/conv3d.h.
+#include "kernels/conv3d.h"
+
+#include <limits>
+#include <sstream>
+
+#include "kernels/checks.h"
+
+namespace gridnn::ops {
+using namespace gridnn::kernels;
+
+namespace {
+
+std::string triple_str(const int64_t* v) {
+  std::ostringstream os;
+  os << "[" << v[0] << ", " << v[1] << ", " << v[2] << "]";
+  return os.str();
+}
+
+void expect_f32(const char* op, const char* name, const Tensor& t) {
+  GRIDNN_REQUIRE(t.dtype() == DType::f32, op, ": ", name, " ", t.str(),
+                 " must be f32 (the only dtype conv3d supports for now); cast it first");
+}
+
+void expect_shape(const char* op, const char* name, const Tensor& t, const Shape& want,
+                  const Conv3dGeometry& g) {
+  GRIDNN_REQUIRE(t.shape() == want, op, ": ", name, " ", t.str(), " should be ", want.str(),
+                 " for the geometry ", str(g));
+}
+
+// Without cuDNN, a CUDA tensor is a clear error rather than a link failure.
+#if GRIDNN_HAVE_CUDA && GRIDNN_HAVE_CUDNN
+#define GRIDNN_CONV3D_CALL(DEVICE, FN, ...) GRIDNN_BACKEND_CALL(DEVICE, FN, __VA_ARGS__)
+#else
+[[noreturn]] void throw_no_cudnn(const char* op) {
+  if (!built_with_cuda()) throw_no_cuda(op);
+  throw Error(std::string(op) +
+              ": conv3d on a CUDA device needs cuDNN, but gridnn was built without it; install "
+              "cuDNN 9 and rebuild (set CUDNN_ROOT to the folder holding include/cudnn.h and "
+              "lib/libcudnn.so*), or keep the tensors on the cpu");
+}
+#define GRIDNN_CONV3D_CALL(DEVICE, FN, ...) \
+  ((DEVICE).is_cpu() ? ::gridnn::kernels::cpu::FN(__VA_ARGS__) : throw_no_cudnn(#FN))
+#endif
+
+}  // namespace
+
+Conv3dGeometry conv3d_geometry(const std::string& who, int64_t in_channels, int64_t out_channels,
+                               Triple kernel, Triple stride, Triple padding, Triple in_size) {
+  Conv3dGeometry g;
+  g.in_channels = in_channels;
+  g.out_channels = out_channels;
+  for (int d = 0; d < 3; ++d) {
+    g.kernel[d] = kernel[size_t(d)];
+    g.stride[d] = stride[size_t(d)];
+    g.padding[d] = padding[size_t(d)];
+    g.in_size[d] = in_size[size_t(d)];
+  }
+  GRIDNN_REQUIRE(in_channels > 0 && out_channels > 0, who, ": channel counts must be positive, got ",
+                 in_channels, " in and ", out_channels, " out");
+  static const char* kDim[3] = {"depth", "height", "width"};
+  for (int d = 0; d < 3; ++d) {
+    GRIDNN_REQUIRE(g.kernel[d] > 0 && g.stride[d] > 0, who, ": kernel ", triple_str(g.kernel),
+                   " and stride ", triple_str(g.stride), " must be positive in every dimension");
+    GRIDNN_REQUIRE(g.padding[d] >= 0, who, ": padding ", triple_str(g.padding),
+                   " must not be negative");
+    GRIDNN_REQUIRE(g.in_size[d] > 0, who, ": input size [D, H, W] = ", triple_str(g.in_size),
+                   " must be positive in every dimension");
+    const int64_t padded = g.in_size[d] + 2 * g.padding[d];
+    GRIDNN_REQUIRE(g.kernel[d] <= padded, who, ": kernel ", triple_str(g.kernel),
+                   " is larger than the padded input in ", kDim[d], " (input ",
+                   triple_str(g.in_size), ", padding ", triple_str(g.padding),
+                   "); use a smaller kernel, more padding or a larger input");
+    g.out_size[d] = (padded - g.kernel[d]) / g.stride[d] + 1;
+  }
+  return g;
+}
+
+std::string str(const Conv3dGeometry& g) {
+  std::ostringstream os;
+  os << "C " << g.in_channels << " -> O " << g.out_channels << ", kernel " << triple_str(g.kernel)
+     << ", stride " << triple_str(g.stride) << ", padding " << triple_str(g.padding) << ", input "
+     << triple_str(g.in_size) << " -> output " << triple_str(g.out_size);
+  return os.str();
+}
+
+Shape conv3d_output_shape(const Conv3dGeometry& g, int64_t n) {
+  return Shape{n, g.out_channels, g.out_size[0], g.out_size[1], g.out_size[2]};
+}
+
+namespace {
+Shape input_shape(const Conv3dGeometry& g, int64_t n) {
+  return Shape{n, g.in_channels, g.in_size[0], g.in_size[1], g.in_size[2]};
+}
+Shape weight_shape(const Conv3dGeometry& g) {
+  return Shape{g.out_channels, g.in_channels, g.kernel[0], g.kernel[1], g.kernel[2]};
+}
+int64_t batch_of(const char* op, const char* name, const Tensor& t, const Conv3dGeometry& g) {
+  GRIDNN_REQUIRE(t.rank() == 5, op, ": ", name, " ", t.str(),
+                 " must be 5-D [N, C, D, H, W] for the geometry ", str(g));
+  return t.size(0);
+}
+// cuDNN takes int sizes; the CPU GEMM needs 32-bit matrix dimensions too.
+void expect_fits_int(const char* op, const Tensor& t) {
+  GRIDNN_REQUIRE(t.numel() <= std::numeric_limits<int>::max(), op, ": ", t.str(),
+                 " has more than 2^31 - 1 elements; split the batch");
+}
+}  // namespace
+
+void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g,
+                    Tensor& y) {
+  const char* op = "conv3d_forward";
+  expect_defined(op, "x", x);
+  expect_defined(op, "w", w);
+  expect_defined(op, "y", y);
+  const int64_t n = batch_of(op, "x", x, g);
+  expect_shape(op, "x", x, input_shape(g, n), g);
+  expect_shape(op, "w", w, weight_shape(g), g);
+  expect_shape(op, "y", y, conv3d_output_shape(g, n), g);
+  expect_f32(op, "x", x);
+  expect_f32(op, "w", w);
+  expect_f32(op, "y", y);
+  expect_same_device(op, x, w);
+  expect_same_device(op, x, y);
+  expect_disjoint(op, x, y);
+  expect_disjoint(op, w, y);
+  if (bias.defined()) {
+    expect_shape(op, "bias", bias, Shape{g.out_channels}, g);
+    expect_f32(op, "bias", bias);
+    expect_same_device(op, x, bias);
+    expect_disjoint(op, bias, y);
+  }
+  expect_fits_int(op, x);
+  expect_fits_int(op, y);
+  if (n == 0) return;
+  GRIDNN_CONV3D_CALL(x.device(), conv3d_forward, x, w, bias, g, y);
+}
+
+void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx) {
+  const char* op = "conv3d_backward_data";
+  expect_defined(op, "dy", dy);
+  expect_defined(op, "w", w);
+  expect_defined(op, "dx", dx);
+  const int64_t n = batch_of(op, "dy", dy, g);
+  expect_shape(op, "dy", dy, conv3d_output_shape(g, n), g);
+  expect_shape(op, "w", w, weight_shape(g), g);
+  expect_shape(op, "dx", dx, input_shape(g, n), g);
+  expect_f32(op, "dy", dy);
+  expect_f32(op, "w", w);
+  expect_f32(op, "dx", dx);
+  expect_same_device(op, dy, w);
+  expect_same_device(op, dy, dx);
+  expect_disjoint(op, dy, dx);
+  expect_disjoint(op, w, dx);
+  expect_fits_int(op, dy);
+  expect_fits_int(op, dx);
+  if (n == 0) return;
+  GRIDNN_CONV3D_CALL(dy.device(), conv3d_backward_data, dy, w, g, dx);
+}
+
+void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw) {
+  const char* op = "conv3d_backward_filter";
+  expect_defined(op, "x", x);
+  expect_defined(op, "dy", dy);
+  expect_defined(op, "dw", dw);
+  const int64_t n = batch_of(op, "x", x, g);
+  expect_shape(op, "x", x, input_shape(g, n), g);
+  expect_shape(op, "dy", dy, conv3d_output_shape(g, n), g);
+  expect_shape(op, "dw", dw, weight_shape(g), g);
+  expect_f32(op, "x", x);
+  expect_f32(op, "dy", dy);
+  expect_f32(op, "dw", dw);
+  expect_same_device(op, x, dy);
+  expect_same_device(op, x, dw);
+  expect_disjoint(op, x, dw);
+  expect_disjoint(op, dy, dw);
+  expect_fits_int(op, x);
+  expect_fits_int(op, dy);
+  if (n == 0) return;
+  GRIDNN_CONV3D_CALL(x.device(), conv3d_backward_filter, x, dy, g, dw);
+}
+
+void conv3d_backward_bias(const Tensor& dy, Tensor& db) {
+  const char* op = "conv3d_backward_bias";
+  expect_defined(op, "dy", dy);
+  expect_defined(op, "db", db);
+  GRIDNN_REQUIRE(dy.rank() == 5, op, ": dy ", dy.str(), " must be 5-D [N, O, Do, Ho, Wo]");
+  GRIDNN_REQUIRE(db.shape() == Shape{dy.size(1)}, op, ": db ", db.str(), " should be [",
+                 dy.size(1), "] for dy ", dy.str());
+  expect_f32(op, "dy", dy);
+  expect_f32(op, "db", db);
+  expect_same_device(op, dy, db);
+  expect_disjoint(op, dy, db);
+  expect_fits_int(op, dy);
+  if (dy.numel() == 0) return;
+  GRIDNN_CONV3D_CALL(dy.device(), conv3d_backward_bias, dy, db);
+}
+
+}  // namespace gridnn::ops

@@ -1,0 +1,63 @@
+// 3D convolution, NCDHW, fp32: forward, backward data, backward filter, backward bias.
+//
+// Any kernel (kd, kh, kw), stride and zero padding per dimension; dilation 1, groups 1;
+// cross-correlation as in PyTorch's Conv3d. Shapes, for a batch of N:
+//   x [N, C, D, H, W]   w [O, C, kd, kh, kw]   bias [O]   y [N, O, Do, Ho, Wo]
+// Backends: vol2col + OpenBLAS GEMM on the CPU (kernels/cpu/conv3d.cpp); cuDNN on the GPU
+// (kernels/cuda/conv3d_cudnn.cpp, algorithm chosen once per shape and cached). Both are
+// deterministic. Activation gradients overwrite (dx); parameter gradients accumulate
+// (dw, db), as everywhere in gridnn.
+#pragma once
+
+#include <array>
+#include <string>
+
+#include "core/tensor.h"
+#include "kernels/conv3d_bodies.h"
+
+namespace gridnn::ops {
+
+using kernels::Conv3dGeometry;
+using Triple = std::array<int64_t, 3>;  // depth, height, width
+
+// Checks the sizes and computes the output size (in + 2 p - k) / s + 1 per dimension.
+// Throws gridnn::Error naming `who` (the op or layer) when a channel count, kernel size,
+// stride or input size is not positive, a padding is negative, or the kernel is larger than
+// the padded input.
+Conv3dGeometry conv3d_geometry(const std::string& who, int64_t in_channels, int64_t out_channels,
+                               Triple kernel, Triple stride, Triple padding, Triple in_size);
+// "C 3 -> O 8, kernel [3, 3, 3], stride [1, 1, 1], padding [1, 1, 1], input [5, 6, 7] -> output [5, 6, 7]"
+std::string str(const Conv3dGeometry& g);
+// The output shape [N, O, Do, Ho, Wo] for a batch of n.
+Shape conv3d_output_shape(const Conv3dGeometry& g, int64_t n);
+
+// y = conv(x, w) (+ bias[o] when bias is defined). y is overwritten.
+void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g,
+                    Tensor& y);
+// dx = dL/dx for dy = dL/dy (overwritten).
+void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx);
+// dw += dL/dw (accumulates).
+void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw);
+// db[o] += sum of dy[:, o] (accumulates).
+void conv3d_backward_bias(const Tensor& dy, Tensor& db);
+
+}  // namespace gridnn::ops
+
+// Backend entry points: arguments already checked (f32, contiguous, shapes consistent).
+namespace gridnn::kernels::cpu {
+void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g,
+                    Tensor& y);
+void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx);
+void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw);
+void conv3d_backward_bias(const Tensor& dy, Tensor& db);
+// The column buffer's size limit in floats (default 2^24); returns the previous one. Tests
+// set it tiny to run the slab loop over one output depth plane at a time.
+int64_t conv3d_set_column_budget(int64_t floats);
+}  // namespace gridnn::kernels::cpu
+namespace gridnn::kernels::cuda {  // cuDNN builds only (GRIDNN_HAVE_CUDNN)
+void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g,
+                    Tensor& y);
+void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx);
+void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw);
+void conv3d_backward_bias(const Tensor& dy, Tensor& db);
+}  // namespace gridnn::kernels::cuda

@@ -1,0 +1,173 @@
+// CPU backend of kernels/conv3d.h: vol2col + OpenBLAS GEMM (kernels/conv3d_bodies.h).
+//
+// Per sample n, and per slab of output depth planes [od0, od1) (so the column buffer stays
+// under column_budget floats however large the volume):
+//   forward          y_n[:, slab]  = W [O, K] * col [K, slab]             (K = C kd kh kw)
+//   backward data    dcol          = W^T [K, O] * dy_n[:, slab];  dx_n += col2vol(dcol)
+//   backward filter  dW [O, K]    += dy_n[:, slab] * col^T
+// A 1x1x1 kernel with stride 1 and no padding skips vol2col: x_n [C, P] is the column
+// matrix. Samples and slabs run in order and col2vol works per input row, so every
+// result is deterministic; the loops inside use parallel_for and OpenBLAS's threads.
+#include <algorithm>
+
+#include "kernels/conv3d.h"
+#include "kernels/cpu/parallel_for.h"
+#include "kernels/gemm.h"
+
+namespace gridnn::kernels::cpu {
+namespace {
+
+int64_t column_budget = int64_t(1) << 24;  // floats in the column buffer (64 MiB)
+
+// Output depth planes per slab: as many as fit in the budget, at least one.
+int64_t planes_per_slab(const Conv3dGeometry& g) {
+  const int64_t per_plane = g.col_rows() * g.out_plane();
+  const int64_t planes = per_plane > 0 ? column_budget / per_plane : g.out_size[0];
+  return planes < 1 ? 1 : (planes > g.out_size[0] ? g.out_size[0] : planes);
+}
+
+// A view of `t`'s storage starting `offset` elements in: the base pointer handed to the
+// strided GEMM below (which reads only what the GemmProblem's sizes and strides say).
+Tensor at(const Tensor& t, int64_t offset) {
+  const Tensor flat = t.reshape({t.numel()});
+  return flat.narrow(offset, t.numel() - offset);
+}
+
+// C [m, n] (row stride ldc) = alpha op(A) op(B) + beta C, one matrix, row-major.
+void gemm_at(const Tensor& a, int64_t lda, bool ta, const Tensor& b, int64_t ldb, bool tb, Tensor c,
+             int64_t ldc, int64_t m, int64_t n, int64_t k, float beta) {
+  GemmProblem p{};
+  p.batch = 1;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.transpose_a = ta;
+  p.transpose_b = tb;
+  p.lda = lda;
+  p.ldb = ldb;
+  p.ldc = ldc;
+  p.stride_a = p.stride_b = p.stride_c = 0;
+  p.alpha = 1.0f;
+  p.beta = beta;
+  p.math = ops::MathMode::fp32;
+  gemm(p, a, b, c);
+}
+
+// Fills the column matrix of sample `xn` for planes [od0, od1).
+void vol2col(const float* xn, const Conv3dGeometry& g, int64_t od0, int64_t od1, float* col) {
+  const int64_t cols = (od1 - od0) * g.out_plane();
+  parallel_for(
+      g.col_rows(), [&](int64_t row) { body::vol2col_row(xn, g, row, od0, od1, col + row * cols); },
+      cols);
+}
+
+}  // namespace
+
+int64_t conv3d_set_column_budget(int64_t floats) {
+  const int64_t previous = column_budget;
+  column_budget = floats < 1 ? 1 : floats;
+  return previous;
+}
+
+void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g,
+                    Tensor& y) {
+  const int64_t N = x.size(0), O = g.out_channels, K = g.col_rows(), P = g.out_volume();
+  const int64_t in_sample = g.in_channels * g.in_volume(), plane = g.out_plane();
+  const int64_t slab = planes_per_slab(g);
+  Tensor col = g.is_pointwise() ? Tensor() : Tensor::empty({K * slab * plane});
+  for (int64_t n = 0; n < N; ++n) {
+    Tensor yn = at(y, n * O * P);
+    if (g.is_pointwise()) {
+      gemm_at(w, K, false, at(x, n * in_sample), P, false, yn, P, O, P, K, 0.0f);
+      continue;
+    }
+    for (int64_t od0 = 0; od0 < g.out_size[0]; od0 += slab) {
+      const int64_t od1 = std::min(od0 + slab, g.out_size[0]), cols = (od1 - od0) * plane;
+      vol2col(x.data<float>() + n * in_sample, g, od0, od1, col.data<float>());
+      gemm_at(w, K, false, col, cols, false, at(yn, od0 * plane), P, O, cols, K, 0.0f);
+    }
+  }
+  if (!bias.defined()) return;
+  const float* b = bias.data<float>();
+  float* yp = y.data<float>();
+  parallel_for(
+      N * O,
+      [&](int64_t r) {
+        const float v = b[r % O];
+        float* row = yp + r * P;
+        for (int64_t p = 0; p < P; ++p) row[p] += v;
+      },
+      P);
+}
+
+void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx) {
+  const int64_t N = dy.size(0), O = g.out_channels, K = g.col_rows(), P = g.out_volume();
+  const int64_t C = g.in_channels, H = g.in_size[1], W = g.in_size[2];
+  const int64_t in_sample = C * g.in_volume(), plane = g.out_plane();
+  const int64_t slab = planes_per_slab(g);
+  if (g.is_pointwise()) {  // dx_n [C, P] = W^T [C, O] * dy_n [O, P]
+    for (int64_t n = 0; n < N; ++n)
+      gemm_at(w, K, true, at(dy, n * O * P), P, false, at(dx, n * in_sample), P, C, P, O, 0.0f);
+    return;
+  }
+  Tensor dcol = Tensor::empty({K * slab * plane});
+  float* dxp = dx.data<float>();
+  std::fill(dxp, dxp + dx.numel(), 0.0f);
+  for (int64_t n = 0; n < N; ++n) {
+    float* dxn = dxp + n * in_sample;
+    for (int64_t od0 = 0; od0 < g.out_size[0]; od0 += slab) {
+      const int64_t od1 = std::min(od0 + slab, g.out_size[0]), cols = (od1 - od0) * plane;
+      gemm_at(w, K, true, at(dy, n * O * P + od0 * plane), P, false, dcol, cols, K, cols, O, 0.0f);
+      int64_t first = 0, last = -1;
+      body::input_depths_of(g, od0, od1, &first, &last);
+      if (last < first) continue;
+      const int64_t depths = last - first + 1;
+      const float* dc = dcol.data<float>();
+      parallel_for(
+          C * depths * H,
+          [&](int64_t r) {  // one input row (c, id, ih) of W voxels
+            const int64_t ih = r % H, id = first + (r / H) % depths, c = r / (H * depths);
+            body::col2vol_row(dc, g, od0, od1, c, id, ih, dxn + ((c * g.in_size[0] + id) * H + ih) * W);
+          },
+          W * g.kernel_volume());
+    }
+  }
+}
+
+void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw) {
+  const int64_t N = x.size(0), O = g.out_channels, K = g.col_rows(), P = g.out_volume();
+  const int64_t in_sample = g.in_channels * g.in_volume(), plane = g.out_plane();
+  const int64_t slab = planes_per_slab(g);
+  Tensor col = g.is_pointwise() ? Tensor() : Tensor::empty({K * slab * plane});
+  for (int64_t n = 0; n < N; ++n) {
+    if (g.is_pointwise()) {  // dW [O, C] += dy_n [O, P] * x_n^T [P, C]
+      gemm_at(at(dy, n * O * P), P, false, at(x, n * in_sample), P, true, dw, K, O, K, P, 1.0f);
+      continue;
+    }
+    for (int64_t od0 = 0; od0 < g.out_size[0]; od0 += slab) {
+      const int64_t od1 = std::min(od0 + slab, g.out_size[0]), cols = (od1 - od0) * plane;
+      vol2col(x.data<float>() + n * in_sample, g, od0, od1, col.data<float>());
+      gemm_at(at(dy, n * O * P + od0 * plane), P, false, col, cols, true, dw, K, O, K, cols, 1.0f);
+    }
+  }
+}
+
+void conv3d_backward_bias(const Tensor& dy, Tensor& db) {
+  const int64_t N = dy.size(0), O = dy.size(1), P = dy.numel() / (N * O);
+  const float* d = dy.data<float>();
+  float* out = db.data<float>();
+  // One channel per iteration; samples then voxels in order, summed in double.
+  parallel_for(
+      O,
+      [&](int64_t o) {
+        double acc = 0.0;
+        for (int64_t n = 0; n < N; ++n) {
+          const float* row = d + (n * O + o) * P;
+          for (int64_t p = 0; p < P; ++p) acc += double(row[p]);
+        }
+        out[o] += float(acc);
+      },
+      N * P);
+}
+
+}  // namespace gridnn::kernels::cpu

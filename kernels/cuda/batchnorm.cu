@@ -1,0 +1,178 @@
+// CUDA backend of kernels/batchnorm.h: kernels over the bodies of kernels/batchnorm_bodies.h.
+//
+// Channel sums: one block of kReduceLanes threads per channel (grid-stride over channels);
+// thread l < L = reduce_lanes(s) accumulates lane l in double (body::bn_stat_lane /
+// bn_grad_lane), then the lanes are combined in shared memory by body::bn_tree_step with
+// widths L/2, ..., 1 — the order of the CPU loop. Compiled with -fmad=false (no FMA
+// contraction), so the sums are meant to equal the CPU backend's bitwise. No atomics.
+// Per-channel steps: one thread per channel. Per-element steps: grid-stride loops.
+#include "kernels/batchnorm.h"
+#include "kernels/cuda/launch.cuh"
+
+namespace gridnn::kernels::cuda {
+namespace {
+
+const float* ptr(const Tensor& t) {
+  return t.defined() ? static_cast<const float*>(t.raw()) : nullptr;
+}
+float* ptr(Tensor& t) { return t.defined() ? static_cast<float*>(t.raw()) : nullptr; }
+
+// Mode 0: statistics sums of x around shift (y, mean, invstd unused). Mode 1: backward
+// sums sum(dy), sum(dy * xhat) with y = dy.
+template <class T>
+__global__ void __launch_bounds__(kReduceLanes)
+    channel_sums_kernel(bool backward, const T* x, const T* dy, const float* shift_or_mean,
+                        const float* invstd, BatchNormGeometry g, float* sums) {
+  __shared__ double a[kReduceLanes];
+  __shared__ double b[kReduceLanes];
+  const int lane = int(threadIdx.x);
+  const int lanes = reduce_lanes(g.s);
+  for (int64_t c = blockIdx.x; c < g.c; c += gridDim.x) {  // same trip count for the whole block
+    const double k = shift_or_mean ? double(shift_or_mean[c]) : 0.0;
+    if (lane < lanes) {
+      if (backward)
+        body::bn_grad_lane(x, dy, g, c, k, lane, lanes, &a[lane], &b[lane]);
+      else
+        body::bn_stat_lane(x, g, c, k, lane, lanes, &a[lane], &b[lane]);
+    }
+    __syncthreads();
+    for (int width = lanes / 2; width > 0; width /= 2) {
+      if (lane < width) body::bn_tree_step(a, b, lane, width);
+      __syncthreads();
+    }
+    if (lane == 0) {
+      sums[c] = float(a[0]);
+      sums[g.c + c] = float(backward ? b[0] * double(invstd[c]) : b[0]);
+    }
+    __syncthreads();  // a[0], b[0] are read before the next channel overwrites them
+  }
+}
+
+__global__ void moments_kernel(int64_t channels, const float* sums, const float* shift,
+                               int64_t count, float* mean, float* var) {
+  for (int64_t c = detail::grid_first(); c < channels; c += detail::grid_stride())
+    body::bn_moments_at(c, channels, sums, shift, count, mean, var);
+}
+
+__global__ void invstd_kernel(int64_t channels, const float* var, double eps, float* invstd) {
+  for (int64_t c = detail::grid_first(); c < channels; c += detail::grid_stride())
+    body::bn_invstd_at(c, var, eps, invstd);
+}
+
+__global__ void update_running_kernel(int64_t channels, const float* mean, const float* var,
+                                      int64_t count, double momentum, float* running_mean,
+                                      float* running_var, int64_t* num_batches_tracked) {
+  for (int64_t c = detail::grid_first(); c < channels; c += detail::grid_stride())
+    body::bn_update_running_at(c, mean, var, count, momentum, running_mean, running_var);
+  if (num_batches_tracked && detail::grid_first() == 0) *num_batches_tracked += 1;
+}
+
+template <class T>
+__global__ void normalize_kernel(const T* x, BatchNormGeometry g, const float* mean,
+                                 const float* invstd, const float* weight, const float* bias, T* y,
+                                 int64_t n) {
+  for (int64_t i = detail::grid_first(); i < n; i += detail::grid_stride())
+    body::bn_normalize_at(i, x, g, mean, invstd, weight, bias, y);
+}
+
+template <class T>
+__global__ void backward_input_kernel(const T* x, const T* dy, BatchNormGeometry g,
+                                      const float* mean, const float* invstd, const float* weight,
+                                      const float* sums, int64_t count, bool training, T* dx,
+                                      int64_t n) {
+  for (int64_t i = detail::grid_first(); i < n; i += detail::grid_stride())
+    body::bn_backward_input_at(i, x, dy, g, mean, invstd, weight, sums, count, training, dx);
+}
+
+template <class T>
+void launch_channel_sums(bool backward, const T* x, const T* dy, const float* k,
+                         const float* invstd, BatchNormGeometry g, Tensor& sums,
+                         ::gridnn::cuda::DeviceContext& ctx) {
+  const unsigned blocks = detail::grid_for(ctx, g.c, 1);  // one channel per block
+  channel_sums_kernel<<<blocks, kReduceLanes, 0, ctx.stream>>>(backward, x, dy, k, invstd, g,
+                                                               static_cast<float*>(sums.raw()));
+  GRIDNN_CHECK_LAUNCH("channel_sums_kernel");
+}
+
+}  // namespace
+
+void batchnorm_channel_sums(const Tensor& x, const Tensor& shift, BatchNormGeometry g,
+                            Tensor& sums) {
+  if (g.c == 0) return;
+  auto& ctx = detail::context_of(x);
+  GRIDNN_DISPATCH_FLOATING(x.dtype(), "batchnorm_channel_sums", [&] {
+    const scalar_t* in = static_cast<const scalar_t*>(x.raw());
+    launch_channel_sums<scalar_t>(false, in, nullptr, ptr(shift), nullptr, g, sums, ctx);
+  });
+}
+
+void batchnorm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean,
+                             const Tensor& invstd, BatchNormGeometry g, Tensor& sums) {
+  if (g.c == 0) return;
+  auto& ctx = detail::context_of(x);
+  GRIDNN_DISPATCH_FLOATING(x.dtype(), "batchnorm_backward_sums", [&] {
+    launch_channel_sums<scalar_t>(true, static_cast<const scalar_t*>(x.raw()),
+                                  static_cast<const scalar_t*>(dy.raw()), ptr(mean), ptr(invstd), g,
+                                  sums, ctx);
+  });
+}
+
+void batchnorm_moments(const Tensor& sums, const Tensor& shift, int64_t count, Tensor& mean,
+                       Tensor& var) {
+  const int64_t c = sums.size(1);
+  if (c == 0) return;
+  auto& ctx = detail::context_of(sums);
+  moments_kernel<<<detail::grid_for(ctx, c), detail::kThreads, 0, ctx.stream>>>(
+      c, ptr(sums), ptr(shift), count, ptr(mean), ptr(var));
+  GRIDNN_CHECK_LAUNCH("moments_kernel");
+}
+
+void batchnorm_invstd(const Tensor& var, double eps, Tensor& invstd) {
+  const int64_t c = var.numel();
+  if (c == 0) return;
+  auto& ctx = detail::context_of(var);
+  invstd_kernel<<<detail::grid_for(ctx, c), detail::kThreads, 0, ctx.stream>>>(c, ptr(var), eps,
+                                                                               ptr(invstd));
+  GRIDNN_CHECK_LAUNCH("invstd_kernel");
+}
+
+void batchnorm_update_running(const Tensor& mean, const Tensor& var, int64_t count, double momentum,
+                              Tensor& running_mean, Tensor& running_var,
+                              Tensor& num_batches_tracked) {
+  const int64_t c = mean.numel();
+  auto& ctx = detail::context_of(mean);
+  int64_t* nbt =
+      num_batches_tracked.defined() ? static_cast<int64_t*>(num_batches_tracked.raw()) : nullptr;
+  update_running_kernel<<<detail::grid_for(ctx, c > 0 ? c : 1), detail::kThreads, 0, ctx.stream>>>(
+      c, ptr(mean), ptr(var), count, momentum, ptr(running_mean), ptr(running_var), nbt);
+  GRIDNN_CHECK_LAUNCH("update_running_kernel");
+}
+
+void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                         const Tensor& weight, const Tensor& bias, BatchNormGeometry g, Tensor& y) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  auto& ctx = detail::context_of(x);
+  GRIDNN_DISPATCH_FLOATING(x.dtype(), "batchnorm_normalize", [&] {
+    normalize_kernel<<<detail::grid_for(ctx, n), detail::kThreads, 0, ctx.stream>>>(
+        static_cast<const scalar_t*>(x.raw()), g, ptr(mean), ptr(invstd), ptr(weight), ptr(bias),
+        static_cast<scalar_t*>(y.raw()), n);
+    GRIDNN_CHECK_LAUNCH("normalize_kernel");
+  });
+}
+
+void batchnorm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& mean,
+                              const Tensor& invstd, const Tensor& weight, const Tensor& sums,
+                              int64_t count, bool training, BatchNormGeometry g, Tensor& dx) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  auto& ctx = detail::context_of(x);
+  GRIDNN_DISPATCH_FLOATING(x.dtype(), "batchnorm_backward_input", [&] {
+    backward_input_kernel<<<detail::grid_for(ctx, n), detail::kThreads, 0, ctx.stream>>>(
+        static_cast<const scalar_t*>(x.raw()), static_cast<const scalar_t*>(dy.raw()), g, ptr(mean),
+        ptr(invstd), ptr(weight), ptr(sums), count, training, static_cast<scalar_t*>(dx.raw()), n);
+    GRIDNN_CHECK_LAUNCH("backward_input_kernel");
+  });
+}
+
+}  // namespace gridnn::kernels::cuda

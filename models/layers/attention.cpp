@@ -1,0 +1,167 @@
+// nn::SelfAttention3d and its 1x1x1 convolutions: batched GEMMs (kernels/gemm.h) and the
+// softmax kernels (kernels/softmax.h); forward and backward side by side.
+#include "models/layers/attention.h"
+
+#include <cmath>
+
+#include "kernels/elementwise.h"
+#include "kernels/gemm.h"
+#include "kernels/random.h"
+#include "kernels/reduce.h"
+#include "kernels/softmax.h"
+
+namespace gridnn::nn {
+namespace {
+
+ops::GemmOptions gemm_opts(bool ta, bool tb, float beta = 0.0f) {
+  ops::GemmOptions o;
+  o.transpose_a = ta;
+  o.transpose_b = tb;
+  o.beta = beta;
+  return o;
+}
+
+// out (+)= scalar * in for a one-element device tensor `scalar`, without reading it on the
+// host: a batch of rank-1 products [1, 1] x [1, N] (exact: one multiply per element).
+void scale_by_tensor(const Tensor& scalar, const Tensor& in, Tensor& out, float beta) {
+  const int64_t n = in.size(in.rank() - 1), rows = in.numel() / n;
+  Tensor o = out.reshape({rows, 1, n});
+  ops::gemm_batched(scalar.reshape({1, 1}), in.reshape({rows, 1, n}), o, gemm_opts(false, false, beta));
+}
+
+}  // namespace
+
+// ---- PointwiseConv3d -------------------------------------------------------------------
+
+PointwiseConv3d::PointwiseConv3d(int64_t in_channels, int64_t out_channels, Device device)
+    : in_(in_channels), out_(out_channels) {
+  require_layer(in_ > 0 && out_ > 0, "PointwiseConv3d",
+                "channels must be > 0, got " + std::to_string(in_) + " -> " + std::to_string(out_));
+  weight_ = &register_parameter("weight", Tensor::zeros({out_, in_, 1, 1, 1}, DType::f32, device));
+  bias_ = &register_parameter("bias", Tensor::zeros({out_}, DType::f32, device));
+}
+
+std::string PointwiseConv3d::name() const {
+  return "PointwiseConv3d(" + std::to_string(in_) + " -> " + std::to_string(out_) + ")";
+}
+
+Tensor PointwiseConv3d::weight_matrix() const { return weight_->value.reshape({out_, in_}); }
+
+void PointwiseConv3d::reset_parameters(uint64_t seed, const std::string& prefix) {
+  const float bound = 1.0f / std::sqrt(float(in_));  // kaiming_uniform(a = sqrt(5)), fan_in = in
+  ops::uniform_(weight_->value, -bound, bound, ops::RandomKey::named(seed, prefix + "weight"));
+  ops::uniform_(bias_->value, -bound, bound, ops::RandomKey::named(seed, prefix + "bias"));
+}
+
+Tensor PointwiseConv3d::forward(const Tensor& x) {
+  require_layer(x.defined() && x.rank() == 5 && x.size(1) == in_, name(),
+                "expects input [B, " + std::to_string(in_) + ", D, H, W], got " +
+                    (x.defined() ? x.str() : std::string("undefined")));
+  input_ = x;
+  const int64_t b = x.size(0), n = x.size(2) * x.size(3) * x.size(4);
+  Tensor y = Tensor::empty({b, out_, n}, x.dtype(), x.device());
+  if (y.numel() > 0) {
+    ops::gemm_batched(weight_matrix(), x.reshape({b, in_, n}), y);  // y_b = W x_b
+    Tensor ones = Tensor::empty({1, n}, x.dtype(), x.device());
+    ops::fill(ones, 1.0);
+    ops::gemm_batched(bias_->value.reshape({out_, 1}), ones, y, gemm_opts(false, false, 1.0f));  // + b 1^T
+  }
+  return y.reshape({b, out_, x.size(2), x.size(3), x.size(4)});
+}
+
+Tensor PointwiseConv3d::backward(const Tensor& dy) {
+  require_layer(input_.defined(), name(), "backward called before forward");
+  const Shape expected{input_.size(0), out_, input_.size(2), input_.size(3), input_.size(4)};
+  require_layer(dy.shape() == expected, name(),
+                "dy " + dy.str() + " does not match the output " + expected.str() + " of the last forward");
+  const int64_t b = input_.size(0), n = input_.size(2) * input_.size(3) * input_.size(4);
+  Tensor dx = Tensor::empty(input_.shape(), dy.dtype(), dy.device());
+  if (dx.numel() == 0) return dx;
+  Tensor dym = dy.reshape({b, out_, n}), xm = input_.reshape({b, in_, n});
+  Tensor dxm = dx.reshape({b, in_, n});
+  ops::gemm_batched(weight_matrix(), dym, dxm, gemm_opts(true, false));  // dx_b = W^T dy_b
+  Tensor dw = weight_->grad.reshape({out_, in_});
+  for (int64_t s = 0; s < b; ++s)  // dW += dy_b x_b^T, sample by sample (a fixed order)
+    ops::gemm(dym.narrow(s, 1).reshape({out_, n}), xm.narrow(s, 1).reshape({in_, n}), dw,
+              gemm_opts(false, true, 1.0f));
+  ops::axpy(1.0f, ops::sum(ops::sum(dym, 2), 0), bias_->grad);  // db += sum over samples and positions
+  return dx;
+}
+
+// ---- SelfAttention3d -------------------------------------------------------------------
+
+SelfAttention3d::SelfAttention3d(int64_t channels, Device device) : channels_(channels) {
+  require_layer(channels >= 8 && channels % 8 == 0, "SelfAttention3d(" + std::to_string(channels) + ")",
+                "channels must be a positive multiple of 8 (queries and keys have channels / 8), got " +
+                    std::to_string(channels));
+  gamma_ = &register_parameter("gamma", Tensor::zeros({1}, DType::f32, device));
+  query_ = &register_module("query", std::make_unique<PointwiseConv3d>(channels, channels / 8, device));
+  key_ = &register_module("key", std::make_unique<PointwiseConv3d>(channels, channels / 8, device));
+  value_ = &register_module("value", std::make_unique<PointwiseConv3d>(channels, channels, device));
+}
+
+std::string SelfAttention3d::name() const { return "SelfAttention3d(" + std::to_string(channels_) + ")"; }
+
+void SelfAttention3d::reset_parameters(uint64_t, const std::string&) { ops::fill(gamma_->value, 0.0); }
+
+Tensor SelfAttention3d::forward(const Tensor& x) {
+  require_layer(x.defined() && x.rank() == 5 && x.size(1) == channels_, name(),
+                "expects input [B, " + std::to_string(channels_) + ", D, H, W], got " +
+                    (x.defined() ? x.str() : std::string("undefined")) + "; check the channel count");
+  require_layer(x.device() == gamma_->value.device(), name(),
+                "input " + x.str() + " is not on the parameters' device " + gamma_->value.str());
+  const int64_t b = x.size(0), c = channels_, c8 = channels_ / 8;
+  const int64_t n = x.size(2) * x.size(3) * x.size(4);
+  input_shape_ = x.shape();
+  q_ = query_->forward(x).reshape({b, c8, n});
+  k_ = key_->forward(x).reshape({b, c8, n});
+  v_ = value_->forward(x).reshape({b, c, n});
+  attention_ = Tensor::empty({b, n, n}, x.dtype(), x.device());
+  o_ = Tensor::empty({b, c, n}, x.dtype(), x.device());
+  Tensor y = x.clone();
+  if (x.numel() == 0) return y;
+  ops::gemm_batched(q_, k_, attention_, gemm_opts(true, false));  // S = Q^T K
+  ops::softmax_forward(attention_, attention_);                    // A = softmax over keys, in place
+  ops::gemm_batched(v_, attention_, o_, gemm_opts(false, true));   // O = V A^T
+  scale_by_tensor(gamma_->value, o_, y, 1.0f);                     // y = x + gamma O
+  return y;
+}
+
+Tensor SelfAttention3d::backward(const Tensor& dy) {
+  require_layer(attention_.defined(), name(), "backward called before forward");
+  require_layer(dy.shape() == input_shape_, name(),
+                "dy " + dy.str() + " does not match the output " + input_shape_.str() + " of the last forward");
+  const int64_t b = input_shape_[0], c = channels_, c8 = channels_ / 8, n = attention_.size(1);
+  if (dy.numel() == 0) return Tensor::zeros(input_shape_, dy.dtype(), dy.device());
+  Tensor dym = dy.reshape({b, c, n});
+
+  // y = gamma O + x: dgamma += sum(dy * O), dO = gamma dy.
+  Tensor prod = Tensor::empty(dym.shape(), dy.dtype(), dy.device());
+  ops::mul(dym, o_, prod);
+  ops::axpy(1.0f, ops::sum_all(prod), gamma_->grad);
+  Tensor d_o = Tensor::empty(dym.shape(), dy.dtype(), dy.device());
+  scale_by_tensor(gamma_->value, dym, d_o, 0.0f);
+
+  // O = V A^T: dV = dO A, dA = dO^T V.
+  Tensor dv = Tensor::empty({b, c, n}, dy.dtype(), dy.device());
+  ops::gemm_batched(d_o, attention_, dv);
+  Tensor ds = Tensor::empty({b, n, n}, dy.dtype(), dy.device());
+  ops::gemm_batched(d_o, v_, ds, gemm_opts(true, false));
+  // A = softmax(S) by rows: dS = A * (dA - rowsum(dA * A)), in dA's place.
+  ops::softmax_backward(attention_, ds, ds);
+  // S = Q^T K: dQ = K dS^T, dK = Q dS.
+  Tensor dq = Tensor::empty({b, c8, n}, dy.dtype(), dy.device());
+  ops::gemm_batched(k_, ds, dq, gemm_opts(false, true));
+  Tensor dk = Tensor::empty({b, c8, n}, dy.dtype(), dy.device());
+  ops::gemm_batched(q_, ds, dk);
+
+  // dx = dy + Wq^T dQ + Wk^T dK + Wv^T dV (the convolutions add their weight gradients).
+  const Shape& s = input_shape_;
+  Tensor dx = Tensor::empty(s, dy.dtype(), dy.device());
+  ops::add(dy, query_->backward(dq.reshape({b, c8, s[2], s[3], s[4]})), dx);
+  ops::add(dx, key_->backward(dk.reshape({b, c8, s[2], s[3], s[4]})), dx);
+  ops::add(dx, value_->backward(dv.reshape({b, c, s[2], s[3], s[4]})), dx);
+  return dx;
+}
+
+}  // namespace gridnn::nn

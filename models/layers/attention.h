@@ -1,0 +1,75 @@
+// 3D self-attention (DESIGN §5), as in 3D-ResAttNet: for x [B, C, D, H, W] and
+// N = D * H * W, per sample (X the [C, N] view of the sample):
+//   Q = Wq X + bq  [C/8, N]     K = Wk X + bk  [C/8, N]     V = Wv X + bv  [C, N]
+//   A = softmax over keys of (Q^T K)  [N, N], no scaling      O = V A^T  [C, N]
+//   y = gamma * O + x                                         (gamma [1], starts at 0)
+//
+// Parameters have PyTorch's names and shapes: "gamma" [1], "query.weight" [C/8, C, 1, 1, 1],
+// "query.bias" [C/8], "key.weight", "key.bias", "value.weight" [C, C, 1, 1, 1],
+// "value.bias" [C]. The 1x1x1 convolutions are GEMMs over the flattened volume.
+//
+// Memory grows with the square of the volume: forward keeps the attention matrix A for
+// backward, 4 * N^2 bytes per sample (fp32; S = Q^T K is computed in A's place), and
+// backward needs one more N x N matrix per sample while it runs (dA, then dS in its place).
+// N = 8^3: 1 MiB per sample; 16^3: 64 MiB; 32^3: 4 GiB; 64^3: 256 GiB — so attention goes
+// after the downsampling stages (layer3, layer4). Besides A it keeps x, Q, K, V and O:
+// (2 C + 2 C/8 + C) * N * 4 bytes per sample.
+//
+// With gamma = 0 (the initial value) y = x: the attention path passes no gradient back,
+// and of the parameters only gamma gets one, dgamma = sum(dy * O).
+#pragma once
+
+#include <cstdint>
+
+#include "models/module.h"
+
+namespace gridnn::nn {
+
+// Conv3d(in -> out, kernel 1, stride 1, bias) on [B, in, D, H, W]: y_b = W x_b + b with
+// x_b viewed as [in, D*H*W]. "weight" [out, in, 1, 1, 1], "bias" [out], initialized as
+// PyTorch's Conv3d: uniform(-1/sqrt(in), 1/sqrt(in)) for both.
+class PointwiseConv3d : public Module {
+ public:
+  PointwiseConv3d(int64_t in_channels, int64_t out_channels, Device device = Device::cpu());
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& dy) override;
+
+ protected:
+  void reset_parameters(uint64_t seed, const std::string& prefix) override;
+
+ private:
+  std::string name() const;
+  Tensor weight_matrix() const;  // [out, in] view of the weight
+  int64_t in_, out_;
+  Parameter* weight_;
+  Parameter* bias_;
+  Tensor input_;
+};
+
+class SelfAttention3d : public Module {
+ public:
+  // channels must be divisible by 8 (queries and keys have channels / 8).
+  explicit SelfAttention3d(int64_t channels, Device device = Device::cpu());
+
+  Tensor forward(const Tensor& x) override;   // [B, C, D, H, W] -> same shape
+  Tensor backward(const Tensor& dy) override;
+
+  // The attention matrices of the last forward, [B, N, N] (row i: query position i).
+  const Tensor& attention() const { return attention_; }
+
+ private:
+  std::string name() const;
+  int64_t channels_;
+  Parameter* gamma_;
+  PointwiseConv3d* query_;
+  PointwiseConv3d* key_;
+  PointwiseConv3d* value_;
+  // Kept by forward for backward, [B, ., N] views.
+  Shape input_shape_;
+  Tensor q_, k_, v_, attention_, o_;
+
+ protected:
+  void reset_parameters(uint64_t seed, const std::string& prefix) override;
+};
+
+}  // namespace gridnn::nn

@@ -1,0 +1,98 @@
+// nn::BatchNorm3d on the steps of kernels/batchnorm.h (see the header for the semantics).
+#include "models/layers/batchnorm3d.h"
+
+#include "kernels/batchnorm.h"
+#include "kernels/elementwise.h"
+
+namespace gridnn::nn {
+
+BatchNorm3d::BatchNorm3d(int64_t num_features, double eps, double momentum, Device device)
+    : channels_(num_features), eps_(eps), momentum_(momentum) {
+  require_layer(num_features >= 1, "BatchNorm3d",
+                "num_features must be >= 1, got " + std::to_string(num_features));
+  require_layer(eps > 0, "BatchNorm3d", "eps must be > 0");
+  require_layer(momentum >= 0 && momentum <= 1, "BatchNorm3d", "momentum must be in [0, 1]");
+  const Shape c{num_features};
+  weight_ = &register_parameter("weight", Tensor::empty(c, DType::f32, device));
+  bias_ = &register_parameter("bias", Tensor::empty(c, DType::f32, device));
+  running_mean_ = &register_buffer("running_mean", Tensor::empty(c, DType::f32, device));
+  running_var_ = &register_buffer("running_var", Tensor::empty(c, DType::f32, device));
+  num_batches_tracked_ =
+      &register_buffer("num_batches_tracked", Tensor::empty(Shape{}, DType::i64, device));
+  reset_parameters(0, "");
+  mean_ = Tensor::empty(c, DType::f32, device);
+  var_ = Tensor::empty(c, DType::f32, device);
+  invstd_ = Tensor::empty(c, DType::f32, device);
+  sums_ = Tensor::empty({2, num_features}, DType::f32, device);
+}
+
+// As PyTorch's reset_parameters: running statistics reset, weight 1, bias 0 (no randomness).
+void BatchNorm3d::reset_parameters(uint64_t /*seed*/, const std::string& /*prefix*/) {
+  ops::fill(weight_->value, 1.0);
+  ops::fill(bias_->value, 0.0);
+  ops::fill(*running_mean_, 0.0);
+  ops::fill(*running_var_, 1.0);
+  ops::fill(*num_batches_tracked_, 0.0);
+}
+
+void BatchNorm3d::check_input(const Tensor& x) const {
+  require_layer(x.defined(), "BatchNorm3d", "forward got an undefined input");
+  require_layer(x.rank() == 5, "BatchNorm3d",
+                "expected a 5D input [N, C, D, H, W], got " + x.str() + " (rank " +
+                    std::to_string(x.rank()) + ")");
+  require_layer(x.size(1) == channels_, "BatchNorm3d",
+                "input " + x.str() + " has " + std::to_string(x.size(1)) +
+                    " channels, but the layer has " + std::to_string(channels_) +
+                    " (num_features); match the channel counts");
+  require_layer(x.device() == mean_.device(), "BatchNorm3d",
+                "input " + x.str() + " is not on the layer's device " + mean_.device().str());
+}
+
+Tensor BatchNorm3d::forward(const Tensor& x) {
+  check_input(x);
+  batch_statistics_ = is_training();
+  if (batch_statistics_) {
+    const int64_t local = x.numel() / channels_;
+    count_ = reduce_count(local);
+    require_layer(count_ > 1, "BatchNorm3d",
+                  "Expected more than 1 value per channel when training, got input size " +
+                      x.shape().str() + "; use a larger batch or volume, or eval()");
+    const Tensor none;
+    ops::batchnorm_channel_sums(x, none, sums_);  // pass 1: sum(x) -> mean
+    reduce_sums(sums_);
+    Tensor no_var;
+    ops::batchnorm_moments(sums_, none, count_, mean_, no_var);
+    ops::batchnorm_channel_sums(x, mean_, sums_);  // pass 2: sums of x - mean and its square
+    reduce_sums(sums_);
+    ops::batchnorm_moments(sums_, mean_, count_, mean_, var_);
+    ops::batchnorm_invstd(var_, eps_, invstd_);
+    ops::batchnorm_update_running(mean_, var_, count_, momentum_, *running_mean_, *running_var_,
+                                  *num_batches_tracked_);
+  } else {
+    ops::copy(*running_mean_, mean_);
+    ops::batchnorm_invstd(*running_var_, eps_, invstd_);
+  }
+  input_ = x;
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  ops::batchnorm_normalize(x, mean_, invstd_, weight_->value, bias_->value, y);
+  return y;
+}
+
+Tensor BatchNorm3d::backward(const Tensor& dy) {
+  require_layer(input_.defined(), "BatchNorm3d", "backward called before forward");
+  require_layer(dy.defined() && dy.shape() == input_.shape(), "BatchNorm3d",
+                "dy " + (dy.defined() ? dy.shape().str() : std::string("(undefined)")) +
+                    " does not match the input " + input_.shape().str());
+  ops::batchnorm_backward_sums(input_, dy, mean_, invstd_, sums_);
+  // This rank's share of the parameter gradients, added before the sums are reduced: the
+  // stage-wide gradient all-reduce of a distributed run then sums the shares once.
+  ops::axpy(1.0f, sums_.narrow(1, 1).reshape({channels_}), weight_->grad);
+  ops::axpy(1.0f, sums_.narrow(0, 1).reshape({channels_}), bias_->grad);
+  Tensor dx = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
+  if (batch_statistics_) reduce_sums(sums_);
+  ops::batchnorm_backward_input(input_, dy, mean_, invstd_, weight_->value, sums_, count_,
+                                batch_statistics_, dx);
+  return dx;
+}
+
+}  // namespace gridnn::nn

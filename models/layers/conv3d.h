@@ -1,0 +1,44 @@
+// nn::Conv3d: 3D convolution over [N, C, D, H, W] (PyTorch's torch.nn.Conv3d with
+// dilation 1 and groups 1), on the ops of kernels/conv3d.h.
+//
+// Parameters "weight" [out, in, kd, kh, kw] and, unless bias = false, "bias" [out], both
+// initialized as PyTorch does: uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in kd kh kw.
+// forward keeps its input; backward returns dx and adds into weight.grad and bias.grad.
+#pragma once
+
+#include "kernels/conv3d.h"
+#include "models/module.h"
+
+namespace gridnn::nn {
+
+class Conv3d : public Module {
+ public:
+  using Triple = ops::Triple;  // depth, height, width
+
+  Conv3d(int64_t in_channels, int64_t out_channels, Triple kernel, Triple stride = {1, 1, 1},
+         Triple padding = {0, 0, 0}, bool bias = true);
+  // The same kernel size, stride and padding in every dimension.
+  Conv3d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride = 1,
+         int64_t padding = 0, bool bias = true);
+
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& dy) override;
+
+  Parameter& weight() { return *weight_; }
+  Parameter* bias() { return bias_; }  // null without bias
+  // The geometry of the last forward (input size included).
+  const ops::Conv3dGeometry& geometry() const { return geometry_; }
+
+ protected:
+  void reset_parameters(uint64_t seed, const std::string& prefix) override;
+
+ private:
+  int64_t in_channels_, out_channels_;
+  Triple kernel_, stride_, padding_;
+  Parameter* weight_ = nullptr;
+  Parameter* bias_ = nullptr;
+  Tensor input_;
+  ops::Conv3dGeometry geometry_;
+};
+
+}  // namespace gridnn::nn

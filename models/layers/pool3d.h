@@ -1,0 +1,58 @@
+// Pooling layers over [N, C, D, H, W], PyTorch's semantics (kernels/pool3d.h):
+//   MaxPool3d(kernel, stride = kernel, padding = 0)   -inf padding, ties to the first max
+//   AvgPool3d(kernel, stride = kernel, padding = 0)   count_include_pad = true
+//   GlobalAvgPool3d                                   [N, C, D, H, W] -> [N, C] mean
+// No parameters; backward returns dx (x's shape).
+#pragma once
+
+#include <array>
+
+#include "kernels/pool3d.h"
+#include "models/module.h"
+
+namespace gridnn::nn {
+
+using Triple3 = std::array<int64_t, 3>;  // depth, height, width
+
+class MaxPool3d : public Module {
+ public:
+  // stride {0, 0, 0} (the default) means stride = kernel, as PyTorch's stride=None.
+  explicit MaxPool3d(Triple3 kernel, Triple3 stride = {0, 0, 0}, Triple3 padding = {0, 0, 0});
+  explicit MaxPool3d(int64_t kernel, int64_t stride = 0, int64_t padding = 0);
+
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& dy) override;
+  const ops::Pool3dParams& params() const { return params_; }
+  // The argmax of the last forward: flat index into each input volume (PyTorch's indices).
+  const Tensor& indices() const { return argmax_; }
+
+ private:
+  ops::Pool3dParams params_;
+  Shape input_shape_;
+  Tensor argmax_;
+};
+
+class AvgPool3d : public Module {
+ public:
+  explicit AvgPool3d(Triple3 kernel, Triple3 stride = {0, 0, 0}, Triple3 padding = {0, 0, 0});
+  explicit AvgPool3d(int64_t kernel, int64_t stride = 0, int64_t padding = 0);
+
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& dy) override;
+  const ops::Pool3dParams& params() const { return params_; }
+
+ private:
+  ops::Pool3dParams params_;
+  Shape input_shape_;
+};
+
+class GlobalAvgPool3d : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& dy) override;
+
+ private:
+  Shape input_shape_;
+};
+
+}  // namespace gridnn::nn

@@ -1,0 +1,406 @@
+// BatchNorm3d on the CPU: train and eval forward and backward against a double-precision
+// reference, the running statistics after two steps by hand, num_batches_tracked, names,
+// central-difference gradients in both modes, the statistics steps of kernels/batchnorm.h
+// (precision with a large mean, summing over split batches as a distributed run does,
+// determinism), and the errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/safetensors.h"
+#include "kernels/batchnorm.h"
+#include "kernels/elementwise.h"
+#include "models/layers/batchnorm3d.h"
+#include "test/support/layer_check.h"
+#include "test/support/random_tensor.h"
+#include "test/support/tensor_compare.h"
+
+namespace gridnn {
+namespace {
+
+// Per-channel statistics of x ([N, C, ...]) in double: mean and biased variance.
+struct RefStats {
+  std::vector<double> mean, var;
+  int64_t count;
+};
+
+RefStats reference_stats(const Tensor& x) {
+  const int64_t n = x.size(0), c = x.size(1), s = x.numel() / (n * c);
+  std::vector<double> v = test::to_doubles(x);
+  RefStats r{std::vector<double>(size_t(c), 0.0), std::vector<double>(size_t(c), 0.0), n * s};
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double sum = 0, sq = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t k = 0; k < s; ++k) sum += v[size_t((i * c + ch) * s + k)];
+    const double m = sum / double(r.count);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t k = 0; k < s; ++k) sq += std::pow(v[size_t((i * c + ch) * s + k)] - m, 2);
+    r.mean[size_t(ch)] = m;
+    r.var[size_t(ch)] = sq / double(r.count);
+  }
+  return r;
+}
+
+// y = (x - mean) / sqrt(var + eps) * w + b, in double.
+std::vector<double> reference_normalize(const Tensor& x, const std::vector<double>& mean,
+                                        const std::vector<double>& var,
+                                        const std::vector<double>& w, const std::vector<double>& b,
+                                        double eps) {
+  const int64_t c = x.size(1), s = x.numel() / (x.size(0) * c);
+  std::vector<double> v = test::to_doubles(x), y(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const size_t ch = size_t((int64_t(i) / s) % c);
+    y[i] = (v[i] - mean[ch]) / std::sqrt(var[ch] + eps) * w[ch] + b[ch];
+  }
+  return y;
+}
+
+Tensor from_doubles(const std::vector<double>& v, const Shape& s) {
+  std::vector<float> f(v.begin(), v.end());
+  return Tensor::from_vector(f, s);
+}
+
+std::vector<double> values(const Tensor& t) { return test::to_doubles(t); }
+
+// Weight and bias away from 1 and 0 so that they matter.
+void set_affine(nn::BatchNorm3d& bn, uint64_t seed) {
+  const int64_t c = bn.num_features();
+  bn.weight().value.copy_from(test::random_tensor({c}, seed, 0.5f, 2.0f));
+  bn.bias().value.copy_from(test::random_tensor({c}, seed + 1, -1.0f, 1.0f));
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(BatchNorm3d, NamesShapesAndInitialValuesFollowPyTorch) {
+  nn::BatchNorm3d bn(3);
+  auto params = bn.named_parameters();
+  ASSERT_EQ(params.size(), 2u);
+  EXPECT_EQ(params[0].first, "weight");
+  EXPECT_EQ(params[1].first, "bias");
+  auto buffers = bn.named_buffers();
+  ASSERT_EQ(buffers.size(), 3u);
+  EXPECT_EQ(buffers[0].first, "running_mean");
+  EXPECT_EQ(buffers[1].first, "running_var");
+  EXPECT_EQ(buffers[2].first, "num_batches_tracked");
+  EXPECT_EQ(bn.num_batches_tracked().shape(), Shape{});
+  EXPECT_EQ(bn.num_batches_tracked().dtype(), DType::i64);
+  EXPECT_EQ(bn.num_batches_tracked().to_vector<int64_t>(), std::vector<int64_t>{0});
+  EXPECT_EQ(values(bn.weight().value), (std::vector<double>{1, 1, 1}));
+  EXPECT_EQ(values(bn.bias().value), (std::vector<double>{0, 0, 0}));
+  EXPECT_EQ(values(bn.running_mean()), (std::vector<double>{0, 0, 0}));
+  EXPECT_EQ(values(bn.running_var()), (std::vector<double>{1, 1, 1}));
+}
+
+TEST(BatchNorm3d, TrainForwardMatchesReference) {
+  for (Shape s : {Shape{1, 2, 3, 4, 5}, Shape{3, 4, 2, 3, 3}, Shape{2, 1, 1, 1, 2}}) {
+    SCOPED_TRACE(s.str());
+    nn::BatchNorm3d bn(s[1]);
+    set_affine(bn, 5);
+    Tensor x = test::random_tensor(s, 6, -2.0f, 3.0f);
+    Tensor y = bn.forward(x);
+    RefStats st = reference_stats(x);
+    EXPECT_TRUE(test::tensors_close(
+        y,
+        from_doubles(reference_normalize(x, st.mean, st.var, values(bn.weight().value),
+                                         values(bn.bias().value), 1e-5),
+                     s),
+        {2e-5, 1e-5}));
+  }
+}
+
+TEST(BatchNorm3d, LargeMeanKeepsItsVarianceDigits) {
+  // mean 1000, std ~0.3: E[x^2] - mean^2 in float would lose all the variance's digits.
+  Shape s{2, 2, 4, 5, 6};
+  Tensor x = test::random_tensor(s, 7, 999.5f, 1000.5f);
+  Tensor sums = Tensor::empty({2, 2}), mean = Tensor::empty({2}), var = Tensor::empty({2});
+  ops::batchnorm_channel_sums(x, Tensor(), sums);
+  ops::batchnorm_moments(sums, Tensor(), 240, mean, var);
+  ops::batchnorm_channel_sums(x, mean, sums);
+  ops::batchnorm_moments(sums, mean, 240, mean, var);
+  RefStats st = reference_stats(x);
+  EXPECT_TRUE(test::tensors_close(mean, from_doubles(st.mean, {2}), {0, 1e-7}));
+  EXPECT_TRUE(test::tensors_close(var, from_doubles(st.var, {2}), {0, 1e-5}));
+
+  nn::BatchNorm3d bn(2);
+  Tensor y = bn.forward(x);
+  EXPECT_TRUE(test::tensors_close(
+      y, from_doubles(reference_normalize(x, st.mean, st.var, {1, 1}, {0, 0}, 1e-5), s),
+      {1e-4, 1e-4}));
+}
+
+TEST(BatchNorm3d, RunningStatisticsAfterTwoStepsByHand) {
+  Shape s{2, 3, 2, 3, 2};
+  nn::BatchNorm3d bn(3, 1e-5, 0.1);
+  Tensor x1 = test::random_tensor(s, 8, -1.0f, 2.0f), x2 = test::random_tensor(s, 9, 0.0f, 5.0f);
+  bn.forward(x1);
+  bn.forward(x2);
+  RefStats a = reference_stats(x1), b = reference_stats(x2);
+  const double m = 0.1, n = double(a.count);
+  std::vector<double> rm, rv;
+  for (size_t c = 0; c < 3; ++c) {
+    const double rm1 = (1 - m) * 0.0 + m * a.mean[c];
+    const double rv1 = (1 - m) * 1.0 + m * a.var[c] * n / (n - 1);  // unbiased
+    rm.push_back((1 - m) * rm1 + m * b.mean[c]);
+    rv.push_back((1 - m) * rv1 + m * b.var[c] * n / (n - 1));
+  }
+  EXPECT_TRUE(test::tensors_close(bn.running_mean(), from_doubles(rm, {3}), {1e-6, 1e-6}));
+  EXPECT_TRUE(test::tensors_close(bn.running_var(), from_doubles(rv, {3}), {1e-6, 1e-6}));
+  EXPECT_EQ(bn.num_batches_tracked().to_vector<int64_t>(), std::vector<int64_t>{2});
+}
+
+TEST(BatchNorm3d, EvalUsesRunningStatisticsAndLeavesThemAlone) {
+  Shape s{2, 3, 3, 2, 3};
+  nn::BatchNorm3d bn(3);
+  set_affine(bn, 10);
+  bn.running_mean().copy_from(test::random_tensor({3}, 11, -1.0f, 1.0f));
+  bn.running_var().copy_from(test::random_tensor({3}, 12, 0.5f, 2.0f));
+  Tensor rm = bn.running_mean().clone(), rv = bn.running_var().clone();
+  bn.eval();
+  Tensor x = test::random_tensor(s, 13);
+  Tensor y = bn.forward(x);
+  EXPECT_TRUE(test::tensors_close(
+      y,
+      from_doubles(reference_normalize(x, values(rm), values(rv), values(bn.weight().value),
+                                       values(bn.bias().value), 1e-5),
+                   s),
+      {1e-5, 1e-5}));
+  EXPECT_TRUE(test::tensors_equal(bn.running_mean(), rm));
+  EXPECT_TRUE(test::tensors_equal(bn.running_var(), rv));
+  EXPECT_EQ(bn.num_batches_tracked().to_vector<int64_t>(), std::vector<int64_t>{0});
+  // One value per channel is fine in evaluation.
+  EXPECT_NO_THROW(bn.forward(test::random_tensor({1, 3, 1, 1, 1}, 14)));
+}
+
+TEST(BatchNorm3d, TrainBackwardMatchesReference) {
+  Shape s{2, 3, 3, 2, 3};
+  nn::BatchNorm3d bn(3);
+  set_affine(bn, 15);
+  Tensor x = test::random_tensor(s, 16), dy = test::random_tensor(s, 17);
+  bn.forward(x);
+  Tensor dx = bn.backward(dy);
+  RefStats st = reference_stats(x);
+  std::vector<double> xv = values(x), g = values(dy), w = values(bn.weight().value);
+  const int64_t c = 3, sp = 18;
+  std::vector<double> sdy(3, 0), sdyx(3, 0), ref(xv.size());
+  auto ch = [&](size_t i) { return size_t((int64_t(i) / sp) % c); };
+  auto xhat = [&](size_t i) { return (xv[i] - st.mean[ch(i)]) / std::sqrt(st.var[ch(i)] + 1e-5); };
+  for (size_t i = 0; i < xv.size(); ++i) {
+    sdy[ch(i)] += g[i];
+    sdyx[ch(i)] += g[i] * xhat(i);
+  }
+  const double m = double(st.count);
+  for (size_t i = 0; i < xv.size(); ++i)
+    ref[i] = w[ch(i)] / std::sqrt(st.var[ch(i)] + 1e-5) *
+             (g[i] - sdy[ch(i)] / m - xhat(i) * sdyx[ch(i)] / m);
+  EXPECT_TRUE(test::tensors_close(dx, from_doubles(ref, s), {1e-5, 1e-4}));
+  EXPECT_TRUE(test::tensors_close(bn.weight().grad, from_doubles(sdyx, {3}), {1e-5, 1e-5}));
+  EXPECT_TRUE(test::tensors_close(bn.bias().grad, from_doubles(sdy, {3}), {1e-5, 1e-5}));
+  // Parameter gradients accumulate.
+  bn.forward(x);
+  bn.backward(dy);
+  for (double& v : sdy) v *= 2;
+  EXPECT_TRUE(test::tensors_close(bn.bias().grad, from_doubles(sdy, {3}), {1e-5, 1e-5}));
+}
+
+TEST(BatchNorm3d, TrainGradientsMatchCentralDifferences) {
+  for (Shape s : {Shape{1, 2, 3, 2, 3}, Shape{3, 3, 2, 2, 1}}) {
+    SCOPED_TRACE(s.str());
+    nn::BatchNorm3d bn(s[1]);
+    set_affine(bn, 18);
+    Tensor x = test::random_tensor(s, 19, -2.0f, 2.0f);
+    EXPECT_TRUE(test::check_layer_gradients(bn, x));
+  }
+}
+
+TEST(BatchNorm3d, EvalGradientsMatchCentralDifferences) {
+  nn::BatchNorm3d bn(2);
+  set_affine(bn, 20);
+  bn.running_mean().copy_from(test::random_tensor({2}, 21));
+  bn.running_var().copy_from(test::random_tensor({2}, 22, 0.3f, 2.0f));
+  bn.eval();
+  Tensor x = test::random_tensor({2, 2, 3, 2, 2}, 23);
+  EXPECT_TRUE(test::check_layer_gradients(bn, x));
+}
+
+TEST(BatchNorm3d, SumsOfSplitBatchesAddUpLikeAnAllReduce) {
+  // Two "ranks" holding halves of the batch: their channel sums added equal the sums of
+  // the whole batch (what the distributed layer relies on), up to float rounding.
+  Shape s{4, 3, 2, 3, 3};
+  Tensor x = test::random_tensor(s, 24, -1.0f, 3.0f), dy = test::random_tensor(s, 25);
+  Tensor shift = test::random_tensor({3}, 26), invstd = test::random_tensor({3}, 27, 0.5f, 1.5f);
+  Tensor whole = Tensor::empty({2, 3}), a = Tensor::empty({2, 3}), b = Tensor::empty({2, 3});
+  ops::batchnorm_channel_sums(x, shift, whole);
+  ops::batchnorm_channel_sums(x.narrow(0, 2).clone(), shift, a);
+  ops::batchnorm_channel_sums(x.narrow(2, 2).clone(), shift, b);
+  ops::add(a, b, a);
+  EXPECT_TRUE(test::tensors_close(a, whole, {1e-5, 1e-6}));
+  ops::batchnorm_backward_sums(x, dy, shift, invstd, whole);
+  ops::batchnorm_backward_sums(x.narrow(0, 2).clone(), dy.narrow(0, 2).clone(), shift, invstd, a);
+  ops::batchnorm_backward_sums(x.narrow(2, 2).clone(), dy.narrow(2, 2).clone(), shift, invstd, b);
+  ops::add(a, b, a);
+  EXPECT_TRUE(test::tensors_close(a, whole, {1e-5, 1e-6}));
+}
+
+// Two "ranks" as two threads, each holding half of the batch, with an all-reduce over
+// shared memory: what the distributed layer of DESIGN §4 does through the two hooks.
+class SharedAllReduce {
+ public:
+  void all_reduce(Tensor& t) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const int generation = generation_;
+    std::vector<float> v = t.to_vector<float>();
+    if (arrived_ == 0) sum_.assign(v.size(), 0.0f);
+    for (size_t i = 0; i < v.size(); ++i) sum_[i] += v[i];
+    if (++arrived_ == kRanks) {
+      arrived_ = 0;
+      ++generation_;
+      result_ = sum_;
+      done_.notify_all();
+    } else {
+      done_.wait(lock, [&] { return generation_ != generation; });
+    }
+    t.copy_from(Tensor::from_vector(result_, t.shape()));
+  }
+  static constexpr int kRanks = 2;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_;
+  int arrived_ = 0, generation_ = 0;
+  std::vector<float> sum_, result_;
+};
+
+class SplitBatchNorm3d : public nn::BatchNorm3d {
+ public:
+  SplitBatchNorm3d(int64_t channels, SharedAllReduce* comm) : BatchNorm3d(channels), comm_(comm) {}
+
+ protected:
+  void reduce_sums(Tensor& sums) override { comm_->all_reduce(sums); }
+  int64_t reduce_count(int64_t local) override { return SharedAllReduce::kRanks * local; }
+
+ private:
+  SharedAllReduce* comm_;
+};
+
+TEST(BatchNorm3d, SplitBatchWithAllReducedSumsMatchesTheWholeBatch) {
+  Shape s{4, 3, 3, 2, 3};
+  Tensor x = test::random_tensor(s, 40, -1.0f, 3.0f), dy = test::random_tensor(s, 41);
+  nn::BatchNorm3d whole(3);
+  set_affine(whole, 42);
+  Tensor y = whole.forward(x), dx = whole.backward(dy);
+
+  SharedAllReduce comm;
+  SplitBatchNorm3d a(3, &comm), b(3, &comm);
+  set_affine(a, 42);
+  set_affine(b, 42);
+  Tensor ya, yb, dxa, dxb;
+  std::thread rank1([&] {
+    ya = a.forward(x.narrow(0, 2).clone());
+    dxa = a.backward(dy.narrow(0, 2).clone());
+  });
+  yb = b.forward(x.narrow(2, 2).clone());
+  dxb = b.backward(dy.narrow(2, 2).clone());
+  rank1.join();
+
+  EXPECT_TRUE(test::tensors_close(ya, y.narrow(0, 2), {1e-5, 1e-5}));
+  EXPECT_TRUE(test::tensors_close(yb, y.narrow(2, 2), {1e-5, 1e-5}));
+  EXPECT_TRUE(test::tensors_close(dxa, dx.narrow(0, 2), {1e-5, 1e-5}));
+  EXPECT_TRUE(test::tensors_close(dxb, dx.narrow(2, 2), {1e-5, 1e-5}));
+  EXPECT_TRUE(test::tensors_close(a.running_mean(), whole.running_mean(), {1e-6, 1e-6}));
+  EXPECT_TRUE(test::tensors_close(b.running_var(), whole.running_var(), {1e-6, 1e-6}));
+  // Each rank adds its own share of the parameter gradients; the shares sum to the whole.
+  Tensor gw = a.weight().grad.clone(), gb = a.bias().grad.clone();
+  ops::add(gw, b.weight().grad, gw);
+  ops::add(gb, b.bias().grad, gb);
+  EXPECT_TRUE(test::tensors_close(gw, whole.weight().grad, {1e-5, 1e-5}));
+  EXPECT_TRUE(test::tensors_close(gb, whole.bias().grad, {1e-5, 1e-5}));
+}
+
+TEST(BatchNorm3d, StatisticsAreDeterministic) {
+  Tensor x = test::random_tensor({2, 2, 17, 19, 23}, 28);  // not a multiple of the lanes
+  Tensor a = Tensor::empty({2, 2}), b = Tensor::empty({2, 2});
+  ops::batchnorm_channel_sums(x, Tensor(), a);
+  ops::batchnorm_channel_sums(x, Tensor(), b);
+  EXPECT_TRUE(test::tensors_equal(a, b));
+  std::vector<double> ref(4, 0.0), v = values(x);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const size_t c = (i / (17 * 19 * 23)) % 2;
+    ref[c] += v[i];
+    ref[2 + c] += v[i] * v[i];
+  }
+  EXPECT_TRUE(test::tensors_close(a, from_doubles(ref, {2, 2}), {1e-4, 1e-6}));
+}
+
+TEST(BatchNorm3d, ErrorsNameTheLayerAndShapes) {
+  nn::BatchNorm3d bn(3);
+  std::string e = error_of([&] { bn.forward(test::random_tensor({2, 4, 2, 2, 2}, 1)); });
+  EXPECT_NE(e.find("BatchNorm3d"), std::string::npos) << e;
+  EXPECT_NE(e.find("[2, 4, 2, 2, 2]"), std::string::npos) << e;
+  EXPECT_NE(e.find("channels"), std::string::npos) << e;
+
+  e = error_of([&] { bn.forward(test::random_tensor({2, 3, 4, 4}, 1)); });
+  EXPECT_NE(e.find("BatchNorm3d"), std::string::npos) << e;
+  EXPECT_NE(e.find("[2, 3, 4, 4]"), std::string::npos) << e;
+
+  e = error_of([&] { bn.forward(test::random_tensor({1, 3, 1, 1, 1}, 1)); });
+  EXPECT_NE(e.find("BatchNorm3d"), std::string::npos) << e;
+  EXPECT_NE(e.find("Expected more than 1 value per channel when training"), std::string::npos) << e;
+  EXPECT_NE(e.find("[1, 3, 1, 1, 1]"), std::string::npos) << e;
+  EXPECT_EQ(bn.num_batches_tracked().to_vector<int64_t>(), std::vector<int64_t>{0});
+
+  nn::BatchNorm3d fresh(3);
+  e = error_of([&] { fresh.backward(test::random_tensor({1, 3, 2, 2, 2}, 1)); });
+  EXPECT_NE(e.find("before forward"), std::string::npos) << e;
+  fresh.forward(test::random_tensor({1, 3, 2, 2, 2}, 1));
+  e = error_of([&] { fresh.backward(test::random_tensor({1, 3, 2, 2, 3}, 1)); });
+  EXPECT_NE(e.find("BatchNorm3d"), std::string::npos) << e;
+  EXPECT_NE(e.find("[1, 3, 2, 2, 3]"), std::string::npos) << e;
+
+  EXPECT_THROW(nn::BatchNorm3d(0), Error);
+  Tensor sums = Tensor::empty({2, 4});
+  e = error_of([&] {
+    ops::batchnorm_channel_sums(test::random_tensor({2, 3, 2}, 1), Tensor(), sums);
+  });
+  EXPECT_NE(e.find("batchnorm_channel_sums"), std::string::npos) << e;
+  EXPECT_NE(e.find("[2, 3]"), std::string::npos) << e;
+}
+
+TEST(BatchNorm3d, TrainStepMatchesPyTorch) {
+  // test/parity/make_layer_fixtures.py: one training step of torch.nn.BatchNorm3d(4) in
+  // float64 (fp32 CPU here: relative error <= 1e-5 per tensor).
+  SafetensorsFile f = load_safetensors(std::string(GRIDNN_TEST_DATA_DIR) + "/layers.safetensors");
+  auto at = [&](const std::string& role) {
+    auto it = f.tensors.find("batchnorm3d_train." + role);
+    if (it == f.tensors.end()) throw Error("fixture has no tensor batchnorm3d_train." + role);
+    return it->second;
+  };
+  nn::BatchNorm3d bn(4);
+  bn.weight().value.copy_from(at("param.weight"));
+  bn.bias().value.copy_from(at("param.bias"));
+  Tensor y = bn.forward(at("x"));
+  Tensor dx = bn.backward(at("w"));
+  EXPECT_LE(test::max_relative_error(y, at("y")), 1e-5);
+  EXPECT_LE(test::max_relative_error(dx, at("dx")), 1e-5);
+  EXPECT_LE(test::max_relative_error(bn.weight().grad, at("grad.weight")), 1e-5);
+  EXPECT_LE(test::max_relative_error(bn.bias().grad, at("grad.bias")), 1e-5);
+  EXPECT_LE(test::max_relative_error(bn.running_mean(), at("buffer.running_mean")), 1e-5);
+  EXPECT_LE(test::max_relative_error(bn.running_var(), at("buffer.running_var")), 1e-5);
+  EXPECT_EQ(bn.num_batches_tracked().to_vector<int64_t>(),
+            at("buffer.num_batches_tracked").to_vector<int64_t>());
+}
+
+}  // namespace
+}  // namespace gridnn

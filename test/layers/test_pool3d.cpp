@@ -1,0 +1,367 @@
+// MaxPool3d, AvgPool3d and GlobalAvgPool3d on the CPU: the ops of kernels/pool3d.h against
+// plain double-precision loops (odd sizes, stride 2, padding at the edges, batch 1 and > 1),
+// PyTorch's tie and padding rules, the layers against central differences, and the errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/safetensors.h"
+#include "kernels/pool3d.h"
+#include "models/layers/pool3d.h"
+#include "test/support/layer_check.h"
+#include "test/support/random_tensor.h"
+#include "test/support/tensor_compare.h"
+
+namespace gridnn {
+namespace {
+
+using nn::Triple3;
+
+struct Case {
+  const char* name;
+  Shape x;
+  Triple3 kernel, stride, padding;
+};
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> all = {
+      {"k3_s2_p1_batch1", {1, 1, 5, 5, 5}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}},
+      {"k3_s2_p1_odd", {2, 3, 7, 6, 5}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}},
+      {"mixed", {2, 2, 6, 5, 7}, {3, 2, 3}, {2, 1, 3}, {1, 0, 1}},
+      {"k2_s2_default", {3, 2, 4, 5, 3}, {2, 2, 2}, {2, 2, 2}, {0, 0, 0}},
+      {"k1_s2", {1, 2, 5, 4, 3}, {1, 1, 1}, {2, 2, 2}, {0, 0, 0}},
+      {"overlapping_s1", {2, 1, 4, 4, 4}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}},
+      {"kernel_equals_padded_input", {1, 2, 3, 2, 3}, {5, 4, 5}, {1, 1, 1}, {1, 1, 1}},
+  };
+  return all;
+}
+
+ops::Pool3dParams params_of(const Case& c) { return {c.kernel, c.stride, c.padding}; }
+
+int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p) { return (in + 2 * p - k) / s + 1; }
+
+// Textbook pooling in double. max: -inf padding, first maximum in window order; avg:
+// divide by the full kernel volume. argmax: flat index into the input volume.
+struct RefPool {
+  Shape y_shape;
+  std::vector<double> y;
+  std::vector<int64_t> argmax;
+};
+
+RefPool reference_pool(bool max, const Tensor& x, const Case& c) {
+  const Shape& s = x.shape();
+  const int64_t D = s[2], H = s[3], W = s[4];
+  const int64_t od = out_size(D, c.kernel[0], c.stride[0], c.padding[0]);
+  const int64_t oh = out_size(H, c.kernel[1], c.stride[1], c.padding[1]);
+  const int64_t ow = out_size(W, c.kernel[2], c.stride[2], c.padding[2]);
+  std::vector<double> in = test::to_doubles(x);
+  RefPool r;
+  r.y_shape = Shape{s[0], s[1], od, oh, ow};
+  for (int64_t nc = 0; nc < s[0] * s[1]; ++nc)
+    for (int64_t a = 0; a < od; ++a)
+      for (int64_t b = 0; b < oh; ++b)
+        for (int64_t e = 0; e < ow; ++e) {
+          double best = -std::numeric_limits<double>::infinity(), sum = 0;
+          int64_t best_at = -1;
+          for (int64_t i = 0; i < c.kernel[0]; ++i)
+            for (int64_t j = 0; j < c.kernel[1]; ++j)
+              for (int64_t k = 0; k < c.kernel[2]; ++k) {
+                const int64_t d = a * c.stride[0] - c.padding[0] + i;
+                const int64_t h = b * c.stride[1] - c.padding[1] + j;
+                const int64_t w = e * c.stride[2] - c.padding[2] + k;
+                if (d < 0 || d >= D || h < 0 || h >= H || w < 0 || w >= W) continue;  // padding
+                const int64_t at = (d * H + h) * W + w;
+                const double v = in[size_t(nc * D * H * W + at)];
+                sum += v;
+                if (best_at < 0 || v > best) {
+                  best = v;
+                  best_at = at;
+                }
+              }
+          r.y.push_back(max ? best : sum / double(c.kernel[0] * c.kernel[1] * c.kernel[2]));
+          r.argmax.push_back(best_at);
+        }
+  return r;
+}
+
+// Backward by scatter (fine for a reference): max sends dy to the argmax, avg spreads dy/vol.
+std::vector<double> reference_pool_backward(bool max, const Shape& xs, const RefPool& fwd,
+                                            const Tensor& dy_t, const Case& c) {
+  const int64_t D = xs[2], H = xs[3], W = xs[4], vol = D * H * W;
+  const Shape& ys = fwd.y_shape;
+  std::vector<double> dy = test::to_doubles(dy_t), dx(size_t(xs.numel()), 0.0);
+  const double kvol = double(c.kernel[0] * c.kernel[1] * c.kernel[2]);
+  int64_t o = 0;
+  for (int64_t nc = 0; nc < xs[0] * xs[1]; ++nc)
+    for (int64_t a = 0; a < ys[2]; ++a)
+      for (int64_t b = 0; b < ys[3]; ++b)
+        for (int64_t e = 0; e < ys[4]; ++e, ++o) {
+          if (max) {
+            dx[size_t(nc * vol + fwd.argmax[size_t(o)])] += dy[size_t(o)];
+            continue;
+          }
+          for (int64_t i = 0; i < c.kernel[0]; ++i)
+            for (int64_t j = 0; j < c.kernel[1]; ++j)
+              for (int64_t k = 0; k < c.kernel[2]; ++k) {
+                const int64_t d = a * c.stride[0] - c.padding[0] + i;
+                const int64_t h = b * c.stride[1] - c.padding[1] + j;
+                const int64_t w = e * c.stride[2] - c.padding[2] + k;
+                if (d < 0 || d >= D || h < 0 || h >= H || w < 0 || w >= W) continue;
+                dx[size_t(nc * vol + (d * H + h) * W + w)] += dy[size_t(o)] / kvol;
+              }
+        }
+  return dx;
+}
+
+Tensor from_doubles(const std::vector<double>& v, const Shape& s) {
+  std::vector<float> f(v.begin(), v.end());
+  return Tensor::from_vector(f, s);
+}
+
+// Distinct values 0.01 apart in a shuffled order: no two elements of a window are within
+// the gradient check's perturbation of each other, so no argmax flips (no ties, no kinks).
+Tensor distinct_values(const Shape& s, unsigned seed) {
+  std::vector<float> v(size_t(s.numel()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 0.01f * float(i) - 0.005f * float(v.size());
+  std::mt19937 rng(seed);
+  std::shuffle(v.begin(), v.end(), rng);
+  return Tensor::from_vector(v, s);
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// ---- ops against the reference ---------------------------------------------------------
+
+TEST(Pool3dOps, MaxForwardBackwardMatchReference) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    Tensor x = test::random_tensor(c.x, 11);
+    RefPool ref = reference_pool(true, x, c);
+    ASSERT_EQ(ops::pool3d_output_shape("test", c.x, params_of(c)), ref.y_shape);
+    Tensor y = Tensor::empty(ref.y_shape), idx = Tensor::empty(ref.y_shape, DType::i64);
+    ops::max_pool3d_forward(x, params_of(c), y, idx);
+    EXPECT_TRUE(test::tensors_close(y, from_doubles(ref.y, ref.y_shape), {0, 0}));
+    EXPECT_EQ(idx.to_vector<int64_t>(), ref.argmax);
+
+    Tensor dy = test::random_tensor(ref.y_shape, 12);
+    Tensor dx = Tensor::empty(c.x);
+    ops::max_pool3d_backward(dy, idx, params_of(c), dx);
+    EXPECT_TRUE(test::tensors_close(
+        dx, from_doubles(reference_pool_backward(true, c.x, ref, dy, c), c.x), {1e-6, 1e-6}));
+  }
+}
+
+TEST(Pool3dOps, AvgForwardBackwardMatchReference) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    Tensor x = test::random_tensor(c.x, 13);
+    RefPool ref = reference_pool(false, x, c);
+    Tensor y = Tensor::empty(ref.y_shape);
+    ops::avg_pool3d_forward(x, params_of(c), y);
+    EXPECT_TRUE(test::tensors_close(y, from_doubles(ref.y, ref.y_shape), {1e-6, 1e-5}));
+    Tensor dy = test::random_tensor(ref.y_shape, 14);
+    Tensor dx = Tensor::empty(c.x);
+    ops::avg_pool3d_backward(dy, params_of(c), dx);
+    EXPECT_TRUE(test::tensors_close(
+        dx, from_doubles(reference_pool_backward(false, c.x, ref, dy, c), c.x), {1e-6, 1e-5}));
+  }
+}
+
+TEST(Pool3dOps, AvgCountsPaddingAsZeros) {
+  // Ones, kernel 3, padding 1: a corner window holds 2*2*2 ones of 27 -> 8/27 (PyTorch's
+  // count_include_pad=True), the centre of a 3^3 volume 27/27.
+  Tensor x = Tensor::from_vector(std::vector<float>(27, 1.0f), {1, 1, 3, 3, 3});
+  Tensor y = Tensor::empty({1, 1, 3, 3, 3});
+  ops::avg_pool3d_forward(x, {{3, 3, 3}, {1, 1, 1}, {1, 1, 1}}, y);
+  std::vector<float> v = y.to_vector<float>();
+  EXPECT_FLOAT_EQ(v[0], 8.0f / 27.0f);
+  EXPECT_FLOAT_EQ(v[13], 1.0f);
+  EXPECT_FLOAT_EQ(v[1], 12.0f / 27.0f);  // an edge: 2*2*3
+}
+
+TEST(Pool3dOps, MaxTiesGoToFirstInWindowAndPaddingIsMinusInfinity) {
+  // All equal, kernel 2, stride 1: window (a, b, e) starts at input (a, b, e), its first
+  // element, which takes the whole gradient of that output.
+  {
+    Tensor x = Tensor::from_vector(std::vector<float>(27, 0.5f), {1, 1, 3, 3, 3});
+    Tensor y = Tensor::empty({1, 1, 2, 2, 2}), idx = Tensor::empty({1, 1, 2, 2, 2}, DType::i64);
+    ops::Pool3dParams p{{2, 2, 2}, {1, 1, 1}, {0, 0, 0}};
+    ops::max_pool3d_forward(x, p, y, idx);
+    std::vector<int64_t> got = idx.to_vector<int64_t>(), want;
+    for (int64_t a = 0; a < 2; ++a)
+      for (int64_t b = 0; b < 2; ++b)
+        for (int64_t e = 0; e < 2; ++e) want.push_back((a * 3 + b) * 3 + e);
+    EXPECT_EQ(got, want);
+    Tensor dy = Tensor::from_vector(std::vector<float>(8, 1.0f), {1, 1, 2, 2, 2});
+    Tensor dx = Tensor::empty({1, 1, 3, 3, 3});
+    ops::max_pool3d_backward(dy, idx, p, dx);
+    std::vector<float> g = dx.to_vector<float>();
+    for (int64_t i = 0; i < 27; ++i)
+      EXPECT_EQ(g[size_t(i)], std::count(want.begin(), want.end(), i) ? 1.0f : 0.0f) << i;
+  }
+  // Negative values with padding: the padding (-inf) never wins.
+  {
+    Tensor x = Tensor::from_vector(std::vector<float>(8, -5.0f), {1, 1, 2, 2, 2});
+    Tensor y = Tensor::empty({1, 1, 2, 2, 2}), idx = Tensor::empty({1, 1, 2, 2, 2}, DType::i64);
+    ops::max_pool3d_forward(x, {{2, 2, 2}, {2, 2, 2}, {1, 1, 1}}, y, idx);
+    for (float v : y.to_vector<float>()) EXPECT_EQ(v, -5.0f);
+    std::vector<int64_t> got = idx.to_vector<int64_t>();
+    for (int64_t i = 0; i < 8; ++i) EXPECT_EQ(got[size_t(i)], i);
+  }
+}
+
+TEST(Pool3dOps, BackwardIsDeterministic) {
+  const Case& c = cases()[5];  // overlapping windows: many outputs feed each input
+  Tensor x = test::random_tensor(c.x, 15), dy;
+  Tensor y = Tensor::empty(ops::pool3d_output_shape("t", c.x, params_of(c)));
+  Tensor idx = Tensor::empty(y.shape(), DType::i64);
+  ops::max_pool3d_forward(x, params_of(c), y, idx);
+  dy = test::random_tensor(y.shape(), 16);
+  Tensor a = Tensor::empty(c.x), b = Tensor::empty(c.x);
+  ops::avg_pool3d_backward(dy, params_of(c), a);
+  ops::avg_pool3d_backward(dy, params_of(c), b);
+  EXPECT_TRUE(test::tensors_equal(a, b));
+}
+
+TEST(Pool3dOps, GlobalAverageForwardBackward) {
+  for (Shape s : {Shape{1, 1, 1, 1, 1}, Shape{1, 3, 5, 4, 3}, Shape{2, 4, 3, 7, 5}}) {
+    SCOPED_TRACE(s.str());
+    Tensor x = test::random_tensor(s, 17);
+    std::vector<double> v = test::to_doubles(x), ref;
+    const int64_t vol = s[2] * s[3] * s[4];
+    for (int64_t nc = 0; nc < s[0] * s[1]; ++nc) {
+      double sum = 0;
+      for (int64_t i = 0; i < vol; ++i) sum += v[size_t(nc * vol + i)];
+      ref.push_back(sum / double(vol));
+    }
+    Tensor y = Tensor::empty({s[0], s[1]});
+    ops::global_avg_pool3d_forward(x, y);
+    EXPECT_TRUE(test::tensors_close(y, from_doubles(ref, {s[0], s[1]}), {1e-6, 1e-5}));
+    Tensor dy = test::random_tensor({s[0], s[1]}, 18), dx = Tensor::empty(s);
+    ops::global_avg_pool3d_backward(dy, dx);
+    std::vector<double> d = test::to_doubles(dy), dref;
+    for (int64_t i = 0; i < s.numel(); ++i) dref.push_back(d[size_t(i / vol)] / double(vol));
+    EXPECT_TRUE(test::tensors_close(dx, from_doubles(dref, s), {1e-7, 1e-6}));
+  }
+}
+
+// ---- layers ------------------------------------------------------------------------------
+
+TEST(Pool3dLayers, MaxPoolGradientsMatchCentralDifferences) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    nn::MaxPool3d pool(c.kernel, c.stride, c.padding);
+    Tensor x = distinct_values(c.x, 21);
+    EXPECT_TRUE(test::check_layer_gradients(pool, x));
+  }
+}
+
+TEST(Pool3dLayers, AvgPoolGradientsMatchCentralDifferences) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    nn::AvgPool3d pool(c.kernel, c.stride, c.padding);
+    Tensor x = test::random_tensor(c.x, 22);
+    EXPECT_TRUE(test::check_layer_gradients(pool, x));
+  }
+}
+
+TEST(Pool3dLayers, GlobalAvgPoolGradientsMatchCentralDifferences) {
+  nn::GlobalAvgPool3d pool;
+  Tensor x = test::random_tensor({2, 3, 3, 4, 5}, 23);
+  Tensor y = pool.forward(x);
+  EXPECT_EQ(y.shape(), (Shape{2, 3}));
+  EXPECT_TRUE(test::check_layer_gradients(pool, x));
+}
+
+TEST(Pool3dLayers, DefaultStrideIsTheKernelAsInPyTorch) {
+  nn::MaxPool3d a(2), b(Triple3{3, 2, 1});
+  EXPECT_EQ(a.params().stride, (Triple3{2, 2, 2}));
+  EXPECT_EQ(b.params().stride, (Triple3{3, 2, 1}));
+  Tensor y = nn::AvgPool3d(2).forward(test::random_tensor({1, 1, 5, 4, 3}, 1));
+  EXPECT_EQ(y.shape(), (Shape{1, 1, 2, 2, 1}));
+  // The stem's MaxPool3d(3, 2, 1) on a 7^3 volume: (7 + 2 - 3) / 2 + 1 = 4.
+  EXPECT_EQ(nn::MaxPool3d(3, 2, 1).forward(test::random_tensor({1, 2, 7, 7, 7}, 2)).shape(),
+            (Shape{1, 2, 4, 4, 4}));
+}
+
+TEST(Pool3dLayers, ErrorsNameTheLayerAndShapes) {
+  nn::MaxPool3d max_pool(3, 2, 1);
+  std::string e = error_of([&] { max_pool.forward(test::random_tensor({2, 3, 4, 4}, 1)); });
+  EXPECT_NE(e.find("MaxPool3d"), std::string::npos) << e;
+  EXPECT_NE(e.find("[2, 3, 4, 4]"), std::string::npos) << e;
+
+  nn::MaxPool3d big(Triple3{5, 3, 3}, Triple3{1, 1, 1}, Triple3{0, 0, 0});
+  e = error_of([&] { big.forward(test::random_tensor({1, 1, 4, 6, 6}, 1)); });
+  EXPECT_NE(e.find("MaxPool3d"), std::string::npos) << e;
+  EXPECT_NE(e.find("larger than the padded input"), std::string::npos) << e;
+  EXPECT_NE(e.find("[1, 1, 4, 6, 6]"), std::string::npos) << e;
+
+  nn::AvgPool3d too_padded(Triple3{3, 3, 3}, Triple3{1, 1, 1}, Triple3{2, 1, 1});
+  e = error_of([&] { too_padded.forward(test::random_tensor({1, 1, 6, 6, 6}, 1)); });
+  EXPECT_NE(e.find("AvgPool3d"), std::string::npos) << e;
+  EXPECT_NE(e.find("at most half"), std::string::npos) << e;
+
+  EXPECT_THROW(nn::MaxPool3d(0), Error);
+  EXPECT_THROW(nn::AvgPool3d(Triple3{2, 2, 2}, Triple3{1, 0, 1}), Error);
+
+  nn::AvgPool3d avg(2);
+  e = error_of([&] { avg.backward(Tensor::zeros({1, 1, 1, 1, 1})); });
+  EXPECT_NE(e.find("AvgPool3d"), std::string::npos) << e;  // before forward
+  avg.forward(test::random_tensor({1, 2, 4, 4, 4}, 1));
+  e = error_of([&] { avg.backward(Tensor::zeros({1, 2, 3, 2, 2})); });
+  EXPECT_NE(e.find("AvgPool3d"), std::string::npos) << e;
+  EXPECT_NE(e.find("[1, 2, 3, 2, 2]"), std::string::npos) << e;
+  EXPECT_NE(e.find("[1, 2, 2, 2, 2]"), std::string::npos) << e;
+
+  nn::GlobalAvgPool3d gap;
+  e = error_of([&] { gap.forward(test::random_tensor({2, 3}, 1)); });
+  EXPECT_NE(e.find("GlobalAvgPool3d"), std::string::npos) << e;
+  EXPECT_NE(e.find("[2, 3]"), std::string::npos) << e;
+
+  // The ops check their outputs too.
+  Tensor x = test::random_tensor({1, 1, 4, 4, 4}, 1);
+  Tensor y = Tensor::empty({1, 1, 3, 3, 3}), idx = Tensor::empty({1, 1, 2, 2, 2}, DType::i64);
+  e = error_of([&] { ops::max_pool3d_forward(x, {{2, 2, 2}, {2, 2, 2}, {0, 0, 0}}, y, idx); });
+  EXPECT_NE(e.find("max_pool3d_forward"), std::string::npos) << e;
+}
+
+// ---- PyTorch parity (test/parity/make_layer_fixtures.py; fp32 CPU, relative error <= 1e-5) --
+
+void expect_parity(nn::Module& layer, const std::string& name) {
+  SafetensorsFile f = load_safetensors(std::string(GRIDNN_TEST_DATA_DIR) + "/layers.safetensors");
+  auto at = [&](const std::string& role) {
+    auto it = f.tensors.find(name + "." + role);
+    if (it == f.tensors.end()) throw Error("fixture has no tensor " + name + "." + role);
+    return it->second;
+  };
+  Tensor y = layer.forward(at("x"));
+  Tensor dx = layer.backward(at("w"));
+  ASSERT_EQ(y.shape(), at("y").shape());
+  EXPECT_LE(test::max_relative_error(y, at("y")), 1e-5) << name << " y";
+  EXPECT_LE(test::max_relative_error(dx, at("dx")), 1e-5) << name << " dx";
+}
+
+TEST(Pool3dParity, MatchesPyTorch) {
+  nn::MaxPool3d max_pool(3, 2, 1);
+  expect_parity(max_pool, "maxpool3d_k3_s2_p1");
+  nn::AvgPool3d avg_pool(2, 2);
+  expect_parity(avg_pool, "avgpool3d_k2_s2");
+  nn::GlobalAvgPool3d global;
+  expect_parity(global, "globalavgpool3d");
+}
+
+}  // namespace
+}  // namespace gridnn
