@@ -338,30 +338,5 @@ TEST(Pool3dLayers, ErrorsNameTheLayerAndShapes) {
   EXPECT_NE(e.find("max_pool3d_forward"), std::string::npos) << e;
 }
 
-// ---- PyTorch parity (test/parity/make_layer_fixtures.py; fp32 CPU, relative error <= 1e-5) --
-
-void expect_parity(nn::Module& layer, const std::string& name) {
-  SafetensorsFile f = load_safetensors(std::string(GRIDNN_TEST_DATA_DIR) + "/layers.safetensors");
-  auto at = [&](const std::string& role) {
-    auto it = f.tensors.find(name + "." + role);
-    if (it == f.tensors.end()) throw Error("fixture has no tensor " + name + "." + role);
-    return it->second;
-  };
-  Tensor y = layer.forward(at("x"));
-  Tensor dx = layer.backward(at("w"));
-  ASSERT_EQ(y.shape(), at("y").shape());
-  EXPECT_LE(test::max_relative_error(y, at("y")), 1e-5) << name << " y";
-  EXPECT_LE(test::max_relative_error(dx, at("dx")), 1e-5) << name << " dx";
-}
-
-TEST(Pool3dParity, MatchesPyTorch) {
-  nn::MaxPool3d max_pool(3, 2, 1);
-  expect_parity(max_pool, "maxpool3d_k3_s2_p1");
-  nn::AvgPool3d avg_pool(2, 2);
-  expect_parity(avg_pool, "avgpool3d_k2_s2");
-  nn::GlobalAvgPool3d global;
-  expect_parity(global, "globalavgpool3d");
-}
-
 }  // namespace
 }  // namespace gridnn
