@@ -15,7 +15,7 @@ minimal=0
 [[ "${1:-}" == "--minimal" ]] && minimal=1
 
 packages=(build-essential cmake ninja-build pkg-config
-          libopenblas-dev mpich libmpich-dev libcli11-dev nlohmann-json3-dev
+          libopenblas-dev libopenblas0-openmp mpich libmpich-dev libcli11-dev nlohmann-json3-dev
           libgtest-dev libgmock-dev libbenchmark-dev)
 if (( !minimal )); then
   # PyTorch (Debian's CPU build) reads the safetensors files gridnn writes; clang builds
