@@ -12,6 +12,7 @@
 #include "kernels/elementwise.h"
 #include "models/layers/conv3d.h"
 #include "test/gpu/gpu_test.h"
+#include "test/layers/conv3d_cases.h"
 #include "test/support/random_tensor.h"
 
 namespace gridnn::test {
@@ -20,24 +21,15 @@ namespace {
 using GpuConv3d = GpuTest;
 using ops::Triple;
 
-struct Case {
-  const char* name;
-  int64_t n, c, o;
-  Triple kernel, stride, padding, in;
-};
+using Case = Conv3dCase;
 
+// The shared geometries plus a ResNet-sized block (16 -> 32 channels, 16^3, stride 2).
 const std::vector<Case>& cases() {
-  static const std::vector<Case> all = {
-      {"pointwise", 2, 3, 4, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {3, 4, 5}},
-      {"1x1x1_stride2", 1, 3, 2, {1, 1, 1}, {2, 2, 2}, {0, 0, 0}, {5, 4, 7}},
-      {"3x3x3_pad1", 3, 2, 3, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {5, 6, 4}},
-      {"7x7x7_stride2_pad3", 1, 1, 4, {7, 7, 7}, {2, 2, 2}, {3, 3, 3}, {9, 8, 7}},
-      {"7x7x7_stride2_pad3_batch", 2, 2, 3, {7, 7, 7}, {2, 2, 2}, {3, 3, 3}, {5, 7, 6}},
-      {"noncubic", 2, 2, 3, {3, 1, 2}, {1, 2, 1}, {1, 0, 1}, {4, 5, 6}},
-      {"stride2_odd", 3, 3, 2, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {7, 5, 9}},
-      {"kernel_fills_padded_input", 1, 2, 2, {4, 3, 3}, {1, 1, 1}, {0, 1, 0}, {4, 1, 3}},
-      {"resnet_block", 2, 16, 32, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {16, 16, 16}},
-  };
+  static const std::vector<Case> all = [] {
+    std::vector<Case> v = conv3d_cases();
+    v.push_back({"resnet_block", 2, 16, 32, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {16, 16, 16}});
+    return v;
+  }();
   return all;
 }
 
