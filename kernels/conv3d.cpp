@@ -1,6 +1,7 @@
 // Argument checks and backend dispatch for kernels/conv3d.h.
 #include "kernels/conv3d.h"
 
+#include <initializer_list>
 #include <limits>
 #include <sstream>
 
@@ -96,6 +97,7 @@ Shape weight_shape(const Conv3dGeometry& g) {
   return Shape{g.out_channels, g.in_channels, g.kernel[0], g.kernel[1], g.kernel[2]};
 }
 int64_t batch_of(const char* op, const char* name, const Tensor& t, const Conv3dGeometry& g) {
+  expect_defined(op, name, t);
   GRIDNN_REQUIRE(t.rank() == 5, op, ": ", name, " ", t.str(),
                  " must be 5-D [N, C, D, H, W] for the geometry ", str(g));
   return t.size(0);
@@ -107,75 +109,58 @@ void expect_fits_int(const char* op, const Tensor& t) {
 }
 }  // namespace
 
+namespace {
+// One tensor of a conv3d op and the shape the geometry gives it.
+struct Operand {
+  const char* name;
+  const Tensor& tensor;
+  Shape shape;
+};
+
+// Every operand defined, of its shape, f32 and int-indexable; the inputs on the output's
+// device and not sharing its memory.
+void expect_operands(const char* op, const Conv3dGeometry& g, std::initializer_list<Operand> inputs,
+                     const Operand& out) {
+  auto expect_one = [&](const Operand& o) {
+    expect_defined(op, o.name, o.tensor);
+    expect_shape(op, o.name, o.tensor, o.shape, g);
+    expect_f32(op, o.name, o.tensor);
+    expect_fits_int(op, o.tensor);
+  };
+  expect_one(out);
+  for (const Operand& in : inputs) {
+    expect_one(in);
+    expect_same_device(op, in.tensor, out.tensor);
+    expect_disjoint(op, in.tensor, out.tensor);
+  }
+}
+}  // namespace
+
 void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g,
                     Tensor& y) {
   const char* op = "conv3d_forward";
-  expect_defined(op, "x", x);
-  expect_defined(op, "w", w);
-  expect_defined(op, "y", y);
   const int64_t n = batch_of(op, "x", x, g);
-  expect_shape(op, "x", x, input_shape(g, n), g);
-  expect_shape(op, "w", w, weight_shape(g), g);
-  expect_shape(op, "y", y, conv3d_output_shape(g, n), g);
-  expect_f32(op, "x", x);
-  expect_f32(op, "w", w);
-  expect_f32(op, "y", y);
-  expect_same_device(op, x, w);
-  expect_same_device(op, x, y);
-  expect_disjoint(op, x, y);
-  expect_disjoint(op, w, y);
-  if (bias.defined()) {
-    expect_shape(op, "bias", bias, Shape{g.out_channels}, g);
-    expect_f32(op, "bias", bias);
-    expect_same_device(op, x, bias);
-    expect_disjoint(op, bias, y);
-  }
-  expect_fits_int(op, x);
-  expect_fits_int(op, y);
+  expect_operands(op, g, {{"x", x, input_shape(g, n)}, {"w", w, weight_shape(g)}},
+                  {"y", y, conv3d_output_shape(g, n)});
+  if (bias.defined()) expect_operands(op, g, {{"bias", bias, Shape{g.out_channels}}}, {"y", y, y.shape()});
   if (n == 0) return;
   GRIDNN_CONV3D_CALL(x.device(), conv3d_forward, x, w, bias, g, y);
 }
 
 void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx) {
   const char* op = "conv3d_backward_data";
-  expect_defined(op, "dy", dy);
-  expect_defined(op, "w", w);
-  expect_defined(op, "dx", dx);
   const int64_t n = batch_of(op, "dy", dy, g);
-  expect_shape(op, "dy", dy, conv3d_output_shape(g, n), g);
-  expect_shape(op, "w", w, weight_shape(g), g);
-  expect_shape(op, "dx", dx, input_shape(g, n), g);
-  expect_f32(op, "dy", dy);
-  expect_f32(op, "w", w);
-  expect_f32(op, "dx", dx);
-  expect_same_device(op, dy, w);
-  expect_same_device(op, dy, dx);
-  expect_disjoint(op, dy, dx);
-  expect_disjoint(op, w, dx);
-  expect_fits_int(op, dy);
-  expect_fits_int(op, dx);
+  expect_operands(op, g, {{"dy", dy, conv3d_output_shape(g, n)}, {"w", w, weight_shape(g)}},
+                  {"dx", dx, input_shape(g, n)});
   if (n == 0) return;
   GRIDNN_CONV3D_CALL(dy.device(), conv3d_backward_data, dy, w, g, dx);
 }
 
 void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw) {
   const char* op = "conv3d_backward_filter";
-  expect_defined(op, "x", x);
-  expect_defined(op, "dy", dy);
-  expect_defined(op, "dw", dw);
   const int64_t n = batch_of(op, "x", x, g);
-  expect_shape(op, "x", x, input_shape(g, n), g);
-  expect_shape(op, "dy", dy, conv3d_output_shape(g, n), g);
-  expect_shape(op, "dw", dw, weight_shape(g), g);
-  expect_f32(op, "x", x);
-  expect_f32(op, "dy", dy);
-  expect_f32(op, "dw", dw);
-  expect_same_device(op, x, dy);
-  expect_same_device(op, x, dw);
-  expect_disjoint(op, x, dw);
-  expect_disjoint(op, dy, dw);
-  expect_fits_int(op, x);
-  expect_fits_int(op, dy);
+  expect_operands(op, g, {{"x", x, input_shape(g, n)}, {"dy", dy, conv3d_output_shape(g, n)}},
+                  {"dw", dw, weight_shape(g)});
   if (n == 0) return;
   GRIDNN_CONV3D_CALL(x.device(), conv3d_backward_filter, x, dy, g, dw);
 }
