@@ -17,6 +17,7 @@
 #include "kernels/batchnorm.h"
 #include "kernels/elementwise.h"
 #include "models/layers/batchnorm3d.h"
+#include "test/support/error_message.h"
 #include "test/support/layer_check.h"
 #include "test/support/random_tensor.h"
 #include "test/support/tensor_compare.h"
@@ -73,15 +74,6 @@ void set_affine(nn::BatchNorm3d& bn, uint64_t seed) {
   const int64_t c = bn.num_features();
   bn.weight().value.copy_from(test::random_tensor({c}, seed, 0.5f, 2.0f));
   bn.bias().value.copy_from(test::random_tensor({c}, seed + 1, -1.0f, 1.0f));
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(BatchNorm3d, NamesShapesAndInitialValuesFollowPyTorch) {
@@ -346,32 +338,32 @@ TEST(BatchNorm3d, StatisticsAreDeterministic) {
 
 TEST(BatchNorm3d, ErrorsNameTheLayerAndShapes) {
   nn::BatchNorm3d bn(3);
-  std::string e = error_of([&] { bn.forward(test::random_tensor({2, 4, 2, 2, 2}, 1)); });
+  std::string e = test::error_message([&] { bn.forward(test::random_tensor({2, 4, 2, 2, 2}, 1)); });
   EXPECT_NE(e.find("BatchNorm3d"), std::string::npos) << e;
   EXPECT_NE(e.find("[2, 4, 2, 2, 2]"), std::string::npos) << e;
   EXPECT_NE(e.find("channels"), std::string::npos) << e;
 
-  e = error_of([&] { bn.forward(test::random_tensor({2, 3, 4, 4}, 1)); });
+  e = test::error_message([&] { bn.forward(test::random_tensor({2, 3, 4, 4}, 1)); });
   EXPECT_NE(e.find("BatchNorm3d"), std::string::npos) << e;
   EXPECT_NE(e.find("[2, 3, 4, 4]"), std::string::npos) << e;
 
-  e = error_of([&] { bn.forward(test::random_tensor({1, 3, 1, 1, 1}, 1)); });
+  e = test::error_message([&] { bn.forward(test::random_tensor({1, 3, 1, 1, 1}, 1)); });
   EXPECT_NE(e.find("BatchNorm3d"), std::string::npos) << e;
   EXPECT_NE(e.find("Expected more than 1 value per channel when training"), std::string::npos) << e;
   EXPECT_NE(e.find("[1, 3, 1, 1, 1]"), std::string::npos) << e;
   EXPECT_EQ(bn.num_batches_tracked().to_vector<int64_t>(), std::vector<int64_t>{0});
 
   nn::BatchNorm3d fresh(3);
-  e = error_of([&] { fresh.backward(test::random_tensor({1, 3, 2, 2, 2}, 1)); });
+  e = test::error_message([&] { fresh.backward(test::random_tensor({1, 3, 2, 2, 2}, 1)); });
   EXPECT_NE(e.find("before forward"), std::string::npos) << e;
   fresh.forward(test::random_tensor({1, 3, 2, 2, 2}, 1));
-  e = error_of([&] { fresh.backward(test::random_tensor({1, 3, 2, 2, 3}, 1)); });
+  e = test::error_message([&] { fresh.backward(test::random_tensor({1, 3, 2, 2, 3}, 1)); });
   EXPECT_NE(e.find("BatchNorm3d"), std::string::npos) << e;
   EXPECT_NE(e.find("[1, 3, 2, 2, 3]"), std::string::npos) << e;
 
   EXPECT_THROW(nn::BatchNorm3d(0), Error);
   Tensor sums = Tensor::empty({2, 4});
-  e = error_of([&] {
+  e = test::error_message([&] {
     ops::batchnorm_channel_sums(test::random_tensor({2, 3, 2}, 1), Tensor(), sums);
   });
   EXPECT_NE(e.find("batchnorm_channel_sums"), std::string::npos) << e;

@@ -9,6 +9,7 @@
 #include "kernels/elementwise.h"
 #include "models/layers/linear.h"
 #include "models/layers/loss.h"
+#include "test/support/error_message.h"
 #include "test/support/grad_check.h"
 #include "test/support/layer_check.h"
 #include "test/support/random_tensor.h"
@@ -23,15 +24,6 @@ using test::to_doubles;
 Tensor from_doubles(const std::vector<double>& v, const Shape& shape) {
   std::vector<float> f(v.begin(), v.end());
   return Tensor::from_vector(f, shape);
-}
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 // ---- Linear ----------------------------------------------------------------------------
@@ -103,13 +95,13 @@ TEST(Linear, ParameterGradientsAccumulate) {
 
 TEST(Linear, BadInputNamesLayerAndShapes) {
   nn::Linear fc(8, 3);
-  std::string m = message_of([&] { fc.forward(random_tensor({2, 7}, 1)); });
+  std::string m = test::error_message([&] { fc.forward(random_tensor({2, 7}, 1)); });
   EXPECT_NE(m.find("Linear(8, 3)"), std::string::npos) << m;
   EXPECT_NE(m.find("[2, 7]"), std::string::npos) << m;
-  m = message_of([&] { fc.backward(random_tensor({2, 3}, 1)); });
+  m = test::error_message([&] { fc.backward(random_tensor({2, 3}, 1)); });
   EXPECT_NE(m.find("before forward"), std::string::npos) << m;
   fc.forward(random_tensor({2, 8}, 1));
-  m = message_of([&] { fc.backward(random_tensor({2, 4}, 1)); });
+  m = test::error_message([&] { fc.backward(random_tensor({2, 4}, 1)); });
   EXPECT_NE(m.find("Linear(8, 3)"), std::string::npos) << m;
   EXPECT_NE(m.find("[2, 4]"), std::string::npos) << m;
   EXPECT_THROW(nn::Linear(0, 3), Error);
@@ -209,16 +201,16 @@ TEST(SoftmaxCrossEntropy, LinearThenLossEndToEnd) {
 TEST(SoftmaxCrossEntropy, BadLabelsNameTheLabelAndClassCount) {
   nn::SoftmaxCrossEntropy loss;
   Tensor logits = random_tensor({3, 4}, 1);
-  std::string m = message_of([&] { loss.forward(logits, labels_of({0, 4, 1})); });
+  std::string m = test::error_message([&] { loss.forward(logits, labels_of({0, 4, 1})); });
   EXPECT_NE(m.find("SoftmaxCrossEntropy"), std::string::npos) << m;
   EXPECT_NE(m.find("label 4"), std::string::npos) << m;
   EXPECT_NE(m.find("4 classes"), std::string::npos) << m;
-  m = message_of([&] { loss.forward(logits, labels_of({0, -1, 1})); });
+  m = test::error_message([&] { loss.forward(logits, labels_of({0, -1, 1})); });
   EXPECT_NE(m.find("label -1"), std::string::npos) << m;
-  m = message_of([&] { loss.forward(logits, labels_of({0, 1})); });
+  m = test::error_message([&] { loss.forward(logits, labels_of({0, 1})); });
   EXPECT_NE(m.find("SoftmaxCrossEntropy"), std::string::npos) << m;
   EXPECT_NE(m.find("[3, 4]"), std::string::npos) << m;
-  m = message_of([&] { loss.forward(logits, Tensor::zeros({3}, DType::i32)); });
+  m = test::error_message([&] { loss.forward(logits, Tensor::zeros({3}, DType::i32)); });
   EXPECT_NE(m.find("i64"), std::string::npos) << m;
   nn::SoftmaxCrossEntropy fresh;
   EXPECT_THROW(fresh.backward(), Error);

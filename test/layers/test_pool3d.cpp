@@ -14,6 +14,7 @@
 #include "core/safetensors.h"
 #include "kernels/pool3d.h"
 #include "models/layers/pool3d.h"
+#include "test/support/error_message.h"
 #include "test/support/layer_check.h"
 #include "test/support/random_tensor.h"
 #include "test/support/tensor_compare.h"
@@ -132,15 +133,6 @@ Tensor distinct_values(const Shape& s, unsigned seed) {
   std::mt19937 rng(seed);
   std::shuffle(v.begin(), v.end(), rng);
   return Tensor::from_vector(v, s);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 // ---- ops against the reference ---------------------------------------------------------
@@ -299,18 +291,18 @@ TEST(Pool3dLayers, DefaultStrideIsTheKernelAsInPyTorch) {
 
 TEST(Pool3dLayers, ErrorsNameTheLayerAndShapes) {
   nn::MaxPool3d max_pool(3, 2, 1);
-  std::string e = error_of([&] { max_pool.forward(test::random_tensor({2, 3, 4, 4}, 1)); });
+  std::string e = test::error_message([&] { max_pool.forward(test::random_tensor({2, 3, 4, 4}, 1)); });
   EXPECT_NE(e.find("MaxPool3d"), std::string::npos) << e;
   EXPECT_NE(e.find("[2, 3, 4, 4]"), std::string::npos) << e;
 
   nn::MaxPool3d big(Triple3{5, 3, 3}, Triple3{1, 1, 1}, Triple3{0, 0, 0});
-  e = error_of([&] { big.forward(test::random_tensor({1, 1, 4, 6, 6}, 1)); });
+  e = test::error_message([&] { big.forward(test::random_tensor({1, 1, 4, 6, 6}, 1)); });
   EXPECT_NE(e.find("MaxPool3d"), std::string::npos) << e;
   EXPECT_NE(e.find("larger than the padded input"), std::string::npos) << e;
   EXPECT_NE(e.find("[1, 1, 4, 6, 6]"), std::string::npos) << e;
 
   nn::AvgPool3d too_padded(Triple3{3, 3, 3}, Triple3{1, 1, 1}, Triple3{2, 1, 1});
-  e = error_of([&] { too_padded.forward(test::random_tensor({1, 1, 6, 6, 6}, 1)); });
+  e = test::error_message([&] { too_padded.forward(test::random_tensor({1, 1, 6, 6, 6}, 1)); });
   EXPECT_NE(e.find("AvgPool3d"), std::string::npos) << e;
   EXPECT_NE(e.find("at most half"), std::string::npos) << e;
 
@@ -318,23 +310,23 @@ TEST(Pool3dLayers, ErrorsNameTheLayerAndShapes) {
   EXPECT_THROW(nn::AvgPool3d(Triple3{2, 2, 2}, Triple3{1, 0, 1}), Error);
 
   nn::AvgPool3d avg(2);
-  e = error_of([&] { avg.backward(Tensor::zeros({1, 1, 1, 1, 1})); });
+  e = test::error_message([&] { avg.backward(Tensor::zeros({1, 1, 1, 1, 1})); });
   EXPECT_NE(e.find("AvgPool3d"), std::string::npos) << e;  // before forward
   avg.forward(test::random_tensor({1, 2, 4, 4, 4}, 1));
-  e = error_of([&] { avg.backward(Tensor::zeros({1, 2, 3, 2, 2})); });
+  e = test::error_message([&] { avg.backward(Tensor::zeros({1, 2, 3, 2, 2})); });
   EXPECT_NE(e.find("AvgPool3d"), std::string::npos) << e;
   EXPECT_NE(e.find("[1, 2, 3, 2, 2]"), std::string::npos) << e;
   EXPECT_NE(e.find("[1, 2, 2, 2, 2]"), std::string::npos) << e;
 
   nn::GlobalAvgPool3d gap;
-  e = error_of([&] { gap.forward(test::random_tensor({2, 3}, 1)); });
+  e = test::error_message([&] { gap.forward(test::random_tensor({2, 3}, 1)); });
   EXPECT_NE(e.find("GlobalAvgPool3d"), std::string::npos) << e;
   EXPECT_NE(e.find("[2, 3]"), std::string::npos) << e;
 
   // The ops check their outputs too.
   Tensor x = test::random_tensor({1, 1, 4, 4, 4}, 1);
   Tensor y = Tensor::empty({1, 1, 3, 3, 3}), idx = Tensor::empty({1, 1, 2, 2, 2}, DType::i64);
-  e = error_of([&] { ops::max_pool3d_forward(x, {{2, 2, 2}, {2, 2, 2}, {0, 0, 0}}, y, idx); });
+  e = test::error_message([&] { ops::max_pool3d_forward(x, {{2, 2, 2}, {2, 2, 2}, {0, 0, 0}}, y, idx); });
   EXPECT_NE(e.find("max_pool3d_forward"), std::string::npos) << e;
 }
 
