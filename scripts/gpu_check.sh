@@ -328,11 +328,15 @@ elif ((${#BENCHES[@]} == 0)); then
 else
   for b in "${BENCHES[@]}"; do
     name="$(basename "$b")"
+    # The layer benchmark's CPU cases are timed on the development machines; here only
+    # the device's.
+    filter=()
+    [[ "$name" == bench_layers ]] && filter=(--benchmark_filter=cuda)
     # Google Benchmark >= 1.8 wants a unit ("0.2s"); older versions want a plain number.
-    step 90 "$name" "$b" --benchmark_min_time=0.2s --benchmark_format=console
+    step 90 "$name" "$b" --benchmark_min_time=0.2s --benchmark_format=console "${filter[@]}"
     rc=$?
     if ((rc != 0 && rc != 124 && rc != 125)); then
-      step 90 "$name" "$b" --benchmark_min_time=0.2 --benchmark_format=console
+      step 90 "$name" "$b" --benchmark_min_time=0.2 --benchmark_format=console "${filter[@]}"
       rc=$?
     fi
     case $rc in
@@ -342,6 +346,19 @@ else
       *) fail "$name" "exit status $rc, see $LOG_DIR/$name.log" ;;
     esac
   done
+fi
+
+# ---- the same layers in PyTorch, when the machine's torch sees the GPU ------------------
+if [[ -x "$BUILD_DIR/bench/bench_layers" ]] &&
+   "$PYTHON" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  banner "gridnn vs PyTorch (bench/compare_torch.py --device cuda --quick)"
+  if step 120 compare_torch "$PYTHON" bench/compare_torch.py --device cuda --quick "$BUILD_DIR/bench/bench_layers"; then
+    record "compare_torch" "ok (table in $LOG_DIR/compare_torch.log)"
+  else
+    fail "compare_torch" "see $LOG_DIR/compare_torch.log"
+  fi
+else
+  record "compare_torch" "skipped (no bench_layers, or torch sees no GPU)"
 fi
 
 # ---- summary ---------------------------------------------------------------------------
