@@ -69,6 +69,16 @@ void expect_pool_output(const char* op, const Tensor& in, const Tensor& out,
                  expected.str(), " for input ", in.str());
 }
 
+// The geometry of pooling `volume` ([N, C, D, H, W]: x forward, dx backward), after checking
+// `pooled` (y forward, dy backward) against it: computed once per op.
+Pool3dGeometry checked_geometry(const char* op, const Tensor& volume, const Tensor& pooled,
+                                const Pool3dParams& p) {
+  expect_defined(op, "input", volume);
+  Pool3dGeometry g = pool3d_geometry(op, volume.shape(), p);
+  expect_pool_output(op, volume, pooled, Shape{volume.size(0), volume.size(1), g.od, g.oh, g.ow});
+  return g;
+}
+
 void expect_argmax(const char* op, const Tensor& argmax, const Tensor& like) {
   expect_defined(op, "argmax", argmax);
   expect_same_device(op, argmax, like);
@@ -79,37 +89,25 @@ void expect_argmax(const char* op, const Tensor& argmax, const Tensor& like) {
 }  // namespace
 
 void max_pool3d_forward(const Tensor& x, const Pool3dParams& p, Tensor& y, Tensor& argmax) {
-  expect_defined("max_pool3d_forward", "x", x);
-  Pool3dGeometry g = pool3d_geometry("max_pool3d_forward", x.shape(), p);
-  expect_pool_output("max_pool3d_forward", x, y,
-                     pool3d_output_shape("max_pool3d_forward", x.shape(), p));
+  Pool3dGeometry g = checked_geometry("max_pool3d_forward", x, y, p);
   expect_argmax("max_pool3d_forward", argmax, y);
   GRIDNN_BACKEND_CALL(x.device(), max_pool3d_forward, x, g, y, argmax);
 }
 
 void max_pool3d_backward(const Tensor& dy, const Tensor& argmax, const Pool3dParams& p,
                          Tensor& dx) {
-  expect_defined("max_pool3d_backward", "dx", dx);
-  Pool3dGeometry g = pool3d_geometry("max_pool3d_backward", dx.shape(), p);
-  expect_pool_output("max_pool3d_backward", dx, dy,
-                     pool3d_output_shape("max_pool3d_backward", dx.shape(), p));
+  Pool3dGeometry g = checked_geometry("max_pool3d_backward", dx, dy, p);
   expect_argmax("max_pool3d_backward", argmax, dy);
   GRIDNN_BACKEND_CALL(dy.device(), max_pool3d_backward, dy, argmax, g, dx);
 }
 
 void avg_pool3d_forward(const Tensor& x, const Pool3dParams& p, Tensor& y) {
-  expect_defined("avg_pool3d_forward", "x", x);
-  Pool3dGeometry g = pool3d_geometry("avg_pool3d_forward", x.shape(), p);
-  expect_pool_output("avg_pool3d_forward", x, y,
-                     pool3d_output_shape("avg_pool3d_forward", x.shape(), p));
+  Pool3dGeometry g = checked_geometry("avg_pool3d_forward", x, y, p);
   GRIDNN_BACKEND_CALL(x.device(), avg_pool3d_forward, x, g, y);
 }
 
 void avg_pool3d_backward(const Tensor& dy, const Pool3dParams& p, Tensor& dx) {
-  expect_defined("avg_pool3d_backward", "dx", dx);
-  Pool3dGeometry g = pool3d_geometry("avg_pool3d_backward", dx.shape(), p);
-  expect_pool_output("avg_pool3d_backward", dx, dy,
-                     pool3d_output_shape("avg_pool3d_backward", dx.shape(), p));
+  Pool3dGeometry g = checked_geometry("avg_pool3d_backward", dx, dy, p);
   GRIDNN_BACKEND_CALL(dy.device(), avg_pool3d_backward, dy, g, dx);
 }
 
