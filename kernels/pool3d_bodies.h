@@ -72,25 +72,31 @@ GRIDNN_HD GRIDNN_INLINE void max_pool_at(int64_t o, const T* x, const Pool3dGeom
   argmax[o] = best_at;
 }
 
-// Max pooling backward, input element i: the sum of dy over the windows whose argmax is i.
-template <class T>
-GRIDNN_HD GRIDNN_INLINE void max_pool_backward_at(int64_t i, const T* dy, const int64_t* argmax,
-                                                  const Pool3dGeometry& g, T* dx) {
+// Calls f(o) for every output o (flat index into all outputs) whose window holds input
+// element i, in increasing order of o: the order both pooling backwards add in.
+template <class F>
+GRIDNN_HD GRIDNN_INLINE void for_each_window_holding(int64_t i, const Pool3dGeometry& g, F f) {
   const int64_t iw = i % g.w, ih = (i / g.w) % g.h, id = (i / (g.w * g.h)) % g.d;
   const int64_t nc = i / (g.w * g.h * g.d);
-  const int64_t self = (id * g.h + ih) * g.w + iw;
   int64_t d0, d1, h0, h1, w0, w1;
   windows_holding(id, g.kd, g.sd, g.pd, g.od, &d0, &d1);
   windows_holding(ih, g.kh, g.sh, g.ph, g.oh, &h0, &h1);
   windows_holding(iw, g.kw, g.sw, g.pw, g.ow, &w0, &w1);
   const int64_t base = nc * g.od * g.oh * g.ow;
-  float acc = 0.0f;
   for (int64_t od = d0; od <= d1; ++od)
     for (int64_t oh = h0; oh <= h1; ++oh)
-      for (int64_t ow = w0; ow <= w1; ++ow) {
-        const int64_t o = base + (od * g.oh + oh) * g.ow + ow;
-        if (argmax[o] == self) acc += to_float(dy[o]);
-      }
+      for (int64_t ow = w0; ow <= w1; ++ow) f(base + (od * g.oh + oh) * g.ow + ow);
+}
+
+// Max pooling backward, input element i: the sum of dy over the windows whose argmax is i.
+template <class T>
+GRIDNN_HD GRIDNN_INLINE void max_pool_backward_at(int64_t i, const T* dy, const int64_t* argmax,
+                                                  const Pool3dGeometry& g, T* dx) {
+  const int64_t self = i % (g.d * g.h * g.w);  // argmax indexes one input volume
+  float acc = 0.0f;
+  for_each_window_holding(i, g, [&](int64_t o) {
+    if (argmax[o] == self) acc += to_float(dy[o]);
+  });
   dx[i] = from_float<T>(acc);
 }
 
@@ -117,18 +123,8 @@ GRIDNN_HD GRIDNN_INLINE void avg_pool_at(int64_t o, const T* x, const Pool3dGeom
 template <class T>
 GRIDNN_HD GRIDNN_INLINE void avg_pool_backward_at(int64_t i, const T* dy, const Pool3dGeometry& g,
                                                   T* dx) {
-  const int64_t iw = i % g.w, ih = (i / g.w) % g.h, id = (i / (g.w * g.h)) % g.d;
-  const int64_t nc = i / (g.w * g.h * g.d);
-  int64_t d0, d1, h0, h1, w0, w1;
-  windows_holding(id, g.kd, g.sd, g.pd, g.od, &d0, &d1);
-  windows_holding(ih, g.kh, g.sh, g.ph, g.oh, &h0, &h1);
-  windows_holding(iw, g.kw, g.sw, g.pw, g.ow, &w0, &w1);
-  const int64_t base = nc * g.od * g.oh * g.ow;
   float acc = 0.0f;
-  for (int64_t od = d0; od <= d1; ++od)
-    for (int64_t oh = h0; oh <= h1; ++oh)
-      for (int64_t ow = w0; ow <= w1; ++ow)
-        acc += to_float(dy[base + (od * g.oh + oh) * g.ow + ow]);
+  for_each_window_holding(i, g, [&](int64_t o) { acc += to_float(dy[o]); });
   dx[i] = from_float<T>(acc / float(g.kd * g.kh * g.kw));
 }
 

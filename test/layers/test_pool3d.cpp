@@ -156,6 +156,26 @@ TEST(Pool3dOps, MaxForwardBackwardMatchReference) {
   }
 }
 
+TEST(Pool3dOps, CpuScatterEqualsTheGatherTheGpuRuns) {
+  // The CPU's max-pool backward scatters per plane; the CUDA backend runs the gather body
+  // body::max_pool_backward_at. Run that body here on the host: both must give the same bits.
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    Tensor x = test::random_tensor(c.x, 13);
+    Shape ys = ops::pool3d_output_shape("test", c.x, params_of(c));
+    Tensor y = Tensor::empty(ys), idx = Tensor::empty(ys, DType::i64);
+    ops::max_pool3d_forward(x, params_of(c), y, idx);
+    Tensor dy = test::random_tensor(ys, 14);
+    Tensor scattered = Tensor::empty(c.x), gathered = Tensor::empty(c.x);
+    ops::max_pool3d_backward(dy, idx, params_of(c), scattered);
+    const kernels::Pool3dGeometry g = ops::pool3d_geometry("test", c.x, params_of(c));
+    for (int64_t i = 0; i < gathered.numel(); ++i)
+      kernels::body::max_pool_backward_at(i, dy.data<float>(), idx.data<int64_t>(), g,
+                                          gathered.data<float>());
+    EXPECT_TRUE(test::tensors_equal(scattered, gathered));
+  }
+}
+
 TEST(Pool3dOps, AvgForwardBackwardMatchReference) {
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.name);
