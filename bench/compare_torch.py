@@ -39,6 +39,9 @@ import time
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "parity"))
+from torch_modules import SelfAttention3d  # noqa: E402
+
 WIDTH = 16
 
 # layer, in channels, out channels, kernel, stride, padding, input size for a 64^3 input
@@ -49,27 +52,6 @@ CONV_CASES = [
     ("layer3", 2 * WIDTH, 4 * WIDTH, 3, 2, 1, 8),
     ("layer4", 4 * WIDTH, 8 * WIDTH, 3, 2, 1, 4),
 ]
-
-
-class SelfAttention3d(torch.nn.Module):
-    """DESIGN §5 / models/layers/attention.h: y = gamma * V softmax(Q^T K)^T + x."""
-
-    def __init__(self, c):
-        super().__init__()
-        self.query = torch.nn.Conv3d(c, c // 8, 1)
-        self.key = torch.nn.Conv3d(c, c // 8, 1)
-        self.value = torch.nn.Conv3d(c, c, 1)
-        self.gamma = torch.nn.Parameter(torch.full([1], 0.5))
-
-    def forward(self, x):
-        b, c = x.shape[:2]
-        n = x.shape[2] * x.shape[3] * x.shape[4]
-        q = self.query(x).view(b, c // 8, n)
-        k = self.key(x).view(b, c // 8, n)
-        v = self.value(x).view(b, c, n)
-        a = torch.softmax(torch.bmm(q.transpose(1, 2), k), dim=-1)
-        o = torch.bmm(v, a.transpose(1, 2)).view(x.shape)
-        return self.gamma * o + x
 
 
 def make_cases(sizes, batch, dev):
@@ -115,7 +97,7 @@ def make_cases(sizes, batch, dev):
                 dy, x, w, rm, rv, mean, invstd, True, 1e-5, [True, True, True])
 
         def att_setup(bwd, c, n):
-            att = SelfAttention3d(c).to(dev)
+            att = SelfAttention3d(c, gamma=0.5).to(dev)
             x = rnd(batch, c, n, n, n).requires_grad_()
             if not bwd:
                 return lambda: att(x)

@@ -21,25 +21,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-
-class SelfAttention3d(torch.nn.Module):
-    """DESIGN §5: y = gamma * V softmax(Q^T K)^T + x, Q/K/V by 1x1x1 convolutions."""
-
-    def __init__(self, channels):
-        super().__init__()
-        self.query = torch.nn.Conv3d(channels, channels // 8, 1)
-        self.key = torch.nn.Conv3d(channels, channels // 8, 1)
-        self.value = torch.nn.Conv3d(channels, channels, 1)
-        self.gamma = torch.nn.Parameter(torch.zeros(1))
-
-    def forward(self, x):
-        n, c = x.shape[:2]
-        q = self.query(x).reshape(n, -1, x[0, 0].numel())  # [n, c/8, N]
-        k = self.key(x).reshape(n, -1, x[0, 0].numel())
-        v = self.value(x).reshape(n, c, -1)                 # [n, c, N]
-        a = torch.softmax(torch.bmm(q.transpose(1, 2), k), dim=-1)  # [n, N, N], rows: queries
-        o = torch.bmm(v, a.transpose(1, 2)).reshape(x.shape)
-        return self.gamma * o + x
+from torch_modules import SelfAttention3d
 
 
 def layer_cases():
