@@ -16,11 +16,13 @@ minimal=0
 
 packages=(build-essential cmake ninja-build pkg-config
           libopenblas-dev libopenblas0-openmp mpich libmpich-dev libcli11-dev nlohmann-json3-dev
+          libnifti2-dev zlib1g-dev
           libgtest-dev libgmock-dev libbenchmark-dev)
 if (( !minimal )); then
   # PyTorch (Debian's CPU build) reads the safetensors files gridnn writes; clang builds
   # the libFuzzer targets.
-  packages+=(python3 python3-venv python3-torch python3-numpy clang libclang-rt-14-dev libomp-dev)
+  packages+=(python3 python3-venv python3-torch python3-numpy clang libclang-rt-14-dev libomp-dev
+             mricron-data)
 fi
 
 missing=()
