@@ -9,7 +9,11 @@
 // Names: <op>/<layer>/<input size>/<device>, e.g. "conv3d_fwd/stem/64/cpu". Convolutions are
 // timed through the ops of kernels/conv3d.h (forward, backward data, backward filter
 // separately); pooling, batch norm and attention through layer.forward / layer.backward
-// (training mode; backward after one forward).
+// (training mode; backward after one forward). On the GPU the convolutions and attention
+// also run in the reduced-precision math modes (kernels/math_mode.h), the mode joined to
+// the device: "conv3d_fwd/stem/64/cuda_tf32", "attention_bwd/att3/128/cuda_bf16" (fp32
+// cases keep the plain names, which bench/compare_torch.py selects by "^name(/|$)"). bf16 times include casting the operands to bf16 and the result
+// back, as a training step in that mode pays them.
 //
 // Counters (shown per second):
 //   GFLOP  conv: 2 N O Do Ho Wo C kd kh kw per iteration for each of the three ops.
@@ -68,7 +72,7 @@ const ConvCase kConvCases[] = {
 enum class ConvOp { forward, backward_data, backward_filter };
 
 void run_conv(benchmark::State& state, Device device, int64_t batch, const ConvCase& cc, int64_t scale,
-              ConvOp op) {
+              ConvOp op, ops::MathMode math) {
   const int64_t s = cc.in_size_64 * scale;
   const ops::Conv3dGeometry g =
       ops::conv3d_geometry("bench", cc.in_c, cc.out_c, {cc.kernel, cc.kernel, cc.kernel},
@@ -82,9 +86,9 @@ void run_conv(benchmark::State& state, Device device, int64_t batch, const ConvC
   Tensor dw = Tensor::zeros(w.shape(), DType::f32, device);
   const std::function<void()> call = [&] {
     switch (op) {
-      case ConvOp::forward: ops::conv3d_forward(x, w, Tensor(), g, y); break;
-      case ConvOp::backward_data: ops::conv3d_backward_data(dy, w, g, dx); break;
-      case ConvOp::backward_filter: ops::conv3d_backward_filter(x, dy, g, dw); break;
+      case ConvOp::forward: ops::conv3d_forward(x, w, Tensor(), g, y, math); break;
+      case ConvOp::backward_data: ops::conv3d_backward_data(dy, w, g, dx, math); break;
+      case ConvOp::backward_filter: ops::conv3d_backward_filter(x, dy, g, dw, math); break;
     }
   };
   call();  // warm-up: cuDNN algorithm search, column buffers, caches
@@ -141,9 +145,10 @@ void run_batchnorm(benchmark::State& state, Device device, int64_t batch, int64_
 }
 
 void run_attention(benchmark::State& state, Device device, int64_t batch, int64_t channels, int64_t size,
-                   bool backward) {
+                   bool backward, ops::MathMode math) {
   nn::SelfAttention3d att(channels, device);
   att.initialize(1);
+  att.set_math_mode(math);
   // gamma starts at 0; make it nonzero so the values look like a trained layer's (the
   // amount of work does not depend on it).
   for (auto& [name, p] : att.named_parameters())
@@ -162,11 +167,13 @@ void add(const std::string& name, std::function<void(benchmark::State&)> fn, boo
   if (once) b->Iterations(1);
 }
 
-void register_device(Device device, const std::string& dev, int64_t batch) {
+// Convolutions and attention in `math` (fp32 everywhere; tf32 and bf16 on the GPU).
+void register_math(Device device, const std::string& dev, int64_t batch, ops::MathMode math) {
   const bool cpu = device.is_cpu();
+  const std::string mode = math == ops::MathMode::fp32 ? "" : std::string("_") + ops::str(math);
   for (int64_t size : {64, 128}) {
     const int64_t scale = size / 64;
-    const std::string tail = "/" + std::to_string(size) + "/" + dev;
+    const std::string tail = "/" + std::to_string(size) + "/" + dev + mode;
     // On the CPU the 128^3 stem convolutions take 0.4-0.7 s per call on 2 cores (0.35-0.6 s
     // on one; 2026-12-02), longer on a loaded machine, and Google Benchmark would run each
     // 2-3 times: one iteration each (the noise is small next to that) keeps the whole binary
@@ -174,25 +181,49 @@ void register_device(Device device, const std::string& dev, int64_t batch) {
     for (const ConvCase& cc : kConvCases) {
       const bool once = cpu && size == 128 && std::string(cc.layer) == "stem";
       add("conv3d_fwd/" + std::string(cc.layer) + tail,
-          [=](benchmark::State& s) { run_conv(s, device, batch, cc, scale, ConvOp::forward); }, cpu, once);
+          [=](benchmark::State& s) { run_conv(s, device, batch, cc, scale, ConvOp::forward, math); }, cpu, once);
       add("conv3d_bwd_data/" + std::string(cc.layer) + tail,
-          [=](benchmark::State& s) { run_conv(s, device, batch, cc, scale, ConvOp::backward_data); }, cpu, once);
+          [=](benchmark::State& s) { run_conv(s, device, batch, cc, scale, ConvOp::backward_data, math); }, cpu,
+          once);
       add("conv3d_bwd_filter/" + std::string(cc.layer) + tail,
-          [=](benchmark::State& s) { run_conv(s, device, batch, cc, scale, ConvOp::backward_filter); }, cpu, once);
+          [=](benchmark::State& s) { run_conv(s, device, batch, cc, scale, ConvOp::backward_filter, math); }, cpu,
+          once);
     }
+    for (bool bwd : {false, true}) {
+      const std::string op = bwd ? "_bwd" : "_fwd";
+      // att3: 4w channels at 4^3 (64^3 input); att4: 8w channels at 2^3.
+      add("attention" + op + "/att3" + tail,
+          [=](benchmark::State& s) { run_attention(s, device, batch, 4 * kWidth, 4 * scale, bwd, math); }, cpu,
+          false);
+      add("attention" + op + "/att4" + tail,
+          [=](benchmark::State& s) { run_attention(s, device, batch, 8 * kWidth, 2 * scale, bwd, math); }, cpu,
+          false);
+    }
+  }
+}
+
+// Pooling and batch norm (always fp32).
+void register_fp32_only(Device device, const std::string& dev, int64_t batch) {
+  const bool cpu = device.is_cpu();
+  for (int64_t size : {64, 128}) {
+    const int64_t scale = size / 64;
+    const std::string tail = "/" + std::to_string(size) + "/" + dev;
     for (bool bwd : {false, true}) {
       const std::string op = bwd ? "_bwd" : "_fwd";
       add("maxpool3d" + op + "/stem" + tail,
           [=](benchmark::State& s) { run_maxpool(s, device, batch, scale, bwd); }, cpu, false);
       add("batchnorm3d" + op + "/layer1" + tail,
           [=](benchmark::State& s) { run_batchnorm(s, device, batch, scale, bwd); }, cpu, false);
-      // att3: 4w channels at 4^3 (64^3 input); att4: 8w channels at 2^3.
-      add("attention" + op + "/att3" + tail,
-          [=](benchmark::State& s) { run_attention(s, device, batch, 4 * kWidth, 4 * scale, bwd); }, cpu, false);
-      add("attention" + op + "/att4" + tail,
-          [=](benchmark::State& s) { run_attention(s, device, batch, 8 * kWidth, 2 * scale, bwd); }, cpu, false);
     }
   }
+}
+
+void register_device(Device device, const std::string& dev, int64_t batch) {
+  register_math(device, dev, batch, ops::MathMode::fp32);
+  register_fp32_only(device, dev, batch);
+  if (device.is_cpu()) return;  // the CPU's tf32 and bf16 are emulations, not speed-ups
+  register_math(device, dev, batch, ops::MathMode::tf32);
+  register_math(device, dev, batch, ops::MathMode::bf16);
 }
 
 }  // namespace

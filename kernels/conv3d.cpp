@@ -137,32 +137,34 @@ void expect_operands(const char* op, const Conv3dGeometry& g, std::initializer_l
 }  // namespace
 
 void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g,
-                    Tensor& y) {
+                    Tensor& y, MathMode math) {
   const char* op = "conv3d_forward";
   const int64_t n = batch_of(op, "x", x, g);
   expect_operands(op, g, {{"x", x, input_shape(g, n)}, {"w", w, weight_shape(g)}},
                   {"y", y, conv3d_output_shape(g, n)});
   if (bias.defined()) expect_operands(op, g, {{"bias", bias, Shape{g.out_channels}}}, {"y", y, y.shape()});
   if (n == 0) return;
-  GRIDNN_CONV3D_CALL(x.device(), conv3d_forward, x, w, bias, g, y);
+  GRIDNN_CONV3D_CALL(x.device(), conv3d_forward, x, w, bias, g, y, math);
 }
 
-void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx) {
+void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx,
+                          MathMode math) {
   const char* op = "conv3d_backward_data";
   const int64_t n = batch_of(op, "dy", dy, g);
   expect_operands(op, g, {{"dy", dy, conv3d_output_shape(g, n)}, {"w", w, weight_shape(g)}},
                   {"dx", dx, input_shape(g, n)});
   if (n == 0) return;
-  GRIDNN_CONV3D_CALL(dy.device(), conv3d_backward_data, dy, w, g, dx);
+  GRIDNN_CONV3D_CALL(dy.device(), conv3d_backward_data, dy, w, g, dx, math);
 }
 
-void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw) {
+void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw,
+                            MathMode math) {
   const char* op = "conv3d_backward_filter";
   const int64_t n = batch_of(op, "x", x, g);
   expect_operands(op, g, {{"x", x, input_shape(g, n)}, {"dy", dy, conv3d_output_shape(g, n)}},
                   {"dw", dw, weight_shape(g)});
   if (n == 0) return;
-  GRIDNN_CONV3D_CALL(x.device(), conv3d_backward_filter, x, dy, g, dw);
+  GRIDNN_CONV3D_CALL(x.device(), conv3d_backward_filter, x, dy, g, dw, math);
 }
 
 void conv3d_backward_bias(const Tensor& dy, Tensor& db) {

@@ -1,12 +1,24 @@
-// 3D convolution, NCDHW, fp32: forward, backward data, backward filter, backward bias.
+// 3D convolution, NCDHW, fp32 tensors: forward, backward data, backward filter, backward bias.
 //
 // Any kernel (kd, kh, kw), stride and zero padding per dimension; dilation 1, groups 1;
 // cross-correlation as in PyTorch's Conv3d. Shapes, for a batch of N:
 //   x [N, C, D, H, W]   w [O, C, kd, kh, kw]   bias [O]   y [N, O, Do, Ho, Wo]
 // Backends: vol2col + OpenBLAS GEMM on the CPU (kernels/cpu/conv3d.cpp); cuDNN on the GPU
-// (kernels/cuda/conv3d_cudnn.cpp, algorithm chosen once per shape and cached). Both are
-// deterministic. Activation gradients overwrite (dx); parameter gradients accumulate
-// (dw, db), as everywhere in gridnn.
+// (kernels/cuda/conv3d_cudnn.cpp, algorithm chosen once per shape and math mode and
+// cached). Both are deterministic. Activation gradients overwrite (dx); parameter
+// gradients accumulate (dw, db), as everywhere in gridnn.
+//
+// Precision (the last argument, kernels/math_mode.h; tensors stay f32 in every mode):
+//   fp32  the default: fp32 FMA (cuDNN CUDNN_FMA_MATH, never TF32 behind your back).
+//   tf32  cuDNN CUDNN_TENSOR_OP_MATH on the fp32 tensors; the CPU rounds the two operands
+//         to TF32 and runs the fp32 path.
+//   bf16  the two operands of each op (x and w, dy and w, x and dy) rounded to bf16, fp32
+//         accumulation. cuDNN: bf16 scratch copies, bf16 descriptors, fp32 compute type,
+//         CUDNN_TENSOR_OP_MATH; its classic API writes the result in the inputs' type, so
+//         the result is rounded to bf16 once (relative 2^-9) before it is widened into the
+//         f32 output (backward filter: added to dw). The CPU rounds the operands into
+//         scratch copies and runs the fp32 path (fp32 result, no final rounding).
+// The bias (forward and backward) is always fp32.
 #pragma once
 
 #include <array>
@@ -14,6 +26,7 @@
 
 #include "core/tensor.h"
 #include "kernels/conv3d_bodies.h"
+#include "kernels/math_mode.h"
 
 namespace gridnn::ops {
 
@@ -33,11 +46,13 @@ Shape conv3d_output_shape(const Conv3dGeometry& g, int64_t n);
 
 // y = conv(x, w) (+ bias[o] when bias is defined). y is overwritten.
 void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g,
-                    Tensor& y);
+                    Tensor& y, MathMode math = MathMode::fp32);
 // dx = dL/dx for dy = dL/dy (overwritten).
-void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx);
+void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx,
+                          MathMode math = MathMode::fp32);
 // dw += dL/dw (accumulates).
-void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw);
+void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw,
+                            MathMode math = MathMode::fp32);
 // db[o] += sum of dy[:, o] (accumulates).
 void conv3d_backward_bias(const Tensor& dy, Tensor& db);
 
@@ -46,9 +61,11 @@ void conv3d_backward_bias(const Tensor& dy, Tensor& db);
 // Backend entry points: arguments already checked (f32, contiguous, shapes consistent).
 namespace gridnn::kernels::cpu {
 void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g,
-                    Tensor& y);
-void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx);
-void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw);
+                    Tensor& y, ops::MathMode math);
+void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx,
+                          ops::MathMode math);
+void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw,
+                            ops::MathMode math);
 void conv3d_backward_bias(const Tensor& dy, Tensor& db);
 // The column buffer's size limit in floats (default 2^24); returns the previous one. Tests
 // set it tiny to run the slab loop over one output depth plane at a time.
@@ -56,8 +73,10 @@ int64_t conv3d_set_column_budget(int64_t floats);
 }  // namespace gridnn::kernels::cpu
 namespace gridnn::kernels::cuda {  // cuDNN builds only (GRIDNN_HAVE_CUDNN)
 void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g,
-                    Tensor& y);
-void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx);
-void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw);
+                    Tensor& y, ops::MathMode math);
+void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx,
+                          ops::MathMode math);
+void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw,
+                            ops::MathMode math);
 void conv3d_backward_bias(const Tensor& dy, Tensor& db);
 }  // namespace gridnn::kernels::cuda

@@ -2,15 +2,18 @@
 //
 // Backends: OpenBLAS (cblas_sgemm) on the CPU; cuBLAS (cublasGemmStridedBatchedEx) on the
 // GPU. f16 and bf16 operands accumulate in f32 (on the CPU they are widened to f32 first).
-// TF32 tensor-core math is used only when asked for with MathMode::tf32 (DESIGN §3);
-// on the CPU tf32 computes in full fp32.
+//
+// Precision of f32 products (GemmOptions::math, kernels/math_mode.h): fp32 by default;
+// tf32 and bf16 only when asked for (DESIGN §3). bf16 on the GPU casts A and B into bf16
+// scratch tensors (caching allocator) and multiplies them with f32 accumulation into the
+// f32 C. The CPU emulates tf32 and bf16 by rounding A and B (scratch copies) and running
+// the fp32 GEMM: the reference the GPU's reduced-precision results are tested against.
 #pragma once
 
 #include "core/tensor.h"
+#include "kernels/math_mode.h"
 
 namespace gridnn::ops {
-
-enum class MathMode { fp32, tf32 };
 
 struct GemmOptions {
   bool transpose_a = false;
@@ -42,6 +45,10 @@ struct GemmProblem {
 
 namespace gridnn::kernels::cpu {
 void gemm(const GemmProblem& p, const Tensor& a, const Tensor& b, Tensor& c);
+// An f32 tensor's values as an operand in `math` takes them (ops::round_operand): `t`
+// itself for fp32 or a non-f32 dtype, else a rounded copy. For the CPU emulation of tf32
+// and bf16 (here and in the CPU convolution).
+Tensor rounded_operand(const Tensor& t, ops::MathMode math);
 }
 namespace gridnn::kernels::cuda {
 void gemm(const GemmProblem& p, const Tensor& a, const Tensor& b, Tensor& c);

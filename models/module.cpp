@@ -23,6 +23,7 @@ Tensor& Module::register_buffer(const std::string& name, Tensor value) {
 void Module::add_child(const std::string& name, std::unique_ptr<Module> child) {
   for (const auto& [n, c] : children_) GRIDNN_REQUIRE(n != name, "submodule '", name, "' registered twice");
   child->training_ = training_;
+  child->set_math_mode(math_);
   children_.emplace_back(name, std::move(child));
 }
 
@@ -51,10 +52,29 @@ void Module::zero_grad() {
   for (auto& [name, p] : named_parameters()) ops::fill(p->grad, 0.0);
 }
 
+void Module::to(const Device& device) {
+  for (auto& [name, p] : named_parameters()) {
+    p->value = p->value.to(device);
+    p->grad = p->grad.to(device);
+  }
+  for (auto& [name, b] : named_buffers()) *b = b->to(device);
+  notify_device_change(device);
+}
+
+void Module::notify_device_change(const Device& device) {
+  on_device_change(device);
+  for (auto& [name, child] : children_) child->notify_device_change(device);
+}
+
 void Module::train(bool on) {
   training_ = on;
   on_mode_change();
   for (auto& [name, child] : children_) child->train(on);
+}
+
+void Module::set_math_mode(ops::MathMode math) {
+  math_ = math;
+  for (auto& [name, child] : children_) child->set_math_mode(math);
 }
 
 void Module::initialize(uint64_t seed) { initialize_with_prefix(seed, ""); }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "kernels/math_mode.h"
 
 namespace gridnn::nn {
 
@@ -40,9 +41,19 @@ class Module {
   std::vector<std::pair<std::string, Tensor*>> named_buffers();
 
   void zero_grad();
+  // Moves every parameter (value and grad) and buffer to `device`; the Parameter and buffer
+  // objects stay where they are, so pointers to them remain valid.
+  void to(const Device& device);
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
+
+  // The precision of this module's and its children's GEMMs and convolutions
+  // (kernels/math_mode.h; default fp32, children added later inherit it). Conv3d, Linear,
+  // PointwiseConv3d and SelfAttention3d use it; batch norm, softmax, pooling and losses
+  // always compute in fp32, as do bias additions. Parameters and gradients stay fp32.
+  void set_math_mode(ops::MathMode math);
+  ops::MathMode math_mode() const { return math_; }
 
   // Draws every parameter from its PyTorch default initializer, keyed by (seed, full
   // parameter name), so the values do not depend on construction order or on the grid.
@@ -64,6 +75,9 @@ class Module {
   virtual void reset_parameters(uint64_t /*seed*/, const std::string& /*prefix*/) {}
   // Called after train()/eval() changed the mode (for children too).
   virtual void on_mode_change() {}
+  // Called after to() moved the parameters and buffers (for children too): a layer with
+  // scratch tensors of its own moves or reallocates them here.
+  virtual void on_device_change(const Device& /*device*/) {}
 
   const std::vector<std::pair<std::string, std::unique_ptr<Module>>>& children() const {
     return children_;
@@ -74,12 +88,14 @@ class Module {
   void collect(const std::string& prefix, std::vector<std::pair<std::string, Parameter*>>* params,
                std::vector<std::pair<std::string, Tensor*>>* buffers);
   void initialize_with_prefix(uint64_t seed, const std::string& prefix);
+  void notify_device_change(const Device& device);
 
   // unique_ptr: addresses stay valid as more are registered.
   std::vector<std::pair<std::string, std::unique_ptr<Parameter>>> parameters_;
   std::vector<std::pair<std::string, std::unique_ptr<Tensor>>> buffers_;
   std::vector<std::pair<std::string, std::unique_ptr<Module>>> children_;
   bool training_ = true;
+  ops::MathMode math_ = ops::MathMode::fp32;
 };
 
 // Children run in order; backward runs them in reverse. Children are named "0", "1", ...

@@ -8,6 +8,8 @@
 // A 1x1x1 kernel with stride 1 and no padding skips vol2col: x_n [C, P] is the column
 // matrix. Samples and slabs run in order and col2vol works per input row, so every
 // result is deterministic; the loops inside use parallel_for and OpenBLAS's threads.
+// tf32 and bf16 math (kernels/math_mode.h) are emulated: each op first rounds its two
+// operands into scratch copies (rounded_operand, kernels/gemm.h), then runs the fp32 path.
 #include <algorithm>
 
 #include "kernels/conv3d.h"
@@ -69,8 +71,9 @@ int64_t conv3d_set_column_budget(int64_t floats) {
   return previous;
 }
 
-void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g,
-                    Tensor& y) {
+void conv3d_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias,
+                    const Conv3dGeometry& g, Tensor& y, ops::MathMode math) {
+  const Tensor x = rounded_operand(x_in, math), w = rounded_operand(w_in, math);
   const int64_t N = x.size(0), O = g.out_channels, K = g.col_rows(), P = g.out_volume();
   const int64_t in_sample = g.in_channels * g.in_volume(), plane = g.out_plane();
   const int64_t slab = planes_per_slab(g);
@@ -100,7 +103,9 @@ void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
       P);
 }
 
-void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx) {
+void conv3d_backward_data(const Tensor& dy_in, const Tensor& w_in, const Conv3dGeometry& g, Tensor& dx,
+                          ops::MathMode math) {
+  const Tensor dy = rounded_operand(dy_in, math), w = rounded_operand(w_in, math);
   const int64_t N = dy.size(0), O = g.out_channels, K = g.col_rows(), P = g.out_volume();
   const int64_t C = g.in_channels, H = g.in_size[1], W = g.in_size[2];
   const int64_t in_sample = C * g.in_volume(), plane = g.out_plane();
@@ -134,7 +139,9 @@ void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometr
   }
 }
 
-void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw) {
+void conv3d_backward_filter(const Tensor& x_in, const Tensor& dy_in, const Conv3dGeometry& g,
+                            Tensor& dw, ops::MathMode math) {
+  const Tensor x = rounded_operand(x_in, math), dy = rounded_operand(dy_in, math);
   const int64_t N = x.size(0), O = g.out_channels, K = g.col_rows(), P = g.out_volume();
   const int64_t in_sample = g.in_channels * g.in_volume(), plane = g.out_plane();
   const int64_t slab = planes_per_slab(g);

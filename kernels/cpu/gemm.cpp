@@ -1,7 +1,10 @@
 // CPU backend of kernels/gemm.h: OpenBLAS cblas_sgemm per batch entry. f16/bf16 operands
 // are widened to f32, multiplied, and narrowed back (f32 accumulation as on the GPU).
+// tf32 and bf16 math on f32 operands is emulated: A and B rounded into scratch copies,
+// then the same fp32 sgemm (kernels/math_mode.h).
 #include <cblas.h>
 
+#include "kernels/cpu/parallel_for.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 
@@ -26,9 +29,19 @@ Tensor widen(const Tensor& t) { return t.dtype() == DType::f32 ? t : ops::cast(t
 
 }  // namespace
 
+Tensor rounded_operand(const Tensor& t, ops::MathMode math) {
+  if (math == ops::MathMode::fp32 || t.dtype() != DType::f32) return t;
+  Tensor out = Tensor::empty(t.shape(), DType::f32, t.device());
+  const float* in = t.data<float>();
+  float* o = out.data<float>();
+  parallel_for(t.numel(), [&](int64_t i) { o[i] = ops::round_operand(in[i], math); });
+  return out;
+}
+
 void gemm(const GemmProblem& p, const Tensor& a, const Tensor& b, Tensor& c) {
   if (c.dtype() == DType::f32) {
-    sgemm_batched(p, a.data<float>(), b.data<float>(), c.data<float>());
+    const Tensor ra = rounded_operand(a, p.math), rb = rounded_operand(b, p.math);
+    sgemm_batched(p, ra.data<float>(), rb.data<float>(), c.data<float>());
     return;
   }
   Tensor a32 = widen(a), b32 = widen(b), c32 = widen(c);

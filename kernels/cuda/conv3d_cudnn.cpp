@@ -1,5 +1,5 @@
 // CUDA backend of kernels/conv3d.h through cuDNN's classic convolution API (Nd
-// descriptors, NCDHW, fp32). Compiled only in cuDNN builds (kernels/conv3d.cmake); without
+// descriptors, NCDHW; fp32 tensors, computed in the math mode asked for). Compiled only in cuDNN builds (kernels/conv3d.cmake); without
 // cuDNN, kernels/conv3d.cpp turns a CUDA tensor into an error saying how to build with it.
 //
 // - One cuDNN handle per device, created on first use and bound to the device's compute
@@ -8,10 +8,16 @@
 //   direction is first used, its algorithm and workspace size: chosen once, then cached.
 //   Candidates come from cudnnGet*Algorithm_v7 (cuDNN's heuristic ranking, no timing runs);
 //   the first one that is supported, deterministic (CUDNN_DETERMINISTIC: no atomics, the
-//   same bits every run) and uses no tensor-core math is taken.
-// - Precision: fp32 uses CUDNN_FMA_MATH. CUDNN_DEFAULT_MATH would let cuDNN pick TF32
-//   tensor-core kernels for fp32 data on Ampere and newer GPUs, and TF32 must never be
-//   silent (DESIGN §3); a TF32 mode would set CUDNN_TENSOR_OP_MATH when asked for.
+//   same bits every run) and of an allowed math type is taken.
+// - Precision (kernels/math_mode.h): fp32 uses CUDNN_FMA_MATH and only FMA algorithms.
+//   CUDNN_DEFAULT_MATH would let cuDNN pick TF32 tensor-core kernels for fp32 data on
+//   Ampere and newer GPUs, and TF32 must never be silent (DESIGN §3). tf32 sets
+//   CUDNN_TENSOR_OP_MATH on the fp32 descriptors. bf16 casts the two operands into bf16
+//   scratch tensors, describes x, w and y as CUDNN_DATA_BFLOAT16 with an fp32 compute type
+//   and CUDNN_TENSOR_OP_MATH, writes the result into bf16 scratch and widens it into the
+//   f32 output (backward filter: adds it to dw). Never CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION
+//   (that would let cuDNN convert fp32 operands to f16). Scratch comes from the caching
+//   allocator, so after the first step no call allocates device memory.
 // - The workspace is one device buffer per device from the caching allocator, grown when a
 //   plan needs more and reused by every call (kernels run in stream order, so reuse is safe).
 // - Parameter gradients accumulate: backward filter and bias run with beta = 1.
@@ -29,6 +35,7 @@
 #include "core/cuda_check.h"
 #include "core/cuda_context.h"
 #include "kernels/conv3d.h"
+#include "kernels/elementwise.h"
 
 namespace gridnn::kernels::cuda {
 namespace {
@@ -65,12 +72,12 @@ void* workspace(int device, size_t bytes) {
 
 struct TensorDesc {
   cudnnTensorDescriptor_t d = nullptr;
-  explicit TensorDesc(const std::array<int, 5>& dims) {
+  explicit TensorDesc(const std::array<int, 5>& dims, cudnnDataType_t type = CUDNN_DATA_FLOAT) {
     GRIDNN_CHECK_CUDNN(cudnnCreateTensorDescriptor(&d));
     int strides[5];
     strides[4] = 1;
     for (int i = 3; i >= 0; --i) strides[i] = strides[i + 1] * dims[size_t(i + 1)];
-    GRIDNN_CHECK_CUDNN(cudnnSetTensorNdDescriptor(d, CUDNN_DATA_FLOAT, 5, dims.data(), strides));
+    GRIDNN_CHECK_CUDNN(cudnnSetTensorNdDescriptor(d, type, 5, dims.data(), strides));
   }
   ~TensorDesc() { cudnnDestroyTensorDescriptor(d); }
   TensorDesc(const TensorDesc&) = delete;
@@ -79,9 +86,9 @@ struct TensorDesc {
 
 struct FilterDesc {
   cudnnFilterDescriptor_t d = nullptr;
-  explicit FilterDesc(const std::array<int, 5>& dims) {
+  FilterDesc(const std::array<int, 5>& dims, cudnnDataType_t type) {
     GRIDNN_CHECK_CUDNN(cudnnCreateFilterDescriptor(&d));
-    GRIDNN_CHECK_CUDNN(cudnnSetFilterNdDescriptor(d, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, 5, dims.data()));
+    GRIDNN_CHECK_CUDNN(cudnnSetFilterNdDescriptor(d, type, CUDNN_TENSOR_NCHW, 5, dims.data()));
   }
   ~FilterDesc() { cudnnDestroyFilterDescriptor(d); }
   FilterDesc(const FilterDesc&) = delete;
@@ -90,6 +97,7 @@ struct FilterDesc {
 
 struct ConvDesc {
   cudnnConvolutionDescriptor_t d = nullptr;
+  // The compute type is fp32 in every mode (bf16 data: products accumulated in fp32).
   ConvDesc(const Conv3dGeometry& g, cudnnMathType_t math) {
     GRIDNN_CHECK_CUDNN(cudnnCreateConvolutionDescriptor(&d));
     int pad[3], stride[3], dilation[3] = {1, 1, 1};
@@ -112,14 +120,26 @@ std::array<int, 5> dims5(int64_t a, int64_t b, const int64_t* s) {
 
 // ---- plans: descriptors and algorithms per shape -------------------------------------
 
+// The data type of the convolution's operands and result, and the math type, per mode.
+cudnnDataType_t data_type(ops::MathMode m) {
+  return m == ops::MathMode::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+}
+cudnnMathType_t math_type(ops::MathMode m) {
+  return m == ops::MathMode::fp32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+}
+
 struct Plan {
-  Plan(int64_t n, const Conv3dGeometry& g, cudnnMathType_t math)
-      : x(dims5(n, g.in_channels, g.in_size)),
-        y(dims5(n, g.out_channels, g.out_size)),
+  Plan(int64_t n, const Conv3dGeometry& g, ops::MathMode mode)
+      : math(mode),
+        x(dims5(n, g.in_channels, g.in_size), data_type(mode)),
+        y(dims5(n, g.out_channels, g.out_size), data_type(mode)),
+        y_f32(dims5(n, g.out_channels, g.out_size)),
         bias({1, int(g.out_channels), 1, 1, 1}),
-        w(dims5(g.out_channels, g.in_channels, g.kernel)),
-        conv(g, math) {}
-  TensorDesc x, y, bias;
+        w(dims5(g.out_channels, g.in_channels, g.kernel), data_type(mode)),
+        conv(g, math_type(mode)) {}
+  ops::MathMode math;
+  TensorDesc x, y;      // in the mode's data type
+  TensorDesc y_f32, bias;  // the f32 output the bias is added to, and the bias
   FilterDesc w;
   ConvDesc conv;
   bool have_fwd = false, have_bwd_data = false, have_bwd_filter = false;
@@ -129,11 +149,9 @@ struct Plan {
   size_t fwd_bytes = 0, bwd_data_bytes = 0, bwd_filter_bytes = 0;
 };
 
-constexpr cudnnMathType_t kFp32Math = CUDNN_FMA_MATH;
-
 using PlanKey = std::array<int64_t, 17>;
 
-Plan& plan_for(int device, int64_t n, const Conv3dGeometry& g, cudnnMathType_t math) {
+Plan& plan_for(int device, int64_t n, const Conv3dGeometry& g, ops::MathMode math) {
   static auto& plans = *new std::map<PlanKey, std::unique_ptr<Plan>>;
   PlanKey key = {device, n, g.in_channels, g.out_channels, int64_t(math)};
   for (int i = 0; i < 3; ++i) {
@@ -148,33 +166,38 @@ Plan& plan_for(int device, int64_t n, const Conv3dGeometry& g, cudnnMathType_t m
   return *p;
 }
 
-bool acceptable(cudnnStatus_t status, cudnnDeterminism_t determinism, cudnnMathType_t math) {
-  return status == CUDNN_STATUS_SUCCESS && determinism == CUDNN_DETERMINISTIC &&
-         (math == CUDNN_FMA_MATH || math == CUDNN_DEFAULT_MATH);
+// fp32 takes no tensor-core algorithm (the descriptor's CUDNN_FMA_MATH already rules out
+// TF32); tf32 and bf16 take them too, never ALLOW_CONVERSION (fp32 converted to f16).
+bool acceptable(cudnnStatus_t status, cudnnDeterminism_t determinism, cudnnMathType_t algo_math,
+                ops::MathMode mode) {
+  if (status != CUDNN_STATUS_SUCCESS || determinism != CUDNN_DETERMINISTIC) return false;
+  const bool plain = algo_math == CUDNN_FMA_MATH || algo_math == CUDNN_DEFAULT_MATH;
+  return plain || (mode != ops::MathMode::fp32 && algo_math == CUDNN_TENSOR_OP_MATH);
 }
 
-[[noreturn]] void no_algorithm(const char* direction, int64_t n, const Conv3dGeometry& g) {
-  throw Error(std::string("conv3d (cuDNN): no deterministic fp32 ") + direction +
+[[noreturn]] void no_algorithm(const char* direction, int64_t n, const Conv3dGeometry& g,
+                               ops::MathMode mode) {
+  throw Error(std::string("conv3d (cuDNN): no deterministic ") + ops::str(mode) + " " + direction +
               " algorithm for batch " + std::to_string(n) + ", " + ops::str(g) +
-              "; try another batch size or padding, or run this layer on the cpu");
+              "; try another math mode, batch size or padding, or run this layer on the cpu");
 }
 
 // The first acceptable candidate of cuDNN's ranking whose workspace size cuDNN reports.
 template <class Perf, class Algo, class GetAll, class GetBytes>
-void choose(const char* direction, int64_t n, const Conv3dGeometry& g, int max_count, GetAll get_all,
-            GetBytes get_bytes, Algo* algo, size_t* bytes) {
+void choose(const char* direction, int64_t n, const Conv3dGeometry& g, ops::MathMode mode,
+            int max_count, GetAll get_all, GetBytes get_bytes, Algo* algo, size_t* bytes) {
   std::unique_ptr<Perf[]> perf(new Perf[size_t(max_count)]);
   int returned = 0;
   GRIDNN_CHECK_CUDNN(get_all(max_count, &returned, perf.get()));
   for (int i = 0; i < returned; ++i) {
-    if (!acceptable(perf[i].status, perf[i].determinism, perf[i].mathType)) continue;
+    if (!acceptable(perf[i].status, perf[i].determinism, perf[i].mathType, mode)) continue;
     size_t size = 0;
     if (get_bytes(perf[i].algo, &size) != CUDNN_STATUS_SUCCESS) continue;
     *algo = perf[i].algo;
     *bytes = size;
     return;
   }
-  no_algorithm(direction, n, g);
+  no_algorithm(direction, n, g, mode);
 }
 
 void ensure_forward(cudnnHandle_t h, Plan& p, int64_t n, const Conv3dGeometry& g) {
@@ -182,7 +205,7 @@ void ensure_forward(cudnnHandle_t h, Plan& p, int64_t n, const Conv3dGeometry& g
   int count = 0;
   GRIDNN_CHECK_CUDNN(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &count));
   choose<cudnnConvolutionFwdAlgoPerf_t>(
-      "forward", n, g, count,
+      "forward", n, g, p.math, count,
       [&](int req, int* ret, cudnnConvolutionFwdAlgoPerf_t* perf) {
         return cudnnGetConvolutionForwardAlgorithm_v7(h, p.x.d, p.w.d, p.conv.d, p.y.d, req, ret, perf);
       },
@@ -198,7 +221,7 @@ void ensure_backward_data(cudnnHandle_t h, Plan& p, int64_t n, const Conv3dGeome
   int count = 0;
   GRIDNN_CHECK_CUDNN(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &count));
   choose<cudnnConvolutionBwdDataAlgoPerf_t>(
-      "backward-data", n, g, count,
+      "backward-data", n, g, p.math, count,
       [&](int req, int* ret, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
         return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w.d, p.y.d, p.conv.d, p.x.d, req, ret, perf);
       },
@@ -214,7 +237,7 @@ void ensure_backward_filter(cudnnHandle_t h, Plan& p, int64_t n, const Conv3dGeo
   int count = 0;
   GRIDNN_CHECK_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &count));
   choose<cudnnConvolutionBwdFilterAlgoPerf_t>(
-      "backward-filter", n, g, count,
+      "backward-filter", n, g, p.math, count,
       [&](int req, int* ret, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
         return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x.d, p.y.d, p.conv.d, p.w.d, req, ret, perf);
       },
@@ -227,41 +250,72 @@ void ensure_backward_filter(cudnnHandle_t h, Plan& p, int64_t n, const Conv3dGeo
 
 const float kOne = 1.0f, kZero = 0.0f;
 
+// An operand as the plan's data type: the f32 tensor itself, or a bf16 scratch copy.
+Tensor operand(const Tensor& t, ops::MathMode mode) {
+  if (mode != ops::MathMode::bf16) return t;
+  Tensor out = Tensor::empty(t.shape(), DType::bf16, t.device());
+  ops::cast(t, out);
+  return out;
+}
+
+// Where the op writes its result: `out` itself, or a bf16 scratch tensor of its shape.
+Tensor result_buffer(const Tensor& out, ops::MathMode mode) {
+  return mode == ops::MathMode::bf16 ? Tensor::empty(out.shape(), DType::bf16, out.device()) : out;
+}
+
 }  // namespace
 
 void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g,
-                    Tensor& y) {
+                    Tensor& y, ops::MathMode math) {
   const int device = x.device().index;
   cudnnHandle_t h = handle_for(device);
-  Plan& p = plan_for(device, x.size(0), g, kFp32Math);
+  Plan& p = plan_for(device, x.size(0), g, math);
   ensure_forward(h, p, x.size(0), g);
   void* ws = workspace(device, p.fwd_bytes);
-  GRIDNN_CHECK_CUDNN(cudnnConvolutionForward(h, &kOne, p.x.d, x.raw(), p.w.d, w.raw(), p.conv.d, p.fwd,
-                                             ws, p.fwd_bytes, &kZero, p.y.d, y.raw()));
-  if (bias.defined())  // y += bias, broadcast over N, D, H, W
-    GRIDNN_CHECK_CUDNN(cudnnAddTensor(h, &kOne, p.bias.d, bias.raw(), &kOne, p.y.d, y.raw()));
+  const Tensor x_op = operand(x, math), w_op = operand(w, math);
+  Tensor y_op = result_buffer(y, math);
+  GRIDNN_CHECK_CUDNN(cudnnConvolutionForward(h, &kOne, p.x.d, x_op.raw(), p.w.d, w_op.raw(), p.conv.d,
+                                             p.fwd, ws, p.fwd_bytes, &kZero, p.y.d, y_op.raw()));
+  if (math == ops::MathMode::bf16) ops::cast(y_op, y);
+  if (bias.defined())  // y += bias, broadcast over N, D, H, W (fp32 in every mode)
+    GRIDNN_CHECK_CUDNN(cudnnAddTensor(h, &kOne, p.bias.d, bias.raw(), &kOne, p.y_f32.d, y.raw()));
 }
 
-void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx) {
+void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx,
+                          ops::MathMode math) {
   const int device = dy.device().index;
   cudnnHandle_t h = handle_for(device);
-  Plan& p = plan_for(device, dy.size(0), g, kFp32Math);
+  Plan& p = plan_for(device, dy.size(0), g, math);
   ensure_backward_data(h, p, dy.size(0), g);
   void* ws = workspace(device, p.bwd_data_bytes);
-  GRIDNN_CHECK_CUDNN(cudnnConvolutionBackwardData(h, &kOne, p.w.d, w.raw(), p.y.d, dy.raw(), p.conv.d,
-                                                  p.bwd_data, ws, p.bwd_data_bytes, &kZero, p.x.d,
-                                                  dx.raw()));
+  const Tensor dy_op = operand(dy, math), w_op = operand(w, math);
+  Tensor dx_op = result_buffer(dx, math);
+  GRIDNN_CHECK_CUDNN(cudnnConvolutionBackwardData(h, &kOne, p.w.d, w_op.raw(), p.y.d, dy_op.raw(),
+                                                  p.conv.d, p.bwd_data, ws, p.bwd_data_bytes, &kZero,
+                                                  p.x.d, dx_op.raw()));
+  if (math == ops::MathMode::bf16) ops::cast(dx_op, dx);
 }
 
-void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw) {
+void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw,
+                            ops::MathMode math) {
   const int device = x.device().index;
   cudnnHandle_t h = handle_for(device);
-  Plan& p = plan_for(device, x.size(0), g, kFp32Math);
+  Plan& p = plan_for(device, x.size(0), g, math);
   ensure_backward_filter(h, p, x.size(0), g);
   void* ws = workspace(device, p.bwd_filter_bytes);
-  GRIDNN_CHECK_CUDNN(cudnnConvolutionBackwardFilter(h, &kOne, p.x.d, x.raw(), p.y.d, dy.raw(), p.conv.d,
-                                                    p.bwd_filter, ws, p.bwd_filter_bytes, &kOne, p.w.d,
-                                                    dw.raw()));  // beta = 1: dw accumulates
+  const Tensor x_op = operand(x, math), dy_op = operand(dy, math);
+  if (math != ops::MathMode::bf16) {
+    GRIDNN_CHECK_CUDNN(cudnnConvolutionBackwardFilter(h, &kOne, p.x.d, x_op.raw(), p.y.d, dy_op.raw(),
+                                                      p.conv.d, p.bwd_filter, ws, p.bwd_filter_bytes,
+                                                      &kOne, p.w.d, dw.raw()));  // beta = 1: dw accumulates
+    return;
+  }
+  // bf16: the gradient of this call into bf16 scratch (beta = 0), widened, added to dw.
+  Tensor dw_op = result_buffer(dw, math);
+  GRIDNN_CHECK_CUDNN(cudnnConvolutionBackwardFilter(h, &kOne, p.x.d, x_op.raw(), p.y.d, dy_op.raw(),
+                                                    p.conv.d, p.bwd_filter, ws, p.bwd_filter_bytes,
+                                                    &kZero, p.w.d, dw_op.raw()));
+  ops::axpy(1.0f, ops::cast(dw_op, DType::f32), dw);
 }
 
 void conv3d_backward_bias(const Tensor& dy, Tensor& db) {

@@ -6,9 +6,13 @@
 // operands (B first), swap m and n, keep each operand's own transpose flag and ld.
 //
 // Precision: operands and C in CUDA_R_32F / CUDA_R_16F / CUDA_R_16BF, alpha and beta
-// float, accumulation in f32 (CUBLAS_COMPUTE_32F). TF32 tensor cores only when asked
-// for (MathMode::tf32 -> CUBLAS_COMPUTE_32F_FAST_TF32, f32 operands; 16-bit operands use
-// tensor cores with f32 accumulation in either mode). Never silent (DESIGN §3).
+// float, accumulation in f32 (CUBLAS_COMPUTE_32F). Reduced precision for f32 tensors only
+// when asked for (DESIGN §3, kernels/math_mode.h):
+//   MathMode::tf32 -> CUBLAS_COMPUTE_32F_FAST_TF32 on the f32 operands;
+//   MathMode::bf16 -> A and B cast (round to nearest even) into bf16 scratch tensors from
+//                     the caching allocator, CUDA_R_16BF inputs, CUDA_R_32F C,
+//                     CUBLAS_COMPUTE_32F.
+// 16-bit tensors use tensor cores with f32 accumulation in every mode.
 #include "kernels/cuda/launch.cuh"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
@@ -39,13 +43,26 @@ void scale_only(const GemmProblem& p, Tensor& c) {
   }
 }
 
+// A bf16 copy of an f32 operand (the same layout, so its ld and batch stride still hold).
+Tensor bf16_copy(const Tensor& t) {
+  Tensor out = Tensor::empty(t.shape(), DType::bf16, t.device());
+  cast(t, out);
+  return out;
+}
+
 }  // namespace
 
 void gemm(const GemmProblem& p, const Tensor& a, const Tensor& b, Tensor& c) {
   if (p.k == 0) return scale_only(p, c);
   auto& ctx = detail::context_of(c);  // makes the device current; the handle is on ctx.stream
-  const cudaDataType_t type = cuda_type(c.dtype());
-  const cublasComputeType_t compute = (p.math == ops::MathMode::tf32 && c.dtype() == DType::f32)
+  const bool f32 = c.dtype() == DType::f32;
+  const bool bf16_math = f32 && p.math == ops::MathMode::bf16;
+  // Scratch for bf16 math; held until the call is queued (the caching allocator reuses
+  // blocks in stream order).
+  const Tensor a_op = bf16_math ? bf16_copy(a) : a;
+  const Tensor b_op = bf16_math ? bf16_copy(b) : b;
+  const cudaDataType_t in_type = cuda_type(a_op.dtype()), out_type = cuda_type(c.dtype());
+  const cublasComputeType_t compute = (f32 && p.math == ops::MathMode::tf32)
                                           ? CUBLAS_COMPUTE_32F_FAST_TF32
                                           : CUBLAS_COMPUTE_32F;
   // Column-major C^T [n, m] = op(B)^T [n, k] * op(A)^T [k, m].
@@ -54,9 +71,9 @@ void gemm(const GemmProblem& p, const Tensor& a, const Tensor& b, Tensor& c) {
   const float alpha = p.alpha, beta = p.beta;
   GRIDNN_CHECK_CUBLAS(cublasGemmStridedBatchedEx(
       ctx.cublas, op_first, op_second, int(p.n), int(p.m), int(p.k), &alpha,
-      b.raw(), type, int(p.ldb), static_cast<long long>(p.stride_b),
-      a.raw(), type, int(p.lda), static_cast<long long>(p.stride_a), &beta,
-      c.raw(), type, int(p.ldc), static_cast<long long>(p.stride_c),
+      b_op.raw(), in_type, int(p.ldb), static_cast<long long>(p.stride_b),
+      a_op.raw(), in_type, int(p.lda), static_cast<long long>(p.stride_a), &beta,
+      c.raw(), out_type, int(p.ldc), static_cast<long long>(p.stride_c),
       int(p.batch), compute, CUBLAS_GEMM_DEFAULT));
 }
 

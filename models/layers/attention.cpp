@@ -13,11 +13,13 @@
 namespace gridnn::nn {
 namespace {
 
-ops::GemmOptions gemm_opts(bool ta, bool tb, float beta = 0.0f) {
+ops::GemmOptions gemm_opts(bool ta, bool tb, float beta = 0.0f,
+                           ops::MathMode math = ops::MathMode::fp32) {
   ops::GemmOptions o;
   o.transpose_a = ta;
   o.transpose_b = tb;
   o.beta = beta;
+  o.math = math;
   return o;
 }
 
@@ -61,7 +63,8 @@ Tensor PointwiseConv3d::forward(const Tensor& x) {
   const int64_t b = x.size(0), n = x.size(2) * x.size(3) * x.size(4);
   Tensor y = Tensor::empty({b, out_, n}, x.dtype(), x.device());
   if (y.numel() > 0) {
-    ops::gemm_batched(weight_matrix(), x.reshape({b, in_, n}), y);  // y_b = W x_b
+    ops::gemm_batched(weight_matrix(), x.reshape({b, in_, n}), y,
+                      gemm_opts(false, false, 0.0f, math_mode()));  // y_b = W x_b
     Tensor ones = Tensor::empty({1, n}, x.dtype(), x.device());
     ops::fill(ones, 1.0);
     ops::gemm_batched(bias_->value.reshape({out_, 1}), ones, y, gemm_opts(false, false, 1.0f));  // + b 1^T
@@ -79,11 +82,11 @@ Tensor PointwiseConv3d::backward(const Tensor& dy) {
   if (dx.numel() == 0) return dx;
   Tensor dym = dy.reshape({b, out_, n}), xm = input_.reshape({b, in_, n});
   Tensor dxm = dx.reshape({b, in_, n});
-  ops::gemm_batched(weight_matrix(), dym, dxm, gemm_opts(true, false));  // dx_b = W^T dy_b
+  ops::gemm_batched(weight_matrix(), dym, dxm, gemm_opts(true, false, 0.0f, math_mode()));  // dx_b = W^T dy_b
   Tensor dw = weight_->grad.reshape({out_, in_});
   for (int64_t s = 0; s < b; ++s)  // dW += dy_b x_b^T, sample by sample (a fixed order)
     ops::gemm(dym.narrow(s, 1).reshape({out_, n}), xm.narrow(s, 1).reshape({in_, n}), dw,
-              gemm_opts(false, true, 1.0f));
+              gemm_opts(false, true, 1.0f, math_mode()));
   ops::axpy(1.0f, ops::sum(ops::sum(dym, 2), 0), bias_->grad);  // db += sum over samples and positions
   return dx;
 }
@@ -112,6 +115,7 @@ Tensor SelfAttention3d::forward(const Tensor& x) {
                 "input " + x.str() + " is not on the parameters' device " + gamma_->value.str());
   const int64_t b = x.size(0), c = channels_, c8 = channels_ / 8;
   const int64_t n = x.size(2) * x.size(3) * x.size(4);
+  const ops::MathMode m = math_mode();
   input_shape_ = x.shape();
   q_ = query_->forward(x).reshape({b, c8, n});
   k_ = key_->forward(x).reshape({b, c8, n});
@@ -120,9 +124,9 @@ Tensor SelfAttention3d::forward(const Tensor& x) {
   o_ = Tensor::empty({b, c, n}, x.dtype(), x.device());
   Tensor y = x.clone();
   if (x.numel() == 0) return y;
-  ops::gemm_batched(q_, k_, attention_, gemm_opts(true, false));  // S = Q^T K
+  ops::gemm_batched(q_, k_, attention_, gemm_opts(true, false, 0.0f, m));  // S = Q^T K
   ops::softmax_forward(attention_, attention_);                    // A = softmax over keys, in place
-  ops::gemm_batched(v_, attention_, o_, gemm_opts(false, true));   // O = V A^T
+  ops::gemm_batched(v_, attention_, o_, gemm_opts(false, true, 0.0f, m));  // O = V A^T
   scale_by_tensor(gamma_->value, o_, y, 1.0f);                     // y = x + gamma O
   return y;
 }
@@ -132,6 +136,7 @@ Tensor SelfAttention3d::backward(const Tensor& dy) {
   require_layer(dy.shape() == input_shape_, name(),
                 "dy " + dy.str() + " does not match the output " + input_shape_.str() + " of the last forward");
   const int64_t b = input_shape_[0], c = channels_, c8 = channels_ / 8, n = attention_.size(1);
+  const ops::MathMode m = math_mode();
   if (dy.numel() == 0) return Tensor::zeros(input_shape_, dy.dtype(), dy.device());
   Tensor dym = dy.reshape({b, c, n});
 
@@ -144,16 +149,16 @@ Tensor SelfAttention3d::backward(const Tensor& dy) {
 
   // O = V A^T: dV = dO A, dA = dO^T V.
   Tensor dv = Tensor::empty({b, c, n}, dy.dtype(), dy.device());
-  ops::gemm_batched(d_o, attention_, dv);
+  ops::gemm_batched(d_o, attention_, dv, gemm_opts(false, false, 0.0f, m));
   Tensor ds = Tensor::empty({b, n, n}, dy.dtype(), dy.device());
-  ops::gemm_batched(d_o, v_, ds, gemm_opts(true, false));
+  ops::gemm_batched(d_o, v_, ds, gemm_opts(true, false, 0.0f, m));
   // A = softmax(S) by rows: dS = A * (dA - rowsum(dA * A)), in dA's place.
   ops::softmax_backward(attention_, ds, ds);
   // S = Q^T K: dQ = K dS^T, dK = Q dS.
   Tensor dq = Tensor::empty({b, c8, n}, dy.dtype(), dy.device());
-  ops::gemm_batched(k_, ds, dq, gemm_opts(false, true));
+  ops::gemm_batched(k_, ds, dq, gemm_opts(false, true, 0.0f, m));
   Tensor dk = Tensor::empty({b, c8, n}, dy.dtype(), dy.device());
-  ops::gemm_batched(q_, ds, dk);
+  ops::gemm_batched(q_, ds, dk, gemm_opts(false, false, 0.0f, m));
 
   // dx = dy + Wq^T dQ + Wk^T dK + Wv^T dV (the convolutions add their weight gradients).
   const Shape& s = input_shape_;

@@ -17,6 +17,9 @@
 //
 // With gamma = 0 (the initial value) y = x: the attention path passes no gradient back,
 // and of the parameters only gamma gets one, dgamma = sum(dy * O).
+//
+// Precision: the projections and the products Q^T K, V A^T (and their backward GEMMs) run
+// in the module's math_mode(); softmax, the bias additions and the gamma scaling are fp32.
 #pragma once
 
 #include <cstdint>

@@ -20,10 +20,16 @@ BatchNorm3d::BatchNorm3d(int64_t num_features, double eps, double momentum, Devi
   num_batches_tracked_ =
       &register_buffer("num_batches_tracked", Tensor::empty(Shape{}, DType::i64, device));
   reset_parameters(0, "");
+  on_device_change(device);
+}
+
+void BatchNorm3d::on_device_change(const Device& device) {
+  const Shape c{channels_};
   mean_ = Tensor::empty(c, DType::f32, device);
   var_ = Tensor::empty(c, DType::f32, device);
   invstd_ = Tensor::empty(c, DType::f32, device);
-  sums_ = Tensor::empty({2, num_features}, DType::f32, device);
+  sums_ = Tensor::empty({2, channels_}, DType::f32, device);
+  input_ = Tensor();
 }
 
 // As PyTorch's reset_parameters: running statistics reset, weight 1, bias 0 (no randomness).

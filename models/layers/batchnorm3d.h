@@ -34,6 +34,7 @@ class BatchNorm3d : public Module {
 
  protected:
   void reset_parameters(uint64_t seed, const std::string& prefix) override;
+  void on_device_change(const Device& device) override;
 
   // Distribution hooks, identities here. reduce_sums: called on every [2, C] sums tensor
   // (statistics in forward, sum(dy) and sum(dy * xhat) in backward) before it is used;

@@ -55,7 +55,7 @@ Tensor Conv3d::forward(const Tensor& x) {
                                    out_channels_, kernel_, stride_, padding_,
                                    {x.size(2), x.size(3), x.size(4)});
   Tensor y = Tensor::empty(ops::conv3d_output_shape(geometry_, x.size(0)), x.dtype(), x.device());
-  ops::conv3d_forward(x, weight_->value, bias_ ? bias_->value : Tensor(), geometry_, y);
+  ops::conv3d_forward(x, weight_->value, bias_ ? bias_->value : Tensor(), geometry_, y, math_mode());
   input_ = x;
   return y;
 }
@@ -68,8 +68,8 @@ Tensor Conv3d::backward(const Tensor& dy) {
                     " does not match the output " + want.str() + " of the last forward (input " +
                     input_.shape().str() + ")");
   Tensor dx = Tensor::empty(input_.shape(), input_.dtype(), input_.device());
-  ops::conv3d_backward_data(dy, weight_->value, geometry_, dx);
-  ops::conv3d_backward_filter(input_, dy, geometry_, weight_->grad);
+  ops::conv3d_backward_data(dy, weight_->value, geometry_, dx, math_mode());
+  ops::conv3d_backward_filter(input_, dy, geometry_, weight_->grad, math_mode());
   if (bias_) ops::conv3d_backward_bias(dy, bias_->grad);
   return dx;
 }

@@ -4,6 +4,7 @@
 // Parameters "weight" [out, in, kd, kh, kw] and, unless bias = false, "bias" [out], both
 // initialized as PyTorch does: uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in kd kh kw.
 // forward keeps its input; backward returns dx and adds into weight.grad and bias.grad.
+// The three convolutions run in the module's math_mode() (the bias add stays fp32).
 #pragma once
 
 #include "kernels/conv3d.h"

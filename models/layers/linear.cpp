@@ -41,6 +41,7 @@ Tensor Linear::forward(const Tensor& x) {
   Tensor y = Tensor::empty({n, out_}, x.dtype(), x.device());
   ops::GemmOptions xwt;
   xwt.transpose_b = true;
+  xwt.math = math_mode();
   ops::gemm(x, weight_->value, y, xwt);  // y = x W^T
   if (bias_ && n > 0) {
     // y += ones[N, 1] b[1, out]: the broadcast as a rank-1 GEMM (exact: one product by 1).
@@ -59,10 +60,13 @@ Tensor Linear::backward(const Tensor& dy) {
                 "dy " + dy.str() + " does not match the output [" + std::to_string(input_.size(0)) + ", " +
                     std::to_string(out_) + "] of the last forward");
   Tensor dx = Tensor::empty(input_.shape(), dy.dtype(), dy.device());
-  ops::gemm(dy, weight_->value, dx);  // dx = dy W
+  ops::GemmOptions dxw;
+  dxw.math = math_mode();
+  ops::gemm(dy, weight_->value, dx, dxw);  // dx = dy W
   ops::GemmOptions dw;
   dw.transpose_a = true;
   dw.beta = 1.0f;
+  dw.math = math_mode();
   ops::gemm(dy, input_, weight_->grad, dw);  // dW += dy^T x
   if (bias_ && dy.size(0) > 0) ops::axpy(1.0f, ops::sum(dy, 0), bias_->grad);  // db += sum over the batch
   return dx;

@@ -9,7 +9,8 @@ namespace gridnn::nn {
 
 // Parameters "weight" [out, in] and "bias" [out] (when bias = true), initialized as
 // PyTorch does: uniform(-1/sqrt(in), 1/sqrt(in)) for both (kaiming_uniform with
-// a = sqrt(5) for the weight). Forward keeps x for the weight gradient.
+// a = sqrt(5) for the weight). Forward keeps x for the weight gradient. The three GEMMs
+// (x W^T, dy W, dy^T x) run in the module's math_mode(); the bias stays fp32.
 class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true, Device device = Device::cpu());
