@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -437,10 +438,18 @@ std::string read_whole_file(const std::string& path) {
   return bytes;
 }
 
+// Armed by inject_save_crash_for_testing: write this many bytes, then _Exit.
+std::atomic<int64_t> g_crash_after_bytes{-1};
+std::atomic<int> g_crash_exit_code{86};
+
 void write_all(int fd, const std::string& bytes, const std::string& what) {
   size_t done = 0;
+  const int64_t crash_after = g_crash_after_bytes.exchange(-1);
   while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (crash_after >= 0 && done >= size_t(crash_after)) std::_Exit(g_crash_exit_code.load());
+    size_t chunk = bytes.size() - done;
+    if (crash_after >= 0) chunk = std::min(chunk, size_t(crash_after) - done);
+    ssize_t n = ::write(fd, bytes.data() + done, chunk);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) fail(what, "write failed: ", errno_text(errno));
     done += size_t(n);
@@ -517,6 +526,11 @@ std::string serialize_safetensors(const NamedTensors& tensors,
   out += header;
   for (const auto& named : tensors) append_data(out, named.second);
   return out;
+}
+
+void inject_save_crash_for_testing(size_t bytes, int exit_code) {
+  g_crash_exit_code = exit_code;
+  g_crash_after_bytes = int64_t(bytes);
 }
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors,

@@ -45,4 +45,9 @@ std::string serialize_safetensors(const NamedTensors& tensors,
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
+// Crash-safety tests only: the next save_safetensors() in this process writes the first
+// `bytes` bytes of its temporary file and then ends the process on the spot
+// (std::_Exit(exit_code)), as a crash or a kill in the middle of a write would.
+void inject_save_crash_for_testing(size_t bytes, int exit_code = 86);
+
 }  // namespace gridnn

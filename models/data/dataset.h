@@ -47,4 +47,13 @@ class Dataset {
   virtual std::string describe(int64_t index) const = 0;
 };
 
+// The depth planes [begin, end) that `slab` selects in a sample of shape [C, D, H, W], after
+// checking the slab and that `x` is a contiguous CPU f32 tensor [C, end - begin, H, W]
+// (gridnn::Error naming `who` otherwise). For Dataset::load implementations.
+struct SlabRange {
+  int64_t begin, end;
+};
+SlabRange check_sample_output(const std::string& who, const Shape& sample_shape,
+                              const DepthSlab& slab, const Tensor& x);
+
 }  // namespace gridnn::data

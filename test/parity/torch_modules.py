@@ -24,3 +24,52 @@ class SelfAttention3d(torch.nn.Module):
         a = torch.softmax(torch.bmm(q.transpose(1, 2), k), dim=-1)  # [n, N, N], rows: queries
         o = torch.bmm(v, a.transpose(1, 2)).reshape(x.shape)
         return self.gamma * o + x
+
+
+class BasicBlock(torch.nn.Module):
+    """models/nets/resattnet3d.h: torchvision's BasicBlock in 3D."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = torch.nn.Conv3d(cin, cout, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = torch.nn.BatchNorm3d(cout)
+        self.conv2 = torch.nn.Conv3d(cout, cout, 3, padding=1, bias=False)
+        self.bn2 = torch.nn.BatchNorm3d(cout)
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = torch.nn.Sequential(
+                torch.nn.Conv3d(cin, cout, 1, stride=stride, bias=False), torch.nn.BatchNorm3d(cout))
+
+    def forward(self, x):
+        h = torch.relu(self.bn1(self.conv1(x)))
+        h = self.bn2(self.conv2(h))
+        return torch.relu(h + (self.downsample(x) if self.downsample is not None else x))
+
+
+class ResAttNet3D(torch.nn.Module):
+    """DESIGN §5 / models/nets/resattnet3d.h, with the same parameter and buffer names."""
+
+    def __init__(self, depth=18, width=16, in_channels=1, classes=2, att3=True, att4=True):
+        super().__init__()
+        blocks = {18: [2, 2, 2, 2], 34: [3, 4, 6, 3]}[depth]
+        self.conv1 = torch.nn.Conv3d(in_channels, width, 7, stride=2, padding=3, bias=False)
+        self.bn1 = torch.nn.BatchNorm3d(width)
+        self.maxpool = torch.nn.MaxPool3d(3, stride=2, padding=1)
+        channels = width
+        for i, n in enumerate(blocks):
+            out = width << i
+            layer = torch.nn.Sequential(*[
+                BasicBlock(channels if b == 0 else out, out, 2 if b == 0 and i > 0 else 1) for b in range(n)])
+            channels = out
+            setattr(self, f"layer{i + 1}", layer)
+            if (i == 2 and att3) or (i == 3 and att4):
+                setattr(self, f"att{i + 1}", SelfAttention3d(channels))
+        self.fc = torch.nn.Linear(channels, classes)
+
+    def forward(self, x):
+        h = self.maxpool(torch.relu(self.bn1(self.conv1(x))))
+        for i in range(1, 5):
+            h = getattr(self, f"layer{i}")(h)
+            if hasattr(self, f"att{i}"):
+                h = getattr(self, f"att{i}")(h)
+        return self.fc(h.mean(dim=(2, 3, 4)))

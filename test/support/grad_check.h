@@ -26,6 +26,11 @@ struct GradCheckOptions {
   double rtol = 1e-2;
   int64_t max_points = 96;  // elements checked at most (a strided sample beyond this)
   std::function<bool(int64_t)> skip;  // true: do not check element i
+  // For compositions with kinks inside (a residual block: ReLUs behind BatchNorms, where
+  // any weight moves every activation): also evaluate the loss at the point itself and
+  // skip an element whose one-sided slopes disagree (a kink within eps), failing when more
+  // than two and more than a quarter of the elements are skipped so.
+  bool skip_kinks = false;
 };
 
 ::testing::AssertionResult check_gradient(const std::function<double()>& loss, Tensor& x,

@@ -1,0 +1,154 @@
+// gridnn-train: train ResAttNet3D or an MLP on synthetic volumes or NIfTI files listed in
+// a CSV manifest; checkpoints, resume, PyTorch weights in and out, single-step dumps.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <string>
+
+#include "core/error.h"
+#include "models/train/trainer.h"
+#if GRIDNN_HAVE_MPI
+#include "parallel/mpi_session.h"
+#endif
+
+namespace {
+
+using namespace gridnn;
+
+// "32x48x40" -> {32, 48, 40}
+std::string parse_size(const std::string& text, std::vector<int64_t>* out) {
+  std::vector<int64_t> v;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t x = text.find('x', pos);
+    const std::string part = text.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
+    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos)
+      return "expected DxHxW with positive integers (e.g. 32x32x32), got '" + text + "'";
+    v.push_back(std::stoll(part));
+    if (x == std::string::npos) break;
+    pos = x + 1;
+  }
+  if (v.size() != 3) return "expected three sizes DxHxW, got '" + text + "'";
+  *out = v;
+  return "";
+}
+
+struct Cli {
+  train::TrainOptions o;
+  std::string input = "32x32x32";
+  std::string attention = "both";
+  std::string batch_file, dump_step;
+  double weight_decay = -1;
+};
+
+void add_flags(CLI::App& app, Cli& c) {
+  auto& o = c.o;
+  app.add_option("--model", o.model, "network: resattnet3d or mlp")->capture_default_str()
+      ->check(CLI::IsMember({"resattnet3d", "mlp"}));
+  app.add_option("--depth", o.resattnet.depth, "ResAttNet3D depth: 18 or 34")->capture_default_str()
+      ->check(CLI::IsMember({18, 34}));
+  app.add_option("--width", o.resattnet.width, "ResAttNet3D width w (layer1 channels; layers have w, 2w, 4w, 8w)")
+      ->capture_default_str()->check(CLI::Range(1, 4096));
+  app.add_option("--attention", c.attention, "self-attention after: both, layer3, layer4 or none")
+      ->capture_default_str()->check(CLI::IsMember({"both", "layer3", "layer4", "none"}));
+  app.add_option("--mlp-hidden", o.mlp_hidden, "MLP hidden layer sizes")->capture_default_str()->delimiter(',');
+  app.add_option("--input", c.input, "input volume size DxHxW")->capture_default_str();
+  app.add_option("--in-channels", o.in_channels, "input channels")->capture_default_str()->check(CLI::Range(1, 1024));
+  app.add_option("--classes", o.classes, "number of classes")->capture_default_str()->check(CLI::Range(2, 1 << 20));
+  app.add_option("--batch", o.batch, "samples per step")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  app.add_option("--epochs", o.epochs, "passes over the training set")->check(CLI::Range(0, 1 << 30));
+  app.add_option("--steps", o.steps, "optimizer steps (wins over --epochs)")->check(CLI::Range(int64_t(0), int64_t(1) << 40));
+
+  app.add_option("--optimizer", o.optimizer.kind, "sgd, adam or adamw")->capture_default_str()
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+  app.add_option("--lr", o.schedule.base_lr, "learning rate")->capture_default_str();
+  app.add_option("--momentum", o.optimizer.momentum, "SGD momentum")->capture_default_str();
+  app.add_flag("--nesterov", o.optimizer.nesterov, "SGD with Nesterov momentum");
+  app.add_option("--weight-decay", c.weight_decay,
+                 "L2 penalty (sgd, adam) or decoupled decay (adamw); default 0, adamw 0.01");
+  app.add_option("--schedule", o.schedule.kind, "learning-rate schedule: constant, step or cosine")
+      ->capture_default_str()->check(CLI::IsMember({"constant", "step", "cosine"}));
+  app.add_option("--warmup-steps", o.schedule.warmup_steps, "linear warm-up steps")->capture_default_str();
+  app.add_option("--step-size", o.schedule.step_size, "step schedule: steps between decays")->capture_default_str();
+  app.add_option("--gamma", o.schedule.gamma, "step schedule: decay factor")->capture_default_str();
+  app.add_option("--min-lr", o.schedule.min_lr, "cosine schedule: final learning rate")->capture_default_str();
+
+  app.add_option("--data", o.data.source, "'synthetic' or a CSV manifest of NIfTI volumes (path,label[,split])")
+      ->capture_default_str();
+  app.add_option("--train-samples", o.data.train_samples, "synthetic training set size")->capture_default_str();
+  app.add_option("--val-samples", o.data.val_samples, "synthetic validation set size")->capture_default_str();
+  app.add_option("--val-fraction", o.data.val_fraction, "manifest rows without a split: share used for validation")
+      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  app.add_option("--fit", o.data.fit, "NIfTI volumes to --input: crop (center crop / zero pad) or resample")
+      ->capture_default_str()->check(CLI::IsMember({"crop", "resample"}));
+  app.add_flag("!--no-augment", o.data.augment, "no random shifts, flips or noise in training");
+
+  app.add_option("--device", o.device, "cpu, cuda or cuda:N")->capture_default_str();
+  app.add_option("--precision", o.precision, "GPU math for convolutions and GEMMs: fp32, tf32 or bf16")
+      ->capture_default_str()->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
+  app.add_option("--seed", o.seed, "seed of initialization, data order and augmentation")->capture_default_str();
+
+  app.add_option("--checkpoint-dir", o.checkpoint_dir, "save checkpoints here (safetensors)");
+  app.add_option("--save-every", o.save_every, "save every N steps (and at the end)")->capture_default_str();
+  app.add_option("--keep-checkpoints", o.keep_checkpoints, "how many checkpoints to keep")->capture_default_str();
+  app.add_flag("--resume", o.resume, "continue from the newest checkpoint in --checkpoint-dir");
+  app.add_option("--init-from", o.init_from, "start from these weights (safetensors with PyTorch names)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--metrics", o.metrics_path, "write one JSON line per step and per validation here");
+  app.add_option("--eval-every", o.eval_every, "validate every N steps (default: every epoch)");
+  app.add_flag("!--no-progress", o.progress, "no progress output");
+
+  app.add_option("--batch-file", c.batch_file, "single-step mode: batch with x f32 [B,C,D,H,W] and y i64 [B]")
+      ->check(CLI::ExistingFile);
+  app.add_option("--dump-step", c.dump_step, "single-step mode: write logits, loss, gradients, updated weights here")
+      ->needs("--batch-file");
+}
+
+int run(Cli& c) {
+  auto& o = c.o;
+  if (std::string err = parse_size(c.input, &o.input); !err.empty()) throw Error("--input: " + err);
+  o.resattnet.attention3 = c.attention == "both" || c.attention == "layer3";
+  o.resattnet.attention4 = c.attention == "both" || c.attention == "layer4";
+  o.optimizer.weight_decay = c.weight_decay;
+  if (!c.dump_step.empty()) {
+    train::dump_step(o, c.batch_file, c.dump_step);
+    std::printf("wrote %s\n", c.dump_step.c_str());
+    return 0;
+  }
+  if (o.steps == 0 && o.epochs == 0) o.epochs = 10;
+  train::Trainer trainer(o);
+  trainer.run();
+  return 0;
+}
+
+const char* const kDescription =
+    "gridnn-train: train a 3D ResAttNet (or an MLP) on volumes.\n\n"
+    "Examples:\n"
+    "  gridnn-train                                   # ResAttNet3D-18 on synthetic 32^3 volumes, CPU\n"
+    "  gridnn-train --data scans.csv --input 96x112x96 --epochs 30 --checkpoint-dir ckpt\n"
+    "  gridnn-train --checkpoint-dir ckpt --resume    # continue where the last run stopped\n"
+    "  gridnn-train --init-from w.safetensors --batch-file b.safetensors --dump-step out.safetensors\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{kDescription};
+  Cli c;
+  add_flags(app, c);
+  CLI11_PARSE(app, argc, argv);
+  auto body = [&]() { return run(c); };
+#if GRIDNN_HAVE_MPI
+  return MpiSession::run(&argc, &argv, [&](MpiSession& session) {
+    GRIDNN_REQUIRE(session.size() == 1, "gridnn-train runs on one process for now (the process grid is not "
+                                        "built yet); start it without mpiexec or with -n 1");
+    return body();
+  });
+#else
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gridnn-train: error: %s\n", e.what());
+    return 1;
+  }
+#endif
+}

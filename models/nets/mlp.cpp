@@ -1,0 +1,42 @@
+// MLP: flatten, then Linear and ReLU layers; forward and backward side by side.
+#include "models/nets/mlp.h"
+
+#include <memory>
+#include <string>
+
+#include "core/error.h"
+
+namespace gridnn::nn {
+
+Mlp::Mlp(const MlpConfig& config) : config_(config), relus_(config.sizes.size() > 2 ? config.sizes.size() - 2 : 0) {
+  GRIDNN_REQUIRE(config.sizes.size() >= 2, "MLP: give at least the input and output sizes, got ",
+                 config.sizes.size(), " sizes");
+  for (size_t i = 0; i < config.sizes.size(); ++i)
+    GRIDNN_REQUIRE(config.sizes[i] >= 1, "MLP: layer size ", i, " must be >= 1, got ", config.sizes[i]);
+  for (size_t i = 0; i + 1 < config.sizes.size(); ++i)
+    fcs_.push_back(&register_module("fc" + std::to_string(i + 1),
+                                    std::make_unique<Linear>(config.sizes[i], config.sizes[i + 1])));
+}
+
+Tensor Mlp::forward(const Tensor& x) {
+  require_layer(x.defined() && x.rank() >= 2 && x.numel() / std::max<int64_t>(x.size(0), 1) == config_.sizes[0],
+                "MLP", "expects [B, ...] with " + std::to_string(config_.sizes[0]) +
+                           " features per sample, got " + (x.defined() ? x.str() : std::string("(undefined)")));
+  Tensor h = flatten_.forward(x);
+  for (size_t i = 0; i < fcs_.size(); ++i) {
+    h = fcs_[i]->forward(h);
+    if (i < relus_.size()) h = relus_[i].forward(h);
+  }
+  return h;
+}
+
+Tensor Mlp::backward(const Tensor& dlogits) {
+  Tensor g = dlogits;
+  for (size_t i = fcs_.size(); i-- > 0;) {
+    if (i < relus_.size()) g = relus_[i].backward(g);
+    g = fcs_[i]->backward(g);
+  }
+  return flatten_.backward(g);
+}
+
+}  // namespace gridnn::nn

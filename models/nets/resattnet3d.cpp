@@ -1,0 +1,108 @@
+// 3D-ResAttNet: BasicBlock and the network, forward and backward side by side.
+#include "models/nets/resattnet3d.h"
+
+#include "core/error.h"
+
+namespace gridnn::nn {
+
+void validate(const ResAttNetConfig& c) {
+  GRIDNN_REQUIRE(c.depth == 18 || c.depth == 34, "ResAttNet3D: depth must be 18 or 34, got ",
+                 c.depth);
+  GRIDNN_REQUIRE(c.width >= 1, "ResAttNet3D: width must be >= 1, got ", c.width);
+  GRIDNN_REQUIRE(c.in_channels >= 1, "ResAttNet3D: input channels must be >= 1, got ",
+                 c.in_channels);
+  GRIDNN_REQUIRE(c.classes >= 2, "ResAttNet3D: need at least 2 classes, got ", c.classes);
+  // att3 sees 4w channels, att4 8w; queries and keys have C / 8 of them.
+  GRIDNN_REQUIRE(!c.attention3 || (4 * c.width) % 8 == 0,
+                 "ResAttNet3D: attention after layer3 needs 4 * width divisible by 8; use an "
+                 "even width (got ", c.width, ") or switch att3 off");
+}
+
+std::string describe(const ResAttNetConfig& c) {
+  std::string att = c.attention3 && c.attention4 ? "layer3 and layer4"
+                    : c.attention3               ? "layer3"
+                    : c.attention4               ? "layer4"
+                                                 : "";
+  return "ResAttNet3D-" + std::to_string(c.depth) + ", width " + std::to_string(c.width) + ", " +
+         std::to_string(c.in_channels) + " -> " + std::to_string(c.classes) + " classes, " +
+         (att.empty() ? std::string("no attention") : "attention after " + att);
+}
+
+// ---- BasicBlock ------------------------------------------------------------------------
+
+BasicBlock::BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride) {
+  conv1_ = &register_module("conv1", std::make_unique<Conv3d>(in_channels, out_channels, 3, stride, 1, false));
+  bn1_ = &register_module("bn1", std::make_unique<BatchNorm3d>(out_channels));
+  conv2_ = &register_module("conv2", std::make_unique<Conv3d>(out_channels, out_channels, 3, 1, 1, false));
+  bn2_ = &register_module("bn2", std::make_unique<BatchNorm3d>(out_channels));
+  if (stride != 1 || in_channels != out_channels) {
+    auto down = std::make_unique<Sequential>();
+    down->add(std::make_unique<Conv3d>(in_channels, out_channels, 1, stride, 0, false));
+    down->add(std::make_unique<BatchNorm3d>(out_channels));
+    downsample_ = &register_module("downsample", std::move(down));
+  }
+}
+
+Tensor BasicBlock::forward(const Tensor& x) {
+  Tensor h = relu1_.forward(bn1_->forward(conv1_->forward(x)));
+  h = bn2_->forward(conv2_->forward(h));
+  const Tensor shortcut = downsample_ ? downsample_->forward(x) : x;
+  return relu_out_.forward(residual_add(h, shortcut));
+}
+
+Tensor BasicBlock::backward(const Tensor& dy) {
+  const Tensor d = relu_out_.backward(dy);  // reaches both branches unchanged
+  Tensor dx = conv1_->backward(bn1_->backward(relu1_.backward(conv2_->backward(bn2_->backward(d)))));
+  return residual_add(dx, downsample_ ? downsample_->backward(d) : d);
+}
+
+// ---- ResAttNet3D -----------------------------------------------------------------------
+
+ResAttNet3D::ResAttNet3D(const ResAttNetConfig& config) : config_(config) {
+  validate(config);
+  const int64_t w = config.width;
+  conv1_ = &register_module("conv1", std::make_unique<Conv3d>(config.in_channels, w, 7, 2, 3, false));
+  bn1_ = &register_module("bn1", std::make_unique<BatchNorm3d>(w));
+
+  const std::array<int, 4> blocks = config.depth == 18 ? std::array<int, 4>{2, 2, 2, 2}
+                                                       : std::array<int, 4>{3, 4, 6, 3};
+  int64_t channels = w;
+  for (size_t l = 0; l < 4; ++l) {
+    const int64_t out = w << l;
+    auto layer = std::make_unique<Sequential>();
+    for (int b = 0; b < blocks[l]; ++b)
+      layer->add(std::make_unique<BasicBlock>(b == 0 ? channels : out, out, b == 0 && l > 0 ? 2 : 1));
+    channels = out;
+    layers_[l] = &register_module("layer" + std::to_string(l + 1), std::move(layer));
+    if (l == 2 && config.attention3)
+      att3_ = &register_module("att3", std::make_unique<SelfAttention3d>(channels));
+    if (l == 3 && config.attention4)
+      att4_ = &register_module("att4", std::make_unique<SelfAttention3d>(channels));
+  }
+  fc_ = &register_module("fc", std::make_unique<Linear>(channels, config.classes));
+}
+
+Tensor ResAttNet3D::forward(const Tensor& x) {
+  require_layer(x.defined() && x.rank() == 5 && x.size(1) == config_.in_channels, "ResAttNet3D",
+                "expects an input [B, " + std::to_string(config_.in_channels) +
+                    ", D, H, W], got " + (x.defined() ? x.str() : std::string("(undefined)")));
+  Tensor h = maxpool_.forward(relu_.forward(bn1_->forward(conv1_->forward(x))));
+  for (size_t l = 0; l < 4; ++l) {
+    h = layers_[l]->forward(h);
+    if (l == 2 && att3_) h = att3_->forward(h);
+    if (l == 3 && att4_) h = att4_->forward(h);
+  }
+  return fc_->forward(avgpool_.forward(h));
+}
+
+Tensor ResAttNet3D::backward(const Tensor& dlogits) {
+  Tensor g = avgpool_.backward(fc_->backward(dlogits));
+  for (size_t l = 4; l-- > 0;) {
+    if (l == 3 && att4_) g = att4_->backward(g);
+    if (l == 2 && att3_) g = att3_->backward(g);
+    g = layers_[l]->backward(g);
+  }
+  return conv1_->backward(bn1_->backward(relu_.backward(maxpool_.backward(g))));
+}
+
+}  // namespace gridnn::nn

@@ -1,0 +1,163 @@
+// Checkpoint files: save (atomic, pruned), read, find the newest, strict weight loading.
+#include "models/train/checkpoint.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace gridnn::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* const kFormat = "gridnn-checkpoint-1";
+const std::string kOptimizerPrefix = "optimizer.";
+
+std::string file_name(int64_t step) {
+  char name[64];
+  std::snprintf(name, sizeof name, "step-%08lld.safetensors", static_cast<long long>(step));
+  return name;
+}
+
+// Checkpoint files in `dir`, newest (highest step) first.
+std::vector<std::pair<int64_t, fs::path>> list_checkpoints(const std::string& dir) {
+  std::vector<std::pair<int64_t, fs::path>> found;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return found;
+  static const std::regex pattern(R"(step-(\d+)\.safetensors)");
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    std::smatch m;
+    const std::string name = entry.path().filename().string();
+    if (entry.is_regular_file() && std::regex_match(name, m, pattern))
+      found.emplace_back(std::stoll(m[1].str()), entry.path());
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  return found;
+}
+
+int64_t metadata_int(const std::map<std::string, std::string>& meta, const std::string& key,
+                     const std::string& path) {
+  auto it = meta.find(key);
+  GRIDNN_REQUIRE(it != meta.end(), path, ": not a gridnn checkpoint (no '", key, "' in its metadata)");
+  try {
+    size_t used = 0;
+    const long long v = std::stoll(it->second, &used);
+    GRIDNN_REQUIRE(used == it->second.size(), "trailing characters");
+    return v;
+  } catch (const std::exception&) {
+    throw Error(path + ": metadata '" + key + "' is not an integer: '" + it->second + "'");
+  }
+}
+
+}  // namespace
+
+NamedTensors model_tensors(nn::Module& model) {
+  NamedTensors out;
+  for (auto& [name, p] : model.named_parameters()) out.emplace_back(name, p->value);
+  for (auto& [name, b] : model.named_buffers()) out.emplace_back(name, *b);
+  return out;
+}
+
+std::string save_checkpoint(const std::string& dir, nn::Module& model, const optim::Optimizer& optimizer,
+                            const RunState& state, int keep) {
+  GRIDNN_REQUIRE(keep >= 1, "save_checkpoint: keep must be >= 1");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  GRIDNN_REQUIRE(!ec, "cannot create the checkpoint folder '", dir, "': ", ec.message());
+
+  NamedTensors tensors = model_tensors(model);
+  for (auto& [name, t] : optimizer.state()) tensors.emplace_back(kOptimizerPrefix + name, t);
+  const std::map<std::string, std::string> meta = {
+      {"format", kFormat},
+      {"step", std::to_string(state.step)},
+      {"epoch", std::to_string(state.epoch)},
+      {"batch", std::to_string(state.batch)},
+      {"optimizer_steps", std::to_string(optimizer.steps())},
+      {"seed", std::to_string(state.seed)},
+      {"grid", state.grid},
+      {"config", state.config_json}};
+  const std::string path = (fs::path(dir) / file_name(state.step)).string();
+  save_safetensors(path, tensors, meta);
+
+  // Only now that the new file is durable: drop the oldest.
+  auto all = list_checkpoints(dir);
+  for (size_t i = size_t(keep); i < all.size(); ++i) fs::remove(all[i].second, ec);
+  return path;
+}
+
+Checkpoint read_checkpoint(const std::string& path) {
+  SafetensorsFile file = load_safetensors(path);
+  const auto& meta = file.metadata;
+  auto format = meta.find("format");
+  GRIDNN_REQUIRE(format != meta.end() && format->second == kFormat, path,
+                 ": not a gridnn checkpoint (metadata 'format' is not '", kFormat,
+                 "'); for weights alone use --init-from");
+  Checkpoint c;
+  c.path = path;
+  c.state.step = metadata_int(meta, "step", path);
+  c.state.epoch = metadata_int(meta, "epoch", path);
+  c.state.batch = metadata_int(meta, "batch", path);
+  c.state.seed = uint64_t(metadata_int(meta, "seed", path));
+  c.optimizer_steps = metadata_int(meta, "optimizer_steps", path);
+  if (auto it = meta.find("grid"); it != meta.end()) c.state.grid = it->second;
+  if (auto it = meta.find("config"); it != meta.end()) c.state.config_json = it->second;
+  for (auto& [name, t] : file.tensors) {
+    if (name.rfind(kOptimizerPrefix, 0) == 0)
+      c.optimizer.emplace(name.substr(kOptimizerPrefix.size()), t);
+    else
+      c.model.emplace(name, t);
+  }
+  return c;
+}
+
+std::optional<Checkpoint> latest_checkpoint(const std::string& dir) {
+  for (const auto& [step, path] : list_checkpoints(dir)) {
+    try {
+      return read_checkpoint(path.string());
+    } catch (const Error& e) {
+      std::fprintf(stderr, "gridnn: skipping unreadable checkpoint: %s\n", e.what());
+    }
+  }
+  return std::nullopt;
+}
+
+void load_model_tensors(nn::Module& model, const std::map<std::string, Tensor>& tensors,
+                        const std::string& source) {
+  std::vector<std::string> missing, misshaped, unexpected;
+  std::map<std::string, bool> known;
+  for (auto& [name, target] : model_tensors(model)) {
+    known[name] = true;
+    auto it = tensors.find(name);
+    if (it == tensors.end()) {
+      missing.push_back(name + " " + target.shape().str());
+    } else if (it->second.shape() != target.shape() || it->second.dtype() != target.dtype()) {
+      misshaped.push_back(name + ": file has " + it->second.str() + ", model needs " +
+                          target.shape().str() + " " + dtype_name(target.dtype()));
+    }
+  }
+  for (const auto& [name, t] : tensors)
+    if (!known.count(name)) unexpected.push_back(name + " " + t.shape().str());
+  if (!missing.empty() || !misshaped.empty() || !unexpected.empty()) {
+    std::ostringstream msg;
+    msg << source << " does not match the model:";
+    auto list = [&](const char* what, const std::vector<std::string>& names) {
+      if (names.empty()) return;
+      msg << "\n  " << what << " (" << names.size() << "):";
+      for (const auto& n : names) msg << "\n    " << n;
+    };
+    list("missing", missing);
+    list("mis-shaped", misshaped);
+    list("unexpected", unexpected);
+    msg << "\ncheck --model, --depth, --width, --classes and the attention switches";
+    throw Error(msg.str());
+  }
+  for (auto& [name, p] : model.named_parameters()) p->value.copy_from(tensors.at(name));
+  for (auto& [name, b] : model.named_buffers()) b->copy_from(tensors.at(name));
+}
+
+}  // namespace gridnn::train

@@ -1,0 +1,66 @@
+// Checkpoints: one safetensors file per save, readable by PyTorch.
+//
+//   <dir>/step-00001200.safetensors
+//     model tensors under their PyTorch names ("layer1.0.conv1.weight", "bn1.running_var")
+//     optimizer state under "optimizer.<param>.<what>" ("optimizer.fc.weight.momentum_buffer")
+//     __metadata__: format, step, epoch, batch (the data cursor), optimizer_steps, seed,
+//                   grid, config (the run's options as JSON)
+//
+// Saving is atomic (core/safetensors.h: temporary file, fsync, rename), so a crash while
+// saving leaves the previous checkpoints as they were; the newest `keep` files are kept.
+// Resuming takes the newest file in the folder that reads back whole, and says which
+// newer ones it skipped and why.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/safetensors.h"
+#include "models/module.h"
+#include "models/optim/optimizer.h"
+
+namespace gridnn::train {
+
+// Where a run stands: what a checkpoint records beside the tensors.
+struct RunState {
+  int64_t step = 0;   // optimizer steps done
+  int64_t epoch = 0;  // data cursor: the next batch to train on
+  int64_t batch = 0;
+  uint64_t seed = 0;
+  std::string grid = "1x1";
+  std::string config_json = "{}";
+};
+
+struct Checkpoint {
+  std::string path;
+  RunState state;
+  std::map<std::string, Tensor> model;      // PyTorch names
+  std::map<std::string, Tensor> optimizer;  // without the "optimizer." prefix
+  int64_t optimizer_steps = 0;
+};
+
+// Writes <dir>/step-<step>.safetensors (creating dir) and removes all but the newest
+// `keep` checkpoints (keep >= 1). Returns the path written.
+std::string save_checkpoint(const std::string& dir, nn::Module& model, const optim::Optimizer& optimizer,
+                            const RunState& state, int keep = 2);
+
+// Reads one checkpoint file (gridnn::Error naming it if it is not one).
+Checkpoint read_checkpoint(const std::string& path);
+// The newest readable checkpoint in `dir`, or nothing when there is none. Unreadable newer
+// files are reported on stderr and skipped.
+std::optional<Checkpoint> latest_checkpoint(const std::string& dir);
+
+// Copies `tensors` into the model's parameters and buffers (any device; converted to the
+// parameter's device). Strict: every name of the model must be present with its shape and
+// dtype, and no other names may appear; otherwise a gridnn::Error lists every missing,
+// unexpected and mis-shaped tensor and names `source`.
+void load_model_tensors(nn::Module& model, const std::map<std::string, Tensor>& tensors,
+                        const std::string& source);
+
+// The model's parameters and buffers by name (state_dict order).
+NamedTensors model_tensors(nn::Module& model);
+
+}  // namespace gridnn::train

@@ -1,0 +1,43 @@
+// Classification metrics over an epoch or a validation pass: mean loss and accuracy; for
+// two classes also sensitivity (true-positive rate of class 1), specificity (true-negative
+// rate) and the ROC AUC of the class-1 probability (Mann-Whitney, ties counted half).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace gridnn::train {
+
+struct Metrics {
+  int64_t samples = 0;
+  double loss = 0;      // mean
+  double accuracy = 0;
+  bool binary = false;  // the three below are set for two classes only
+  double sensitivity = 0, specificity = 0, auc = 0;
+};
+
+class MetricsAccumulator {
+ public:
+  // logits [rows, classes] (any device), labels i64 [rows]; loss_sum: the summed loss of
+  // these rows.
+  void add(const Tensor& logits, const Tensor& labels, double loss_sum);
+  Metrics result() const;
+  void clear() { *this = MetricsAccumulator(); }
+
+ private:
+  int64_t classes_ = 0;
+  double loss_sum_ = 0;
+  int64_t correct_ = 0;
+  std::vector<double> score_;   // class-1 probability (binary)
+  std::vector<int64_t> label_;
+  std::vector<int64_t> predicted_;
+};
+
+// Area under the ROC curve of `score` for the positives (label 1) against the negatives
+// (label 0); 0.5 when either class is absent.
+double roc_auc(const std::vector<double>& score, const std::vector<int64_t>& label);
+
+}  // namespace gridnn::train

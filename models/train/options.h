@@ -1,0 +1,64 @@
+// Everything a training run is configured by: what gridnn-train's flags fill in, what a
+// checkpoint records (as JSON) and what a resumed run checks against.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "models/nets/mlp.h"
+#include "models/nets/resattnet3d.h"
+#include "models/optim/optimizer.h"
+#include "models/optim/schedule.h"
+
+namespace gridnn::train {
+
+struct DataOptions {
+  std::string source = "synthetic";  // "synthetic" or a CSV manifest of NIfTI volumes
+  int64_t train_samples = 256;       // synthetic only
+  int64_t val_samples = 128;         // synthetic only
+  double val_fraction = 0.2;         // manifest rows without a split column
+  bool augment = true;               // random shifts / flips and fresh noise while training
+  std::string fit = "crop";          // NIfTI: crop (center crop or zero pad) | resample
+};
+
+struct TrainOptions {
+  std::string model = "resattnet3d";  // resattnet3d | mlp
+  nn::ResAttNetConfig resattnet;      // depth, width, attention switches (classes, channels below)
+  std::vector<int64_t> mlp_hidden{256, 64};
+  int64_t in_channels = 1;
+  int64_t classes = 2;
+  std::vector<int64_t> input{32, 32, 32};  // D, H, W
+
+  int64_t batch = 8;
+  int64_t epochs = 0;  // one of epochs / steps; steps wins when both are set
+  int64_t steps = 0;
+  optim::OptimizerOptions optimizer;
+  optim::ScheduleOptions schedule;  // schedule.base_lr is the learning rate
+  DataOptions data;
+
+  std::string device = "cpu";
+  std::string precision = "fp32";  // fp32 | tf32 | bf16
+  uint64_t seed = 1;
+
+  std::string checkpoint_dir;  // empty: no checkpoints
+  int64_t save_every = 0;      // steps; 0: at the end only
+  int keep_checkpoints = 2;
+  bool resume = false;
+  std::string init_from;       // weights (safetensors, PyTorch names)
+  std::string metrics_path;    // JSON lines
+  int64_t eval_every = 0;      // steps; 0: at the end of every epoch
+  bool progress = true;        // a progress bar on a terminal
+};
+
+// The options as JSON (for checkpoints and the metrics file) and back.
+std::string to_json(const TrainOptions& options);
+TrainOptions options_from_json(const std::string& json);
+// Checks what the options alone can tell (gridnn::Error saying which flag to change).
+void validate(const TrainOptions& options);
+
+// The network the options describe, initialized from options.seed.
+std::unique_ptr<nn::Module> build_model(const TrainOptions& options);
+
+}  // namespace gridnn::train

@@ -1,0 +1,192 @@
+// The synthetic dataset (determinism, slabs, labels, what distinguishes the classes) and
+// the batch loader (seeded order, shards, seek, prefetch, errors from the background).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include "models/data/loader.h"
+#include "models/data/synthetic.h"
+#include "test/support/error_message.h"
+#include "test/support/tensor_compare.h"
+
+namespace gridnn {
+namespace {
+
+using test::error_message;
+
+data::SyntheticOptions small() {
+  data::SyntheticOptions o;
+  o.samples = 24;
+  o.size = Shape{12, 10, 14};
+  o.seed = 5;
+  return o;
+}
+
+Tensor load(const data::Dataset& d, int64_t i, data::Augment a = {}, data::DepthSlab s = {}) {
+  const Shape shape = d.sample_shape();
+  const int64_t depth = (s.d_end < 0 ? shape[1] : s.d_end) - s.d_begin;
+  Tensor x = Tensor::empty({shape[0], depth, shape[2], shape[3]});
+  d.load(i, x, a, s);
+  return x;
+}
+
+TEST(SyntheticData, DeterministicBySeedAndIndex) {
+  data::SyntheticDataset a(small()), b(small());
+  EXPECT_TRUE(test::tensors_equal(load(a, 3), load(b, 3)));
+  EXPECT_FALSE(test::tensors_equal(load(a, 3), load(a, 4)));
+  auto other = small();
+  other.seed = 6;
+  EXPECT_FALSE(test::tensors_equal(load(a, 3), load(data::SyntheticDataset(other), 3)));
+}
+
+TEST(SyntheticData, AugmentationDependsOnEpochOnly) {
+  data::SyntheticDataset d(small());
+  const data::Augment e0{true, 9, 0}, e1{true, 9, 1};
+  EXPECT_TRUE(test::tensors_equal(load(d, 2, e0), load(d, 2, e0)));
+  EXPECT_FALSE(test::tensors_equal(load(d, 2, e0), load(d, 2, e1)));
+  EXPECT_FALSE(test::tensors_equal(load(d, 2, e0), load(d, 2)));
+}
+
+TEST(SyntheticData, SlabEqualsThePlanesOfTheFullSample) {
+  auto o = small();
+  o.channels = 2;
+  data::SyntheticDataset d(o);
+  const Tensor full = load(d, 7, {true, 1, 3});
+  const Tensor slab = load(d, 7, {true, 1, 3}, {4, 9});
+  const auto f = full.to_vector<float>(), s = slab.to_vector<float>();
+  const int64_t plane = 10 * 14;
+  for (int64_t c = 0; c < 2; ++c)
+    for (int64_t z = 4; z < 9; ++z)
+      for (int64_t i = 0; i < plane; ++i)
+        ASSERT_EQ(s[size_t((c * 5 + z - 4) * plane + i)], f[size_t((c * 12 + z) * plane + i)]);
+  EXPECT_NE(error_message([&] { load(d, 7, {}, {9, 13}); }).find("not inside the 12 planes"), std::string::npos);
+}
+
+TEST(SyntheticData, LabelsAlternateAndClassesDiffer) {
+  auto o = small();
+  o.samples = 64;
+  o.noise = 0;
+  o.size = Shape{24, 24, 24};
+  data::SyntheticDataset d(o);
+  // Class 1: larger dark cavities and a thinner bright shell -> fewer bright voxels and
+  // more cavity voxels (brightness 0.15 x contrast), on average over many samples.
+  double cavity[2] = {0, 0}, bright[2] = {0, 0};
+  for (int64_t i = 0; i < o.samples; ++i) {
+    EXPECT_EQ(d.label(i), i % 2);
+    for (float v : load(d, i).to_vector<float>()) {
+      cavity[i % 2] += v > 0.05f && v < 0.3f;
+      bright[i % 2] += v > 0.8f;
+    }
+  }
+  EXPECT_GT(cavity[1], 1.8 * cavity[0]);
+  EXPECT_LT(bright[1], 0.8 * bright[0]);
+}
+
+TEST(SyntheticData, BadOptionsAndOutputs) {
+  auto o = small();
+  o.size = Shape{2, 10, 10};
+  EXPECT_NE(error_message([&] { data::SyntheticDataset d(o); }).find("every side >= 4"), std::string::npos);
+  data::SyntheticDataset d(small());
+  Tensor wrong = Tensor::empty({1, 12, 10, 13});
+  EXPECT_NE(error_message([&] { d.load(0, wrong, {}); }).find("must be a CPU f32 tensor [1, 12, 10, 14]"),
+            std::string::npos);
+  EXPECT_NE(error_message([&] { d.label(24); }).find("out of range"), std::string::npos);
+}
+
+TEST(Loader, EpochOrderIsASeededPermutation) {
+  auto p = data::epoch_order(50, 3, 0);
+  auto sorted = p;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<int64_t> iota(50);
+  std::iota(iota.begin(), iota.end(), 0);
+  EXPECT_EQ(sorted, iota);
+  EXPECT_EQ(p, data::epoch_order(50, 3, 0));
+  EXPECT_NE(p, data::epoch_order(50, 3, 1));
+  EXPECT_NE(p, data::epoch_order(50, 4, 0));
+  EXPECT_NE(p, iota);
+}
+
+TEST(Loader, BatchesFollowTheOrderAndCoverTheEpoch) {
+  data::SyntheticDataset d(small());
+  data::LoaderOptions o;
+  o.batch = 5;
+  o.seed = 11;
+  data::BatchLoader loader(d, o);
+  ASSERT_EQ(loader.batches_per_epoch(), 4);  // 24 samples, drop_last
+  const auto order = data::epoch_order(24, 11, 0);
+  for (int64_t b = 0; b < 4; ++b) {
+    data::Batch batch = loader.next();
+    ASSERT_EQ(batch.x.shape(), (Shape{5, 1, 12, 10, 14}));
+    for (int64_t r = 0; r < 5; ++r) {
+      EXPECT_EQ(batch.indices[size_t(r)], order[size_t(b * 5 + r)]);
+      EXPECT_EQ(batch.y.to_vector<int64_t>()[size_t(r)], d.label(batch.indices[size_t(r)]));
+    }
+    Tensor row = batch.x.narrow(2, 1).reshape({1, 12, 10, 14});
+    EXPECT_TRUE(test::tensors_equal(row, load(d, batch.indices[2])));
+  }
+  EXPECT_EQ(loader.position().epoch, 1);
+  EXPECT_EQ(loader.position().batch, 0);
+}
+
+TEST(Loader, ShardsAndSlabsTileTheGlobalBatch) {
+  data::SyntheticDataset d(small());
+  data::LoaderOptions whole;
+  whole.batch = 6;
+  whole.augment = true;
+  data::BatchLoader full(d, whole);
+  const data::Batch ref = full.load({2, 1});
+  const auto want = ref.x.to_vector<float>();
+  // Rows [2, 5), depth planes [3, 7) of the same batch.
+  data::LoaderOptions part = whole;
+  part.shard_begin = 2;
+  part.shard_end = 5;
+  part.slab = {3, 7};
+  data::BatchLoader shard(d, part);
+  const data::Batch got = shard.load({2, 1});
+  ASSERT_EQ(got.x.shape(), (Shape{3, 1, 4, 10, 14}));
+  const auto g = got.x.to_vector<float>();
+  for (int64_t r = 0; r < 3; ++r)
+    for (int64_t z = 0; z < 4; ++z)
+      for (int64_t i = 0; i < 140; ++i)
+        ASSERT_EQ(g[size_t((r * 4 + z) * 140 + i)], want[size_t(((r + 2) * 12 + z + 3) * 140 + i)]);
+}
+
+TEST(Loader, SeekContinuesWithTheSameBatches) {
+  data::SyntheticDataset d(small());
+  data::LoaderOptions o;
+  o.batch = 4;
+  data::BatchLoader a(d, o), b(d, o);
+  for (int i = 0; i < 8; ++i) a.next();  // epoch 1, batch 2
+  b.seek({1, 2});
+  for (int i = 0; i < 6; ++i) {
+    data::Batch x = a.next(), y = b.next();
+    EXPECT_EQ(x.indices, y.indices);
+    EXPECT_TRUE(test::tensors_equal(x.x, y.x));
+  }
+}
+
+// A dataset whose sample 3 cannot be read.
+class Broken : public data::SyntheticDataset {
+ public:
+  Broken() : SyntheticDataset(small()) {}
+  int64_t load(int64_t index, Tensor& x, const data::Augment& a, const data::DepthSlab& s) const override {
+    if (index == 3) throw Error("broken.nii: truncated");
+    return SyntheticDataset::load(index, x, a, s);
+  }
+};
+
+TEST(Loader, BackgroundErrorsReachTheCaller) {
+  Broken d;
+  data::LoaderOptions o;
+  o.batch = 24;
+  o.shuffle = false;
+  data::BatchLoader loader(d, o);
+  EXPECT_EQ(error_message([&] { loader.next(); }), "broken.nii: truncated");
+  o.batch = 30;
+  EXPECT_NE(error_message([&] { data::BatchLoader l(d, o); }).find("fewer than one batch"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gridnn

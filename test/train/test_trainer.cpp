@@ -1,0 +1,153 @@
+// The trainer: a run stopped and resumed from its checkpoint ends bitwise where the
+// uninterrupted run ends; a NaN loss stops the run with a message and saves nothing; the
+// metrics file; option errors; the AUC against counting pairs.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "models/train/trainer.h"
+#include "test/support/error_message.h"
+#include "test/support/tensor_compare.h"
+
+namespace gridnn {
+namespace {
+
+namespace fs = std::filesystem;
+using test::error_message;
+
+train::TrainOptions tiny(const fs::path& dir) {
+  train::TrainOptions o;
+  o.resattnet.width = 2;
+  o.input = {16, 16, 16};
+  o.batch = 4;
+  o.steps = 7;  // 4 batches per epoch: crosses an epoch boundary
+  o.data.train_samples = 16;
+  o.data.val_samples = 8;
+  o.optimizer.momentum = 0.9;
+  o.schedule.base_lr = 0.05;
+  o.schedule.kind = "cosine";
+  o.checkpoint_dir = dir.string();
+  o.progress = false;
+  return o;
+}
+
+class TrainerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("gridnn_trainer_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    null_ = std::fopen("/dev/null", "w");
+  }
+  void TearDown() override {
+    std::fclose(null_);
+    fs::remove_all(dir_);
+  }
+  fs::path dir_;
+  std::FILE* null_ = nullptr;
+};
+
+TEST_F(TrainerTest, ResumedRunEqualsUninterruptedRunBitwise) {
+  train::Trainer whole(tiny(dir_ / "whole"), null_);
+  whole.run();
+  ASSERT_EQ(whole.state().step, 7);
+
+  {
+    train::Trainer first(tiny(dir_ / "split"), null_);
+    first.run(3);  // stops and saves at step 3
+    ASSERT_EQ(first.state().step, 3);
+  }
+  auto o = tiny(dir_ / "split");
+  o.resume = true;
+  train::Trainer second(o, null_);
+  ASSERT_EQ(second.state().step, 3);
+  second.run();
+  ASSERT_EQ(second.state().step, 7);
+
+  const NamedTensors a = train::model_tensors(whole.model()), b = train::model_tensors(second.model());
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(test::tensors_equal(a[i].second, b[i].second)) << a[i].first;
+  const NamedTensors sa = whole.optimizer().state(), sb = second.optimizer().state();
+  ASSERT_EQ(sa.size(), sb.size());
+  for (size_t i = 0; i < sa.size(); ++i) EXPECT_TRUE(test::tensors_equal(sa[i].second, sb[i].second)) << sa[i].first;
+}
+
+TEST_F(TrainerTest, NanLossStopsWithAMessageAndKeepsCheckpoints) {
+  train::Trainer t(tiny(dir_), null_);
+  t.run(2);
+  data::Batch bad;
+  bad.x = Tensor::zeros({4, 1, 16, 16, 16});
+  bad.x.data<float>()[5] = std::numeric_limits<float>::quiet_NaN();
+  bad.y = Tensor::zeros({4}, DType::i64);
+  const std::string m = error_message([&] { t.train_step(bad); });
+  EXPECT_NE(m.find("the loss became nan at step 3"), std::string::npos) << m;
+  EXPECT_NE(m.find("lower --lr"), std::string::npos) << m;
+  EXPECT_EQ(train::latest_checkpoint(dir_.string())->state.step, 2);
+}
+
+TEST_F(TrainerTest, MetricsFileHasALinePerStepAndValidation) {
+  auto o = tiny(dir_);
+  o.checkpoint_dir.clear();
+  o.steps = 5;
+  o.eval_every = 2;
+  o.metrics_path = (fs::temp_directory_path() / ("gridnn_metrics_" + std::to_string(::getpid()))).string();
+  train::Trainer t(o, null_);
+  const train::Metrics m = t.run();
+  EXPECT_EQ(m.samples, 8);
+  EXPECT_TRUE(m.binary);
+  std::ifstream in(o.metrics_path);
+  int train_lines = 0, validation_lines = 0, done = 0;
+  for (std::string line; std::getline(in, line);) {
+    train_lines += line.find("\"event\":\"train\"") != std::string::npos;
+    validation_lines += line.find("\"event\":\"validation\"") != std::string::npos;
+    done += line.find("\"event\":\"done\"") != std::string::npos;
+  }
+  fs::remove(o.metrics_path);
+  EXPECT_EQ(train_lines, 5);
+  EXPECT_EQ(validation_lines, 3);  // steps 2, 4 and the last
+  EXPECT_EQ(done, 1);
+}
+
+TEST_F(TrainerTest, OptionErrorsNameTheFlag) {
+  auto o = tiny(dir_);
+  o.precision = "tf32";
+  EXPECT_NE(error_message([&] { train::Trainer t(o, null_); }).find("--precision tf32 needs --device cuda"),
+            std::string::npos);
+  o = tiny(dir_);
+  o.checkpoint_dir.clear();
+  o.resume = true;
+  EXPECT_NE(error_message([&] { train::Trainer t(o, null_); }).find("--resume needs --checkpoint-dir"),
+            std::string::npos);
+  o = tiny(dir_);
+  o.batch = 17;
+  EXPECT_NE(error_message([&] { train::Trainer t(o, null_); }).find("use a smaller --batch"), std::string::npos);
+}
+
+TEST(Metrics, AucCountsOrderedPairs) {
+  const std::vector<double> score{0.1, 0.4, 0.35, 0.8, 0.4, 0.9, 0.2};
+  const std::vector<int64_t> label{0, 0, 1, 1, 1, 0, 0};
+  double pairs = 0, wins = 0;
+  for (size_t i = 0; i < score.size(); ++i)
+    for (size_t j = 0; j < score.size(); ++j)
+      if (label[i] == 1 && label[j] == 0) {
+        pairs += 1;
+        wins += score[i] > score[j] ? 1.0 : score[i] == score[j] ? 0.5 : 0.0;
+      }
+  EXPECT_DOUBLE_EQ(train::roc_auc(score, label), wins / pairs);
+  EXPECT_EQ(train::roc_auc({0.3, 0.4}, {1, 1}), 0.5);
+
+  train::MetricsAccumulator acc;
+  acc.add(Tensor::from_vector(std::vector<float>{2, 0, 0, 1, 3, -1, 0, 0}, {4, 2}),
+          Tensor::from_vector(std::vector<int64_t>{0, 1, 1, 0}, {4}), 2.0);
+  const train::Metrics m = acc.result();
+  EXPECT_DOUBLE_EQ(m.loss, 0.5);
+  EXPECT_DOUBLE_EQ(m.accuracy, 0.75);    // predictions 0, 1, 0, 0 (a tie goes to class 0)
+  EXPECT_DOUBLE_EQ(m.sensitivity, 0.5);  // labels 1: row 1 right, row 2 wrong
+  EXPECT_DOUBLE_EQ(m.specificity, 1.0);  // labels 0: rows 0 and 3 right
+}
+
+}  // namespace
+}  // namespace gridnn
