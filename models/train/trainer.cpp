@@ -9,6 +9,8 @@
 
 #include "core/error.h"
 #include "kernels/math_mode.h"
+#include "models/data/loader.h"
+#include "models/data/nifti_dataset.h"
 #include "models/data/synthetic.h"
 
 namespace gridnn::train {
@@ -74,7 +76,33 @@ Datasets make_datasets(const TrainOptions& o) {
     d.val = std::make_unique<data::SyntheticDataset>(s);
     return d;
   }
-  throw Error("--data " + o.data.source + ": NIfTI manifests are not wired into training yet");
+  // A manifest: its own train / val split when it has one (test rows are left out), else a
+  // seeded share of val_fraction of the rows for validation.
+  const data::Manifest all = data::read_manifest(o.data.source);
+  data::Manifest train{all.source, {}}, val{all.source, {}};
+  const bool has_split = std::any_of(all.rows.begin(), all.rows.end(),
+                                     [](const data::ManifestRow& r) { return r.split != data::Split::unassigned; });
+  if (has_split) {
+    for (const auto& r : all.rows) {
+      if (r.split == data::Split::val) val.rows.push_back(r);
+      else if (r.split != data::Split::test) train.rows.push_back(r);
+    }
+  } else {
+    const auto order = data::epoch_order(int64_t(all.rows.size()), o.seed, -2);
+    const auto n_val = int64_t(std::llround(o.data.val_fraction * double(all.rows.size())));
+    for (size_t i = 0; i < order.size(); ++i)
+      (int64_t(i) < n_val ? val : train).rows.push_back(all.rows[size_t(order[i])]);
+  }
+  GRIDNN_REQUIRE(!train.rows.empty() && !val.rows.empty(), o.data.source, ": need training and validation rows, got ",
+                 train.rows.size(), " and ", val.rows.size(),
+                 "; give rows the split 'val', or set --val-fraction between 0 and 1");
+  data::NiftiDatasetOptions no;
+  no.target = {o.input[0], o.input[1], o.input[2]};
+  no.fit = data::parse_fit(o.data.fit);
+  no.num_classes = o.classes;
+  d.train = std::make_unique<data::NiftiDataset>(std::move(train), no);
+  d.val = std::make_unique<data::NiftiDataset>(std::move(val), no);
+  return d;
 }
 
 Trainer::Trainer(TrainOptions options, std::FILE* out)

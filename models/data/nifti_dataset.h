@@ -1,0 +1,76 @@
+// NiftiDataset: the volumes listed in a CSV manifest (models/data/manifest.h), read with
+// read_nifti_volume (models/data/nifti_volume.h) and brought to the model's input size.
+//
+// load(index) computes, in this order:
+//   1. the volume [D, H, W] of the row's file;
+//   2. fit to options.target {D, H, W}, per axis:
+//        crop:     center crop or zero pad (an odd difference puts the extra voxel at the
+//                  end: 5 -> 2 keeps 1..2, 2 -> 5 pads 1 before and 2 after);
+//        resample: trilinear, corner-aligned (output voxel o samples source coordinate
+//                  o * (n - 1) / (t - 1); t = 1 samples the middle), so a volume linear in
+//                  its indices resamples exactly;
+//   3. z-score over the fitted volume (padding included): (x - mean) / std, std = the
+//      population standard deviation; a constant volume (std 0) only has its mean
+//      subtracted. options.normalize = false skips this;
+//   4. with augment.enabled, a flip of each of the axes D, H and W with probability 1/2:
+//      axis a (0 = D, 1 = H, 2 = W) flips when philox_unit(word a) < 0.5, the words being
+//      philox_words(augment.seed, philox_stream_id("data.flip") + augment.epoch, index);
+//      the flips are thus a pure function of (seed, epoch, index);
+//   5. planes [slab.d_begin, slab.d_end) of the result, copied into x [1, slab depth, H, W].
+// A slab is always cut from the whole fitted volume, so it equals the same planes of a full
+// load; the whole file is read for every slab (a .gz file cannot be read partially).
+//
+// Samples have one channel (C = 1). num_classes is options.num_classes when given (every
+// label must be below it), else the largest label + 1. The dataset holds no mutable
+// state: load() may run on several threads at once.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "models/data/dataset.h"
+#include "models/data/manifest.h"
+
+namespace gridnn::data {
+
+enum class Fit { crop, resample };
+
+// "crop" or "resample" (for command lines); throws gridnn::Error for anything else.
+Fit parse_fit(const std::string& name);
+
+struct NiftiDatasetOptions {
+  std::array<int64_t, 3> target{0, 0, 0};  // {D, H, W} of every sample: the model input
+  Fit fit = Fit::crop;
+  bool normalize = true;       // per-volume z-score (step 3)
+  int64_t num_classes = 0;     // 0: the largest label + 1
+  std::optional<Split> split;  // keep only the manifest rows of this split
+};
+
+class NiftiDataset : public Dataset {
+ public:
+  NiftiDataset(Manifest manifest, NiftiDatasetOptions options);
+  // The dataset listed in the CSV file `csv_path`.
+  static NiftiDataset from_csv(const std::string& csv_path, NiftiDatasetOptions options);
+
+  int64_t size() const override { return int64_t(rows_.size()); }
+  Shape sample_shape() const override;
+  int64_t num_classes() const override { return num_classes_; }
+  int64_t label(int64_t index) const override;
+  int64_t load(int64_t index, Tensor& x, const Augment& augment,
+               const DepthSlab& slab = {}) const override;
+  std::string describe(int64_t index) const override;
+
+  const ManifestRow& row(int64_t index) const;
+  // Steps 1 to 4 of load(): the whole sample [D, H, W] for (index, augment).
+  Tensor load_volume(int64_t index, const Augment& augment) const;
+
+ private:
+  std::string source_;  // the manifest, for messages
+  std::vector<ManifestRow> rows_;
+  NiftiDatasetOptions options_;
+  int64_t num_classes_ = 0;
+};
+
+}  // namespace gridnn::data

@@ -1,0 +1,43 @@
+// Reading one MRI volume from a NIfTI file into a CPU f32 tensor [D, H, W].
+//
+// The NIfTI C library (nifti2_io) parses the header: binary NIfTI-1 and NIfTI-2 (and
+// Analyze 7.5), single files (.nii, .nii.gz) and pairs (.hdr + .img, gzipped or not), in
+// either byte order (the library swaps the header and reports the data's byte order; the
+// data is swapped with its nifti_swap_Nbytes). The voxel data is read here, through the
+// library's znz streams, rather than by nifti_image_load, which would silently replace
+// non-finite floats by 0 and allocate whatever the header claims before reading.
+//
+// Axes: NIfTI's i (dim[1], fastest in the file) is W, j (dim[2]) is H and k (dim[3]) is
+// D, so voxel (i, j, k) lands at [k, j, i] and the file's data order is already the
+// row-major order of [D, H, W]: nothing is transposed. Orientation (qform/sform) is not
+// applied: the volume is used in its stored voxel order.
+//
+// Values: every integer and real datatype (uint8, int8, int16, uint16, int32, uint32,
+// int64, uint64, float32, float64) is converted to f32, with value = stored * scl_slope +
+// scl_inter when scl_slope is nonzero and finite (the NIfTI rule: slope 0 means "not
+// scaled"). Complex, RGB, float128 and unknown datatypes are rejected.
+//
+// The reader trusts nothing and throws gridnn::Error naming the file and what to change:
+// missing file, unreadable header, not one 3-D volume (a 4-D file with dim[4] > 1 is
+// rejected; trailing dimensions of size 1 are fine), non-positive dims, unsupported
+// datatype, data shorter than the header declares (read incrementally, so a lying header
+// cannot make it allocate more than the file holds), NaN or infinite voxels (stored, or
+// produced by scaling or by the conversion to f32). The library's own messages on stderr
+// are switched off once per process (nifti_set_debug_level(0), its one global; a few of
+// its messages print regardless, next to ours); reading is otherwise free of shared
+// state, so several threads may read volumes at once.
+//
+// A .gz file cannot be read partially: the whole volume is always decompressed and read.
+#pragma once
+
+#include <string>
+
+#include "core/tensor.h"
+
+namespace gridnn::data {
+
+// The volume stored in `path` as a contiguous CPU f32 tensor [D, H, W] = [dim[3], dim[2],
+// dim[1]], scaled by scl_slope/scl_inter.
+Tensor read_nifti_volume(const std::string& path);
+
+}  // namespace gridnn::data
