@@ -8,8 +8,9 @@ include(FindPackageHandleStandardArgs)
 find_package(ZLIB REQUIRED)
 set(_nifti_hints ${NIFTI_ROOT} $ENV{NIFTI_ROOT})
 find_path(Nifti2_INCLUDE_DIR nifti2_io.h HINTS ${_nifti_hints} PATH_SUFFIXES include/nifti nifti)
-find_library(Nifti2_LIBRARY NAMES nifti2 HINTS ${_nifti_hints} PATH_SUFFIXES lib lib64)
-find_library(Nifti2_ZNZ_LIBRARY NAMES znz HINTS ${_nifti_hints} PATH_SUFFIXES lib lib64)
+find_library(Nifti2_LIBRARY NAMES nifti2 HINTS ${_nifti_hints} PATH_SUFFIXES lib lib64 lib/${CMAKE_LIBRARY_ARCHITECTURE})
+find_library(Nifti2_ZNZ_LIBRARY NAMES znz HINTS ${_nifti_hints}
+             PATH_SUFFIXES lib lib64 lib/${CMAKE_LIBRARY_ARCHITECTURE})
 find_package_handle_standard_args(Nifti2
   REQUIRED_VARS Nifti2_LIBRARY Nifti2_ZNZ_LIBRARY Nifti2_INCLUDE_DIR
   REASON_FAILURE_MESSAGE "install libnifti2-dev (scripts/setup.sh does) or set NIFTI_ROOT")

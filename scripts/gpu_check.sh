@@ -145,7 +145,7 @@ missing_deps() {
     /usr/local/include/cblas.h /usr/local/include/openblas/cblas.h || missing+=("cblas.h")
   any_file "/usr/lib/x86_64-linux-gnu/libopenblas.so" "/usr/lib/x86_64-linux-gnu/openblas*/libopenblas.so" \
     /usr/lib64/libopenblas.so /usr/local/lib/libopenblas.so || missing+=("libopenblas.so")
-  for d in nlohmann/json.hpp CLI/CLI.hpp gtest/gtest.h benchmark/benchmark.h; do
+  for d in nlohmann/json.hpp CLI/CLI.hpp nifti/nifti2_io.h zlib.h gtest/gtest.h benchmark/benchmark.h; do
     any_file /usr/include/$d /usr/local/include/$d || missing+=("$d")
   done
   echo "${missing[*]:-}"
@@ -213,6 +213,7 @@ use_carried_deps() {
     "-DCBLAS_INCLUDE_DIR=$(dirname "$cblas")"
     "-Dnlohmann_json_DIR=$usr/share/cmake/nlohmann_json" "-DCLI11_DIR=$usr/share/cmake/CLI11"
     "-DGTest_DIR=$libarch/cmake/GTest" "-Dbenchmark_DIR=$libarch/cmake/benchmark"
+    "-DNIFTI_ROOT=$usr" "-DZLIB_ROOT=$usr"
     # CMake 4 refuses package configs that ask for policies older than 3.5.
     "-DCMAKE_POLICY_VERSION_MINIMUM=3.5")
   # The tests and benchmarks load libopenblas.so.0, and through it libgfortran.so.5 and

@@ -25,6 +25,10 @@ LIMIT_MIB=48
 #   nlohmann-json3-dev       nlohmann/json.hpp, share/cmake/nlohmann_json
 #   libcli11-dev             CLI/CLI.hpp, share/cmake/CLI11
 #   libgtest-dev             gtest headers, libgtest.a, libgtest_main.a, cmake/GTest
+#   libnifti2-dev, libniftiio-dev, libnifti2-2, libznz-dev, libznz3
+#                            nifti1.h, nifti2.h, nifti2_io.h, znzlib.h (include/nifti),
+#                            libnifti2.so and libznz.so (NIfTI volumes)
+#   zlib1g-dev               zlib.h and the libz.so link (libznz reads .nii.gz)
 #   libbenchmark-dev         benchmark headers, libbenchmark.so link, cmake/benchmark
 #   libbenchmark1debian      libbenchmark.so.1.7.1
 # Not needed: libopenblas-dev (only documentation and dependencies), libgmock-dev
@@ -36,6 +40,12 @@ PACKAGES=(
   libquadmath0
   nlohmann-json3-dev
   libcli11-dev
+  libnifti2-dev
+  libniftiio-dev
+  libnifti2-2
+  libznz-dev
+  libznz3
+  zlib1g-dev
   libgtest-dev
   libbenchmark-dev
   libbenchmark1debian

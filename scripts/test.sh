@@ -25,6 +25,9 @@ bash scripts/setup.sh
 # nvcc lives outside PATH on many machines.
 [[ -x /usr/local/cuda/bin/nvcc ]] && export PATH="/usr/local/cuda/bin:$PATH"
 jobs=$(nproc)
+# Tests run side by side: idle OpenMP threads must sleep, not spin (spinning made a
+# training step 4-5x slower as soon as another process ran; bench/RESULTS.md).
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 
 echo "== configure ($preset)"
 cmake --preset "$preset" >/dev/null
