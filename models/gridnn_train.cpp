@@ -124,7 +124,8 @@ int run(Cli& c) {
 const char* const kDescription =
     "gridnn-train: train a 3D ResAttNet (or an MLP) on volumes.\n\n"
     "Examples:\n"
-    "  gridnn-train                                   # ResAttNet3D-18 on synthetic 32^3 volumes, CPU\n"
+    "  gridnn-train --width 8 --epochs 10 --optimizer sgd --momentum 0.9 --lr 0.05 --schedule cosine\n"
+    "                       # ResAttNet3D-18 on synthetic 32^3 volumes on the CPU: ~99% in ~30 s\n"
     "  gridnn-train --data scans.csv --input 96x112x96 --epochs 30 --checkpoint-dir ckpt\n"
     "  gridnn-train --checkpoint-dir ckpt --resume    # continue where the last run stopped\n"
     "  gridnn-train --init-from w.safetensors --batch-file b.safetensors --dump-step out.safetensors\n";
@@ -147,7 +148,7 @@ int main(int argc, char** argv) {
   try {
     return body();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "gridnn-train: error: %s\n", e.what());
+    std::fprintf(stderr, "gridnn: error: %s\n", e.what());
     return 1;
   }
 #endif

@@ -54,6 +54,11 @@ int MpiSession::run(int* argc, char*** argv, const std::function<int(MpiSession&
   try {
     return body(session);
   } catch (const std::exception& e) {
+    // Alone there is nobody to abort: report, finalize and exit 1 like any program.
+    if (session.size() == 1) {
+      std::fprintf(stderr, "gridnn: error: %s\n", e.what());
+      return 1;
+    }
     fail_job(e.what());
   } catch (...) {
     fail_job("unknown exception");

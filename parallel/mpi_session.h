@@ -27,7 +27,8 @@ class MpiSession {
   [[noreturn]] static void fail_job(const std::string& why, int exit_code = 1);
 
   // The shape of every gridnn main(): starts MPI, runs `body`, and turns an exception on
-  // any rank into fail_job with its message. Returns body's exit code.
+  // any rank into fail_job with its message (with a single process: "gridnn: error: ..."
+  // on stderr and exit code 1, no MPI_Abort). Returns body's exit code.
   static int run(int* argc, char*** argv, const std::function<int(MpiSession&)>& body);
 
  private:

@@ -126,6 +126,16 @@ std::optional<Checkpoint> latest_checkpoint(const std::string& dir) {
   return std::nullopt;
 }
 
+std::map<std::string, Tensor> read_weights(const std::string& path) {
+  SafetensorsFile file = load_safetensors(path);
+  auto format = file.metadata.find("format");
+  if (format == file.metadata.end() || format->second != kFormat) return std::move(file.tensors);
+  std::map<std::string, Tensor> model;
+  for (auto& [name, t] : file.tensors)
+    if (name.rfind(kOptimizerPrefix, 0) != 0) model.emplace(name, t);
+  return model;
+}
+
 void load_model_tensors(nn::Module& model, const std::map<std::string, Tensor>& tensors,
                         const std::string& source) {
   std::vector<std::string> missing, misshaped, unexpected;

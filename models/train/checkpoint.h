@@ -60,6 +60,10 @@ std::optional<Checkpoint> latest_checkpoint(const std::string& dir);
 void load_model_tensors(nn::Module& model, const std::map<std::string, Tensor>& tensors,
                         const std::string& source);
 
+// The weights in `path` for --init-from: every tensor of a plain weights file (exported
+// from PyTorch), or the model tensors of a gridnn checkpoint (its optimizer state left out).
+std::map<std::string, Tensor> read_weights(const std::string& path);
+
 // The model's parameters and buffers by name (state_dict order).
 NamedTensors model_tensors(nn::Module& model);
 

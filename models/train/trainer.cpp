@@ -116,7 +116,7 @@ Trainer::Trainer(TrainOptions options, std::FILE* out)
 
   model_ = build_model(options_);
   if (!options_.init_from.empty())
-    load_model_tensors(*model_, load_safetensors(options_.init_from).tensors, options_.init_from);
+    load_model_tensors(*model_, read_weights(options_.init_from), options_.init_from);
   model_->to(device_);
   apply_precision(*model_, options_);
   model_->train();
@@ -255,7 +255,7 @@ void dump_step(const TrainOptions& options, const std::string& batch_file, const
   require_device(device);
   std::unique_ptr<nn::Module> model = build_model(options);
   if (!options.init_from.empty())
-    load_model_tensors(*model, load_safetensors(options.init_from).tensors, options.init_from);
+    load_model_tensors(*model, read_weights(options.init_from), options.init_from);
   model->to(device);
   apply_precision(*model, options);
   model->train();

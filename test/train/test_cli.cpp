@@ -1,0 +1,109 @@
+// gridnn-train as a user runs it: help, errors that name the flag or file (exit code 1,
+// message on stderr), a run stopped and resumed from the command line, and weights in
+// from a file with the wrong shapes.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/safetensors.h"
+
+namespace gridnn {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code;
+  std::string output;  // stdout and stderr
+};
+
+Result run(const std::string& args) {
+  const std::string cmd = std::string(GRIDNN_TRAIN_EXE) + " " + args + " 2>&1";
+  std::FILE* pipe = ::popen(cmd.c_str(), "r");
+  Result r{-1, ""};
+  if (!pipe) return r;
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), int(buf.size()), pipe)) r.output += buf.data();
+  const int status = ::pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("gridnn_cli_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  fs::path dir_;
+};
+
+const char* const kTiny = "--width 2 --input 16x16x16 --batch 4 --train-samples 16 --val-samples 4 --no-progress";
+
+TEST_F(Cli, HelpShowsExamplesAndFlags) {
+  const Result r = run("--help");
+  EXPECT_EQ(r.code, 0);
+  for (const char* want : {"Examples:", "--dump-step", "--resume", "--precision", "--data"})
+    EXPECT_NE(r.output.find(want), std::string::npos) << want;
+}
+
+TEST_F(Cli, BadInputsFailWithAMessage) {
+  struct Case {
+    std::string args, message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"--input 32x32 --steps 1", "--input: expected three sizes DxHxW"},
+           {"--data " + path("missing.csv") + " --steps 1", "missing.csv"},
+           {"--resume --steps 1", "--resume needs --checkpoint-dir"},
+           {"--precision tf32 --steps 1", "--precision tf32 needs --device cuda"},
+           {"--depth 50 --steps 1", "--depth"},
+       }) {
+    const Result r = run(c.args);
+    EXPECT_NE(r.code, 0) << c.args;
+    EXPECT_NE(r.output.find(c.message), std::string::npos) << c.args << "\n" << r.output;
+  }
+}
+
+TEST_F(Cli, StopAndResumeFromTheCommandLine) {
+  const std::string ckpt = path("ckpt");
+  Result r = run(std::string(kTiny) + " --steps 3 --checkpoint-dir " + ckpt);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(fs::path(ckpt) / "step-00000003.safetensors"));
+  r = run(std::string(kTiny) + " --steps 5 --resume --checkpoint-dir " + ckpt + " --metrics " + path("m.jsonl"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("step-00000003.safetensors at step 3"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(fs::path(ckpt) / "step-00000005.safetensors"));
+  std::ifstream in(path("m.jsonl"));
+  int steps = 0;
+  for (std::string line; std::getline(in, line);) steps += line.find("\"event\":\"train\"") != std::string::npos;
+  EXPECT_EQ(steps, 2);  // steps 4 and 5
+}
+
+TEST_F(Cli, InitFromWeightsOfAnotherModelListsTheMismatch) {
+  const std::string ckpt = path("ckpt");
+  ASSERT_EQ(run(std::string(kTiny) + " --steps 1 --checkpoint-dir " + ckpt).code, 0);
+  const std::string weights = (fs::path(ckpt) / "step-00000001.safetensors").string();
+  // A checkpoint's weights start a run of the same model (its optimizer state is left out)...
+  Result r = run(std::string(kTiny) + " --steps 1 --momentum 0.9 --init-from " + weights);
+  EXPECT_EQ(r.code, 0) << r.output;
+  // ... but not a width-4 model: 76 parameters and 40 running statistics change shape (the
+  // attention gammas, fc.bias and the batch counters keep theirs).
+  r = run("--width 4 --input 16x16x16 --steps 1 --no-progress --init-from " + weights);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("does not match the model"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("mis-shaped (113)"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("unexpected ("), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace gridnn
