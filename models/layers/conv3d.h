@@ -25,6 +25,10 @@ class Conv3d : public Module {
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
 
+  // Whether backward computes dx (default). The first layer of a network, whose input is
+  // data, can skip it: backward then returns an undefined tensor.
+  void set_input_gradient(bool needed) { input_gradient_ = needed; }
+
   Parameter& weight() { return *weight_; }
   Parameter* bias() { return bias_; }  // null without bias
   // The geometry of the last forward (input size included).
@@ -40,6 +44,7 @@ class Conv3d : public Module {
   Parameter* bias_ = nullptr;
   Tensor input_;
   ops::Conv3dGeometry geometry_;
+  bool input_gradient_ = true;
 };
 
 }  // namespace gridnn::nn

@@ -62,6 +62,7 @@ ResAttNet3D::ResAttNet3D(const ResAttNetConfig& config) : config_(config) {
   validate(config);
   const int64_t w = config.width;
   conv1_ = &register_module("conv1", std::make_unique<Conv3d>(config.in_channels, w, 7, 2, 3, false));
+  conv1_->set_input_gradient(false);
   bn1_ = &register_module("bn1", std::make_unique<BatchNorm3d>(w));
 
   const std::array<int, 4> blocks = config.depth == 18 ? std::array<int, 4>{2, 2, 2, 2}

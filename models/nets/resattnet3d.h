@@ -64,7 +64,10 @@ class ResAttNet3D : public Module {
   explicit ResAttNet3D(const ResAttNetConfig& config);
 
   Tensor forward(const Tensor& x) override;   // [B, in, D, H, W] -> logits [B, classes]
+  // Returns dL/dx only after set_input_gradient(true); by default the input is data and
+  // its gradient (the stem's backward-data, ~10% of a step) is not computed.
   Tensor backward(const Tensor& dlogits) override;
+  void set_input_gradient(bool needed) { conv1_->set_input_gradient(needed); }
 
   const ResAttNetConfig& config() const { return config_; }
 

@@ -69,6 +69,10 @@ TEST(ResAttNet3D, ForwardShapeAndBackwardReachesEveryParameter) {
   Tensor x = random_tensor({2, 2, 33, 40, 36}, 5);  // layer4 at 2x2x2: att4 has 8 keys
   Tensor y = net.forward(x);
   ASSERT_EQ(y.shape(), (Shape{2, 5}));
+  EXPECT_FALSE(net.backward(random_tensor({2, 5}, 6)).defined());  // the input is data
+  net.zero_grad();
+  net.forward(x);
+  net.set_input_gradient(true);
   Tensor dx = net.backward(random_tensor({2, 5}, 6));
   EXPECT_EQ(dx.shape(), x.shape());
   for (auto& [name, p] : net.named_parameters()) {
