@@ -362,6 +362,20 @@ else
   record "compare_torch" "skipped (no bench_layers, or torch sees no GPU)"
 fi
 
+# ---- a training step: gridnn-train vs the same model in PyTorch -----------------------
+if [[ -x "$BUILD_DIR/models/gridnn-train" ]] &&
+   "$PYTHON" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  banner "training step vs PyTorch (bench/compare_train_torch.py --device cuda --quick)"
+  if step 120 compare_train "$PYTHON" bench/compare_train_torch.py --device cuda --quick \
+       --gridnn "$BUILD_DIR/models/gridnn-train"; then
+    record "compare_train" "ok (table in $LOG_DIR/compare_train.log)"
+  else
+    fail "compare_train" "see $LOG_DIR/compare_train.log"
+  fi
+else
+  record "compare_train" "skipped (no gridnn-train, or torch sees no GPU)"
+fi
+
 # ---- summary ---------------------------------------------------------------------------
 banner "summary (${SECONDS}s)"
 {
