@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "models/train/trainer.h"
+#include "parallel/process_grid.h"
 #if GRIDNN_HAVE_MPI
 #include "parallel/mpi_session.h"
 #endif
@@ -83,6 +84,10 @@ void add_flags(CLI::App& app, Cli& c) {
       ->capture_default_str()->check(CLI::IsMember({"crop", "resample"}));
   app.add_flag("!--no-augment", o.data.augment, "no random shifts, flips or noise in training");
 
+  app.add_option("--grid", o.grid,
+                 "process grid PrxPc: Pr ranks split each volume's depth, Pc split the batch; "
+                 "run under mpiexec -n Pr*Pc")->capture_default_str();
+  app.add_flag("--comm-report", o.comm_report, "print the communication per layer at the end");
   app.add_option("--device", o.device, "cpu, cuda or cuda:N")->capture_default_str();
   app.add_option("--precision", o.precision, "GPU math for convolutions and GEMMs: fp32, tf32 or bf16")
       ->capture_default_str()->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
@@ -104,19 +109,19 @@ void add_flags(CLI::App& app, Cli& c) {
       ->needs("--batch-file");
 }
 
-int run(Cli& c) {
+int run(Cli& c, dist::ProcessGrid& grid) {
   auto& o = c.o;
   if (std::string err = parse_size(c.input, &o.input); !err.empty()) throw Error("--input: " + err);
   o.resattnet.attention3 = c.attention == "both" || c.attention == "layer3";
   o.resattnet.attention4 = c.attention == "both" || c.attention == "layer4";
   o.optimizer.weight_decay = c.weight_decay;
   if (!c.dump_step.empty()) {
-    train::dump_step(o, c.batch_file, c.dump_step);
-    std::printf("wrote %s\n", c.dump_step.c_str());
+    train::dump_step(o, c.batch_file, c.dump_step, &grid);
+    if (grid.world_rank() == 0) std::printf("wrote %s\n", c.dump_step.c_str());
     return 0;
   }
   if (o.steps == 0 && o.epochs == 0) o.epochs = 10;
-  train::Trainer trainer(o);
+  train::Trainer trainer(o, stdout, &grid);
   trainer.run();
   return 0;
 }
@@ -128,6 +133,7 @@ const char* const kDescription =
     "                       # ResAttNet3D-18 on synthetic 32^3 volumes on the CPU: ~99% in ~30 s\n"
     "  gridnn-train --data scans.csv --input 96x112x96 --epochs 30 --checkpoint-dir ckpt\n"
     "  gridnn-train --checkpoint-dir ckpt --resume    # continue where the last run stopped\n"
+    "  mpiexec -n 4 gridnn-train --grid 2x2 ...       # depth split over 2 ranks, batch over 2\n"
     "  gridnn-train --init-from w.safetensors --batch-file b.safetensors --dump-step out.safetensors\n";
 
 }  // namespace
@@ -137,16 +143,15 @@ int main(int argc, char** argv) {
   Cli c;
   add_flags(app, c);
   CLI11_PARSE(app, argc, argv);
-  auto body = [&]() { return run(c); };
 #if GRIDNN_HAVE_MPI
-  return MpiSession::run(&argc, &argv, [&](MpiSession& session) {
-    GRIDNN_REQUIRE(session.size() == 1, "gridnn-train runs on one process for now (the process grid is not "
-                                        "built yet); start it without mpiexec or with -n 1");
-    return body();
+  return MpiSession::run(&argc, &argv, [&](MpiSession&) {
+    auto grid = dist::ProcessGrid::create(dist::GridShape::parse(c.o.grid));
+    return run(c, *grid);
   });
 #else
   try {
-    return body();
+    auto grid = dist::ProcessGrid::create(dist::GridShape::parse(c.o.grid));
+    return run(c, *grid);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gridnn: error: %s\n", e.what());
     return 1;

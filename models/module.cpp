@@ -20,6 +20,10 @@ Tensor& Module::register_buffer(const std::string& name, Tensor value) {
   return *buffers_.back().second;
 }
 
+std::string Module::child_prefix(const std::string& prefix, const std::string& name) {
+  return name.empty() ? prefix : prefix + name + ".";
+}
+
 void Module::add_child(const std::string& name, std::unique_ptr<Module> child) {
   for (const auto& [n, c] : children_) GRIDNN_REQUIRE(n != name, "submodule '", name, "' registered twice");
   child->training_ = training_;
@@ -33,7 +37,7 @@ void Module::collect(const std::string& prefix, std::vector<std::pair<std::strin
     for (auto& [name, p] : parameters_) params->emplace_back(prefix + name, p.get());
   if (buffers)
     for (auto& [name, b] : buffers_) buffers->emplace_back(prefix + name, b.get());
-  for (auto& [name, child] : children_) child->collect(prefix + name + ".", params, buffers);
+  for (auto& [name, child] : children_) child->collect(child_prefix(prefix, name), params, buffers);
 }
 
 std::vector<std::pair<std::string, Parameter*>> Module::named_parameters() {
@@ -81,7 +85,7 @@ void Module::initialize(uint64_t seed) { initialize_with_prefix(seed, ""); }
 
 void Module::initialize_with_prefix(uint64_t seed, const std::string& prefix) {
   reset_parameters(seed, prefix);
-  for (auto& [name, child] : children_) child->initialize_with_prefix(seed, prefix + name + ".");
+  for (auto& [name, child] : children_) child->initialize_with_prefix(seed, child_prefix(prefix, name));
 }
 
 Tensor Sequential::forward(const Tensor& x) {

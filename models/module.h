@@ -18,10 +18,20 @@
 
 namespace gridnn::nn {
 
+// Where a parameter's gradient is summed on a process grid (DESIGN §4). Each rank's
+// backward leaves only its share of the gradient in `grad`; the trainer then all-reduces it
+// over:
+//   stage  every rank of the stage (weights replicated on the stage whose ranks see
+//          different data: convolutions and batch norm on depth slabs and batch shards)
+//   col    the ranks of other batch shards only (a row block of a 1.5D Linear, or a layer
+//          whose ranks in a row compute the same gradient from replicated features)
+enum class GradientReduction { stage, col };
+
 // A learnable tensor and the gradient backward adds into (same shape, dtype, device).
 struct Parameter {
   Tensor value;
   Tensor grad;
+  GradientReduction reduction = GradientReduction::stage;
 };
 
 class Module {
@@ -60,7 +70,9 @@ class Module {
   void initialize(uint64_t seed);
 
  protected:
-  // Registration, in the order PyTorch's state_dict lists them. Grads start at zero.
+  // Registration, in the order PyTorch's state_dict lists them. Grads start at zero. A child
+  // registered under the empty name lends its names unprefixed (a wrapper that adds
+  // behaviour, not a level of the state_dict).
   Parameter& register_parameter(const std::string& name, Tensor value);
   Tensor& register_buffer(const std::string& name, Tensor value);
   template <class M>
@@ -89,6 +101,7 @@ class Module {
                std::vector<std::pair<std::string, Tensor*>>* buffers);
   void initialize_with_prefix(uint64_t seed, const std::string& prefix);
   void notify_device_change(const Device& device);
+  static std::string child_prefix(const std::string& prefix, const std::string& name);
 
   // unique_ptr: addresses stay valid as more are registered.
   std::vector<std::pair<std::string, std::unique_ptr<Parameter>>> parameters_;

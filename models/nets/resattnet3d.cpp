@@ -30,15 +30,17 @@ std::string describe(const ResAttNetConfig& c) {
 
 // ---- BasicBlock ------------------------------------------------------------------------
 
-BasicBlock::BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride) {
-  conv1_ = &register_module("conv1", std::make_unique<Conv3d>(in_channels, out_channels, 3, stride, 1, false));
-  bn1_ = &register_module("bn1", std::make_unique<BatchNorm3d>(out_channels));
-  conv2_ = &register_module("conv2", std::make_unique<Conv3d>(out_channels, out_channels, 3, 1, 1, false));
-  bn2_ = &register_module("bn2", std::make_unique<BatchNorm3d>(out_channels));
+BasicBlock::BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride, int64_t in_depth,
+                       const LayerFactory& layers) {
+  const int64_t mid_depth = window_output_depth(in_depth, 3, stride, 1);
+  conv1_ = &register_module("conv1", layers.conv3d(in_channels, out_channels, 3, stride, 1, false, in_depth));
+  bn1_ = &register_module("bn1", layers.batchnorm3d(out_channels, mid_depth));
+  conv2_ = &register_module("conv2", layers.conv3d(out_channels, out_channels, 3, 1, 1, false, mid_depth));
+  bn2_ = &register_module("bn2", layers.batchnorm3d(out_channels, mid_depth));
   if (stride != 1 || in_channels != out_channels) {
     auto down = std::make_unique<Sequential>();
-    down->add(std::make_unique<Conv3d>(in_channels, out_channels, 1, stride, 0, false));
-    down->add(std::make_unique<BatchNorm3d>(out_channels));
+    down->add(layers.conv3d(in_channels, out_channels, 1, stride, 0, false, in_depth));
+    down->add(layers.batchnorm3d(out_channels, mid_depth));
     downsample_ = &register_module("downsample", std::move(down));
   }
 }
@@ -58,12 +60,21 @@ Tensor BasicBlock::backward(const Tensor& dy) {
 
 // ---- ResAttNet3D -----------------------------------------------------------------------
 
-ResAttNet3D::ResAttNet3D(const ResAttNetConfig& config) : config_(config) {
+ResAttNet3D::ResAttNet3D(const ResAttNetConfig& config, const LayerFactory& layers) : config_(config) {
   validate(config);
   const int64_t w = config.width;
-  conv1_ = &register_module("conv1", std::make_unique<Conv3d>(config.in_channels, w, 7, 2, 3, false));
-  conv1_->set_input_gradient(false);
-  bn1_ = &register_module("bn1", std::make_unique<BatchNorm3d>(w));
+  // The global size of the activation at hand, each side shrinking as the depth does.
+  std::array<int64_t, 3> size = config.input_size;
+  auto shrink = [&size](int64_t k, int64_t s, int64_t p) {
+    for (int64_t& side : size) side = window_output_depth(side, k, s, p);
+  };
+  const int64_t& depth = size[0];
+  conv1_ = &register_module("conv1", layers.conv3d(config.in_channels, w, 7, 2, 3, false, depth,
+                                                    config.input_gradient));
+  shrink(7, 2, 3);
+  bn1_ = &register_module("bn1", layers.batchnorm3d(w, depth));
+  maxpool_ = layers.maxpool3d(3, 2, 1, depth);
+  shrink(3, 2, 1);
 
   const std::array<int, 4> blocks = config.depth == 18 ? std::array<int, 4>{2, 2, 2, 2}
                                                        : std::array<int, 4>{3, 4, 6, 3};
@@ -71,39 +82,41 @@ ResAttNet3D::ResAttNet3D(const ResAttNetConfig& config) : config_(config) {
   for (size_t l = 0; l < 4; ++l) {
     const int64_t out = w << l;
     auto layer = std::make_unique<Sequential>();
-    for (int b = 0; b < blocks[l]; ++b)
-      layer->add(std::make_unique<BasicBlock>(b == 0 ? channels : out, out, b == 0 && l > 0 ? 2 : 1));
+    for (int b = 0; b < blocks[l]; ++b) {
+      const int64_t stride = b == 0 && l > 0 ? 2 : 1;
+      layer->add(std::make_unique<BasicBlock>(b == 0 ? channels : out, out, stride, depth, layers));
+      shrink(3, stride, 1);
+    }
     channels = out;
     layers_[l] = &register_module("layer" + std::to_string(l + 1), std::move(layer));
-    if (l == 2 && config.attention3)
-      att3_ = &register_module("att3", std::make_unique<SelfAttention3d>(channels));
-    if (l == 3 && config.attention4)
-      att4_ = &register_module("att4", std::make_unique<SelfAttention3d>(channels));
+    if (l == 2 && config.attention3) att3_ = &register_module("att3", layers.attention(channels, depth));
+    if (l == 3 && config.attention4) att4_ = &register_module("att4", layers.attention(channels, depth));
   }
-  fc_ = &register_module("fc", std::make_unique<Linear>(channels, config.classes));
+  avgpool_ = layers.global_avg_pool(size[0] * size[1] * size[2], size[0]);
+  fc_ = &register_module("fc", layers.linear(channels, config.classes));
 }
 
 Tensor ResAttNet3D::forward(const Tensor& x) {
   require_layer(x.defined() && x.rank() == 5 && x.size(1) == config_.in_channels, "ResAttNet3D",
                 "expects an input [B, " + std::to_string(config_.in_channels) +
                     ", D, H, W], got " + (x.defined() ? x.str() : std::string("(undefined)")));
-  Tensor h = maxpool_.forward(relu_.forward(bn1_->forward(conv1_->forward(x))));
+  Tensor h = maxpool_->forward(relu_.forward(bn1_->forward(conv1_->forward(x))));
   for (size_t l = 0; l < 4; ++l) {
     h = layers_[l]->forward(h);
     if (l == 2 && att3_) h = att3_->forward(h);
     if (l == 3 && att4_) h = att4_->forward(h);
   }
-  return fc_->forward(avgpool_.forward(h));
+  return fc_->forward(avgpool_->forward(h));
 }
 
 Tensor ResAttNet3D::backward(const Tensor& dlogits) {
-  Tensor g = avgpool_.backward(fc_->backward(dlogits));
+  Tensor g = avgpool_->backward(fc_->backward(dlogits));
   for (size_t l = 4; l-- > 0;) {
     if (l == 3 && att4_) g = att4_->backward(g);
     if (l == 2 && att3_) g = att3_->backward(g);
     g = layers_[l]->backward(g);
   }
-  return conv1_->backward(bn1_->backward(relu_.backward(maxpool_.backward(g))));
+  return conv1_->backward(bn1_->backward(relu_.backward(maxpool_->backward(g))));
 }
 
 }  // namespace gridnn::nn

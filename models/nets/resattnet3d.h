@@ -18,11 +18,7 @@
 #include <string>
 
 #include "models/layers/activation.h"
-#include "models/layers/attention.h"
-#include "models/layers/batchnorm3d.h"
-#include "models/layers/conv3d.h"
-#include "models/layers/linear.h"
-#include "models/layers/pool3d.h"
+#include "models/nets/layer_factory.h"
 
 namespace gridnn::nn {
 
@@ -33,6 +29,12 @@ struct ResAttNetConfig {
   int64_t classes = 2;
   bool attention3 = true;    // att3 after layer3
   bool attention4 = true;    // att4 after layer4
+  // The input volume D, H, W: needed by domain-parallel layers (a grid's LayerFactory), which
+  // split every activation's depth; the single-process layers ignore it.
+  std::array<int64_t, 3> input_size{32, 32, 32};
+  // Whether backward returns dL/dinput. Off by default: the input is data, and skipping the
+  // stem's backward-data saves ~10% of a step (PyTorch skips it as well).
+  bool input_gradient = false;
 };
 
 // Checks a configuration (depth 18/34, positive sizes, widths the attention can split);
@@ -45,44 +47,47 @@ std::string describe(const ResAttNetConfig& config);
 // conv with the block's stride, then BN) when the shape changes, else the identity.
 class BasicBlock : public Module {
  public:
-  BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride);
+  // in_depth: the global depth of the block's input (for domain-parallel layers).
+  BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride, int64_t in_depth = 0,
+             const LayerFactory& layers = LayerFactory());
 
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
 
  private:
-  Conv3d* conv1_;
-  BatchNorm3d* bn1_;
-  Conv3d* conv2_;
-  BatchNorm3d* bn2_;
+  Module* conv1_;
+  Module* bn1_;
+  Module* conv2_;
+  Module* bn2_;
   Sequential* downsample_ = nullptr;  // null: identity shortcut
   ReLU relu1_, relu_out_;
 };
 
 class ResAttNet3D : public Module {
  public:
-  explicit ResAttNet3D(const ResAttNetConfig& config);
+  // Layers from `layers`: the single-process ones by default, a grid's for domain and
+  // batch parallelism (models/dist/).
+  explicit ResAttNet3D(const ResAttNetConfig& config, const LayerFactory& layers = LayerFactory());
 
   Tensor forward(const Tensor& x) override;   // [B, in, D, H, W] -> logits [B, classes]
-  // Returns dL/dx only after set_input_gradient(true); by default the input is data and
-  // its gradient (the stem's backward-data, ~10% of a step) is not computed.
+  // dL/dx with config.input_gradient, else an undefined tensor.
   Tensor backward(const Tensor& dlogits) override;
-  void set_input_gradient(bool needed) { conv1_->set_input_gradient(needed); }
 
   const ResAttNetConfig& config() const { return config_; }
 
  private:
   ResAttNetConfig config_;
-  // Registered in PyTorch's state_dict order; the parameter-free layers are plain members.
-  Conv3d* conv1_;
-  BatchNorm3d* bn1_;
+  // Registered in PyTorch's state_dict order; the parameter-free layers are members that
+  // are not registered (they have no state to name).
+  Module* conv1_;
+  Module* bn1_;
   ReLU relu_;
-  MaxPool3d maxpool_{3, 2, 1};
+  std::unique_ptr<Module> maxpool_;
   std::array<Sequential*, 4> layers_{};
-  SelfAttention3d* att3_ = nullptr;
-  SelfAttention3d* att4_ = nullptr;
-  GlobalAvgPool3d avgpool_;
-  Linear* fc_;
+  Module* att3_ = nullptr;
+  Module* att4_ = nullptr;
+  std::unique_ptr<Module> avgpool_;
+  Module* fc_;
 };
 
 }  // namespace gridnn::nn

@@ -34,6 +34,7 @@ std::string to_json(const TrainOptions& o) {
   j["data"] = {{"source", o.data.source},         {"train_samples", o.data.train_samples},
                {"val_samples", o.data.val_samples}, {"val_fraction", o.data.val_fraction},
                {"augment", o.data.augment},       {"fit", o.data.fit}};
+  j["grid"] = o.grid;
   j["device"] = o.device;
   j["precision"] = o.precision;
   j["seed"] = o.seed;
@@ -117,13 +118,14 @@ void validate(const TrainOptions& o) {
   }
 }
 
-std::unique_ptr<nn::Module> build_model(const TrainOptions& o) {
+std::unique_ptr<nn::Module> build_model(const TrainOptions& o, const nn::LayerFactory& layers) {
   std::unique_ptr<nn::Module> model;
   if (o.model == "resattnet3d") {
     nn::ResAttNetConfig c = o.resattnet;
     c.in_channels = o.in_channels;
     c.classes = o.classes;
-    model = std::make_unique<nn::ResAttNet3D>(c);
+    c.input_size = {o.input[0], o.input[1], o.input[2]};
+    model = std::make_unique<nn::ResAttNet3D>(c, layers);
   } else {
     nn::MlpConfig c;
     c.sizes.push_back(o.in_channels * o.input[0] * o.input[1] * o.input[2]);

@@ -38,6 +38,8 @@ struct TrainOptions {
   optim::ScheduleOptions schedule;  // schedule.base_lr is the learning rate
   DataOptions data;
 
+  std::string grid = "1x1";    // PrxPc (DESIGN §4); the job must have Pr * Pc processes
+  bool comm_report = false;   // print the per-layer communication table at the end
   std::string device = "cpu";
   std::string precision = "fp32";  // fp32 | tf32 | bf16
   uint64_t seed = 1;
@@ -58,7 +60,9 @@ TrainOptions options_from_json(const std::string& json);
 // Checks what the options alone can tell (gridnn::Error saying which flag to change).
 void validate(const TrainOptions& options);
 
-// The network the options describe, initialized from options.seed.
-std::unique_ptr<nn::Module> build_model(const TrainOptions& options);
+// The network the options describe, with the layers of `layers` (a grid's, for domain and
+// batch parallelism), initialized from options.seed.
+std::unique_ptr<nn::Module> build_model(const TrainOptions& options,
+                                        const nn::LayerFactory& layers = nn::LayerFactory());
 
 }  // namespace gridnn::train

@@ -30,3 +30,30 @@ gridnn_add_fail_test(mpi_exception_escaping_main_ends_the_job --escape
                      "gridnn: rank 1 failed: an exception is unwinding")
 gridnn_add_fail_test(mpi_uncaught_exception_ends_the_job --uncaught
                      "gridnn: rank 1 failed: uncaught exception: injected failure")
+
+# gridnn_add_mpi_test(NAME SOURCES a.cpp ... NP 1 2 4 [TIMEOUT s]): one GoogleTest binary
+# (main: test/support/mpi_main.cpp) run under mpiexec once per rank count, as the CTest
+# tests NAME_np1, NAME_np2, ... (label mpi). Ranks beyond the cores are fine: gridnn's MPI
+# waits politely (DESIGN §11), and a timeout turns any hang into a failure.
+function(gridnn_add_mpi_test NAME)
+  cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;NP" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 300)
+  endif()
+  add_executable(${NAME} ${T_SOURCES} ${CMAKE_CURRENT_SOURCE_DIR}/support/mpi_main.cpp)
+  target_link_libraries(${NAME} PRIVATE gridnn_test_support GTest::gtest gridnn_warnings)
+  target_compile_definitions(${NAME} PRIVATE
+    GRIDNN_TEST_DATA_DIR="${CMAKE_CURRENT_SOURCE_DIR}/parity/fixtures")
+  foreach(np IN LISTS T_NP)
+    add_test(NAME ${NAME}_np${np}
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+                     $<TARGET_FILE:${NAME}> ${MPIEXEC_POSTFLAGS})
+    set_tests_properties(${NAME}_np${np} PROPERTIES LABELS mpi TIMEOUT ${T_TIMEOUT} PROCESSORS ${np})
+  endforeach()
+endfunction()
+
+# The process grid, communicators and distributed layers (each area its own file).
+include(dist/comm.cmake OPTIONAL)
+include(dist/domain.cmake OPTIONAL)
+include(dist/layers.cmake OPTIONAL)
+include(dist/train.cmake OPTIONAL)

@@ -1,0 +1,32 @@
+// What one rank of a process grid holds of a batch, and the few collectives the training
+// loop itself needs (DESIGN §4): rank (r, c) holds rows balanced_range(B, Pc, c) of every
+// global batch, and of each of its samples the depth planes balanced_range(D, Pr, r).
+// Logits are replicated over the row (after the global pooling), so the loss needs only
+// the col communicator.
+#pragma once
+
+#include <cstdint>
+
+#include "models/data/loader.h"
+#include "parallel/process_grid.h"
+
+namespace gridnn::train {
+
+struct BatchShard {
+  dist::Range rows;   // of the global batch
+  dist::Range depth;  // of each sample
+};
+
+// Throws gridnn::Error when a rank would hold no rows or no planes, saying what to change.
+BatchShard batch_shard(const dist::ProcessGrid& grid, int64_t batch, int64_t depth);
+// The loader options that read just this shard.
+data::LoaderOptions shard_loader(data::LoaderOptions options, const BatchShard& shard);
+// This rank's part of a whole batch (x [B, C, D, H, W], y [B]; copies).
+data::Batch take_shard(const data::Batch& full, const BatchShard& shard);
+// Every batch shard's rows of `local` ([rows, ...], replicated over the row) stacked in
+// col order: the global batch's. A 1x1 grid returns `local`.
+Tensor gather_rows(dist::ProcessGrid& grid, const Tensor& local);
+// The sum of `value` over the batch shards (the col communicator), to about 48 bits.
+double sum_over_batch(dist::ProcessGrid& grid, double value);
+
+}  // namespace gridnn::train

@@ -1,0 +1,63 @@
+// ModelOnGrid: the model side of a training step on a grid.
+#include "models/train/model_on_grid.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "kernels/math_mode.h"
+#include "models/dist/factory.h"
+#include "models/train/checkpoint.h"
+#include "models/train/grid_batch.h"
+
+namespace gridnn::train {
+
+std::unique_ptr<nn::LayerFactory> layers_for(dist::ProcessGrid& grid) {
+  if (grid.shape().rows == 1 && grid.shape().cols == 1) return std::make_unique<nn::LayerFactory>();
+  return std::make_unique<nn::GridLayerFactory>(grid);
+}
+
+ModelOnGrid::ModelOnGrid(const TrainOptions& o, dist::ProcessGrid& grid)
+    : grid_(grid), device_(Device::parse(o.device)), classes_(o.classes), layers_(layers_for(grid)) {
+  require_device(device_);
+  model_ = build_model(o, *layers_);
+  if (!o.init_from.empty()) load_model_tensors(*model_, read_weights(o.init_from), o.init_from);
+  model_->to(device_);
+  // Convolutions and GEMMs in the chosen math; parameters, gradients and optimizer state
+  // stay fp32 (master weights). On the CPU, reduced modes are emulated (for tests).
+  model_->set_math_mode(ops::parse_math_mode(o.precision));
+  model_->train();
+  optimizer_ = optim::make_optimizer(o.optimizer, model_->named_parameters());
+  sync_ = std::make_unique<GradientSync>(grid, model_->named_parameters());
+}
+
+double ModelOnGrid::forward_backward(const data::Batch& shard, int64_t global_rows, Tensor* logits) {
+  model_->train();
+  *logits = model_->forward(shard.x.to(device_));
+  double loss;
+  {
+    dist::CommLayerScope scope("loss");
+    loss_.forward(*logits, shard.y.to(device_));
+    loss = sum_over_batch(grid_, loss_.loss_sum()) / double(global_rows);
+  }
+  if (!std::isfinite(loss)) return loss;  // the caller reports it; nothing was changed
+  model_->zero_grad();
+  model_->backward(loss_.backward(global_rows));
+  sync_->reduce();
+  return loss;
+}
+
+double ModelOnGrid::evaluate(const data::Batch& shard, Tensor* logits) {
+  // The last validation batch may leave a batch shard empty; the whole row then skips it
+  // together (its ranks share the shard), so no collective is left waiting.
+  if (shard.x.size(0) == 0) {
+    *logits = Tensor::empty({0, classes_});
+    return 0.0;
+  }
+  model_->eval();
+  *logits = model_->forward(shard.x.to(device_));
+  loss_.forward(*logits, shard.y.to(device_));
+  model_->train();
+  return loss_.loss_sum();
+}
+
+}  // namespace gridnn::train

@@ -1,0 +1,54 @@
+// A model, its optimizer and its gradient synchronization on one rank of a process grid:
+// the part of a training step that the Trainer and single-step mode (dump_step) share.
+//
+//   forward_backward(shard)  forward on this rank's rows and depth planes, the loss over the
+//                            global batch, zero_grad, backward (dlogits divided by the global
+//                            batch), then every gradient summed over the ranks that share it
+//   update(lr)               the optimizer step, the same on every rank
+#pragma once
+
+#include <memory>
+
+#include "models/data/loader.h"
+#include "models/layers/loss.h"
+#include "models/nets/layer_factory.h"
+#include "models/optim/optimizer.h"
+#include "models/train/gradient_sync.h"
+#include "models/train/options.h"
+#include "parallel/process_grid.h"
+
+namespace gridnn::train {
+
+// The layers for `grid`: the single-process ones on a 1x1 grid, else models/dist/'s.
+std::unique_ptr<nn::LayerFactory> layers_for(dist::ProcessGrid& grid);
+
+class ModelOnGrid {
+ public:
+  // Builds the model (initialized from options.seed, or from options.init_from), moves it to
+  // the device, sets the precision, and makes the optimizer.
+  ModelOnGrid(const TrainOptions& options, dist::ProcessGrid& grid);
+
+  // Returns the mean loss over the global batch (`global_rows` samples); `logits` gets this
+  // rank's rows.
+  double forward_backward(const data::Batch& shard, int64_t global_rows, Tensor* logits);
+  void update(double lr) { optimizer_->step(lr); }
+  // Evaluation-mode forward; returns the summed loss of this rank's rows (none: 0, and
+  // empty logits).
+  double evaluate(const data::Batch& shard, Tensor* logits);
+
+  nn::Module& model() { return *model_; }
+  optim::Optimizer& optimizer() { return *optimizer_; }
+  const Device& device() const { return device_; }
+
+ private:
+  dist::ProcessGrid& grid_;
+  Device device_;
+  int64_t classes_;
+  std::unique_ptr<nn::LayerFactory> layers_;
+  std::unique_ptr<nn::Module> model_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<GradientSync> sync_;
+  nn::SoftmaxCrossEntropy loss_;
+};
+
+}  // namespace gridnn::train

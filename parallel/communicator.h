@@ -1,0 +1,112 @@
+// Communicators: the collectives the distributed layers need, on tensors, counted.
+//
+// One Communicator per group of ranks (the grid's row_comm, col_comm, stage and world,
+// DESIGN §4). Every call is collective over the group unless it says otherwise, takes
+// contiguous tensors whose dtype and shapes agree across the ranks, and works on any
+// device: the MPI backend stages device tensors through host memory; an NCCL backend
+// would take them directly. Outputs are passed in.
+//
+// Every call is recorded in comm_log(): communicator, operation, layer (the innermost
+// CommLayerScope), elements and bytes this rank contributed, and seconds spent, so
+// `gridnn-train --comm-report` can print a per-layer table and tests can compare the
+// counts with DESIGN §4's formulas.
+//
+// Pairing (Megatron's rule, DESIGN §10): all_gather in a forward goes with reduce_scatter in
+// the backward; a copy (replication) goes with an all_reduce of its gradient.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace gridnn::dist {
+
+enum class ReduceOp { sum, max };
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::string& name() const { return name_; }  // "row", "col", "stage", "world"
+
+  // t = sum (or max) of t over the ranks, in place.
+  virtual void all_reduce(Tensor& t, ReduceOp op = ReduceOp::sum) = 0;
+  // out = the ranks' `in` stacked along dimension 0 in rank order:
+  // out.size(0) == size() * in.size(0), the other dimensions equal.
+  virtual void all_gather(const Tensor& in, Tensor& out) = 0;
+  // As all_gather with rows[i] rows (of dimension 0) from rank i; in.size(0) == rows[rank()].
+  virtual void all_gatherv(const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) = 0;
+  // The opposite of all_gather: out = the sum over ranks of their in's block rank(), where
+  // in.size(0) == size() * out.size(0).
+  virtual void reduce_scatter(const Tensor& in, Tensor& out) = 0;
+  // As reduce_scatter with rows[i] rows in block i; out.size(0) == rows[rank()].
+  virtual void reduce_scatterv(const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) = 0;
+  // t = root's t.
+  virtual void broadcast(Tensor& t, int root) = 0;
+  // Point to point, not collective: sends `send` to rank `dest` and receives `recv` from
+  // rank `source` at once (no deadlock whatever the order); -1 (or an undefined tensor)
+  // skips that side. Messages between two ranks match by `tag`.
+  virtual void send_recv(const Tensor& send, int dest, Tensor& recv, int source, int tag) = 0;
+  virtual void barrier() = 0;
+
+ protected:
+  Communicator(std::string name, int rank, int size) : name_(std::move(name)), rank_(rank), size_(size) {}
+
+ private:
+  std::string name_;
+  int rank_, size_;
+};
+
+// A group of one: every collective is a copy (or nothing). Works without MPI.
+std::unique_ptr<Communicator> make_self_communicator(const std::string& name);
+
+// ---- counting ---------------------------------------------------------------------------
+
+struct CommRecord {
+  std::string comm;       // communicator name
+  std::string op;         // "all_reduce", "all_gather", ...
+  std::string layer;      // innermost CommLayerScope, or "" outside any
+  // This rank's elements, per operation: all_reduce t.numel(); all_gather(v) in.numel();
+  // reduce_scatter(v) in.numel(); broadcast t.numel() on every rank (root or not);
+  // send_recv send.numel() (0 when it only receives); barrier 0.
+  int64_t elements = 0;
+  int64_t bytes = 0;
+  double seconds = 0;
+};
+
+class CommLog {
+ public:
+  void add(CommRecord record);
+  const std::vector<CommRecord>& records() const { return records_; }
+  void clear() { records_.clear(); }
+  // Sum of elements over the records matching the given fields ("" matches any).
+  int64_t elements(const std::string& comm, const std::string& op, const std::string& layer = "") const;
+  // A table: one row per (layer, communicator, operation) with calls, elements, MB, seconds.
+  std::string report() const;
+
+ private:
+  std::vector<CommRecord> records_;
+};
+
+// This process's log (the training loop is single-threaded with respect to communication).
+CommLog& comm_log();
+
+// Labels the communication of a layer: `CommLayerScope scope("layer1.0.conv1");`.
+class CommLayerScope {
+ public:
+  explicit CommLayerScope(std::string layer);
+  ~CommLayerScope();
+  CommLayerScope(const CommLayerScope&) = delete;
+  CommLayerScope& operator=(const CommLayerScope&) = delete;
+  static const std::string& current();
+
+ private:
+  std::string previous_;
+};
+
+}  // namespace gridnn::dist

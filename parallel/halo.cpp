@@ -1,0 +1,247 @@
+// The depth split rule and the halo exchange on the Communicator interface (no MPI here).
+#include "parallel/halo.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "core/error.h"
+
+namespace gridnn::dist {
+namespace {
+
+// Messages between two ranks match by tag: one for the planes, one for their gradients.
+constexpr int kHaloTag = 0x4a10;
+constexpr int kHaloGradientTag = 0x4a11;
+
+Range intersect(Range a, Range b) {
+  Range r{std::max(a.begin, b.begin), std::min(a.end, b.end)};
+  if (r.end < r.begin) r.end = r.begin;
+  return r;
+}
+
+std::string window_str(const DepthWindow& w) {
+  return "kernel " + std::to_string(w.kernel) + ", stride " + std::to_string(w.stride) +
+         ", padding " + std::to_string(w.padding) + " along depth";
+}
+
+// Checks that a and b are [B, C, *, H, W] host tensors of one dtype with equal B, C, H, W.
+void check_planes(const char* op, const Tensor& a, int64_t a_first, const Tensor& b,
+                  int64_t b_first, int64_t count) {
+  GRIDNN_REQUIRE(a.defined() && b.defined() && a.rank() == 5 && b.rank() == 5, op,
+                 ": expects 5-D [B, C, D, H, W] tensors");
+  GRIDNN_REQUIRE(a.device().is_cpu() && b.device().is_cpu(), op, ": expects host tensors, got ",
+                 a.str(), " and ", b.str());
+  GRIDNN_REQUIRE(a.dtype() == b.dtype() && a.size(0) == b.size(0) && a.size(1) == b.size(1) &&
+                     a.size(3) == b.size(3) && a.size(4) == b.size(4),
+                 op, ": ", a.str(), " and ", b.str(), " differ in dtype or in B, C, H, W");
+  GRIDNN_REQUIRE(count >= 0 && a_first >= 0 && a_first + count <= a.size(2) && b_first >= 0 &&
+                     b_first + count <= b.size(2),
+                 op, ": planes [", a_first, ", ", a_first + count, ") of ", a.str(), " and [",
+                 b_first, ", ", b_first + count, ") of ", b.str(), " are out of range");
+}
+
+// The received buffer for each entry of `transfers`, shaped [B, C, planes, H, W] like `like`.
+std::vector<Tensor> buffers_for(const std::vector<PlaneTransfer>& transfers, const Tensor& like) {
+  std::vector<Tensor> out;
+  for (const PlaneTransfer& t : transfers)
+    out.push_back(Tensor::empty(like.shape().with(2, t.planes.size()), like.dtype()));
+  return out;
+}
+
+const PlaneTransfer* find_peer(const std::vector<PlaneTransfer>& transfers, int peer, size_t* at) {
+  for (size_t i = 0; i < transfers.size(); ++i)
+    if (transfers[i].peer == peer) {
+      *at = i;
+      return &transfers[i];
+    }
+  return nullptr;
+}
+
+// P - 1 rounds; in round d rank r sends to r + d and receives from r - d (mod P). Both ends
+// of a message compute the same plan, so a send in round d always meets its receive.
+// outgoing[i] goes to out_list[i].peer; incoming[i] comes from in_list[i].peer.
+void exchange(Communicator& comm, const std::vector<PlaneTransfer>& out_list,
+              const std::vector<Tensor>& outgoing, const std::vector<PlaneTransfer>& in_list,
+              std::vector<Tensor>& incoming, int tag) {
+  const int p = comm.size(), r = comm.rank();
+  for (int d = 1; d < p; ++d) {
+    const int dest = (r + d) % p, source = (r - d + p) % p;
+    size_t out_at = 0, in_at = 0;
+    const bool sending = find_peer(out_list, dest, &out_at) != nullptr;
+    const bool receiving = find_peer(in_list, source, &in_at) != nullptr;
+    if (!sending && !receiving) continue;
+    Tensor none;
+    comm.send_recv(sending ? outgoing[out_at] : Tensor(), sending ? dest : -1,
+                   receiving ? incoming[in_at] : none, receiving ? source : -1, tag);
+  }
+}
+
+}  // namespace
+
+int64_t DepthHalo::padding_before() const { return std::max<int64_t>(0, -needed.begin); }
+int64_t DepthHalo::padding_after() const {
+  return std::max<int64_t>(0, needed.end - input.global);
+}
+
+int largest_usable_parts(int64_t global_in, const DepthWindow& window) {
+  if (global_in <= 0 || global_in + 2 * window.padding < window.kernel) return 0;
+  const int64_t out = window.output_size(global_in);
+  return int(std::min<int64_t>({out, global_in, int64_t(1) << 30}));
+}
+
+DepthHalo plan_depth_halo(const std::string& layer, int64_t global_in, const DepthWindow& window,
+                          int parts, int index) {
+  GRIDNN_REQUIRE(window.kernel >= 1 && window.stride >= 1 && window.padding >= 0, layer,
+                 ": ", window_str(window), " must have kernel and stride >= 1, padding >= 0");
+  GRIDNN_REQUIRE(parts >= 1 && index >= 0 && index < parts, layer, ": rank ", index,
+                 " is not one of ", parts, " ranks");
+  GRIDNN_REQUIRE(global_in >= 1 && global_in + 2 * window.padding >= window.kernel, layer,
+                 ": a depth of ", global_in, " planes is too thin for ", window_str(window));
+  const int64_t global_out = window.output_size(global_in);
+  const int usable = largest_usable_parts(global_in, window);
+  if (parts > usable) {
+    const bool outputs_short = global_out < parts;
+    throw Error(detail::concat(
+        layer, ": the depth split over Pr = ", parts, " ranks leaves ranks ",
+        outputs_short ? global_out : global_in, "..", parts - 1, " without ",
+        outputs_short ? "output" : "input", " planes (", global_in, " input planes -> ",
+        global_out, " output planes, ", window_str(window),
+        "): the slab is thinner than the halo; the largest usable Pr for this layer is ", usable));
+  }
+
+  DepthHalo h;
+  h.window = window;
+  h.input = DepthSplit{global_in, parts, index};
+  h.output = DepthSplit{global_out, parts, index};
+  h.needed = window.input_planes(h.output.owned());
+  const Range volume{0, global_in};
+  const Range mine = h.input.owned();
+  const Range my_need = intersect(h.needed, volume);
+  for (int q = 0; q < parts; ++q) {
+    if (q == index) continue;
+    const Range from_q = intersect(my_need, h.input.owned_by(q));
+    if (from_q.size() > 0) h.receives.push_back({q, from_q});
+    const Range q_need =
+        intersect(window.input_planes(h.output.owned_by(q)), volume);
+    const Range to_q = intersect(q_need, mine);
+    if (to_q.size() > 0) h.sends.push_back({q, to_q});
+  }
+  return h;
+}
+
+HaloExchange::HaloExchange(Communicator& row, DepthHalo halo, std::string layer)
+    : row_(row), halo_(std::move(halo)), layer_(std::move(layer)) {
+  GRIDNN_REQUIRE(row_.size() == halo_.input.parts && row_.rank() == halo_.input.index, layer_,
+                 ": the halo was planned for rank ", halo_.input.index, " of ", halo_.input.parts,
+                 " but the ", row_.name(), " communicator has rank ", row_.rank(), " of ",
+                 row_.size());
+}
+
+Tensor HaloExchange::extend(const Tensor& x_in, float padding_value) {
+  const Range mine = halo_.input.owned();
+  GRIDNN_REQUIRE(x_in.defined() && x_in.rank() == 5 && x_in.size(2) == mine.size(), layer_,
+                 ": expects this rank's depth slab [B, C, ", mine.size(), ", H, W] (planes [",
+                 mine.begin, ", ", mine.end, ") of ", halo_.input.global, "), got ",
+                 x_in.defined() ? x_in.str() : std::string("undefined"));
+  const Tensor x = x_in.to_host();  // device tensors: staged through the host
+  Tensor ext = Tensor::empty(x.shape().with(2, halo_.extended_planes()), x.dtype());
+  const int64_t base = halo_.needed.begin;  // global plane of the extended slab's plane 0
+
+  std::vector<Tensor> outgoing;
+  for (const PlaneTransfer& t : halo_.sends)
+    outgoing.push_back(slice_planes(x, {t.planes.begin - mine.begin, t.planes.end - mine.begin}));
+  std::vector<Tensor> incoming = buffers_for(halo_.receives, x);
+  exchange(row_, halo_.sends, outgoing, halo_.receives, incoming, kHaloTag);
+
+  fill_planes(ext, 0, halo_.padding_before(), padding_value);
+  fill_planes(ext, halo_.extended_planes() - halo_.padding_after(), halo_.padding_after(),
+              padding_value);
+  const Range own_needed = intersect(halo_.needed, mine);
+  copy_planes(x, own_needed.begin - mine.begin, ext, own_needed.begin - base, own_needed.size());
+  for (size_t i = 0; i < incoming.size(); ++i)
+    copy_planes(incoming[i], 0, ext, halo_.receives[i].planes.begin - base,
+                halo_.receives[i].planes.size());
+  return x_in.device().is_cpu() ? ext : ext.to(x_in.device());
+}
+
+Tensor HaloExchange::return_gradient(const Tensor& d_ext_in) {
+  const Range mine = halo_.input.owned();
+  GRIDNN_REQUIRE(d_ext_in.defined() && d_ext_in.rank() == 5 &&
+                     d_ext_in.size(2) == halo_.extended_planes(),
+                 layer_, ": expects the gradient of the extended slab [B, C, ",
+                 halo_.extended_planes(), ", H, W], got ",
+                 d_ext_in.defined() ? d_ext_in.str() : std::string("undefined"));
+  const Tensor d_ext = d_ext_in.to_host();
+  const int64_t base = halo_.needed.begin;
+
+  // What this rank received in the forward goes back to its owner; what it sent comes back.
+  std::vector<Tensor> outgoing;
+  for (const PlaneTransfer& t : halo_.receives)
+    outgoing.push_back(slice_planes(d_ext, {t.planes.begin - base, t.planes.end - base}));
+  std::vector<Tensor> incoming = buffers_for(halo_.sends, d_ext);
+  exchange(row_, halo_.receives, outgoing, halo_.sends, incoming, kHaloGradientTag);
+
+  // dx = own planes' gradient (zero for owned planes no owned output reads), then the
+  // returned gradients in rank order: a fixed order of addition.
+  Tensor dx = Tensor::zeros(d_ext.shape().with(2, mine.size()), d_ext.dtype());
+  const Range own_needed = intersect(halo_.needed, mine);
+  copy_planes(d_ext, own_needed.begin - base, dx, own_needed.begin - mine.begin, own_needed.size());
+  for (size_t i = 0; i < incoming.size(); ++i)
+    add_planes(incoming[i], 0, dx, halo_.sends[i].planes.begin - mine.begin,
+               halo_.sends[i].planes.size());
+  return d_ext_in.device().is_cpu() ? dx : dx.to(d_ext_in.device());
+}
+
+// ---- plane helpers ----------------------------------------------------------------------
+
+void copy_planes(const Tensor& src, int64_t src_first, Tensor& dst, int64_t dst_first, int64_t count) {
+  check_planes("copy_planes", src, src_first, dst, dst_first, count);
+  if (count == 0) return;
+  const size_t esize = dtype_size(src.dtype());
+  const int64_t bc = src.size(0) * src.size(1), plane = src.size(3) * src.size(4);
+  const int64_t ds = src.size(2), dd = dst.size(2);
+  const auto* s = static_cast<const unsigned char*>(src.raw());
+  auto* d = static_cast<unsigned char*>(dst.raw());
+  for (int64_t i = 0; i < bc; ++i)
+    std::memcpy(d + size_t((i * dd + dst_first) * plane) * esize,
+                s + size_t((i * ds + src_first) * plane) * esize, size_t(count * plane) * esize);
+}
+
+void add_planes(const Tensor& src, int64_t src_first, Tensor& dst, int64_t dst_first, int64_t count) {
+  check_planes("add_planes", src, src_first, dst, dst_first, count);
+  if (count == 0) return;
+  const int64_t bc = src.size(0) * src.size(1), plane = src.size(3) * src.size(4);
+  const int64_t ds = src.size(2), dd = dst.size(2);
+  GRIDNN_DISPATCH_FLOATING(src.dtype(), "add_planes", [&] {
+    const scalar_t* s = src.data<scalar_t>();
+    scalar_t* d = dst.data<scalar_t>();
+    for (int64_t i = 0; i < bc; ++i) {
+      const scalar_t* sp = s + (i * ds + src_first) * plane;
+      scalar_t* dp = d + (i * dd + dst_first) * plane;
+      for (int64_t j = 0; j < count * plane; ++j)
+        dp[j] = scalar_t(float(dp[j]) + float(sp[j]));
+    }
+  });
+}
+
+void fill_planes(Tensor& t, int64_t first, int64_t count, float value) {
+  check_planes("fill_planes", t, first, t, first, count);
+  if (count == 0) return;
+  const int64_t bc = t.size(0) * t.size(1), plane = t.size(3) * t.size(4), dt = t.size(2);
+  GRIDNN_DISPATCH_FLOATING(t.dtype(), "fill_planes", [&] {
+    scalar_t* p = t.data<scalar_t>();
+    const scalar_t v = scalar_t(value);
+    for (int64_t i = 0; i < bc; ++i)
+      std::fill(p + (i * dt + first) * plane, p + (i * dt + first + count) * plane, v);
+  });
+}
+
+Tensor slice_planes(const Tensor& t, Range planes) {
+  GRIDNN_REQUIRE(t.defined() && t.rank() == 5, "slice_planes: expects a 5-D tensor");
+  Tensor out = Tensor::empty(t.shape().with(2, planes.size()), t.dtype());
+  copy_planes(t, planes.begin, out, 0, planes.size());
+  return out;
+}
+
+}  // namespace gridnn::dist

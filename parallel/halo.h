@@ -1,0 +1,125 @@
+// The depth split and its halo exchange (DESIGN §4), as their own component (DiHydrogen's
+// distconv, DESIGN §10): the distribution of an activation is described explicitly, and the
+// layers that need neighbouring planes ask HaloExchange for them.
+//
+// Distribution: activations are [B, C, D, H, W]; depth (dimension 2) is split over the Pr
+// ranks of the row communicator, rank r holding the balanced range r of the D planes
+// (DepthSplit). H, W, B and C are whole on every rank of the row.
+//
+// Depth split rule: for a window (kernel k, stride s, padding p) along depth, rank r owns the
+// output planes [o0, o1) = balanced_range(D_out, Pr, r), D_out = (D_in + 2p - k) / s + 1, and
+// needs the input planes [o0 s - p, (o1 - 1) s - p + k). The "extended slab" holds exactly
+// those planes: the ones it owns, the ones other ranks own (the halo, fetched from them), and
+// the ones outside the volume (padding, filled with the layer's padding value). A window of
+// stride s and padding 0 over the extended slab then gives exactly the owned output planes.
+//
+// Pairing (DESIGN §10): extend() in the forward fetches planes from their owners;
+// return_gradient() in the backward sends the gradients of those planes back to their owners,
+// who add them to their own. Both are point-to-point send_recv on the row communicator, and
+// every rank works out the same plan, so sends and receives always match.
+//
+// Device tensors are staged through host copies (pack, exchange and unpack run on the host);
+// a device path with strided copies on the GPU is future work.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "parallel/communicator.h"
+#include "parallel/process_grid.h"
+
+namespace gridnn::dist {
+
+// How a depth of `global` planes is split over `parts` ranks; this rank is `index`.
+struct DepthSplit {
+  int64_t global = 0;
+  int parts = 1;
+  int index = 0;
+
+  Range owned() const { return owned_by(index); }
+  Range owned_by(int rank) const { return balanced_range(global, parts, rank); }
+};
+
+// A window along depth: a convolution's or a pooling's kernel, stride and padding.
+struct DepthWindow {
+  int64_t kernel = 1, stride = 1, padding = 0;
+
+  int64_t output_size(int64_t input) const { return (input + 2 * padding - kernel) / stride + 1; }
+  // The input planes output planes [o.begin, o.end) read, unclipped (may reach into padding).
+  Range input_planes(Range o) const {
+    return {o.begin * stride - padding, (o.end - 1) * stride - padding + kernel};
+  }
+};
+
+// Planes [planes.begin, planes.end) of the input, in global numbering, moving between this
+// rank and `peer`.
+struct PlaneTransfer {
+  int peer = 0;
+  Range planes;
+};
+
+// One layer's halo for one rank: what it owns, what it needs, and who sends what to whom.
+struct DepthHalo {
+  DepthWindow window;
+  DepthSplit input;   // global: D_in
+  DepthSplit output;  // global: D_out, same parts and index
+  Range needed;       // input planes of the extended slab, unclipped
+  std::vector<PlaneTransfer> receives;  // planes owned by peer that this rank needs (by peer)
+  std::vector<PlaneTransfer> sends;     // planes this rank owns that peer needs (by peer)
+
+  int64_t extended_planes() const { return needed.size(); }
+  // Planes of the extended slab outside the volume (zero or -inf padding): before and after.
+  int64_t padding_before() const;
+  int64_t padding_after() const;
+};
+
+// The largest Pr for which every rank owns at least one output and one input plane of a
+// layer with this window over `global_in` planes (0 when the window does not fit at all).
+int largest_usable_parts(int64_t global_in, const DepthWindow& window);
+
+// The halo of rank `index` of `parts` (DESIGN §4's rule). Throws gridnn::Error naming `layer`
+// and the largest usable Pr when some rank would own no output or no input plane.
+DepthHalo plan_depth_halo(const std::string& layer, int64_t global_in, const DepthWindow& window,
+                          int parts, int index);
+
+class HaloExchange {
+ public:
+  // `row` is the communicator the depth is split over (its size and rank must be the
+  // halo's parts and index). The communicator must outlive the exchange.
+  HaloExchange(Communicator& row, DepthHalo halo, std::string layer);
+
+  const DepthHalo& halo() const { return halo_; }
+  const std::string& layer() const { return layer_; }
+  void set_layer(std::string layer) { layer_ = std::move(layer); }
+
+  // Forward: the own slab x [B, C, owned input planes, H, W] -> the extended slab
+  // [B, C, needed planes, H, W]: own planes copied, others' fetched from their owners,
+  // planes outside the volume set to `padding_value` (0 for convolution and average
+  // pooling, -inf for max pooling).
+  Tensor extend(const Tensor& x, float padding_value = 0.0f);
+  // Backward, the opposite: d(extended slab) -> d(own slab) = the own planes' gradient plus
+  // the gradients other ranks computed for planes this rank owns (added in rank order);
+  // the padding planes' gradients are dropped.
+  Tensor return_gradient(const Tensor& d_extended);
+
+ private:
+  Communicator& row_;
+  DepthHalo halo_;
+  std::string layer_;
+};
+
+// ---- planes along dimension 2 of [B, C, D, H, W] (host tensors) --------------------------
+
+// dst planes [dst_first, dst_first + count) = src planes [src_first, src_first + count).
+// Same B, C, H, W and dtype; both on the host.
+void copy_planes(const Tensor& src, int64_t src_first, Tensor& dst, int64_t dst_first, int64_t count);
+// dst planes [dst_first, ...) += src planes [src_first, ...) (floating dtypes).
+void add_planes(const Tensor& src, int64_t src_first, Tensor& dst, int64_t dst_first, int64_t count);
+// Planes [first, first + count) of t = value (floating dtypes).
+void fill_planes(Tensor& t, int64_t first, int64_t count, float value);
+// A new host tensor [B, C, planes.size(), H, W] holding planes [planes.begin, planes.end) of t.
+Tensor slice_planes(const Tensor& t, Range planes);
+
+}  // namespace gridnn::dist

@@ -1,0 +1,325 @@
+// The MPI backend: non-blocking MPI calls on bytes, polite waiting, fixed-order reductions
+// (see mpi_communicator.h for the why).
+#include "parallel/mpi_communicator.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <thread>
+
+#include <omp.h>
+
+#include <omp.h>
+#include <vector>
+
+#include "parallel/comm_detail.h"
+#include "parallel/mpi_check.h"
+#include "parallel/process_grid.h"
+
+namespace gridnn::dist {
+
+// ---- polite waiting ---------------------------------------------------------------------------
+
+namespace {
+
+constexpr auto kPoliteSleep = std::chrono::microseconds(20);
+
+std::atomic<int> g_forced_mode{-1};  // set_mpi_polite_wait
+std::atomic<int> g_node_ranks{1};    // most ranks of one communicator seen on this node
+
+int env_mode() {
+  static const int mode = [] {
+    const char* v = std::getenv("GRIDNN_POLITE_WAIT");
+    if (!v || !*v) return -1;
+    std::string s(v);
+    GRIDNN_REQUIRE(s == "0" || s == "1", "GRIDNN_POLITE_WAIT must be 0 (plain MPI_Wait) or 1 (MPI_Test "
+                   "and sleep), got \"", s, "\"");
+    return s == "1" ? 1 : 0;
+  }();
+  return mode;
+}
+
+// The cores this process may run on (its affinity mask, at most the machine's).
+int usable_cores() {
+  int cores = int(std::thread::hardware_concurrency());
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    int allowed = CPU_COUNT(&set);
+    if (allowed > 0 && (cores <= 0 || allowed < cores)) cores = allowed;
+  }
+  return std::max(cores, 1);
+}
+
+// How many ranks of `comm` share this node (collective over comm).
+int node_local_size(MPI_Comm comm) {
+  MPI_Comm node = MPI_COMM_NULL;
+  GRIDNN_CHECK_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  int n = 1;
+  GRIDNN_CHECK_MPI(MPI_Comm_size(node, &n));
+  GRIDNN_CHECK_MPI(MPI_Comm_free(&node));
+  return n;
+}
+
+}  // namespace
+
+bool mpi_polite_wait() {
+  int forced = g_forced_mode.load();
+  if (forced >= 0) return forced == 1;
+  int env = env_mode();
+  if (env >= 0) return env == 1;
+  // Each rank also runs its OpenMP threads: 2 ranks of 2 threads already crowd 2 cores, and
+  // a rank spinning in MPI_Wait then takes the core its neighbour computes on.
+  static const int cores = usable_cores();
+  return g_node_ranks.load() * std::max(omp_get_max_threads(), 1) > cores;
+}
+
+void set_mpi_polite_wait(int mode) {
+  GRIDNN_REQUIRE(mode >= -1 && mode <= 1, "set_mpi_polite_wait: mode must be -1 (detect), 0 or 1, got ", mode);
+  g_forced_mode.store(mode);
+}
+
+// ---- the communicator -------------------------------------------------------------------------
+
+namespace {
+
+using namespace detail;
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator(MPI_Comm comm, std::string name, int rank, int size, int tag_ub)
+      : Communicator(std::move(name), rank, size), comm_(comm), tag_ub_(tag_ub) {}
+
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  }
+
+  void all_reduce(Tensor& t, ReduceOp op) override {
+    auto start = Clock::now();
+    check_defined(*this, "all_reduce", t, "t");
+    check_reducible(*this, "all_reduce", t.dtype());
+    Tensor host = t.to_host();
+    const int64_t es = int64_t(dtype_size(t.dtype()));
+    const int64_t total = to_count(t.nbytes(), "all_reduce");
+    if (size() > 1 && total > 0) {
+      // Reduce block i on rank i in rank order, then share the reduced blocks byte for byte.
+      std::vector<int64_t> blocks(static_cast<size_t>(size()));
+      for (int i = 0; i < size(); ++i) blocks[size_t(i)] = balanced_range(t.numel(), size(), i).size();
+      char* base = static_cast<char*>(host.raw());
+      char* mine = base + balanced_range(t.numel(), size(), rank()).begin * es;
+      reduce_blocks("all_reduce", base, blocks, t.dtype(), op, mine);
+      std::vector<int> counts, displs;
+      byte_layout("all_reduce", blocks, es, &counts, &displs);
+      MPI_Request req;
+      GRIDNN_CHECK_MPI(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, base, counts.data(), displs.data(),
+                                       MPI_BYTE, comm_, &req));
+      wait(1, &req, MPI_STATUSES_IGNORE);
+    }
+    if (!t.device().is_cpu()) t.copy_from(host);
+    record(*this, "all_reduce", t.numel(), t.dtype(), start);
+  }
+
+  void all_gather(const Tensor& in, Tensor& out) override {
+    auto start = Clock::now();
+    check_defined(*this, "all_gather", in, "in");
+    std::vector<int64_t> rows = even_rows(*this, in.rank() ? in.size(0) : 0);
+    check_blocks(*this, "all_gather", in, "in", out, "out", rows);
+    gather("all_gather", in, out, rows);
+    record(*this, "all_gather", in.numel(), in.dtype(), start);
+  }
+
+  void all_gatherv(const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) override {
+    auto start = Clock::now();
+    check_rows(*this, "all_gatherv", rows);
+    check_blocks(*this, "all_gatherv", in, "in", out, "out", rows);
+    gather("all_gatherv", in, out, rows);
+    record(*this, "all_gatherv", in.numel(), in.dtype(), start);
+  }
+
+  void reduce_scatter(const Tensor& in, Tensor& out) override {
+    auto start = Clock::now();
+    check_defined(*this, "reduce_scatter", out, "out");
+    std::vector<int64_t> rows = even_rows(*this, out.rank() ? out.size(0) : 0);
+    check_blocks(*this, "reduce_scatter", out, "out", in, "in", rows);
+    check_reducible(*this, "reduce_scatter", in.dtype());
+    scatter("reduce_scatter", in, out, rows);
+    record(*this, "reduce_scatter", in.numel(), in.dtype(), start);
+  }
+
+  void reduce_scatterv(const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) override {
+    auto start = Clock::now();
+    check_rows(*this, "reduce_scatterv", rows);
+    check_blocks(*this, "reduce_scatterv", out, "out", in, "in", rows);
+    check_reducible(*this, "reduce_scatterv", in.dtype());
+    scatter("reduce_scatterv", in, out, rows);
+    record(*this, "reduce_scatterv", in.numel(), in.dtype(), start);
+  }
+
+  void broadcast(Tensor& t, int root) override {
+    auto start = Clock::now();
+    check_defined(*this, "broadcast", t, "t");
+    check_rank(*this, "broadcast", root, "root", false);
+    Tensor host = t.to_host();
+    MPI_Request req;
+    GRIDNN_CHECK_MPI(MPI_Ibcast(host.raw(), to_count(host.nbytes(), "broadcast"), MPI_BYTE, root, comm_, &req));
+    wait(1, &req, MPI_STATUSES_IGNORE);
+    if (!t.device().is_cpu()) t.copy_from(host);
+    record(*this, "broadcast", t.numel(), t.dtype(), start);
+  }
+
+  void send_recv(const Tensor& send, int dest, Tensor& recv, int source, int tag) override {
+    auto start = Clock::now();
+    const bool sends = dest != -1 && send.defined();
+    const bool receives = source != -1 && recv.defined();
+    if (sends) check_rank(*this, "send_recv", dest, "destination", true);
+    if (receives) check_rank(*this, "send_recv", source, "source", true);
+    GRIDNN_REQUIRE(tag >= 0 && tag <= tag_ub_, where(*this, "send_recv"), ": tag ", tag, " is outside [0, ",
+                   tag_ub_, "]");
+    Tensor send_host, recv_host;
+    if (sends) {
+      send_host = send.to_host();
+      if (receives && send_host.shares_storage_with(recv)) send_host = send_host.clone();
+    }
+    if (receives) recv_host = recv.device().is_cpu() ? recv : Tensor::empty(recv.shape(), recv.dtype());
+    MPI_Request reqs[2];
+    MPI_Status statuses[2];
+    int n = 0;
+    const int recv_bytes = receives ? to_count(recv_host.nbytes(), "send_recv") : 0;
+    if (receives)
+      GRIDNN_CHECK_MPI(MPI_Irecv(recv_host.raw(), recv_bytes, MPI_BYTE, source, tag, comm_, &reqs[n++]));
+    if (sends)
+      GRIDNN_CHECK_MPI(MPI_Isend(send_host.raw(), to_count(send_host.nbytes(), "send_recv"), MPI_BYTE, dest,
+                                 tag, comm_, &reqs[n++]));
+    wait(n, reqs, statuses);
+    if (receives) {
+      int got = 0;
+      GRIDNN_CHECK_MPI(MPI_Get_count(&statuses[0], MPI_BYTE, &got));
+      GRIDNN_REQUIRE(got == recv_bytes, where(*this, "send_recv"), ": received ", got, " bytes from rank ",
+                     source, " (tag ", tag, ") into `recv` ", recv.str(), ", which holds ", recv_bytes,
+                     "; the sender's tensor must match");
+      if (!recv.device().is_cpu()) recv.copy_from(recv_host);
+    }
+    record(*this, "send_recv", sends ? send.numel() : 0, sends ? send.dtype() : DType::f32, start);
+  }
+
+  void barrier() override {
+    auto start = Clock::now();
+    MPI_Request req;
+    GRIDNN_CHECK_MPI(MPI_Ibarrier(comm_, &req));
+    wait(1, &req, MPI_STATUSES_IGNORE);
+    record(*this, "barrier", 0, DType::f32, start);
+  }
+
+ private:
+  // MPI counts are ints: one call moves less than 2 GiB.
+  int to_count(int64_t bytes, const char* op) const {
+    GRIDNN_REQUIRE(bytes <= INT_MAX, where(*this, op), ": ", bytes,
+                   " bytes in one call exceed MPI's int counts (2 GiB); split the tensor");
+    return int(bytes);
+  }
+
+  // Byte counts and displacements of blocks of `elems[i]` elements of `es` bytes, back to back.
+  void byte_layout(const char* op, const std::vector<int64_t>& elems, int64_t es, std::vector<int>* counts,
+                   std::vector<int>* displs) const {
+    counts->resize(elems.size());
+    displs->resize(elems.size());
+    int64_t offset = 0;
+    for (size_t i = 0; i < elems.size(); ++i) {
+      (*counts)[i] = to_count(elems[i] * es, op);
+      (*displs)[i] = to_count(offset, op);
+      offset += elems[i] * es;
+    }
+    to_count(offset, op);
+  }
+
+  // `in` holds blocks[i] elements for rank i, back to back; writes into `out` (blocks[rank()]
+  // elements) the combination of every rank's block rank(), in rank order. `out` may lie
+  // inside `in`: it is written only after the exchange has finished reading `in`.
+  void reduce_blocks(const char* op_name, const void* in, const std::vector<int64_t>& blocks, DType dtype,
+                     ReduceOp op, void* out) {
+    const int64_t es = int64_t(dtype_size(dtype));
+    const int64_t mine = blocks[size_t(rank())];
+    std::vector<int> send_counts, send_displs;
+    byte_layout(op_name, blocks, es, &send_counts, &send_displs);
+    std::vector<int> recv_counts, recv_displs;
+    byte_layout(op_name, std::vector<int64_t>(size_t(size()), mine), es, &recv_counts, &recv_displs);
+    scratch_.resize(size_t(size() * mine * es));
+    MPI_Request req;
+    GRIDNN_CHECK_MPI(MPI_Ialltoallv(in, send_counts.data(), send_displs.data(), MPI_BYTE, scratch_.data(),
+                                    recv_counts.data(), recv_displs.data(), MPI_BYTE, comm_, &req));
+    wait(1, &req, MPI_STATUSES_IGNORE);
+    if (mine == 0) return;
+    std::memcpy(out, scratch_.data(), size_t(mine * es));
+    for (int i = 1; i < size(); ++i) combine(out, scratch_.data() + size_t(i * mine * es), mine, dtype, op);
+  }
+
+  void gather(const char* op, const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) {
+    Tensor in_host = in.to_host();
+    if (in_host.shares_storage_with(out)) in_host = in_host.clone();  // MPI forbids aliasing
+    Tensor out_host = out.device().is_cpu() ? out : Tensor::empty(out.shape(), out.dtype());
+    std::vector<int> counts, displs;
+    byte_layout(op, rows, row_bytes(in), &counts, &displs);
+    MPI_Request req;
+    GRIDNN_CHECK_MPI(MPI_Iallgatherv(in_host.raw(), counts[size_t(rank())], MPI_BYTE, out_host.raw(),
+                                     counts.data(), displs.data(), MPI_BYTE, comm_, &req));
+    wait(1, &req, MPI_STATUSES_IGNORE);
+    if (!out.device().is_cpu()) out.copy_from(out_host);
+  }
+
+  void scatter(const char* op, const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) {
+    Tensor in_host = in.to_host();
+    Tensor out_host = out.device().is_cpu() ? out : Tensor::empty(out.shape(), out.dtype());
+    const int64_t row_elems = row_bytes(in) / int64_t(dtype_size(in.dtype()));
+    std::vector<int64_t> blocks(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) blocks[i] = rows[i] * row_elems;
+    to_count(in.nbytes(), op);
+    reduce_blocks(op, in_host.raw(), blocks, in.dtype(), ReduceOp::sum, out_host.raw());
+    if (!out.device().is_cpu()) out.copy_from(out_host);
+  }
+
+  void wait(int n, MPI_Request* reqs, MPI_Status* statuses) {
+    if (!mpi_polite_wait()) {
+      GRIDNN_CHECK_MPI(MPI_Waitall(n, reqs, statuses));
+      return;
+    }
+    for (;;) {
+      int done = 0;
+      GRIDNN_CHECK_MPI(MPI_Testall(n, reqs, &done, statuses));
+      if (done) return;
+      std::this_thread::sleep_for(kPoliteSleep);
+    }
+  }
+
+  MPI_Comm comm_;
+  int tag_ub_;
+  std::vector<char> scratch_;  // the blocks received by reduce_blocks, reused across calls
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm, std::string name) {
+  GRIDNN_REQUIRE(comm != MPI_COMM_NULL, "make_mpi_communicator(\"", name, "\"): MPI_COMM_NULL");
+  GRIDNN_REQUIRE(comm != MPI_COMM_WORLD && comm != MPI_COMM_SELF, "make_mpi_communicator(\"", name,
+                 "\"): it frees the communicator it gets; pass MPI_Comm_dup of MPI_COMM_WORLD or SELF");
+  GRIDNN_CHECK_MPI(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
+  int rank = 0, size = 1, flag = 0;
+  GRIDNN_CHECK_MPI(MPI_Comm_rank(comm, &rank));
+  GRIDNN_CHECK_MPI(MPI_Comm_size(comm, &size));
+  int* tag_ub = nullptr;
+  GRIDNN_CHECK_MPI(MPI_Comm_get_attr(comm, MPI_TAG_UB, &tag_ub, &flag));
+  int local = node_local_size(comm);
+  int seen = g_node_ranks.load();
+  while (local > seen && !g_node_ranks.compare_exchange_weak(seen, local)) {
+  }
+  env_mode();  // a bad GRIDNN_POLITE_WAIT fails here, not in the first collective
+  return std::make_unique<MpiCommunicator>(comm, std::move(name), rank, size, flag && tag_ub ? *tag_ub : 32767);
+}
+
+}  // namespace gridnn::dist

@@ -1,0 +1,4 @@
+# Grid invariance of training (DESIGN §4): a ResAttNet3D step, three trainer steps, and a
+# run resumed on another grid, on every factorization of the job's size, against the
+# single-process run; two runs on one grid bitwise equal.
+gridnn_add_mpi_test(test_dist_train SOURCES dist/test_dist_train.cpp NP 1 2 4 TIMEOUT 600)

@@ -1,0 +1,52 @@
+// main() of the MPI test binaries (label mpi): MPI through MpiSession, GoogleTest's full
+// report from rank 0, only the failures (with the rank) from the others, and one exit
+// status for all: non-zero when any rank failed. Tests reach the world through
+// test::world_rank() / world_size().
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "parallel/mpi_check.h"
+#include "parallel/mpi_session.h"
+#include "test/support/mpi_main.h"
+
+namespace gridnn::test {
+namespace {
+
+int g_rank = 0, g_size = 1;
+
+// The failures of a rank other than 0, each with its rank.
+class FailurePrinter : public ::testing::EmptyTestEventListener {
+  void OnTestPartResult(const ::testing::TestPartResult& r) override {
+    if (!r.failed()) return;
+    std::fprintf(stderr, "[rank %d] %s:%d: %s\n", g_rank, r.file_name() ? r.file_name() : "?",
+                 r.line_number(), r.message());
+  }
+  void OnTestEnd(const ::testing::TestInfo& info) override {
+    if (info.result()->Failed())
+      std::fprintf(stderr, "[rank %d] FAILED %s.%s\n", g_rank, info.test_suite_name(), info.name());
+  }
+};
+
+}  // namespace
+
+int world_rank() { return g_rank; }
+int world_size() { return g_size; }
+
+}  // namespace gridnn::test
+
+int main(int argc, char** argv) {
+  gridnn::MpiSession mpi(&argc, &argv);
+  gridnn::test::g_rank = mpi.rank();
+  gridnn::test::g_size = mpi.size();
+  ::testing::InitGoogleTest(&argc, argv);
+  if (mpi.rank() != 0) {
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new gridnn::test::FailurePrinter);
+  }
+  int failed = RUN_ALL_TESTS();
+  int any_failed = 0;
+  GRIDNN_CHECK_MPI(MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+  return any_failed;
+}
