@@ -56,6 +56,12 @@ void Module::zero_grad() {
   for (auto& [name, p] : named_parameters()) ops::fill(p->grad, 0.0);
 }
 
+void Module::name_modules(const std::string& name) {
+  on_named(name);
+  for (auto& [child_name, child] : children_)
+    child->name_modules(child_name.empty() ? name : name.empty() ? child_name : name + "." + child_name);
+}
+
 void Module::to(const Device& device) {
   for (auto& [name, p] : named_parameters()) {
     p->value = p->value.to(device);

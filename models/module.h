@@ -51,6 +51,11 @@ class Module {
   std::vector<std::pair<std::string, Tensor*>> named_buffers();
 
   void zero_grad();
+  // Tells this module and every descendant its full state_dict name ("layer1.0.conv1"; the
+  // root gets `name`): layers that communicate label their traffic with it (comm report).
+  void name_modules(const std::string& name = "");
+  // Called by name_modules.
+  virtual void on_named(const std::string& /*name*/) {}
   // Moves every parameter (value and grad) and buffer to `device`; the Parameter and buffer
   // objects stay where they are, so pointers to them remain valid.
   void to(const Device& device);

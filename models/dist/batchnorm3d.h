@@ -39,6 +39,7 @@ class SyncBatchNorm3d : public BatchNorm3d {
 
   const std::string& comm_label() const { return comm_label_; }
   void set_comm_label(std::string label) { comm_label_ = std::move(label); }
+  void on_named(const std::string& name) override { set_comm_label(name); }
 
  protected:
   void reduce_sums(Tensor& sums) override;

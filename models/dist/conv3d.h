@@ -44,6 +44,7 @@ class DistConv3d : public Conv3d {
   const dist::DepthHalo& halo() const { return exchange_.halo(); }
   const std::string& layer_name() const { return exchange_.layer(); }
   void set_layer_name(std::string layer) { exchange_.set_layer(std::move(layer)); }
+  void on_named(const std::string& name) override { set_layer_name(name); }
 
  private:
   dist::HaloExchange exchange_;

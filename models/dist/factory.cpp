@@ -64,4 +64,9 @@ std::unique_ptr<Module> GridLayerFactory::linear(int64_t in, int64_t out) const 
   return fc;
 }
 
+std::unique_ptr<Module> GridLayerFactory::whole_volume(int64_t depth) const {
+  if (!split(depth)) return nullptr;
+  return std::make_unique<GatherDepth>(grid_.row(), depth);
+}
+
 }  // namespace gridnn::nn

@@ -29,6 +29,7 @@ class GridLayerFactory : public LayerFactory {
   std::unique_ptr<Module> attention(int64_t channels, int64_t depth) const override;
   std::unique_ptr<Module> global_avg_pool(int64_t positions, int64_t depth) const override;
   std::unique_ptr<Module> linear(int64_t in, int64_t out) const override;
+  std::unique_ptr<Module> whole_volume(int64_t depth) const override;
 
  private:
   // Whether an activation of this (global) depth is split over the rows.

@@ -42,6 +42,7 @@ Tensor GatherDepth::forward(const Tensor& x) {
   require_layer(x.defined() && x.rank() == 5 && x.size(2) == own_.size(), "GatherDepth",
                 "expects this rank's " + std::to_string(own_.size()) + " of " + std::to_string(depth_) +
                     " depth planes [B, C, d, H, W], got " + (x.defined() ? x.str() : std::string("(undefined)")));
+  dist::CommLayerScope scope(label_);
   std::vector<int64_t> planes;
   for (int r = 0; r < row_.size(); ++r) planes.push_back(dist::balanced_range(depth_, row_.size(), r).size());
   const Tensor mine = depth_major(x);

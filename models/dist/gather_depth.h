@@ -18,8 +18,10 @@ class GatherDepth : public Module {
 
   Tensor forward(const Tensor& x) override;    // [B, C, own planes, H, W] -> [B, C, D, H, W]
   Tensor backward(const Tensor& dy) override;  // [B, C, D, H, W] -> [B, C, own planes, H, W]
+  void on_named(const std::string& name) override { label_ = name + " (gather)"; }
 
  private:
+  std::string label_ = "GatherDepth";
   dist::Communicator& row_;
   int64_t depth_;
   dist::Range own_;
@@ -32,6 +34,7 @@ class Handover : public Module {
   Handover(dist::Communicator& row, int64_t global_depth, std::unique_ptr<Module> layer);
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;  // undefined when the layer returns none
+  void on_named(const std::string& name) override { gather_.on_named(name); }
 
  private:
   GatherDepth gather_;

@@ -29,6 +29,7 @@ class DistGlobalAvgPool3d : public Module {
 
   const std::string& comm_label() const { return comm_label_; }
   void set_comm_label(std::string label) { comm_label_ = std::move(label); }
+  void on_named(const std::string& name) override { set_comm_label(name); }
 
  private:
   dist::Communicator& row_;

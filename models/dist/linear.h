@@ -65,6 +65,7 @@ class DistLinear : public Module {
 
   const std::string& comm_label() const { return comm_label_; }
   void set_comm_label(std::string label) { comm_label_ = std::move(label); }
+  void on_named(const std::string& name) override { set_comm_label(name); }
 
  protected:
   void reset_parameters(uint64_t seed, const std::string& prefix) override;

@@ -31,6 +31,7 @@ class DistMaxPool3d : public Module {
   const dist::DepthHalo& halo() const { return exchange_.halo(); }
   const std::string& layer_name() const { return exchange_.layer(); }
   void set_layer_name(std::string layer) { exchange_.set_layer(std::move(layer)); }
+  void on_named(const std::string& name) override { set_layer_name(name); }
 
  private:
   MaxPool3d local_;  // depth padding 0 over the extended slab
@@ -50,6 +51,7 @@ class DistAvgPool3d : public Module {
   const dist::DepthHalo& halo() const { return exchange_.halo(); }
   const std::string& layer_name() const { return exchange_.layer(); }
   void set_layer_name(std::string layer) { exchange_.set_layer(std::move(layer)); }
+  void on_named(const std::string& name) override { set_layer_name(name); }
 
  private:
   AvgPool3d local_;

@@ -32,6 +32,9 @@ class LayerFactory {
   virtual std::unique_ptr<Module> global_avg_pool(int64_t positions, int64_t depth) const;
   // On the replicated features.
   virtual std::unique_ptr<Module> linear(int64_t in, int64_t out) const;
+  // For a network that needs each sample whole (an MLP on volumes): the module that turns
+  // this rank's part of the input into the whole volume; null where it holds it already.
+  virtual std::unique_ptr<Module> whole_volume(int64_t /*depth*/) const { return nullptr; }
 };
 
 // The output depth of a convolution or pooling window along depth.

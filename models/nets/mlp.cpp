@@ -8,17 +8,19 @@
 
 namespace gridnn::nn {
 
-Mlp::Mlp(const MlpConfig& config) : config_(config), relus_(config.sizes.size() > 2 ? config.sizes.size() - 2 : 0) {
+Mlp::Mlp(const MlpConfig& config, const LayerFactory& layers)
+    : config_(config), relus_(config.sizes.size() > 2 ? config.sizes.size() - 2 : 0) {
   GRIDNN_REQUIRE(config.sizes.size() >= 2, "MLP: give at least the input and output sizes, got ",
                  config.sizes.size(), " sizes");
   for (size_t i = 0; i < config.sizes.size(); ++i)
     GRIDNN_REQUIRE(config.sizes[i] >= 1, "MLP: layer size ", i, " must be >= 1, got ", config.sizes[i]);
   for (size_t i = 0; i + 1 < config.sizes.size(); ++i)
-    fcs_.push_back(&register_module("fc" + std::to_string(i + 1),
-                                    std::make_unique<Linear>(config.sizes[i], config.sizes[i + 1])));
+    fcs_.push_back(&register_module("fc" + std::to_string(i + 1), layers.linear(config.sizes[i], config.sizes[i + 1])));
+  whole_ = layers.whole_volume(config.input_depth);
 }
 
-Tensor Mlp::forward(const Tensor& x) {
+Tensor Mlp::forward(const Tensor& input) {
+  const Tensor x = whole_ ? whole_->forward(input) : input;
   require_layer(x.defined() && x.rank() >= 2 && x.numel() / std::max<int64_t>(x.size(0), 1) == config_.sizes[0],
                 "MLP", "expects [B, ...] with " + std::to_string(config_.sizes[0]) +
                            " features per sample, got " + (x.defined() ? x.str() : std::string("(undefined)")));
@@ -36,7 +38,8 @@ Tensor Mlp::backward(const Tensor& dlogits) {
     if (i < relus_.size()) g = relus_[i].backward(g);
     g = fcs_[i]->backward(g);
   }
-  return flatten_.backward(g);
+  g = flatten_.backward(g);
+  return whole_ ? whole_->backward(g) : g;
 }
 
 }  // namespace gridnn::nn

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "models/layers/activation.h"
-#include "models/layers/linear.h"
+#include "models/nets/layer_factory.h"
 
 namespace gridnn::nn {
 
@@ -14,21 +14,26 @@ struct MlpConfig {
   // Layer sizes from the input features to the classes: {in, hidden..., classes}, at least
   // two entries.
   std::vector<int64_t> sizes;
+  // The input's depth (for a grid's factory, which may hand this rank a depth slab).
+  int64_t input_depth = 1;
 };
 
 class Mlp : public Module {
  public:
-  explicit Mlp(const MlpConfig& config);
+  // Layers from `layers` (a grid's: the input volume gathered whole first, the Linear
+  // layers on replicated features).
+  explicit Mlp(const MlpConfig& config, const LayerFactory& layers = LayerFactory());
 
-  Tensor forward(const Tensor& x) override;    // [B, ...] with in features -> [B, classes]
+  Tensor forward(const Tensor& input) override;  // [B, ...] with in features -> [B, classes]
   Tensor backward(const Tensor& dlogits) override;
 
   const MlpConfig& config() const { return config_; }
 
  private:
   MlpConfig config_;
+  std::unique_ptr<Module> whole_;  // null: the input is whole already
   Flatten flatten_;
-  std::vector<Linear*> fcs_;
+  std::vector<Module*> fcs_;
   std::vector<ReLU> relus_;  // one after each fc but the last
 };
 

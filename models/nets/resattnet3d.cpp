@@ -96,6 +96,12 @@ ResAttNet3D::ResAttNet3D(const ResAttNetConfig& config, const LayerFactory& laye
   fc_ = &register_module("fc", layers.linear(channels, config.classes));
 }
 
+void ResAttNet3D::on_named(const std::string& name) {
+  const std::string prefix = name.empty() ? "" : name + ".";
+  maxpool_->name_modules(prefix + "maxpool");
+  avgpool_->name_modules(prefix + "avgpool");
+}
+
 Tensor ResAttNet3D::forward(const Tensor& x) {
   require_layer(x.defined() && x.rank() == 5 && x.size(1) == config_.in_channels, "ResAttNet3D",
                 "expects an input [B, " + std::to_string(config_.in_channels) +

@@ -74,6 +74,8 @@ class ResAttNet3D : public Module {
   Tensor backward(const Tensor& dlogits) override;
 
   const ResAttNetConfig& config() const { return config_; }
+  // Names the unregistered layers too ("maxpool", "avgpool": they may communicate).
+  void on_named(const std::string& name) override;
 
  private:
   ResAttNetConfig config_;

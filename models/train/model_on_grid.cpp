@@ -20,6 +20,7 @@ ModelOnGrid::ModelOnGrid(const TrainOptions& o, dist::ProcessGrid& grid)
     : grid_(grid), device_(Device::parse(o.device)), classes_(o.classes), layers_(layers_for(grid)) {
   require_device(device_);
   model_ = build_model(o, *layers_);
+  model_->name_modules();  // labels of the communication report
   if (!o.init_from.empty()) load_model_tensors(*model_, read_weights(o.init_from), o.init_from);
   model_->to(device_);
   // Convolutions and GEMMs in the chosen math; parameters, gradients and optimizer state

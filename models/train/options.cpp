@@ -131,7 +131,8 @@ std::unique_ptr<nn::Module> build_model(const TrainOptions& o, const nn::LayerFa
     c.sizes.push_back(o.in_channels * o.input[0] * o.input[1] * o.input[2]);
     for (int64_t h : o.mlp_hidden) c.sizes.push_back(h);
     c.sizes.push_back(o.classes);
-    model = std::make_unique<nn::Mlp>(c);
+    c.input_depth = o.input[0];
+    model = std::make_unique<nn::Mlp>(c, layers);
   }
   model->initialize(o.seed);
   return model;

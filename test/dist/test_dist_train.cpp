@@ -108,31 +108,43 @@ class DistTrain : public ::testing::Test {
   static inline std::unique_ptr<dist::ProcessGrid> world_;
 };
 
-TEST_F(DistTrain, DumpStepOnEveryGridEqualsOneProcess) {
-  const fs::path dir = shared_dir("dump");
+train::TrainOptions tiny_mlp() {
+  auto o = tiny();
+  o.model = "mlp";
+  o.mlp_hidden = {32, 16};
+  return o;
+}
+
+void dump_step_on_every_grid(const train::TrainOptions& options, const std::string& model) {
+  const fs::path dir = shared_dir("dump_" + model);
+  auto world = dist::ProcessGrid::create({1, test::world_size(), 1});
   if (test::world_rank() == 0) {
     fs::remove_all(dir);
     fs::create_directories(dir);
     // A batch from the synthetic set and the 1x1 step, on rank 0 alone.
-    const auto o = tiny();
+    const auto& o = options;
     data::SyntheticDataset d({8, 0, 3, 1, Shape{24, 24, 20}, 7, 0.15f});
     data::BatchLoader loader(d, {8, false, true, 7, false, 0, -1, {}, false});
     const data::Batch b = loader.next();
     save_safetensors((dir / "batch.safetensors").string(), {{"x", b.x}, {"y", b.y}});
     train::dump_step(o, (dir / "batch.safetensors").string(), (dir / "1x1.safetensors").string());
   }
-  world_->world().barrier();
+  world->world().barrier();
   for (const dist::GridShape& shape : grids(test::world_size())) {
     auto grid = dist::ProcessGrid::create(shape);
     const std::string out = (dir / (shape.str() + ".safetensors")).string();
-    train::dump_step(tiny(), (dir / "batch.safetensors").string(), out, grid.get());
+    train::dump_step(options, (dir / "batch.safetensors").string(), out, grid.get());
     if (test::world_rank() == 0)
       expect_close(load_safetensors(out).tensors, load_safetensors((dir / "1x1.safetensors").string()).tensors,
-                   "grid " + shape.str());
+                   model + " on grid " + shape.str());
   }
-  world_->world().barrier();
+  world->world().barrier();
   if (test::world_rank() == 0) fs::remove_all(dir);
 }
+
+TEST_F(DistTrain, DumpStepOnEveryGridEqualsOneProcess) { dump_step_on_every_grid(tiny(), "resattnet3d"); }
+
+TEST_F(DistTrain, MlpDumpStepOnEveryGridEqualsOneProcess) { dump_step_on_every_grid(tiny_mlp(), "mlp"); }
 
 TEST_F(DistTrain, ThreeStepsEqualOneProcessAndRepeatBitwise) {
   std::FILE* null = std::fopen("/dev/null", "w");

@@ -4,12 +4,17 @@
 //   --escape    it unwinds past a plain MpiSession (caught further out), whose destructor
 //               fails the job;
 //   --uncaught  nobody catches it: the terminate handler fails the job.
+// And --killed: rank 1 dies of SIGKILL (no exception, no message of its own) while rank 0
+// waits in an all-reduce of the process grid's communicators (polite waiting); mpiexec
+// must end the job and say which rank died of what.
 #include <mpi.h>
 
+#include <csignal>
 #include <string>
 #include <stdexcept>
 
 #include "parallel/mpi_session.h"
+#include "parallel/process_grid.h"
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
@@ -21,6 +26,14 @@ int main(int argc, char** argv) {
     } catch (const std::exception&) {
       return 1;  // too late: the session is gone; its destructor must have ended the job
     }
+    return 0;
+  }
+  if (mode == "--killed") {
+    gridnn::MpiSession mpi(&argc, &argv);
+    auto grid = gridnn::dist::ProcessGrid::create({1, 1, mpi.size()});
+    if (mpi.rank() == 1) std::raise(SIGKILL);
+    gridnn::Tensor t = gridnn::Tensor::zeros({1024});
+    grid->col().all_reduce(t);
     return 0;
   }
   if (mode == "--uncaught") {

@@ -30,6 +30,9 @@ gridnn_add_fail_test(mpi_exception_escaping_main_ends_the_job --escape
                      "gridnn: rank 1 failed: an exception is unwinding")
 gridnn_add_fail_test(mpi_uncaught_exception_ends_the_job --uncaught
                      "gridnn: rank 1 failed: uncaught exception: injected failure")
+# A rank killed outright (SIGKILL: no exception, no message of its own): mpiexec (MPICH's
+# Hydra) ends the job at once and names the process (its PID, not its rank) and the signal.
+gridnn_add_fail_test(mpi_killed_rank_ends_the_job --killed "BAD TERMINATION.*EXIT CODE: 9.*signal 9")
 
 # gridnn_add_mpi_test(NAME SOURCES a.cpp ... NP 1 2 4 [TIMEOUT s]): one GoogleTest binary
 # (main: test/support/mpi_main.cpp) run under mpiexec once per rank count, as the CTest
