@@ -23,6 +23,17 @@ struct GemmOptions {
   MathMode math = MathMode::fp32;
 };
 
+// GemmOptions from the fields layers set most: gemm(a, b, c, gemm_options(false, true)).
+inline GemmOptions gemm_options(bool transpose_a, bool transpose_b, float beta = 0.0f,
+                                MathMode math = MathMode::fp32) {
+  GemmOptions o;
+  o.transpose_a = transpose_a;
+  o.transpose_b = transpose_b;
+  o.beta = beta;
+  o.math = math;
+  return o;
+}
+
 // A, B, C are 2-D: op(A) is [m, k], op(B) is [k, n], C is [m, n].
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmOptions& options = {});
 // Batched: C is [batch, m, n]; A and B are [batch, ., .] or 2-D (the same matrix for every

@@ -10,24 +10,6 @@
 namespace gridnn::nn {
 namespace {
 
-ops::GemmOptions gemm_opts(bool ta, bool tb, float beta = 0.0f,
-                           ops::MathMode math = ops::MathMode::fp32) {
-  ops::GemmOptions o;
-  o.transpose_a = ta;
-  o.transpose_b = tb;
-  o.beta = beta;
-  o.math = math;
-  return o;
-}
-
-// out (+)= scalar * in for a one-element device tensor `scalar` (as in attention.cpp).
-void scale_by_tensor(const Tensor& scalar, const Tensor& in, Tensor& out, float beta) {
-  const int64_t n = in.size(in.rank() - 1), rows = in.numel() / n;
-  Tensor o = out.reshape({rows, 1, n});
-  ops::gemm_batched(scalar.reshape({1, 1}), in.reshape({rows, 1, n}), o,
-                    gemm_opts(false, false, beta));
-}
-
 // The key or value convolution's parameters, its output channels and where its block
 // starts in a rank's [K^T | V^T] buffer.
 struct Projection {
@@ -116,10 +98,10 @@ void DistSelfAttention3d::project_keys_values(const Tensor& x, Tensor& send) {
                               Projection{value_weight_, value_bias_, c, b * nr * c8}}) {
     Tensor t = flat_slice(send, p.at, b * nr * p.out).reshape({b, nr, p.out});
     ops::gemm_batched(xm, p.w->value.reshape({p.out, c}), t,
-                      gemm_opts(true, true, 0.0f, math_mode()));
+                      ops::gemm_options(true, true, 0.0f, math_mode()));
     Tensor t2 = t.reshape({b * nr, p.out});
     ops::gemm(ones, p.bias->value.reshape({1, p.out}), t2,
-              gemm_opts(false, false, 1.0f));  // + 1 b^T
+              ops::gemm_options(false, false, 1.0f));  // + 1 b^T
   }
 }
 
@@ -133,11 +115,11 @@ void DistSelfAttention3d::backward_keys_values(const Tensor& recv, Tensor& dx) {
                               Projection{value_weight_, value_bias_, c, b * nr * c8}}) {
     const Tensor dt = flat_slice(recv, p.at, b * nr * p.out).reshape({b, nr, p.out});
     const Tensor w = p.w->value.reshape({p.out, c});
-    ops::gemm_batched(w, dt, dxm, gemm_opts(true, true, 1.0f, math_mode()));  // dx_b += W^T dT_b^T
+    ops::gemm_batched(w, dt, dxm, ops::gemm_options(true, true, 1.0f, math_mode()));  // dx_b += W^T dT_b^T
     Tensor dw = p.w->grad.reshape({p.out, c});
     for (int64_t s = 0; s < b; ++s)  // dW += dT_b^T x_b^T, sample by sample (a fixed order)
       ops::gemm(dt.narrow(s, 1).reshape({nr, p.out}), xm.narrow(s, 1).reshape({c, nr}), dw,
-                gemm_opts(true, true, 1.0f, math_mode()));
+                ops::gemm_options(true, true, 1.0f, math_mode()));
     ops::axpy(1.0f, ops::sum(ops::sum(dt, 1), 0),
               p.bias->grad);  // db += sum over positions, samples
   }
@@ -199,9 +181,9 @@ Tensor DistSelfAttention3d::forward(const Tensor& x) {
   attention_ = Tensor::empty({b, nr, n}, x.dtype(), x.device());
   o_ = Tensor::empty({b, c, nr}, x.dtype(), x.device());
   Tensor y = x.clone();
-  ops::gemm_batched(q_, kt_, attention_, gemm_opts(true, true, 0.0f, m));  // S = Q^T K (own rows)
+  ops::gemm_batched(q_, kt_, attention_, ops::gemm_options(true, true, 0.0f, m));  // S = Q^T K (own rows)
   ops::softmax_forward(attention_, attention_);  // A = softmax over all N keys
-  ops::gemm_batched(vt_, attention_, o_, gemm_opts(true, true, 0.0f, m));  // O = V A^T
+  ops::gemm_batched(vt_, attention_, o_, ops::gemm_options(true, true, 0.0f, m));  // O = V A^T
   scale_by_tensor(gamma_->value, o_, y, 1.0f);                             // y = x + gamma O
   return y;
 }
@@ -226,15 +208,15 @@ Tensor DistSelfAttention3d::backward(const Tensor& dy) {
 
   // O = V A^T: dV^T = A^T dO^T (all N positions, from own queries), dA = dO^T V.
   Tensor dvt = Tensor::empty({b, n, c}, dy.dtype(), dy.device());
-  ops::gemm_batched(attention_, d_o, dvt, gemm_opts(true, true, 0.0f, m));
+  ops::gemm_batched(attention_, d_o, dvt, ops::gemm_options(true, true, 0.0f, m));
   Tensor ds = Tensor::empty({b, nr, n}, dy.dtype(), dy.device());
-  ops::gemm_batched(d_o, vt_, ds, gemm_opts(true, true, 0.0f, m));
+  ops::gemm_batched(d_o, vt_, ds, ops::gemm_options(true, true, 0.0f, m));
   ops::softmax_backward(attention_, ds, ds);  // dS = A * (dA - rowsum(dA * A)), in place
   // S = Q^T K: dQ = K dS^T (local), dK^T = dS^T Q^T (all N positions).
   Tensor dq = Tensor::empty({b, c8, nr}, dy.dtype(), dy.device());
-  ops::gemm_batched(kt_, ds, dq, gemm_opts(true, true, 0.0f, m));
+  ops::gemm_batched(kt_, ds, dq, ops::gemm_options(true, true, 0.0f, m));
   Tensor dkt = Tensor::empty({b, n, c8}, dy.dtype(), dy.device());
-  ops::gemm_batched(ds, q_, dkt, gemm_opts(true, true, 0.0f, m));
+  ops::gemm_batched(ds, q_, dkt, ops::gemm_options(true, true, 0.0f, m));
 
   // The forward's all_gatherv, reversed: dK, dV summed over the row, each rank keeping its
   // own positions.

@@ -12,16 +12,6 @@
 namespace gridnn::nn {
 namespace {
 
-ops::GemmOptions gemm_opts(bool ta, bool tb, float beta = 0.0f,
-                           ops::MathMode math = ops::MathMode::fp32) {
-  ops::GemmOptions o;
-  o.transpose_a = ta;
-  o.transpose_b = tb;
-  o.beta = beta;
-  o.math = math;
-  return o;
-}
-
 }  // namespace
 
 DistLinear::DistLinear(dist::Communicator& row, int64_t in_features, int64_t out_features,
@@ -82,18 +72,18 @@ Tensor DistLinear::forward(const Tensor& x) {
   const int64_t b = x.size(0);
   Tensor yt_block = Tensor::empty({block_.size(), b}, x.dtype(), x.device());
   ops::gemm(weight_->value, x, yt_block,
-            gemm_opts(false, true, 0.0f, math_mode()));  // Y_r^T = W_r X^T
+            ops::gemm_options(false, true, 0.0f, math_mode()));  // Y_r^T = W_r X^T
   if (bias_ && b > 0) {
     Tensor ones = Tensor::empty({1, b}, x.dtype(), x.device());
     ops::fill(ones, 1.0);
     ops::gemm(bias_->value.reshape({block_.size(), 1}), ones, yt_block,
-              gemm_opts(false, false, 1.0f));  // + b_r 1^T
+              ops::gemm_options(false, false, 1.0f));  // + b_r 1^T
   }
   // All row blocks of Y^T, stacked (backward: a split, dY_r^T = rows of dY^T).
   Tensor yt = Tensor::empty({out_, b}, x.dtype(), x.device());
   row_.all_gatherv(yt_block, yt, block_rows());
   Tensor y = Tensor::empty({b, out_}, x.dtype(), x.device());
-  if (b > 0) ops::gemm(identity(b, x), yt, y, gemm_opts(false, true));  // Y = I (Y^T)^T, exact
+  if (b > 0) ops::gemm(identity(b, x), yt, y, ops::gemm_options(false, true));  // Y = I (Y^T)^T, exact
   return y;
 }
 
@@ -109,12 +99,12 @@ Tensor DistLinear::backward(const Tensor& dy) {
   if (b > 0) {
     // The forward's gather, reversed: this rank's rows of dY^T (dY is replicated: a split).
     Tensor dyt = Tensor::empty({out_, b}, dy.dtype(), dy.device());
-    ops::gemm(dy, identity(b, dy), dyt, gemm_opts(true, false));  // dY^T = dY^T I, exact
+    ops::gemm(dy, identity(b, dy), dyt, ops::gemm_options(true, false));  // dY^T = dY^T I, exact
     const Tensor dyt_block = dyt.narrow(block_.begin, block_.size());
     ops::gemm(dyt_block, weight_->value, dx,
-              gemm_opts(true, false, 0.0f, math_mode()));  // dX_r = dY_r W_r
+              ops::gemm_options(true, false, 0.0f, math_mode()));  // dX_r = dY_r W_r
     ops::gemm(dyt_block, input_, weight_->grad,
-              gemm_opts(false, false, 1.0f, math_mode()));            // dW_r += dY_r^T X
+              ops::gemm_options(false, false, 1.0f, math_mode()));            // dW_r += dY_r^T X
     if (bias_) ops::axpy(1.0f, ops::sum(dyt_block, 1), bias_->grad);  // db_r += sum over the batch
   }
   // The input was replicated over the row (a copy): its gradient is the sum of the blocks'.

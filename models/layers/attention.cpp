@@ -11,27 +11,12 @@
 #include "kernels/softmax.h"
 
 namespace gridnn::nn {
-namespace {
 
-ops::GemmOptions gemm_opts(bool ta, bool tb, float beta = 0.0f,
-                           ops::MathMode math = ops::MathMode::fp32) {
-  ops::GemmOptions o;
-  o.transpose_a = ta;
-  o.transpose_b = tb;
-  o.beta = beta;
-  o.math = math;
-  return o;
-}
-
-// out (+)= scalar * in for a one-element device tensor `scalar`, without reading it on the
-// host: a batch of rank-1 products [1, 1] x [1, N] (exact: one multiply per element).
 void scale_by_tensor(const Tensor& scalar, const Tensor& in, Tensor& out, float beta) {
   const int64_t n = in.size(in.rank() - 1), rows = in.numel() / n;
   Tensor o = out.reshape({rows, 1, n});
-  ops::gemm_batched(scalar.reshape({1, 1}), in.reshape({rows, 1, n}), o, gemm_opts(false, false, beta));
+  ops::gemm_batched(scalar.reshape({1, 1}), in.reshape({rows, 1, n}), o, ops::gemm_options(false, false, beta));
 }
-
-}  // namespace
 
 // ---- PointwiseConv3d -------------------------------------------------------------------
 
@@ -64,10 +49,10 @@ Tensor PointwiseConv3d::forward(const Tensor& x) {
   Tensor y = Tensor::empty({b, out_, n}, x.dtype(), x.device());
   if (y.numel() > 0) {
     ops::gemm_batched(weight_matrix(), x.reshape({b, in_, n}), y,
-                      gemm_opts(false, false, 0.0f, math_mode()));  // y_b = W x_b
+                      ops::gemm_options(false, false, 0.0f, math_mode()));  // y_b = W x_b
     Tensor ones = Tensor::empty({1, n}, x.dtype(), x.device());
     ops::fill(ones, 1.0);
-    ops::gemm_batched(bias_->value.reshape({out_, 1}), ones, y, gemm_opts(false, false, 1.0f));  // + b 1^T
+    ops::gemm_batched(bias_->value.reshape({out_, 1}), ones, y, ops::gemm_options(false, false, 1.0f));  // + b 1^T
   }
   return y.reshape({b, out_, x.size(2), x.size(3), x.size(4)});
 }
@@ -82,11 +67,11 @@ Tensor PointwiseConv3d::backward(const Tensor& dy) {
   if (dx.numel() == 0) return dx;
   Tensor dym = dy.reshape({b, out_, n}), xm = input_.reshape({b, in_, n});
   Tensor dxm = dx.reshape({b, in_, n});
-  ops::gemm_batched(weight_matrix(), dym, dxm, gemm_opts(true, false, 0.0f, math_mode()));  // dx_b = W^T dy_b
+  ops::gemm_batched(weight_matrix(), dym, dxm, ops::gemm_options(true, false, 0.0f, math_mode()));  // dx_b = W^T dy_b
   Tensor dw = weight_->grad.reshape({out_, in_});
   for (int64_t s = 0; s < b; ++s)  // dW += dy_b x_b^T, sample by sample (a fixed order)
     ops::gemm(dym.narrow(s, 1).reshape({out_, n}), xm.narrow(s, 1).reshape({in_, n}), dw,
-              gemm_opts(false, true, 1.0f, math_mode()));
+              ops::gemm_options(false, true, 1.0f, math_mode()));
   ops::axpy(1.0f, ops::sum(ops::sum(dym, 2), 0), bias_->grad);  // db += sum over samples and positions
   return dx;
 }
@@ -124,9 +109,9 @@ Tensor SelfAttention3d::forward(const Tensor& x) {
   o_ = Tensor::empty({b, c, n}, x.dtype(), x.device());
   Tensor y = x.clone();
   if (x.numel() == 0) return y;
-  ops::gemm_batched(q_, k_, attention_, gemm_opts(true, false, 0.0f, m));  // S = Q^T K
+  ops::gemm_batched(q_, k_, attention_, ops::gemm_options(true, false, 0.0f, m));  // S = Q^T K
   ops::softmax_forward(attention_, attention_);                    // A = softmax over keys, in place
-  ops::gemm_batched(v_, attention_, o_, gemm_opts(false, true, 0.0f, m));  // O = V A^T
+  ops::gemm_batched(v_, attention_, o_, ops::gemm_options(false, true, 0.0f, m));  // O = V A^T
   scale_by_tensor(gamma_->value, o_, y, 1.0f);                     // y = x + gamma O
   return y;
 }
@@ -149,16 +134,16 @@ Tensor SelfAttention3d::backward(const Tensor& dy) {
 
   // O = V A^T: dV = dO A, dA = dO^T V.
   Tensor dv = Tensor::empty({b, c, n}, dy.dtype(), dy.device());
-  ops::gemm_batched(d_o, attention_, dv, gemm_opts(false, false, 0.0f, m));
+  ops::gemm_batched(d_o, attention_, dv, ops::gemm_options(false, false, 0.0f, m));
   Tensor ds = Tensor::empty({b, n, n}, dy.dtype(), dy.device());
-  ops::gemm_batched(d_o, v_, ds, gemm_opts(true, false, 0.0f, m));
+  ops::gemm_batched(d_o, v_, ds, ops::gemm_options(true, false, 0.0f, m));
   // A = softmax(S) by rows: dS = A * (dA - rowsum(dA * A)), in dA's place.
   ops::softmax_backward(attention_, ds, ds);
   // S = Q^T K: dQ = K dS^T, dK = Q dS.
   Tensor dq = Tensor::empty({b, c8, n}, dy.dtype(), dy.device());
-  ops::gemm_batched(k_, ds, dq, gemm_opts(false, true, 0.0f, m));
+  ops::gemm_batched(k_, ds, dq, ops::gemm_options(false, true, 0.0f, m));
   Tensor dk = Tensor::empty({b, c8, n}, dy.dtype(), dy.device());
-  ops::gemm_batched(q_, ds, dk, gemm_opts(false, false, 0.0f, m));
+  ops::gemm_batched(q_, ds, dk, ops::gemm_options(false, false, 0.0f, m));
 
   // dx = dy + Wq^T dQ + Wk^T dK + Wv^T dV (the convolutions add their weight gradients).
   const Shape& s = input_shape_;

@@ -75,4 +75,9 @@ class SelfAttention3d : public Module {
   void reset_parameters(uint64_t seed, const std::string& prefix) override;
 };
 
+// out (+)= scalar * in for a one-element device tensor `scalar` (gamma), without reading it
+// on the host: a batch of rank-1 products [1, 1] x [1, N] (exact: one multiply per
+// element); beta 0 overwrites out, 1 adds. Shared with the distributed attention.
+void scale_by_tensor(const Tensor& scalar, const Tensor& in, Tensor& out, float beta);
+
 }  // namespace gridnn::nn
