@@ -52,6 +52,29 @@ std::vector<std::pair<std::string, Tensor*>> Module::named_buffers() {
   return out;
 }
 
+std::vector<Module*> Module::modules() {
+  std::vector<Module*> out{this};
+  for (auto& [name, child] : children_)
+    for (Module* m : child->modules()) out.push_back(m);
+  return out;
+}
+
+namespace {
+thread_local BackwardObserver* g_backward_observer = nullptr;
+}  // namespace
+
+BackwardObserverScope::BackwardObserverScope(BackwardObserver& observer) : previous_(g_backward_observer) {
+  g_backward_observer = &observer;
+}
+BackwardObserverScope::~BackwardObserverScope() { g_backward_observer = previous_; }
+BackwardObserver* BackwardObserverScope::current() { return g_backward_observer; }
+
+Tensor Module::run_backward(const Tensor& dy) {
+  Tensor dx = backward(dy);
+  if (BackwardObserver* observer = g_backward_observer) observer->on_backward_done(*this);
+  return dx;
+}
+
 void Module::zero_grad() {
   for (auto& [name, p] : named_parameters()) ops::fill(p->grad, 0.0);
 }
@@ -102,7 +125,7 @@ Tensor Sequential::forward(const Tensor& x) {
 
 Tensor Sequential::backward(const Tensor& dy) {
   Tensor g = dy;
-  for (auto it = children().rbegin(); it != children().rend(); ++it) g = it->second->backward(g);
+  for (auto it = children().rbegin(); it != children().rend(); ++it) g = it->second->run_backward(g);
   return g;
 }
 

@@ -34,6 +34,31 @@ struct Parameter {
   GradientReduction reduction = GradientReduction::stage;
 };
 
+class Module;
+
+// Learns when a module's backward has finished: Module::run_backward tells the observer
+// installed on this thread (BackwardObserverScope) after each backward it runs. Then the
+// parameter gradients of that module and of all its descendants are final for the step
+// (GradientSync starts reducing them while backward goes on, DESIGN §4).
+class BackwardObserver {
+ public:
+  virtual ~BackwardObserver() = default;
+  virtual void on_backward_done(Module& module) = 0;
+};
+
+// Installs `observer` on this thread for the scope's lifetime (the previous one after).
+class BackwardObserverScope {
+ public:
+  explicit BackwardObserverScope(BackwardObserver& observer);
+  ~BackwardObserverScope();
+  BackwardObserverScope(const BackwardObserverScope&) = delete;
+  BackwardObserverScope& operator=(const BackwardObserverScope&) = delete;
+  static BackwardObserver* current();
+
+ private:
+  BackwardObserver* previous_;
+};
+
 class Module {
  public:
   Module() = default;
@@ -45,10 +70,16 @@ class Module {
   virtual Tensor forward(const Tensor& x) = 0;
   // dL/dx for the last forward, given dL/dy; adds into the parameters' grad.
   virtual Tensor backward(const Tensor& dy) = 0;
+  // backward(dy), then tells the current BackwardObserver (if any) that this module is done.
+  // Containers run their children's backward through it, and trainers the root's: a
+  // module run by plain backward() is reported with the nearest ancestor run through here.
+  Tensor run_backward(const Tensor& dy);
 
   // This module's and its children's parameters and buffers, by state_dict name.
   std::vector<std::pair<std::string, Parameter*>> named_parameters();
   std::vector<std::pair<std::string, Tensor*>> named_buffers();
+  // This module and all its descendants, each parent before its children.
+  std::vector<Module*> modules();
 
   void zero_grad();
   // Tells this module and every descendant its full state_dict name ("layer1.0.conv1"; the

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "parallel/communicator.h"
@@ -38,5 +39,8 @@ void combine(void* acc, const void* x, int64_t n, DType dtype, ReduceOp op);
 // Adds a CommRecord for a call that began at `start`.
 using Clock = std::chrono::steady_clock;
 void record(const Communicator& comm, const char* op, int64_t elements, DType dtype, Clock::time_point start);
+// The same for a call that spent `seconds` in all, labelled `layer` (non-blocking calls).
+void record_seconds(const Communicator& comm, const char* op, int64_t elements, DType dtype, double seconds,
+                    const std::string& layer);
 
 }  // namespace gridnn::dist::detail

@@ -106,15 +106,40 @@ void combine(void* acc, const void* x, int64_t n, DType dtype, ReduceOp op) {
 }
 
 void record(const Communicator& comm, const char* op, int64_t elements, DType dtype, Clock::time_point start) {
+  record_seconds(comm, op, elements, dtype, std::chrono::duration<double>(Clock::now() - start).count(),
+                 CommLayerScope::current());
+}
+
+void record_seconds(const Communicator& comm, const char* op, int64_t elements, DType dtype, double seconds,
+                    const std::string& layer) {
   CommRecord r;
   r.comm = comm.name();
   r.op = op;
-  r.layer = CommLayerScope::current();
+  r.layer = layer;
   r.elements = elements;
   r.bytes = elements * int64_t(dtype_size(dtype));
-  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  r.seconds = seconds;
   comm_log().add(std::move(r));
 }
+
+}  // namespace detail
+
+// ---- the default non-blocking all_reduce: blocking, complete at once ----------------------
+
+namespace {
+class CompletedAllReduce final : public PendingAllReduce {
+ public:
+  bool test() override { return true; }
+  void wait() override {}
+};
+}  // namespace
+
+std::unique_ptr<PendingAllReduce> Communicator::start_all_reduce(Tensor& t, ReduceOp op) {
+  all_reduce(t, op);
+  return std::make_unique<CompletedAllReduce>();
+}
+
+namespace detail {
 
 }  // namespace detail
 

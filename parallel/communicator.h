@@ -26,6 +26,18 @@ namespace gridnn::dist {
 
 enum class ReduceOp { sum, max };
 
+// A non-blocking all_reduce under way (Communicator::start_all_reduce). The tensor it was
+// started on must stay alive and untouched until it completes; then it holds the result.
+// test() advances it (MPI makes progress only inside MPI calls: call it now and then while
+// computing) and says whether it is complete; wait() returns once it is. Destroying an
+// unfinished one waits for it.
+class PendingAllReduce {
+ public:
+  virtual ~PendingAllReduce() = default;
+  virtual bool test() = 0;
+  virtual void wait() = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -36,6 +48,13 @@ class Communicator {
 
   // t = sum (or max) of t over the ranks, in place.
   virtual void all_reduce(Tensor& t, ReduceOp op = ReduceOp::sum) = 0;
+  // all_reduce without blocking: starts it and returns; the result, once complete, is bitwise
+  // that of all_reduce. Collective: every rank starts its all-reduces on this communicator in
+  // the same order (they may complete, and be waited for, in any order). Recorded in
+  // comm_log() as one "all_reduce" whose seconds are those spent inside start, test and wait
+  // (the time it was exposed on this thread), under the CommLayerScope current at the start.
+  // This default runs all_reduce at once (the self communicator: nothing to overlap).
+  virtual std::unique_ptr<PendingAllReduce> start_all_reduce(Tensor& t, ReduceOp op = ReduceOp::sum);
   // out = the ranks' `in` stacked along dimension 0 in rank order:
   // out.size(0) == size() * in.size(0), the other dimensions equal.
   virtual void all_gather(const Tensor& in, Tensor& out) = 0;

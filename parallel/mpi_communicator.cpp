@@ -1,4 +1,5 @@
-// The MPI backend: non-blocking MPI calls on bytes, polite waiting, fixed-order reductions
+// The MPI backend: non-blocking MPI calls on bytes, polite waiting, fixed-order reductions,
+// and the non-blocking all-reduce (AsyncAllReduce)
 // (see mpi_communicator.h for the why).
 #include "parallel/mpi_communicator.h"
 
@@ -10,13 +11,12 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <numeric>
 #include <thread>
-
-#include <omp.h>
-
-#include <omp.h>
 #include <vector>
+
+#include <omp.h>
 
 #include "parallel/comm_detail.h"
 #include "parallel/mpi_check.h"
@@ -90,6 +90,8 @@ namespace {
 
 using namespace detail;
 
+class AsyncAllReduce;
+
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(MPI_Comm comm, std::string name, int rank, int size, int tag_ub)
@@ -98,7 +100,9 @@ class MpiCommunicator final : public Communicator {
   ~MpiCommunicator() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+    if (finalized) return;
+    for (MPI_Comm* c : {&comm_, &exchange_comm_, &gather_comm_})
+      if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
   }
 
   void all_reduce(Tensor& t, ReduceOp op) override {
@@ -125,6 +129,8 @@ class MpiCommunicator final : public Communicator {
     if (!t.device().is_cpu()) t.copy_from(host);
     record(*this, "all_reduce", t.numel(), t.dtype(), start);
   }
+
+  std::unique_ptr<PendingAllReduce> start_all_reduce(Tensor& t, ReduceOp op) override;
 
   void all_gather(const Tensor& in, Tensor& out) override {
     auto start = Clock::now();
@@ -297,10 +303,157 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
+  // Starts phase 2 of the non-blocking all-reduces whose phase 1 is done, in start order.
+  void advance_exchanges();
+
+  friend class AsyncAllReduce;
   MPI_Comm comm_;
   int tag_ub_;
   std::vector<char> scratch_;  // the blocks received by reduce_blocks, reused across calls
+  // The non-blocking all-reduces' two phases run on duplicates of comm_ (made at the first
+  // start_all_reduce), one per phase: MPI matches collectives by their order on a
+  // communicator, and a rank may find an exchange finished (and start its gather) sooner
+  // than another, between the blocking calls on comm_. On each duplicate every rank issues
+  // the same sequence: exchanges in start order, gathers in start order (advance_exchanges).
+  MPI_Comm exchange_comm_ = MPI_COMM_NULL, gather_comm_ = MPI_COMM_NULL;
+  std::deque<AsyncAllReduce*> exchanging_;  // phase 1 under way, in start order
 };
+
+// One start_all_reduce: the all_reduce above, cut at its two waits. Phase 1 exchanges the
+// blocks (all-to-all); once it is done this rank sums its block in rank order and phase 2
+// all-gathers the reduced blocks in place. Bitwise the result of all_reduce.
+class AsyncAllReduce final : public PendingAllReduce {
+ public:
+  AsyncAllReduce(MpiCommunicator& comm, Tensor& t, ReduceOp op) : comm_(comm), t_(t), op_(op) {
+    const auto start = Clock::now();
+    layer_ = CommLayerScope::current();
+    check_defined(comm, "all_reduce", t, "t");
+    check_reducible(comm, "all_reduce", t.dtype());
+    host_ = t.to_host();
+    const int n = comm.size();
+    const int64_t es = int64_t(dtype_size(t.dtype()));
+    comm.to_count(t.nbytes(), "all_reduce");
+    if (n > 1 && comm.exchange_comm_ == MPI_COMM_NULL) {
+      GRIDNN_CHECK_MPI(MPI_Comm_dup(comm.comm_, &comm.exchange_comm_));
+      GRIDNN_CHECK_MPI(MPI_Comm_dup(comm.comm_, &comm.gather_comm_));
+    }
+    if (n > 1 && t.numel() > 0) {
+      std::vector<int64_t> blocks(static_cast<size_t>(n));
+      for (int i = 0; i < n; ++i) blocks[size_t(i)] = balanced_range(t.numel(), n, i).size();
+      mine_ = blocks[size_t(comm.rank())];
+      comm.byte_layout("all_reduce", blocks, es, &counts_, &displs_);
+      comm.byte_layout("all_reduce", std::vector<int64_t>(size_t(n), mine_), es, &recv_counts_, &recv_displs_);
+      scratch_.resize(size_t(n * mine_ * es));
+      GRIDNN_CHECK_MPI(MPI_Ialltoallv(host_.raw(), counts_.data(), displs_.data(), MPI_BYTE, scratch_.data(),
+                                      recv_counts_.data(), recv_displs_.data(), MPI_BYTE, comm.exchange_comm_,
+                                      &req_));
+      phase_ = Phase::exchanging;
+      comm.exchanging_.push_back(this);
+      comm.advance_exchanges();
+    } else {
+      phase_ = Phase::done;
+    }
+    seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
+    if (phase_ == Phase::done) complete();
+  }
+
+  ~AsyncAllReduce() override {
+    if (phase_ == Phase::done) return;
+    try {
+      wait();
+    } catch (...) {  // MPI failed: nothing left to do but forget it
+    }
+    auto& q = comm_.exchanging_;
+    q.erase(std::remove(q.begin(), q.end(), this), q.end());
+  }
+
+  bool test() override {
+    const auto start = Clock::now();
+    const bool done = poll();
+    seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
+    if (done) complete();
+    return done;
+  }
+
+  void wait() override {
+    if (phase_ == Phase::done) return;
+    const auto start = Clock::now();
+    const bool polite = mpi_polite_wait();
+    while (!poll())
+      if (polite) std::this_thread::sleep_for(kPoliteSleep);
+    seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
+    complete();
+  }
+
+  // Phase 1 is done: reduce this rank's block and start phase 2.
+  void start_gather() {
+    const int64_t es = int64_t(dtype_size(t_.dtype()));
+    char* base = static_cast<char*>(host_.raw());
+    if (mine_ > 0) {
+      char* mine = base + int64_t(displs_[size_t(comm_.rank())]);
+      std::memcpy(mine, scratch_.data(), size_t(mine_ * es));
+      for (int i = 1; i < comm_.size(); ++i)
+        combine(mine, scratch_.data() + size_t(i * mine_ * es), mine_, t_.dtype(), op_);
+    }
+    GRIDNN_CHECK_MPI(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, base, counts_.data(), displs_.data(),
+                                     MPI_BYTE, comm_.gather_comm_, &req_));
+    phase_ = Phase::gathering;
+  }
+
+ private:
+  friend class MpiCommunicator;
+  enum class Phase { exchanging, gathering, done };
+
+  // Advances without timing; true once the result is in host_.
+  bool poll() {
+    if (phase_ == Phase::exchanging) comm_.advance_exchanges();
+    if (phase_ == Phase::gathering) {
+      int done = 0;
+      GRIDNN_CHECK_MPI(MPI_Test(&req_, &done, MPI_STATUS_IGNORE));
+      if (done) phase_ = Phase::done;
+    }
+    return phase_ == Phase::done;
+  }
+
+  // Once: the result back to the device, and the record.
+  void complete() {
+    if (recorded_) return;
+    recorded_ = true;
+    if (!t_.device().is_cpu()) {
+      const auto start = Clock::now();
+      t_.copy_from(host_);
+      seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
+    }
+    record_seconds(comm_, "all_reduce", t_.numel(), t_.dtype(), seconds_, layer_);
+  }
+
+  MpiCommunicator& comm_;
+  Tensor t_, host_;
+  ReduceOp op_;
+  int64_t mine_ = 0;  // elements of this rank's block
+  std::vector<int> counts_, displs_, recv_counts_, recv_displs_;  // bytes; alive while MPI uses them
+  std::vector<char> scratch_;                                     // every rank's copy of this rank's block
+  MPI_Request req_ = MPI_REQUEST_NULL;
+  Phase phase_ = Phase::done;
+  bool recorded_ = false;
+  double seconds_ = 0;
+  std::string layer_;
+};
+
+void MpiCommunicator::advance_exchanges() {
+  while (!exchanging_.empty()) {
+    AsyncAllReduce* front = exchanging_.front();
+    int done = 0;
+    GRIDNN_CHECK_MPI(MPI_Test(&front->req_, &done, MPI_STATUS_IGNORE));
+    if (!done) return;
+    exchanging_.pop_front();
+    front->start_gather();
+  }
+}
+
+std::unique_ptr<PendingAllReduce> MpiCommunicator::start_all_reduce(Tensor& t, ReduceOp op) {
+  return std::make_unique<AsyncAllReduce>(*this, t, op);
+}
 
 }  // namespace
 

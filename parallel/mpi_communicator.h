@@ -10,6 +10,10 @@
 // So results are bitwise repeatable on a grid and bitwise identical on every rank (replicated
 // weights stay identical), at the traffic of a ring all-reduce (about 2n per rank).
 //
+// start_all_reduce runs the same two phases without blocking (bitwise the same result), on
+// two duplicates of the communicator, one per phase, so that ranks which find phase 1 done
+// at different moments still issue every collective in the same order.
+//
 // Waiting (DESIGN §11): MPICH busy-polls in MPI_Wait, which starves the other ranks when a
 // node has more ranks than cores. Every call therefore starts a non-blocking operation and,
 // on an oversubscribed node, waits with MPI_Testall and a 20 µs sleep; otherwise with

@@ -36,10 +36,10 @@ Tensor Mlp::backward(const Tensor& dlogits) {
   Tensor g = dlogits;
   for (size_t i = fcs_.size(); i-- > 0;) {
     if (i < relus_.size()) g = relus_[i].backward(g);
-    g = fcs_[i]->backward(g);
+    g = fcs_[i]->run_backward(g);
   }
   g = flatten_.backward(g);
-  return whole_ ? whole_->backward(g) : g;
+  return whole_ ? whole_->run_backward(g) : g;
 }
 
 }  // namespace gridnn::nn

@@ -54,8 +54,10 @@ Tensor BasicBlock::forward(const Tensor& x) {
 
 Tensor BasicBlock::backward(const Tensor& dy) {
   const Tensor d = relu_out_.backward(dy);  // reaches both branches unchanged
-  Tensor dx = conv1_->backward(bn1_->backward(relu1_.backward(conv2_->backward(bn2_->backward(d)))));
-  return residual_add(dx, downsample_ ? downsample_->backward(d) : d);
+  // run_backward: each layer reports when its gradients are final (GradientSync overlaps).
+  Tensor dx = conv1_->run_backward(
+      bn1_->run_backward(relu1_.backward(conv2_->run_backward(bn2_->run_backward(d)))));
+  return residual_add(dx, downsample_ ? downsample_->run_backward(d) : d);
 }
 
 // ---- ResAttNet3D -----------------------------------------------------------------------
@@ -116,13 +118,13 @@ Tensor ResAttNet3D::forward(const Tensor& x) {
 }
 
 Tensor ResAttNet3D::backward(const Tensor& dlogits) {
-  Tensor g = avgpool_->backward(fc_->backward(dlogits));
+  Tensor g = avgpool_->backward(fc_->run_backward(dlogits));
   for (size_t l = 4; l-- > 0;) {
-    if (l == 3 && att4_) g = att4_->backward(g);
-    if (l == 2 && att3_) g = att3_->backward(g);
-    g = layers_[l]->backward(g);
+    if (l == 3 && att4_) g = att4_->run_backward(g);
+    if (l == 2 && att3_) g = att3_->run_backward(g);
+    g = layers_[l]->run_backward(g);
   }
-  return conv1_->backward(bn1_->backward(relu_.backward(maxpool_->backward(g))));
+  return conv1_->run_backward(bn1_->run_backward(relu_.backward(maxpool_->backward(g))));
 }
 
 }  // namespace gridnn::nn

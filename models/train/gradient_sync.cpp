@@ -1,11 +1,18 @@
-// GradientSync: buckets by communicator, packed into a flat tensor, one all-reduce each.
+// GradientSync: buckets by communicator, packed into a flat tensor, one all-reduce each,
+// after backward or overlapping it.
 #include "models/train/gradient_sync.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/error.h"
 
 namespace gridnn::train {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+}  // namespace
 
 GradientSync::GradientSync(dist::ProcessGrid& grid, std::vector<std::pair<std::string, nn::Parameter*>> params,
                            int64_t bucket_bytes) {
@@ -22,7 +29,7 @@ GradientSync::GradientSync(dist::ProcessGrid& grid, std::vector<std::pair<std::s
           b.params.front()->grad.device() == p->grad.device())
         open = &b;
     if (!open || open != &buckets_.back()) {  // keep buckets contiguous in backward order
-      buckets_.push_back({comm, {}, 0, {}});
+      buckets_.push_back({comm, {}, 0, {}, 0, nullptr});
       open = &buckets_.back();
     }
     open->params.push_back(p);
@@ -30,23 +37,108 @@ GradientSync::GradientSync(dist::ProcessGrid& grid, std::vector<std::pair<std::s
   }
 }
 
+GradientSync::GradientSync(dist::ProcessGrid& grid, nn::Module& model, int64_t bucket_bytes)
+    : GradientSync(grid, model.named_parameters(), bucket_bytes) {
+  std::unordered_map<const nn::Parameter*, int64_t> slot_of;
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    for (nn::Parameter* p : buckets_[b].params) {
+      slot_of[p] = int64_t(slot_bucket_.size());
+      slot_bucket_.push_back(int64_t(b));
+    }
+  slot_ready_.assign(slot_bucket_.size(), 0);
+  for (nn::Module* m : model.modules()) {
+    std::vector<int64_t> slots;
+    for (auto& [name, p] : m->named_parameters()) {
+      auto it = slot_of.find(p);
+      if (it != slot_of.end()) slots.push_back(it->second);
+    }
+    if (!slots.empty()) module_slots_[m] = std::move(slots);
+  }
+}
+
+GradientSync::~GradientSync() = default;  // a pending all-reduce waits for itself
+
+void GradientSync::pack(Bucket& b) {
+  const Device device = b.params.front()->grad.device();
+  if (!b.flat.defined()) b.flat = Tensor::empty({b.elements}, DType::f32, device);
+  int64_t offset = 0;
+  for (nn::Parameter* p : b.params) {
+    b.flat.narrow(offset, p->grad.numel()).reshape(p->grad.shape()).copy_from(p->grad);
+    offset += p->grad.numel();
+  }
+}
+
+void GradientSync::unpack(Bucket& b) {
+  int64_t offset = 0;
+  for (nn::Parameter* p : b.params) {
+    p->grad.copy_from(b.flat.narrow(offset, p->grad.numel()).reshape(p->grad.shape()));
+    offset += p->grad.numel();
+  }
+}
+
 void GradientSync::reduce() {
   dist::CommLayerScope scope("gradients");
   for (Bucket& b : buckets_) {
-    const Device device = b.params.front()->grad.device();
-    if (!b.flat.defined()) b.flat = Tensor::empty({b.elements}, DType::f32, device);
-    int64_t offset = 0;
-    for (nn::Parameter* p : b.params) {
-      b.flat.narrow(offset, p->grad.numel()).reshape(p->grad.shape()).copy_from(p->grad);
-      offset += p->grad.numel();
-    }
+    pack(b);
     b.comm->all_reduce(b.flat);
-    offset = 0;
-    for (nn::Parameter* p : b.params) {
-      p->grad.copy_from(b.flat.narrow(offset, p->grad.numel()).reshape(p->grad.shape()));
-      offset += p->grad.numel();
-    }
+    unpack(b);
   }
+}
+
+void GradientSync::start(Bucket& b) {
+  dist::CommLayerScope scope("gradients");
+  pack(b);
+  b.pending = b.comm->start_all_reduce(b.flat);
+}
+
+void GradientSync::advance() {
+  for (Bucket& b : buckets_)
+    if (b.pending) b.pending->test();
+}
+
+void GradientSync::begin() {
+  GRIDNN_REQUIRE(buckets_.empty() || !slot_bucket_.empty(),
+                 "GradientSync::begin: overlapping needs the constructor that takes the model");
+  for (Bucket& b : buckets_) {
+    b.pending.reset();
+    b.waiting = int64_t(b.params.size());
+  }
+  std::fill(slot_ready_.begin(), slot_ready_.end(), 0);
+  overlapping_ = true;
+  started_in_backward_ = 0;
+  seconds_in_backward_ = seconds_in_finish_ = 0;
+}
+
+void GradientSync::on_backward_done(nn::Module& module) {
+  if (!overlapping_ || buckets_.empty()) return;
+  const auto t0 = Clock::now();
+  auto it = module_slots_.find(&module);
+  if (it != module_slots_.end())
+    for (int64_t slot : it->second) {
+      if (slot_ready_[size_t(slot)]) continue;
+      slot_ready_[size_t(slot)] = 1;
+      Bucket& b = buckets_[size_t(slot_bucket_[size_t(slot)])];
+      if (--b.waiting == 0) {
+        start(b);
+        ++started_in_backward_;
+      }
+    }
+  advance();
+  seconds_in_backward_ += since(t0);
+}
+
+void GradientSync::finish() {
+  GRIDNN_REQUIRE(overlapping_, "GradientSync::finish without begin");
+  const auto t0 = Clock::now();
+  overlapping_ = false;
+  for (Bucket& b : buckets_)  // whatever no notification covered (in bucket order on every rank)
+    if (!b.pending) start(b);
+  for (Bucket& b : buckets_) {
+    b.pending->wait();
+    b.pending.reset();
+    unpack(b);
+  }
+  seconds_in_finish_ = since(t0);
 }
 
 }  // namespace gridnn::train

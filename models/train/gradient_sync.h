@@ -6,10 +6,24 @@
 // Gradients travel in buckets of about `bucket_bytes`, packed into one flat tensor per
 // bucket (parameters in reverse registration order: the order backward finishes them), one
 // all-reduce per bucket. Counted in the comm log under the layer "gradients".
+//
+// Two ways to run it:
+//   reduce()   after the whole backward: every bucket packed, all-reduced and unpacked in
+//              turn (blocking).
+//   overlap    begin(); backward under a BackwardObserverScope of this object; finish().
+//              Each module that finishes its backward (Module::run_backward) marks its
+//              parameters, and its descendants', ready; a bucket whose parameters are all
+//              ready is packed and its all-reduce started (non-blocking, in the order the
+//              buckets become ready, which is the same on every rank); each later
+//              notification advances the started ones, so they proceed while backward goes
+//              on. finish() starts what is left, waits for all and unpacks. The result is
+//              bitwise that of reduce(). Needs the constructor that takes the model.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -18,13 +32,31 @@
 
 namespace gridnn::train {
 
-class GradientSync {
+class GradientSync : public nn::BackwardObserver {
  public:
+  static constexpr int64_t kDefaultBucketBytes = int64_t(4) << 20;
+
   GradientSync(dist::ProcessGrid& grid, std::vector<std::pair<std::string, nn::Parameter*>> params,
-               int64_t bucket_bytes = int64_t(4) << 20);
-  // Sums every gradient over its communicator (nothing on a 1x1 grid).
+               int64_t bucket_bytes = kDefaultBucketBytes);
+  // For `model`'s parameters, and able to overlap with its backward.
+  GradientSync(dist::ProcessGrid& grid, nn::Module& model, int64_t bucket_bytes = kDefaultBucketBytes);
+  ~GradientSync() override;
+
+  // Sums every gradient over its communicator (nothing on a 1x1 grid), after backward.
   void reduce();
+
+  // Overlapped (see above): before backward; notifications (as an observer); after it.
+  void begin();
+  void on_backward_done(nn::Module& module) override;
+  void finish();
+
   int64_t buckets() const { return int64_t(buckets_.size()); }
+  // Of the last overlapped step: the buckets started during backward (before finish()),
+  // and the seconds spent in begin/notifications (packing, starting, advancing) and in
+  // finish (the exposed wait after backward).
+  int64_t buckets_started_in_backward() const { return started_in_backward_; }
+  double seconds_in_backward() const { return seconds_in_backward_; }
+  double seconds_in_finish() const { return seconds_in_finish_; }
 
  private:
   struct Bucket {
@@ -32,8 +64,23 @@ class GradientSync {
     std::vector<nn::Parameter*> params;
     int64_t elements = 0;
     Tensor flat;  // allocated on first use, on the parameters' device
+    int64_t waiting = 0;  // overlap: parameters not ready yet
+    std::unique_ptr<dist::PendingAllReduce> pending;
   };
+  void pack(Bucket& b);
+  void unpack(Bucket& b);
+  void start(Bucket& b);
+  void advance();
+
   std::vector<Bucket> buckets_;
+  // Overlap: for each module, the (bucket, parameter) slots of it and its descendants; the
+  // bucket of each parameter slot, and whether it is ready this step.
+  std::unordered_map<nn::Module*, std::vector<int64_t>> module_slots_;
+  std::vector<int64_t> slot_bucket_;
+  std::vector<char> slot_ready_;
+  bool overlapping_ = false;
+  int64_t started_in_backward_ = 0;
+  double seconds_in_backward_ = 0, seconds_in_finish_ = 0;
 };
 
 }  // namespace gridnn::train

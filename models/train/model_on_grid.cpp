@@ -1,6 +1,7 @@
 // ModelOnGrid: the model side of a training step on a grid.
 #include "models/train/model_on_grid.h"
 
+#include <chrono>
 #include <cmath>
 
 #include "core/error.h"
@@ -28,7 +29,12 @@ ModelOnGrid::ModelOnGrid(const TrainOptions& o, dist::ProcessGrid& grid)
   model_->set_math_mode(ops::parse_math_mode(o.precision));
   model_->train();
   optimizer_ = optim::make_optimizer(o.optimizer, model_->named_parameters());
-  sync_ = std::make_unique<GradientSync>(grid, model_->named_parameters());
+  sync_ = std::make_unique<GradientSync>(grid, *model_);
+}
+
+void ModelOnGrid::set_gradient_sync(bool overlap, int64_t bucket_bytes) {
+  overlap_ = overlap;
+  sync_ = std::make_unique<GradientSync>(grid_, *model_, bucket_bytes);
 }
 
 double ModelOnGrid::forward_backward(const data::Batch& shard, int64_t global_rows, Tensor* logits) {
@@ -42,8 +48,24 @@ double ModelOnGrid::forward_backward(const data::Batch& shard, int64_t global_ro
   }
   if (!std::isfinite(loss)) return loss;  // the caller reports it; nothing was changed
   model_->zero_grad();
-  model_->backward(loss_.backward(global_rows));
-  sync_->reduce();
+  const Tensor dlogits = loss_.backward(global_rows);
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  if (overlap_) {
+    sync_->begin();
+    {
+      nn::BackwardObserverScope watch(*sync_);  // buckets start as their layers finish
+      model_->run_backward(dlogits);
+    }
+    timing_.backward_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    sync_->finish();
+  } else {
+    model_->run_backward(dlogits);
+    timing_.backward_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    sync_->reduce();
+  }
+  timing_.sync_seconds =
+      std::chrono::duration<double>(Clock::now() - start).count() - timing_.backward_seconds;
   return loss;
 }
 

@@ -4,6 +4,7 @@
 //   forward_backward(shard)  forward on this rank's rows and depth planes, the loss over the
 //                            global batch, zero_grad, backward (dlogits divided by the global
 //                            batch), then every gradient summed over the ranks that share it
+//                            (by default overlapping backward: GradientSync)
 //   update(lr)               the optimizer step, the same on every rank
 #pragma once
 
@@ -32,6 +33,16 @@ class ModelOnGrid {
   // rank's rows.
   double forward_backward(const data::Batch& shard, int64_t global_rows, Tensor* logits);
   void update(double lr) { optimizer_->step(lr); }
+  // Gradient synchronization: overlapping backward (the default) or after it (reduce()),
+  // in buckets of `bucket_bytes`. The results are bitwise the same.
+  void set_gradient_sync(bool overlap, int64_t bucket_bytes = GradientSync::kDefaultBucketBytes);
+  // Of the last forward_backward: seconds in backward (with the overlapped synchronization's
+  // work inside it) and in the synchronization after it (the exposed part).
+  struct StepTiming {
+    double backward_seconds = 0, sync_seconds = 0;
+  };
+  const StepTiming& last_timing() const { return timing_; }
+  const GradientSync& gradient_sync() const { return *sync_; }
   // Evaluation-mode forward; returns the summed loss of this rank's rows (none: 0, and
   // empty logits).
   double evaluate(const data::Batch& shard, Tensor* logits);
@@ -48,6 +59,8 @@ class ModelOnGrid {
   std::unique_ptr<nn::Module> model_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<GradientSync> sync_;
+  bool overlap_ = true;
+  StepTiming timing_;
   nn::SoftmaxCrossEntropy loss_;
 };
 

@@ -2,3 +2,6 @@
 # run resumed on another grid, on every factorization of the job's size, against the
 # single-process run; two runs on one grid bitwise equal.
 gridnn_add_mpi_test(test_dist_train SOURCES dist/test_dist_train.cpp NP 1 2 4 TIMEOUT 600)
+# Gradient all-reduce overlapping backward: bitwise the blocking one, every bucket started
+# during backward; the non-blocking all-reduce bitwise the blocking one.
+gridnn_add_mpi_test(test_grad_overlap SOURCES dist/test_grad_overlap.cpp NP 1 2 4 TIMEOUT 300)

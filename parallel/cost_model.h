@@ -1,0 +1,150 @@
+// The α–β communication model of Gholami et al. (SPAA 2018) and the grid planner built on it
+// (DESIGN §6). Pure computation: no MPI, no tensors; gridnn-plan and the tests use it.
+//
+// Units: α in seconds per message, β in seconds per word, sizes in words (one fp32 value = one
+// word = 4 bytes; a link of 6 GB/s is β = 4 / 6e9 s per word). Per-process words: what one
+// rank receives, the paper's conventions:
+//   all-gather of n words on p ranks   α⌈log2 p⌉ + β (p−1)/p n
+//   all-reduce of n words              twice that (reduce-scatter + all-gather)
+//   reduce-scatter of n words          as the all-gather
+//   halo exchange of v words           α + β v   (v: the most planes any rank receives)
+//
+// How each layer uses the grid (DESIGN §4; B global batch, the grid Pr x Pc, P = Pr·Pc):
+//   batch   B/P samples per rank, the whole layer; weights all-reduced over P        (Eq. 4)
+//   model   1.5D over Pr on B/Pc samples: Y all-gathered over Pr (forward), dX all-reduced
+//           over Pr (backward), the W block |W|/Pr all-reduced over Pc               (Eq. 3, 8)
+//   domain  a depth slab over Pr of B/Pc samples: halo planes exchanged over Pr each way,
+//           weights all-reduced over P                                                (Eq. 7, 9)
+// On 1 x P every use is pure batch (Eq. 4); on P x 1 "model" everywhere is pure model
+// (Eq. 3) and "domain" for convolutions pure domain (Eq. 7). Strategy picks the use of the
+// convolutions (and their pooling, BN, attention); fully connected layers always use "model".
+//
+// Paper convention (on by default, see test/dist/test_cost_model.cpp): the input gradient of
+// the first fully connected layer after batch-parallel layers is not sent back (the paper's
+// backward sum starts at i = 2); its forward all-gather of d_0 is counted. Off, the model
+// counts the reduce-scatter that hands each rank its B/P rows of dX back.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gridnn::plan {
+
+enum class LayerKind { conv, fc, pool, bn, attention, global_pool };
+const char* kind_name(LayerKind kind);
+
+// One layer's shape. fc: in_channels = d_in, out_channels = d_out, sizes {1, 1, 1}.
+// in_size/out_size are {D, H, W}; the domain split is over D (for 2D nets, D is the height).
+struct LayerShape {
+  std::string name;
+  LayerKind kind = LayerKind::conv;
+  int64_t in_channels = 0, out_channels = 0;
+  std::array<int64_t, 3> in_size{1, 1, 1}, out_size{1, 1, 1};
+  int64_t kernel = 1, stride = 1, padding = 0;  // along the split dimension
+  int64_t weights = 0;                          // parameters (weights and biases)
+  double forward_flops = 0;                     // per sample
+  bool input_gradient = true;                   // false for the first layer (data)
+
+  int64_t in_words() const { return in_channels * in_size[0] * in_size[1] * in_size[2]; }
+  int64_t out_words() const { return out_channels * out_size[0] * out_size[1] * out_size[2]; }
+};
+
+struct Network {
+  std::string name;
+  std::vector<LayerShape> layers;
+  int64_t weights() const;
+};
+
+// AlexNet as in Krizhevsky et al. 2012 (two-group conv2/4/5, 227² input, ~61M weights).
+Network alexnet();
+struct ResAttNetShape {
+  int depth = 18;
+  int64_t width = 16, in_channels = 1, classes = 2;
+  std::array<int64_t, 3> input{32, 32, 32};
+  bool attention3 = true, attention4 = true;
+};
+// The layers of models/nets/resattnet3d.h, in forward order.
+Network resattnet3d(const ResAttNetShape& shape);
+// fc1..fcK over sizes {in, hidden..., classes}.
+Network mlp(const std::vector<int64_t>& sizes);
+
+struct Machine {
+  double alpha = 2e-6;        // s per message
+  double beta = 4.0 / 6e9;    // s per word
+  double flops = 0;           // compute rate (FLOP/s); 0: no compute term
+};
+
+enum class LayerUse { batch, model, domain };
+const char* use_name(LayerUse use);
+
+struct Strategy {
+  LayerUse conv = LayerUse::domain;  // convolutions, pooling, BN, attention
+  LayerUse fc = LayerUse::model;
+  bool paper_convention = true;      // see the header comment
+};
+// The paper's strategies by equation.
+Strategy pure_batch();           // Eq. 4 (on 1 x P)
+Strategy pure_model();           // Eq. 3 (on P x 1)
+Strategy pure_domain();          // Eq. 7 (on P x 1)
+Strategy model_batch();          // Eq. 8: convolutions batch, FC on the grid
+Strategy model_batch_domain();   // Eq. 9: convolutions domain over Pr, FC on the grid
+
+struct Grid {
+  int rows = 1, cols = 1;  // Pr x Pc
+  int procs() const { return rows * cols; }
+};
+
+// One collective (or halo exchange) of one layer.
+struct CommTerm {
+  std::string what;       // "all-reduce dW over Pc", "halo forward over Pr", ...
+  double words = 0;       // per process
+  double messages = 0;    // α count
+  double latency_s = 0;   // α · messages
+  double bandwidth_s = 0; // β · words
+  double seconds() const { return latency_s + bandwidth_s; }
+};
+
+struct LayerCost {
+  std::string layer;
+  LayerUse use = LayerUse::batch;
+  std::vector<CommTerm> terms;
+  double compute_s = 0;
+  double words() const;
+  double comm_s() const;
+};
+
+struct PlanCost {
+  Grid grid;
+  std::vector<LayerCost> layers;
+  double words = 0, latency_s = 0, bandwidth_s = 0, compute_s = 0;
+  double comm_s() const { return latency_s + bandwidth_s; }
+  double total_s() const { return comm_s() + compute_s; }
+};
+
+// The collectives' costs (words per process, seconds).
+CommTerm all_gather(const std::string& what, double n, int p, const Machine& m);
+CommTerm all_reduce(const std::string& what, double n, int p, const Machine& m);
+CommTerm halo(const std::string& what, double volume, const Machine& m);
+
+// The most input planes any of `parts` ranks receives from the others for a window (kernel,
+// stride, padding) over `d_in` planes, both sides split balanced (parallel/halo.h's rule).
+int64_t halo_planes(int64_t d_in, int64_t kernel, int64_t stride, int64_t padding, int parts);
+
+// One training step (forward + backward; compute = 3 x forward FLOPs) of `net` at global
+// batch `batch` on `grid`.
+PlanCost estimate(const Network& net, int64_t batch, Grid grid, const Machine& m,
+                  const Strategy& s);
+// Every factorization Pr x Pc of P, Pr ascending (1 x P, the pure batch run, first).
+std::vector<PlanCost> sweep(const Network& net, int64_t batch, int procs, const Machine& m,
+                            const Strategy& s);
+// The index of the fastest (total time; ties: the first) in a sweep.
+size_t best_index(const std::vector<PlanCost>& plans);
+
+// The bandwidth-optimal Pr for the FC layers, sqrt(2 P ΣW / (3 B Σd)), with Σd the
+// activation words the FC part moves per sample and layer (gathers plus twice the reduces,
+// over 3).
+double optimal_fc_rows(const Network& net, int64_t batch, int procs, const Strategy& s);
+
+}  // namespace gridnn::plan
