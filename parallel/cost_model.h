@@ -7,7 +7,9 @@
 //   all-gather of n words on p ranks   α⌈log2 p⌉ + β (p−1)/p n
 //   all-reduce of n words              twice that (reduce-scatter + all-gather)
 //   reduce-scatter of n words          as the all-gather
-//   halo exchange of v words           α + β v   (v: the most planes any rank receives)
+//   halo exchange of v words           α + β v   (v: the words of the most planes any rank
+//                                      receives; one α even where it hears from both sides)
+//   nothing to move (n = 0, p = 1)     0
 //
 // How each layer uses the grid (DESIGN §4; B global batch, the grid Pr x Pc, P = Pr·Pc):
 //   batch   B/P samples per rank, the whole layer; weights all-reduced over P        (Eq. 4)

@@ -1,0 +1,383 @@
+// The α–β cost model: the networks' layer shapes, each layer's terms for its use of the grid,
+// and the sweep over grids (conventions in cost_model.h).
+#include "parallel/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace gridnn::plan {
+
+const char* kind_name(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::conv: return "conv";
+    case LayerKind::fc: return "fc";
+    case LayerKind::pool: return "pool";
+    case LayerKind::bn: return "bn";
+    case LayerKind::attention: return "attention";
+    case LayerKind::global_pool: return "global_pool";
+  }
+  return "?";
+}
+
+const char* use_name(LayerUse use) {
+  switch (use) {
+    case LayerUse::batch: return "batch";
+    case LayerUse::model: return "model";
+    case LayerUse::domain: return "domain";
+  }
+  return "?";
+}
+
+int64_t Network::weights() const {
+  int64_t n = 0;
+  for (const LayerShape& l : layers) n += l.weights;
+  return n;
+}
+
+Strategy pure_batch() { return {LayerUse::batch, LayerUse::batch, true}; }
+Strategy pure_model() { return {LayerUse::model, LayerUse::model, true}; }
+Strategy pure_domain() { return {LayerUse::domain, LayerUse::model, true}; }
+Strategy model_batch() { return {LayerUse::batch, LayerUse::model, true}; }
+Strategy model_batch_domain() { return {LayerUse::domain, LayerUse::model, true}; }
+
+// ---- the networks ----------------------------------------------------------------------
+
+namespace {
+
+int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t p) { return (in + 2 * p - k) / s + 1; }
+
+// A convolution (groups g, bias or not) or pooling window over a cube-or-square input: every
+// spatial side uses the same window, except sides of size 1 (the third side of a 2D net).
+LayerShape window_layer(const std::string& name, LayerKind kind, int64_t cin, int64_t cout,
+                        std::array<int64_t, 3> in, int64_t k, int64_t s, int64_t p,
+                        int64_t groups = 1, bool bias = false) {
+  LayerShape l;
+  l.name = name;
+  l.kind = kind;
+  l.in_channels = cin;
+  l.out_channels = cout;
+  l.in_size = in;
+  l.kernel = k;
+  l.stride = s;
+  l.padding = p;
+  int64_t taps = 1;
+  for (int i = 0; i < 3; ++i) {
+    const bool flat = in[i] == 1 && k > 1;
+    l.out_size[i] = flat ? 1 : window_out(in[i], k, s, p);
+    if (!flat) taps *= k;
+  }
+  const double out_voxels = double(l.out_size[0]) * l.out_size[1] * l.out_size[2];
+  if (kind == LayerKind::conv) {
+    l.weights = cout * (cin / groups) * taps + (bias ? cout : 0);
+    l.forward_flops = 2.0 * cout * (cin / groups) * taps * out_voxels;
+  } else {
+    l.forward_flops = double(taps) * cout * out_voxels;
+  }
+  return l;
+}
+
+LayerShape fc_layer(const std::string& name, int64_t d_in, int64_t d_out) {
+  LayerShape l;
+  l.name = name;
+  l.kind = LayerKind::fc;
+  l.in_channels = d_in;
+  l.out_channels = d_out;
+  l.weights = d_in * d_out + d_out;
+  l.forward_flops = 2.0 * d_in * d_out;
+  return l;
+}
+
+LayerShape same_shape_layer(const std::string& name, LayerKind kind, int64_t c,
+                            std::array<int64_t, 3> size, int64_t weights, double flops) {
+  LayerShape l;
+  l.name = name;
+  l.kind = kind;
+  l.in_channels = l.out_channels = c;
+  l.in_size = l.out_size = size;
+  l.weights = weights;
+  l.forward_flops = flops;
+  return l;
+}
+
+double voxels(std::array<int64_t, 3> s) { return double(s[0]) * s[1] * s[2]; }
+
+}  // namespace
+
+Network alexnet() {
+  Network net{"AlexNet", {}};
+  auto& L = net.layers;
+  std::array<int64_t, 3> s{227, 227, 1};  // {H, W, 1}: the split dimension is H
+  auto add = [&](LayerShape l) {
+    s = l.out_size;
+    L.push_back(std::move(l));
+  };
+  add(window_layer("conv1", LayerKind::conv, 3, 96, s, 11, 4, 0, 1, true));
+  L.back().input_gradient = false;
+  add(window_layer("pool1", LayerKind::pool, 96, 96, s, 3, 2, 0));
+  add(window_layer("conv2", LayerKind::conv, 96, 256, s, 5, 1, 2, 2, true));
+  add(window_layer("pool2", LayerKind::pool, 256, 256, s, 3, 2, 0));
+  add(window_layer("conv3", LayerKind::conv, 256, 384, s, 3, 1, 1, 1, true));
+  add(window_layer("conv4", LayerKind::conv, 384, 384, s, 3, 1, 1, 2, true));
+  add(window_layer("conv5", LayerKind::conv, 384, 256, s, 3, 1, 1, 2, true));
+  add(window_layer("pool5", LayerKind::pool, 256, 256, s, 3, 2, 0));
+  L.push_back(fc_layer("fc6", 256 * s[0] * s[1], 4096));
+  L.push_back(fc_layer("fc7", 4096, 4096));
+  L.push_back(fc_layer("fc8", 4096, 1000));
+  return net;
+}
+
+Network resattnet3d(const ResAttNetShape& a) {
+  if (a.depth != 18 && a.depth != 34) throw std::invalid_argument("resattnet3d: depth 18 or 34");
+  Network net{"ResAttNet3D-" + std::to_string(a.depth), {}};
+  auto& L = net.layers;
+  std::array<int64_t, 3> s = a.input;
+  auto bn = [&](const std::string& name, int64_t c) {
+    L.push_back(same_shape_layer(name, LayerKind::bn, c, s, 2 * c, 4.0 * c * voxels(s)));
+  };
+  L.push_back(window_layer("conv1", LayerKind::conv, a.in_channels, a.width, s, 7, 2, 3));
+  L.back().input_gradient = false;
+  s = L.back().out_size;
+  bn("bn1", a.width);
+  L.push_back(window_layer("maxpool", LayerKind::pool, a.width, a.width, s, 3, 2, 1));
+  s = L.back().out_size;
+  const std::array<int, 4> blocks = a.depth == 18 ? std::array<int, 4>{2, 2, 2, 2}
+                                                  : std::array<int, 4>{3, 4, 6, 3};
+  int64_t c = a.width;
+  for (int l = 0; l < 4; ++l) {
+    const int64_t out = a.width << l;
+    for (int b = 0; b < blocks[l]; ++b) {
+      const std::string p = "layer" + std::to_string(l + 1) + "." + std::to_string(b) + ".";
+      const int64_t stride = b == 0 && l > 0 ? 2 : 1;
+      const int64_t in_c = b == 0 ? c : out;
+      const std::array<int64_t, 3> in = s;
+      L.push_back(window_layer(p + "conv1", LayerKind::conv, in_c, out, in, 3, stride, 1));
+      s = L.back().out_size;
+      bn(p + "bn1", out);
+      L.push_back(window_layer(p + "conv2", LayerKind::conv, out, out, s, 3, 1, 1));
+      bn(p + "bn2", out);
+      if (stride != 1 || in_c != out) {
+        L.push_back(window_layer(p + "downsample.0", LayerKind::conv, in_c, out, in, 1, stride, 0));
+        bn(p + "downsample.1", out);
+      }
+    }
+    c = out;
+    if ((l == 2 && a.attention3) || (l == 3 && a.attention4)) {
+      // query, key (C -> C/8) and value (C -> C) 1x1x1 convolutions with biases, and gamma.
+      const double n = voxels(s);
+      const int64_t w = 2 * (c * (c / 8) + c / 8) + c * c + c + 1;
+      const double flops = 2.0 * n * (2 * c * (c / 8) + c * c) + 2.0 * n * n * (c / 8 + c);
+      L.push_back(same_shape_layer(l == 2 ? "att3" : "att4", LayerKind::attention, c, s, w, flops));
+    }
+  }
+  LayerShape pool = same_shape_layer("avgpool", LayerKind::global_pool, c, s, 0, c * voxels(s));
+  pool.out_size = {1, 1, 1};
+  L.push_back(pool);
+  L.push_back(fc_layer("fc", c, a.classes));
+  return net;
+}
+
+Network mlp(const std::vector<int64_t>& sizes) {
+  if (sizes.size() < 2) throw std::invalid_argument("mlp: need at least two sizes");
+  Network net{"MLP", {}};
+  for (size_t i = 0; i + 1 < sizes.size(); ++i)
+    net.layers.push_back(fc_layer("fc" + std::to_string(i + 1), sizes[i], sizes[i + 1]));
+  net.layers.front().input_gradient = false;
+  return net;
+}
+
+// ---- collectives -----------------------------------------------------------------------
+
+namespace {
+int ceil_log2(int p) {
+  int k = 0;
+  while ((1 << k) < p) ++k;
+  return k;
+}
+CommTerm make_term(const std::string& what, double words, double messages, const Machine& m) {
+  return {what, words, messages, m.alpha * messages, m.beta * words};
+}
+}  // namespace
+
+CommTerm all_gather(const std::string& what, double n, int p, const Machine& m) {
+  if (p <= 1 || n <= 0) return make_term(what, 0, 0, m);
+  return make_term(what, double(p - 1) / p * n, ceil_log2(p), m);
+}
+
+CommTerm all_reduce(const std::string& what, double n, int p, const Machine& m) {
+  if (p <= 1 || n <= 0) return make_term(what, 0, 0, m);
+  return make_term(what, 2.0 * (p - 1) / p * n, 2.0 * ceil_log2(p), m);
+}
+
+CommTerm halo(const std::string& what, double volume, const Machine& m) {
+  return make_term(what, volume, volume > 0 ? 1 : 0, m);
+}
+
+int64_t halo_planes(int64_t d_in, int64_t k, int64_t s, int64_t p, int parts) {
+  const int64_t d_out = window_out(d_in, k, s, p);
+  auto range = [](int64_t n, int ranks, int r) {  // balanced_range: the first n % ranks get one more
+    const int64_t q = n / ranks, rem = n % ranks;
+    const int64_t begin = r * q + std::min<int64_t>(r, rem);
+    return std::pair<int64_t, int64_t>{begin, begin + q + (r < rem ? 1 : 0)};
+  };
+  int64_t most = 0;
+  for (int r = 0; r < parts; ++r) {
+    const auto [o0, o1] = range(d_out, parts, r);
+    if (o1 <= o0) continue;
+    const int64_t lo = std::max<int64_t>(0, o0 * s - p);
+    const int64_t hi = std::min<int64_t>(d_in, (o1 - 1) * s - p + k);
+    const auto [i0, i1] = range(d_in, parts, r);
+    const int64_t own = std::max<int64_t>(0, std::min(hi, i1) - std::max(lo, i0));
+    most = std::max(most, std::max<int64_t>(0, hi - lo) - own);
+  }
+  return most;
+}
+
+// ---- one step on one grid --------------------------------------------------------------
+
+double LayerCost::words() const {
+  double w = 0;
+  for (const CommTerm& t : terms) w += t.words;
+  return w;
+}
+
+double LayerCost::comm_s() const {
+  double s = 0;
+  for (const CommTerm& t : terms) s += t.seconds();
+  return s;
+}
+
+namespace {
+
+// How the current activation lies on a row of the grid.
+enum class Layout { replicated, batch_split, depth_split };
+
+LayerUse use_of(const LayerShape& l, const Strategy& s) {
+  if (l.kind == LayerKind::fc) return s.fc == LayerUse::domain ? LayerUse::model : s.fc;
+  return s.conv;
+}
+
+}  // namespace
+
+PlanCost estimate(const Network& net, int64_t batch, Grid g, const Machine& m, const Strategy& s) {
+  if (g.rows < 1 || g.cols < 1) throw std::invalid_argument("estimate: grid sides must be >= 1");
+  const int P = g.procs(), Pr = g.rows, Pc = g.cols;
+  const double per_col = double(batch) / Pc, per_proc = double(batch) / P;
+  PlanCost plan;
+  plan.grid = g;
+  Layout layout = Layout::replicated;
+  bool first = true;
+  for (const LayerShape& l : net.layers) {
+    LayerCost c;
+    c.layer = l.name;
+    c.use = use_of(l, s);
+    auto add = [&c](CommTerm t) {
+      if (t.words > 0 || t.messages > 0) c.terms.push_back(std::move(t));
+    };
+    double samples = per_col, fraction = 1;
+    if (c.use == LayerUse::batch) {
+      samples = per_proc;
+      if (l.kind == LayerKind::bn) {
+        add(all_reduce("all-reduce BN statistics over P (forward)", 2.0 * l.in_channels, P, m));
+        add(all_reduce("all-reduce BN dy sums over P (backward)", 2.0 * l.in_channels, P, m));
+      }
+      add(all_reduce("all-reduce dW over P", l.weights, P, m));
+      layout = Pr > 1 ? Layout::batch_split : Layout::replicated;
+    } else if (c.use == LayerUse::model) {
+      fraction = 1.0 / Pr;
+      const bool moves = l.kind == LayerKind::fc || l.kind == LayerKind::conv ||
+                         l.kind == LayerKind::attention;
+      if (moves) {
+        const double in = per_col * l.in_words();
+        if (layout != Layout::replicated && !first) {
+          add(all_gather("all-gather input over Pr (forward)", in, Pr, m));
+          if (l.input_gradient && !s.paper_convention)
+            add(all_gather("reduce-scatter dX over Pr (backward)", in, Pr, m));
+        } else if (l.input_gradient) {
+          add(all_reduce("all-reduce dX over Pr (backward)", in, Pr, m));
+        }
+        add(all_gather("all-gather Y over Pr (forward)", per_col * l.out_words(), Pr, m));
+      }
+      add(all_reduce("all-reduce dW block over Pc", double(l.weights) / Pr, Pc, m));
+      layout = Layout::replicated;
+    } else {  // domain
+      const bool split = Pr > 1 && l.in_size[0] >= Pr && l.out_size[0] >= Pr;
+      const double plane = per_col * l.in_channels * l.in_size[1] * l.in_size[2];
+      if (!split) {
+        if (layout == Layout::depth_split)
+          add(all_gather("all-gather depth over Pr (forward)", per_col * l.in_words(), Pr, m));
+        layout = Layout::replicated;
+      } else {
+        fraction = double((l.out_size[0] + Pr - 1) / Pr) / l.out_size[0];
+        if (l.kind == LayerKind::conv || l.kind == LayerKind::pool) {
+          const double v = plane * halo_planes(l.in_size[0], l.kernel, l.stride, l.padding, Pr);
+          add(halo("halo over Pr (forward)", v, m));
+          if (l.input_gradient) add(halo("halo gradient over Pr (backward)", v, m));
+        } else if (l.kind == LayerKind::attention) {
+          const double kv = per_col * (l.in_channels / 8 + l.in_channels) * voxels(l.in_size);
+          add(all_gather("all-gather K, V over Pr (forward)", kv, Pr, m));
+          add(all_gather("reduce-scatter dK, dV over Pr (backward)", kv, Pr, m));
+        } else if (l.kind == LayerKind::global_pool) {
+          add(all_reduce("all-reduce partial sums over Pr (forward)", per_col * l.in_channels, Pr, m));
+        }
+        layout = l.kind == LayerKind::global_pool ? Layout::replicated : Layout::depth_split;
+      }
+      if (l.kind == LayerKind::bn) {
+        add(all_reduce("all-reduce BN statistics over P (forward)", 2.0 * l.in_channels, P, m));
+        add(all_reduce("all-reduce BN dy sums over P (backward)", 2.0 * l.in_channels, P, m));
+      }
+      add(all_reduce("all-reduce dW over P", l.weights, P, m));
+    }
+    if (m.flops > 0) c.compute_s = 3.0 * l.forward_flops * samples * fraction / m.flops;
+    for (const CommTerm& t : c.terms) {
+      plan.words += t.words;
+      plan.latency_s += t.latency_s;
+      plan.bandwidth_s += t.bandwidth_s;
+    }
+    plan.compute_s += c.compute_s;
+    plan.layers.push_back(std::move(c));
+    first = false;
+  }
+  return plan;
+}
+
+std::vector<PlanCost> sweep(const Network& net, int64_t batch, int procs, const Machine& m,
+                            const Strategy& s) {
+  if (procs < 1) throw std::invalid_argument("sweep: procs must be >= 1");
+  std::vector<PlanCost> plans;
+  for (int r = 1; r <= procs; ++r)
+    if (procs % r == 0) plans.push_back(estimate(net, batch, Grid{r, procs / r}, m, s));
+  return plans;
+}
+
+size_t best_index(const std::vector<PlanCost>& plans) {
+  size_t best = 0;
+  for (size_t i = 1; i < plans.size(); ++i)
+    if (plans[i].total_s() < plans[best].total_s()) best = i;
+  return best;
+}
+
+double optimal_fc_rows(const Network& net, int64_t batch, int procs, const Strategy& s) {
+  double w = 0, gathered = 0, reduced = 0;
+  bool replicated = false;  // the first FC layer's input comes from batch or domain layers
+  for (size_t i = 0; i < net.layers.size(); ++i) {
+    const LayerShape& l = net.layers[i];
+    if (l.kind != LayerKind::fc) {
+      replicated = l.kind == LayerKind::global_pool;
+      continue;
+    }
+    w += l.weights;
+    gathered += l.out_words();
+    if (!replicated && i > 0) {
+      gathered += l.in_words();
+      if (l.input_gradient && !s.paper_convention) gathered += l.in_words();
+    } else if (l.input_gradient) {
+      reduced += l.in_words();
+    }
+    replicated = true;
+  }
+  const double d = (gathered + 2 * reduced) / 3;
+  return std::sqrt(2.0 * procs * w / (3.0 * batch * d));
+}
+
+}  // namespace gridnn::plan
