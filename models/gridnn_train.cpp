@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "models/train/grid_choice.h"
 #include "models/train/trainer.h"
 #include "parallel/process_grid.h"
 #if GRIDNN_HAVE_MPI
@@ -86,7 +87,7 @@ void add_flags(CLI::App& app, Cli& c) {
 
   app.add_option("--grid", o.grid,
                  "process grid PrxPc: Pr ranks split each volume's depth, Pc split the batch; "
-                 "run under mpiexec -n Pr*Pc")->capture_default_str();
+                 "run under mpiexec -n Pr*Pc; 'auto': the cost model's fastest grid")->capture_default_str();
   app.add_flag("--comm-report", o.comm_report, "print the communication per layer at the end");
   app.add_option("--device", o.device, "cpu, cuda or cuda:N")->capture_default_str();
   app.add_option("--precision", o.precision, "GPU math for convolutions and GEMMs: fp32, tf32 or bf16")
@@ -126,6 +127,17 @@ int run(Cli& c, dist::ProcessGrid& grid) {
   return 0;
 }
 
+// --grid as given, or (auto) the cost model's choice for the job's size.
+dist::GridShape grid_shape(Cli& c, int procs, bool report) {
+  if (c.o.grid != "auto") return dist::GridShape::parse(c.o.grid);
+  if (std::string err = parse_size(c.input, &c.o.input); !err.empty()) throw Error("--input: " + err);
+  std::string why;
+  const dist::GridShape shape = train::choose_grid(c.o, procs, &why);
+  if (report) std::printf("--grid auto: %s\n", why.c_str());
+  c.o.grid = shape.str();
+  return shape;
+}
+
 const char* const kDescription =
     "gridnn-train: train a 3D ResAttNet (or an MLP) on volumes.\n\n"
     "Examples:\n"
@@ -144,13 +156,13 @@ int main(int argc, char** argv) {
   add_flags(app, c);
   CLI11_PARSE(app, argc, argv);
 #if GRIDNN_HAVE_MPI
-  return MpiSession::run(&argc, &argv, [&](MpiSession&) {
-    auto grid = dist::ProcessGrid::create(dist::GridShape::parse(c.o.grid));
+  return MpiSession::run(&argc, &argv, [&](MpiSession& session) {
+    auto grid = dist::ProcessGrid::create(grid_shape(c, session.size(), session.rank() == 0));
     return run(c, *grid);
   });
 #else
   try {
-    auto grid = dist::ProcessGrid::create(dist::GridShape::parse(c.o.grid));
+    auto grid = dist::ProcessGrid::create(grid_shape(c, 1, true));
     return run(c, *grid);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gridnn: error: %s\n", e.what());

@@ -7,5 +7,6 @@ target_sources(gridnn PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/datasets.cpp
   ${CMAKE_CURRENT_LIST_DIR}/gradient_sync.cpp
   ${CMAKE_CURRENT_LIST_DIR}/grid_batch.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/grid_choice.cpp
   ${CMAKE_CURRENT_LIST_DIR}/model_on_grid.cpp
   ${CMAKE_CURRENT_LIST_DIR}/trainer.cpp)

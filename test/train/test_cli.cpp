@@ -73,6 +73,15 @@ TEST_F(Cli, BadInputsFailWithAMessage) {
   }
 }
 
+TEST_F(Cli, GridAutoOnOneProcessIsOneByOne) {
+  const Result r = run(std::string(kTiny) + " --steps 1 --grid auto");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("--grid auto: 1x1 of 1x1"), std::string::npos) << r.output;
+  const Result bad = run(std::string(kTiny) + " --steps 1 --grid 2x2");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.output.find("--grid 2x2 needs 4 processes, the job has 1"), std::string::npos) << bad.output;
+}
+
 TEST_F(Cli, StopAndResumeFromTheCommandLine) {
   const std::string ckpt = path("ckpt");
   Result r = run(std::string(kTiny) + " --steps 3 --checkpoint-dir " + ckpt);
