@@ -101,8 +101,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--conv", conv_use,
                  "how convolutions use the grid rows: domain or batch (default: batch for "
-                 "alexnet, the paper's setting; domain otherwise)")
-      ->check(CLI::IsMember({"domain", "batch"}));
+                 "alexnet, the paper's setting; domain otherwise); gridnn: as gridnn-train runs "
+                 "resattnet3d (hand-overs, replicated fc, BN counts, loss; parallel/cost_model.h)")
+      ->check(CLI::IsMember({"domain", "batch", "gridnn"}));
   app.add_flag("--physical", physical,
                "count the gradient sent back from the first FC layer to batch-parallel layers "
                "(the paper omits it)");
@@ -118,8 +119,11 @@ int main(int argc, char** argv) {
                                            : resattnet3d(shape);
     Strategy strategy = model_batch_domain();
     if (conv_use.empty()) conv_use = model == "alexnet" ? "batch" : "domain";
+    if (conv_use == "gridnn" && model != "resattnet3d")
+      throw std::invalid_argument("--conv gridnn: resattnet3d only");
     strategy.conv = conv_use == "batch" ? LayerUse::batch : LayerUse::domain;
     strategy.paper_convention = !physical;
+    strategy.gridnn_runtime = conv_use == "gridnn";
     const std::vector<PlanCost> plans = sweep(net, batch, procs, machine, strategy);
     const size_t best = best_index(plans);
     if (json) {

@@ -40,6 +40,7 @@ Strategy pure_model() { return {LayerUse::model, LayerUse::model, true}; }
 Strategy pure_domain() { return {LayerUse::domain, LayerUse::model, true}; }
 Strategy model_batch() { return {LayerUse::batch, LayerUse::model, true}; }
 Strategy model_batch_domain() { return {LayerUse::domain, LayerUse::model, true}; }
+Strategy as_gridnn_runs() { return {LayerUse::domain, LayerUse::model, true, true}; }
 
 // ---- the networks ----------------------------------------------------------------------
 
@@ -132,14 +133,28 @@ Network resattnet3d(const ResAttNetShape& a) {
   Network net{"ResAttNet3D-" + std::to_string(a.depth), {}};
   auto& L = net.layers;
   std::array<int64_t, 3> s = a.input;
+  // A 3D net: every window is k³, also on a side of one voxel (layer4 at small inputs);
+  // window_layer's flat sides are for 2D nets.
+  auto window = [](const std::string& name, LayerKind kind, int64_t cin, int64_t cout,
+                   std::array<int64_t, 3> in, int64_t k, int64_t st, int64_t p) {
+    LayerShape l = window_layer(name, kind, cin, cout, in, k, st, p);
+    const double taps = double(k) * k * k, out = voxels(l.out_size);
+    if (kind == LayerKind::conv) {
+      l.weights = cout * cin * k * k * k;
+      l.forward_flops = 2.0 * cout * cin * taps * out;
+    } else {
+      l.forward_flops = taps * cout * out;
+    }
+    return l;
+  };
   auto bn = [&](const std::string& name, int64_t c) {
     L.push_back(same_shape_layer(name, LayerKind::bn, c, s, 2 * c, 4.0 * c * voxels(s)));
   };
-  L.push_back(window_layer("conv1", LayerKind::conv, a.in_channels, a.width, s, 7, 2, 3));
+  L.push_back(window("conv1", LayerKind::conv, a.in_channels, a.width, s, 7, 2, 3));
   L.back().input_gradient = false;
   s = L.back().out_size;
   bn("bn1", a.width);
-  L.push_back(window_layer("maxpool", LayerKind::pool, a.width, a.width, s, 3, 2, 1));
+  L.push_back(window("maxpool", LayerKind::pool, a.width, a.width, s, 3, 2, 1));
   s = L.back().out_size;
   const std::array<int, 4> blocks = a.depth == 18 ? std::array<int, 4>{2, 2, 2, 2}
                                                   : std::array<int, 4>{3, 4, 6, 3};
@@ -151,13 +166,13 @@ Network resattnet3d(const ResAttNetShape& a) {
       const int64_t stride = b == 0 && l > 0 ? 2 : 1;
       const int64_t in_c = b == 0 ? c : out;
       const std::array<int64_t, 3> in = s;
-      L.push_back(window_layer(p + "conv1", LayerKind::conv, in_c, out, in, 3, stride, 1));
+      L.push_back(window(p + "conv1", LayerKind::conv, in_c, out, in, 3, stride, 1));
       s = L.back().out_size;
       bn(p + "bn1", out);
-      L.push_back(window_layer(p + "conv2", LayerKind::conv, out, out, s, 3, 1, 1));
+      L.push_back(window(p + "conv2", LayerKind::conv, out, out, s, 3, 1, 1));
       bn(p + "bn2", out);
       if (stride != 1 || in_c != out) {
-        L.push_back(window_layer(p + "downsample.0", LayerKind::conv, in_c, out, in, 1, stride, 0));
+        L.push_back(window(p + "downsample.0", LayerKind::conv, in_c, out, in, 1, stride, 0));
         bn(p + "downsample.1", out);
       }
     }
@@ -259,8 +274,13 @@ LayerUse use_of(const LayerShape& l, const Strategy& s) {
 
 }  // namespace
 
+namespace {
+PlanCost estimate_gridnn(const Network& net, int64_t batch, Grid g, const Machine& m);
+}  // namespace
+
 PlanCost estimate(const Network& net, int64_t batch, Grid g, const Machine& m, const Strategy& s) {
   if (g.rows < 1 || g.cols < 1) throw std::invalid_argument("estimate: grid sides must be >= 1");
+  if (s.gridnn_runtime) return estimate_gridnn(net, batch, g, m);
   const int P = g.procs(), Pr = g.rows, Pc = g.cols;
   const double per_col = double(batch) / Pc, per_proc = double(batch) / P;
   PlanCost plan;
@@ -378,6 +398,191 @@ double optimal_fc_rows(const Network& net, int64_t batch, int procs, const Strat
   }
   const double d = (gathered + 2 * reduced) / 3;
   return std::sqrt(2.0 * procs * w / (3.0 * batch * d));
+}
+
+// ---- the words of a real run -----------------------------------------------------------
+
+namespace {
+
+struct Span {
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return std::max<int64_t>(0, end - begin); }
+};
+// dist::balanced_range: the first n % parts get one more.
+Span balanced(int64_t n, int parts, int r) {
+  const int64_t q = n / parts, rem = n % parts;
+  const int64_t begin = r * q + std::min<int64_t>(r, rem);
+  return {begin, begin + q + (r < rem ? 1 : 0)};
+}
+Span meet(Span a, Span b) { return {std::max(a.begin, b.begin), std::min(a.end, b.end)}; }
+
+// parallel/halo.cpp's plan for rank r: the input planes it sends to its peers (forward) and
+// receives from them (its backward sends).
+std::pair<int64_t, int64_t> halo_sent_received(int64_t d_in, int64_t k, int64_t s, int64_t p, int parts, int r) {
+  const int64_t d_out = window_out(d_in, k, s, p);
+  auto need = [&](int q) {
+    const Span o = balanced(d_out, parts, q);
+    return meet({o.begin * s - p, (o.end - 1) * s - p + k}, {0, d_in});
+  };
+  int64_t sent = 0, received = 0;
+  for (int q = 0; q < parts; ++q) {
+    if (q == r) continue;
+    sent += meet(need(q), balanced(d_in, parts, r)).size();
+    received += meet(need(r), balanced(d_in, parts, q)).size();
+  }
+  return {sent, received};
+}
+
+}  // namespace
+
+std::vector<CommCall> gridnn_calls(const Network& net, int64_t batch, Grid g, int row, int col) {
+  if (g.rows < 1 || g.cols < 1 || row < 0 || row >= g.rows || col < 0 || col >= g.cols)
+    throw std::invalid_argument("gridnn_calls: rank (row, col) outside the grid");
+  std::vector<CommCall> calls;
+  if (g.procs() == 1) return calls;
+  const int Pr = g.rows, Pc = g.cols, P = g.procs();
+  const int64_t b = balanced(batch, Pc, col).size();  // this batch shard's samples
+  auto split = [&](int64_t depth) { return Pr > 1 && depth >= Pr; };
+  // n: this rank's elements; words: what it receives (the α–β convention).
+  auto call = [&](const std::string& layer, const char* comm, const char* op, int64_t n, int procs,
+                  double words) {
+    const double log_p = procs > 1 ? ceil_log2(procs) : 0;
+    const std::string o = op;
+    const double messages = o == "send_recv" ? (words > 0 ? 1 : 0) : o == "all_reduce" ? 2 * log_p : log_p;
+    calls.push_back({layer, comm, op, n, procs, words, messages});
+  };
+  auto reduce = [&](const std::string& layer, const char* comm, int64_t n, int procs) {
+    call(layer, comm, "all_reduce", n, procs, 2.0 * (procs - 1) / procs * double(n));
+  };
+  int64_t stage_weights = 0, col_weights = 0;
+  for (const LayerShape& l : net.layers) {
+    const int64_t d = l.in_size[0], hw = l.in_size[1] * l.in_size[2];
+    const int64_t plane = b * l.in_channels * hw;  // one input plane of this shard
+    bool on_stage = false;
+    switch (l.kind) {
+      case LayerKind::conv:
+      case LayerKind::pool:
+        if (split(d) && split(l.out_size[0])) {
+          const auto [sent, received] = halo_sent_received(d, l.kernel, l.stride, l.padding, Pr, row);
+          call(l.name, "row", "send_recv", sent * plane, Pr, double(received * plane));
+          if (l.input_gradient) call(l.name, "row", "send_recv", received * plane, Pr, double(sent * plane));
+          on_stage = true;
+        } else if (split(d)) {  // the hand-over: the slabs gathered, the layer replicated
+          const int64_t own = balanced(d, Pr, row).size();
+          call(l.name + " (gather)", "row", "all_gatherv", own * plane, Pr, double((d - own) * plane));
+        }
+        break;
+      case LayerKind::bn:
+        on_stage = split(d);
+        // forward: the count (1 x i64) and two [2, C] sums; backward: one [2, C].
+        reduce(l.name, on_stage ? "stage" : "col", 1 + 3 * 2 * l.in_channels, on_stage ? P : Pc);
+        break;
+      case LayerKind::attention:
+        if (split(d)) {
+          const int64_t kv = b * hw * (l.in_channels / 8 + l.in_channels);
+          const int64_t own = balanced(d, Pr, row).size();
+          call(l.name, "row", "all_gatherv", own * kv, Pr, double((d - own) * kv));
+          call(l.name, "row", "reduce_scatterv", d * kv, Pr, double((d - own) * kv));
+          on_stage = true;
+        }
+        break;
+      case LayerKind::global_pool:
+        if (split(d)) reduce(l.name, "row", b * l.in_channels, Pr);
+        break;
+      case LayerKind::fc:
+        break;
+    }
+    (on_stage ? stage_weights : col_weights) += l.weights;
+  }
+  if (Pc > 1) reduce("loss", "col", 2, Pc);
+  if (P > 1 && stage_weights > 0) reduce("gradients", "stage", stage_weights, P);
+  if (Pc > 1 && col_weights > 0) reduce("gradients", "col", col_weights, Pc);
+  return calls;
+}
+
+std::vector<CommCall> gridnn_mlp_calls(const Network& mlp, int64_t batch, std::array<int64_t, 4> in, Grid g,
+                                       int row, int col) {
+  if (g.rows < 1 || g.cols < 1 || row < 0 || row >= g.rows || col < 0 || col >= g.cols)
+    throw std::invalid_argument("gridnn_mlp_calls: rank (row, col) outside the grid");
+  std::vector<CommCall> calls;
+  if (g.procs() == 1) return calls;
+  const int64_t b = balanced(batch, g.cols, col).size();
+  const int64_t plane = b * in[0] * in[2] * in[3], own = balanced(in[1], g.rows, row).size();
+  if (g.rows > 1)
+    calls.push_back({"GatherDepth", "row", "all_gatherv", own * plane, g.rows, double((in[1] - own) * plane),
+                     double(ceil_log2(g.rows))});
+  const double reduced = 2.0 * (g.cols - 1) / g.cols, messages = 2.0 * ceil_log2(g.cols);
+  if (g.cols > 1) {
+    calls.push_back({"loss", "col", "all_reduce", 2, g.cols, reduced * 2, messages});
+    calls.push_back({"gradients", "col", "all_reduce", mlp.weights(), g.cols, reduced * double(mlp.weights()),
+                     messages});
+  }
+  return calls;
+}
+
+namespace {
+
+// The layers of `net` (a "<layer> (gather)" counts to its layer), then "loss" and
+// "gradients"; each call's words the most any rank receives in it (every rank makes the same
+// calls, in the same order). Compute: 3 x forward FLOPs of the shard's samples, the slab's
+// share of the output while the layer is split.
+PlanCost estimate_gridnn(const Network& net, int64_t batch, Grid g, const Machine& m) {
+  std::vector<std::vector<CommCall>> ranks;
+  for (int c = 0; c < g.cols; ++c)
+    for (int r = 0; r < g.rows; ++r) ranks.push_back(gridnn_calls(net, batch, g, r, c));
+  PlanCost plan;
+  plan.grid = g;
+  auto owner = [](const std::string& label) {
+    const std::string tail = " (gather)";
+    return label.size() > tail.size() && label.compare(label.size() - tail.size(), tail.size(), tail) == 0
+               ? label.substr(0, label.size() - tail.size())
+               : label;
+  };
+  std::vector<std::string> names;
+  for (const LayerShape& l : net.layers) names.push_back(l.name);
+  names.push_back("loss");
+  names.push_back("gradients");
+  const double per_col = double(batch) / g.cols;
+  for (const std::string& name : names) {
+    LayerCost c;
+    c.layer = name;
+    c.use = LayerUse::domain;
+    for (size_t i = 0; i < ranks.front().size(); ++i) {
+      const CommCall& first = ranks.front()[i];
+      if (owner(first.layer) != name) continue;
+      double words = 0, messages = 0;
+      for (const auto& calls : ranks) {
+        words = std::max(words, calls[i].words);
+        messages = std::max(messages, calls[i].messages);
+      }
+      if (words > 0 || messages > 0)
+        c.terms.push_back(make_term(first.op + " over " + first.comm + " (" + first.layer + ")", words, messages, m));
+    }
+    for (const LayerShape& l : net.layers) {
+      if (l.name != name || m.flops <= 0) continue;
+      const bool split = g.rows > 1 && l.in_size[0] >= g.rows &&
+                         (l.kind == LayerKind::bn || l.kind == LayerKind::attention ||
+                          l.kind == LayerKind::global_pool || l.out_size[0] >= g.rows);
+      const double fraction = split ? double((l.out_size[0] + g.rows - 1) / g.rows) / l.out_size[0] : 1;
+      c.compute_s = 3.0 * l.forward_flops * per_col * fraction / m.flops;
+    }
+    for (const CommTerm& t : c.terms) {
+      plan.words += t.words;
+      plan.latency_s += t.latency_s;
+      plan.bandwidth_s += t.bandwidth_s;
+    }
+    plan.compute_s += c.compute_s;
+    plan.layers.push_back(std::move(c));
+  }
+  return plan;
+}
+
+}  // namespace
+
+std::map<CommKey, int64_t> comm_elements(const std::vector<CommCall>& calls) {
+  std::map<CommKey, int64_t> out;
+  for (const CommCall& c : calls) out[{c.layer, c.comm, c.op}] += c.elements;
+  return out;
 }
 
 }  // namespace gridnn::plan

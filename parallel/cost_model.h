@@ -29,7 +29,9 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace gridnn::plan {
@@ -85,6 +87,10 @@ struct Strategy {
   LayerUse conv = LayerUse::domain;  // convolutions, pooling, BN, attention
   LayerUse fc = LayerUse::model;
   bool paper_convention = true;      // see the header comment
+  // As gridnn itself runs the network (gridnn_calls below; conv and fc are then ignored):
+  // each layer's terms are its calls' received words (max over the ranks), plus the layers
+  // "loss" and "gradients". ResAttNet3D (resattnet3d()) only.
+  bool gridnn_runtime = false;
 };
 // The paper's strategies by equation.
 Strategy pure_batch();           // Eq. 4 (on 1 x P)
@@ -92,6 +98,7 @@ Strategy pure_model();           // Eq. 3 (on P x 1)
 Strategy pure_domain();          // Eq. 7 (on P x 1)
 Strategy model_batch();          // Eq. 8: convolutions batch, FC on the grid
 Strategy model_batch_domain();   // Eq. 9: convolutions domain over Pr, FC on the grid
+Strategy as_gridnn_runs();       // gridnn's own distribution (gridnn_runtime)
 
 struct Grid {
   int rows = 1, cols = 1;  // Pr x Pc
@@ -148,5 +155,46 @@ size_t best_index(const std::vector<PlanCost>& plans);
 // activation words the FC part moves per sample and layer (gathers plus twice the reduces,
 // over 3).
 double optimal_fc_rows(const Network& net, int64_t batch, int procs, const Strategy& s);
+
+// ---- the words of a real run -----------------------------------------------------------
+//
+// gridnn itself (models/dist/factory.cpp, models/train/) runs a network on Pr x Pc not quite
+// as any of the paper's strategies above: convolutions, pooling, batch norm and attention are
+// domain-split while their depth is >= Pr (> 1), else replicated on the row after a hand-over
+// that all-gathers the depth slabs ("<layer> (gather)"); batch norm all-reduces an i64 count
+// and two [2, C] sums forward and one [2, C] backward over the stage (split) or col
+// (replicated; recorded even where col has one rank); the classifier is a plain replicated
+// Linear (no 1.5D): its and every replicated layer's gradients are all-reduced over col, the
+// split layers' over the stage ("gradients", skipped where the group has one rank); the loss
+// sum is all-reduced over col (2 floats, "loss", skipped on one batch shard).
+//
+// gridnn_calls lists what rank (row, col) contributes to each collective of one
+// ModelOnGrid::forward_backward in CommLog's convention (parallel/communicator.h: all_reduce
+// the tensor's elements, all_gatherv this rank's block, reduce_scatterv the whole input,
+// send_recv what it sends). Halo planes and batch rows depend on the rank (balanced ranges,
+// the first ones get one more), so the calls do too. Gradients are given per group (their sum
+// over buckets: the bucket size splits them, the total does not change). A 1 x 1 grid runs
+// the single-process layers: no calls. The networks must come from resattnet3d() (mlp()
+// layers carry no depth: use gridnn_mlp_calls).
+struct CommCall {
+  std::string layer;     // CommLayerScope label: state_dict name, "<name> (gather)", "loss", "gradients"
+  std::string comm;      // "row", "col", "stage"
+  std::string op;        // "all_reduce", "all_gatherv", "reduce_scatterv", "send_recv"
+  int64_t elements = 0;  // this rank's, as CommRecord::elements
+  int procs = 1;         // the communicator's size
+  // The same call in the α–β model's convention (received words per process, as above):
+  // all_reduce 2(p−1)/p·n, all_gatherv the others' blocks, reduce_scatterv the whole input
+  // less this rank's block, send_recv the halo planes this rank receives; messages as above.
+  double words = 0, messages = 0;
+};
+std::vector<CommCall> gridnn_calls(const Network& net, int64_t batch, Grid grid, int row, int col);
+// An MLP run by gridnn (models/nets/mlp.h) on an input [B, C, D, H, W] (D = depth, split over
+// the rows: one unlabelled "GatherDepth" all_gatherv when Pr > 1), fc layers replicated.
+std::vector<CommCall> gridnn_mlp_calls(const Network& mlp, int64_t batch, std::array<int64_t, 4> input_cdhw,
+                                       Grid grid, int row, int col);
+// (layer, comm, op) -> elements summed over the calls: what CommLog::elements(comm, op, layer)
+// reports after one step.
+using CommKey = std::tuple<std::string, std::string, std::string>;
+std::map<CommKey, int64_t> comm_elements(const std::vector<CommCall>& calls);
 
 }  // namespace gridnn::plan

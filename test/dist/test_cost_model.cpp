@@ -179,6 +179,32 @@ TEST_F(ResAttNetWords, TwoByTwoSplitsBothWays) {
   EXPECT_DOUBLE_EQ(messages, 1 + 4);
 }
 
+// gridnn's own distribution (as_gridnn_runs, gridnn_calls; test/dist/test_words.cpp checks the
+// elements against a real run): ResAttNet3D-18, width 2, 24x24x20, B = 8. layer2.0.conv1
+// (2 -> 4, k3 s2 on 6x6x5 -> 3 planes) is handed over on 4 x 1: its input gathered (the rank
+// owning 1 of the 6 planes receives 5 of 8·2·6·5 words) and its weights reduced over col,
+// which has one rank.
+TEST(CostModel, AsGridnnRunsCountsTheHandoverTheLossAndTheGradients) {
+  const Network net = resattnet3d(ResAttNetShape{18, 2, 1, 3, {24, 24, 20}, true, true});
+  const PlanCost p41 = estimate(net, 8, Grid{4, 1}, kPaper, as_gridnn_runs());
+  EXPECT_DOUBLE_EQ(words_of(p41, "layer2.0.conv1"), 5 * 8 * 2 * 6 * 5);
+  EXPECT_EQ(layer_of(p41, "layer2.0.conv1").terms.size(), 1u);
+  EXPECT_DOUBLE_EQ(words_of(p41, "loss"), 0);
+  EXPECT_DOUBLE_EQ(words_of(p41, "fc"), 0);  // replicated; its gradient under "gradients"
+  const PlanCost p22 = estimate(net, 8, Grid{2, 2}, kPaper, as_gridnn_runs());
+  EXPECT_DOUBLE_EQ(words_of(p22, "loss"), 2 * 0.5 * 2);
+  // On 1 x 2 every gradient goes over col, once: the whole net's weights.
+  const auto e12 = comm_elements(gridnn_calls(net, 8, Grid{1, 2}, 0, 1));
+  EXPECT_EQ(e12.at({"gradients", "col", "all_reduce"}), net.weights());
+  EXPECT_DOUBLE_EQ(words_of(estimate(net, 8, Grid{1, 2}, kPaper, as_gridnn_runs()), "gradients"),
+                   2 * 0.5 * double(net.weights()));
+  // 3D windows are k³ also on a side of one voxel: layer4.1.conv2 (16 -> 16 on 1x1x1).
+  for (const LayerShape& l : net.layers)
+    if (l.name == "layer4.1.conv2") {
+      EXPECT_EQ(l.weights, 16 * 16 * 27);
+    }
+}
+
 TEST(CostModel, ComputeTermUsesTheLocalBatch) {
   const Network net = mlp({100, 10});
   const Machine m{0, 0, 1e9};
