@@ -1,6 +1,7 @@
 // MLP: flatten, then Linear and ReLU layers; forward and backward side by side.
 #include "models/nets/mlp.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 
@@ -14,30 +15,43 @@ Mlp::Mlp(const MlpConfig& config, const LayerFactory& layers)
                  config.sizes.size(), " sizes");
   for (size_t i = 0; i < config.sizes.size(); ++i)
     GRIDNN_REQUIRE(config.sizes[i] >= 1, "MLP: layer size ", i, " must be >= 1, got ", config.sizes[i]);
-  for (size_t i = 0; i + 1 < config.sizes.size(); ++i)
-    fcs_.push_back(&register_module("fc" + std::to_string(i + 1), layers.linear(config.sizes[i], config.sizes[i + 1])));
+  for (size_t i = 0; i + 1 < config.sizes.size(); ++i) {
+    const std::string name = "fc" + std::to_string(i + 1);
+    fcs_.push_back(&register_module(name, layers.linear(config.sizes[i], config.sizes[i + 1])));
+    blocks_.push_back({name, {name + "."}});
+  }
   whole_ = layers.whole_volume(config.input_depth);
 }
 
 Tensor Mlp::forward(const Tensor& input) {
-  const Tensor x = whole_ ? whole_->forward(input) : input;
-  require_layer(x.defined() && x.rank() >= 2 && x.numel() / std::max<int64_t>(x.size(0), 1) == config_.sizes[0],
-                "MLP", "expects [B, ...] with " + std::to_string(config_.sizes[0]) +
-                           " features per sample, got " + (x.defined() ? x.str() : std::string("(undefined)")));
-  Tensor h = flatten_.forward(x);
-  for (size_t i = 0; i < fcs_.size(); ++i) {
-    h = fcs_[i]->forward(h);
-    if (i < relus_.size()) h = relus_[i].forward(h);
-  }
+  Tensor h = input;
+  for (size_t i = 0; i < fcs_.size(); ++i) h = forward_block(i, h);
   return h;
 }
 
 Tensor Mlp::backward(const Tensor& dlogits) {
   Tensor g = dlogits;
-  for (size_t i = fcs_.size(); i-- > 0;) {
-    if (i < relus_.size()) g = relus_[i].backward(g);
-    g = fcs_[i]->run_backward(g);
+  for (size_t i = fcs_.size(); i-- > 0;) g = backward_block(i, g);
+  return g;
+}
+
+Tensor Mlp::forward_block(size_t i, const Tensor& input) {
+  Tensor h = input;
+  if (i == 0) {
+    const Tensor x = whole_ ? whole_->forward(input) : input;
+    require_layer(x.defined() && x.rank() >= 2 && x.numel() / std::max<int64_t>(x.size(0), 1) == config_.sizes[0],
+                  "MLP", "expects [B, ...] with " + std::to_string(config_.sizes[0]) +
+                             " features per sample, got " + (x.defined() ? x.str() : std::string("(undefined)")));
+    h = flatten_.forward(x);
   }
+  h = fcs_.at(i)->forward(h);
+  return i < relus_.size() ? relus_[i].forward(h) : h;
+}
+
+Tensor Mlp::backward_block(size_t i, const Tensor& dy) {
+  Tensor g = i < relus_.size() ? relus_[i].backward(dy) : dy;
+  g = fcs_.at(i)->run_backward(g);
+  if (i > 0) return g;
   g = flatten_.backward(g);
   return whole_ ? whole_->run_backward(g) : g;
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "models/layers/activation.h"
+#include "models/nets/blocks.h"
 #include "models/nets/layer_factory.h"
 
 namespace gridnn::nn {
@@ -18,7 +19,9 @@ struct MlpConfig {
   int64_t input_depth = 1;
 };
 
-class Mlp : public Module {
+// Blocks (pipeline stages, models/nets/blocks.h): "fc1" (with the input's gather and flatten
+// and its ReLU), "fc2", ..., "fcK".
+class Mlp : public Module, public BlockNetwork {
  public:
   // Layers from `layers` (a grid's: the input volume gathered whole first, the Linear
   // layers on replicated features).
@@ -29,8 +32,13 @@ class Mlp : public Module {
 
   const MlpConfig& config() const { return config_; }
 
+  const std::vector<BlockInfo>& blocks() const override { return blocks_; }
+  Tensor forward_block(size_t i, const Tensor& x) override;
+  Tensor backward_block(size_t i, const Tensor& dy) override;
+
  private:
   MlpConfig config_;
+  std::vector<BlockInfo> blocks_;
   std::unique_ptr<Module> whole_;  // null: the input is whole already
   Flatten flatten_;
   std::vector<Module*> fcs_;

@@ -81,21 +81,43 @@ ResAttNet3D::ResAttNet3D(const ResAttNetConfig& config, const LayerFactory& laye
   const std::array<int, 4> blocks = config.depth == 18 ? std::array<int, 4>{2, 2, 2, 2}
                                                        : std::array<int, 4>{3, 4, 6, 3};
   int64_t channels = w;
+  add_block("stem", Part::stem, nullptr);
   for (size_t l = 0; l < 4; ++l) {
     const int64_t out = w << l;
+    const std::string name = "layer" + std::to_string(l + 1);
     auto layer = std::make_unique<Sequential>();
+    std::vector<Module*> residuals;
     for (int b = 0; b < blocks[l]; ++b) {
       const int64_t stride = b == 0 && l > 0 ? 2 : 1;
-      layer->add(std::make_unique<BasicBlock>(b == 0 ? channels : out, out, stride, depth, layers));
+      residuals.push_back(
+          &layer->add(std::make_unique<BasicBlock>(b == 0 ? channels : out, out, stride, depth, layers)));
       shrink(3, stride, 1);
     }
     channels = out;
-    layers_[l] = &register_module("layer" + std::to_string(l + 1), std::move(layer));
-    if (l == 2 && config.attention3) att3_ = &register_module("att3", layers.attention(channels, depth));
-    if (l == 3 && config.attention4) att4_ = &register_module("att4", layers.attention(channels, depth));
+    register_module(name, std::move(layer));
+    for (size_t b = 0; b < residuals.size(); ++b)
+      add_block(name + "." + std::to_string(b), Part::residual, residuals[b]);
+    if (l == 2 && config.attention3) {
+      att3_ = &register_module("att3", layers.attention(channels, depth));
+      add_block("att3", Part::attention, att3_);
+    }
+    if (l == 3 && config.attention4) {
+      att4_ = &register_module("att4", layers.attention(channels, depth));
+      add_block("att4", Part::attention, att4_);
+    }
   }
   avgpool_ = layers.global_avg_pool(size[0] * size[1] * size[2], size[0]);
   fc_ = &register_module("fc", layers.linear(channels, config.classes));
+  add_block("head", Part::head, nullptr);
+}
+
+void ResAttNet3D::add_block(std::string name, Part part, Module* module) {
+  std::vector<std::string> prefixes;
+  if (part == Part::stem) prefixes = {"conv1.", "bn1."};
+  else if (part == Part::head) prefixes = {"fc."};
+  else prefixes = {name + "."};
+  blocks_.push_back({std::move(name), std::move(prefixes)});
+  block_parts_.emplace_back(part, module);
 }
 
 void ResAttNet3D::on_named(const std::string& name) {
@@ -108,23 +130,33 @@ Tensor ResAttNet3D::forward(const Tensor& x) {
   require_layer(x.defined() && x.rank() == 5 && x.size(1) == config_.in_channels, "ResAttNet3D",
                 "expects an input [B, " + std::to_string(config_.in_channels) +
                     ", D, H, W], got " + (x.defined() ? x.str() : std::string("(undefined)")));
-  Tensor h = maxpool_->forward(relu_.forward(bn1_->forward(conv1_->forward(x))));
-  for (size_t l = 0; l < 4; ++l) {
-    h = layers_[l]->forward(h);
-    if (l == 2 && att3_) h = att3_->forward(h);
-    if (l == 3 && att4_) h = att4_->forward(h);
-  }
-  return fc_->forward(avgpool_->forward(h));
+  Tensor h = x;
+  for (size_t i = 0; i < blocks_.size(); ++i) h = forward_block(i, h);
+  return h;
 }
 
 Tensor ResAttNet3D::backward(const Tensor& dlogits) {
-  Tensor g = avgpool_->backward(fc_->run_backward(dlogits));
-  for (size_t l = 4; l-- > 0;) {
-    if (l == 3 && att4_) g = att4_->run_backward(g);
-    if (l == 2 && att3_) g = att3_->run_backward(g);
-    g = layers_[l]->run_backward(g);
+  Tensor g = dlogits;
+  for (size_t i = blocks_.size(); i-- > 0;) g = backward_block(i, g);
+  return g;
+}
+
+Tensor ResAttNet3D::forward_block(size_t i, const Tensor& x) {
+  const auto& [part, module] = block_parts_.at(i);
+  switch (part) {
+    case Part::stem: return maxpool_->forward(relu_.forward(bn1_->forward(conv1_->forward(x))));
+    case Part::head: return fc_->forward(avgpool_->forward(x));
+    default: return module->forward(x);
   }
-  return conv1_->run_backward(bn1_->run_backward(relu_.backward(maxpool_->backward(g))));
+}
+
+Tensor ResAttNet3D::backward_block(size_t i, const Tensor& dy) {
+  const auto& [part, module] = block_parts_.at(i);
+  switch (part) {
+    case Part::stem: return conv1_->run_backward(bn1_->run_backward(relu_.backward(maxpool_->backward(dy))));
+    case Part::head: return avgpool_->backward(fc_->run_backward(dy));
+    default: return module->run_backward(dy);
+  }
 }
 
 }  // namespace gridnn::nn

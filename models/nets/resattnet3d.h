@@ -18,6 +18,7 @@
 #include <string>
 
 #include "models/layers/activation.h"
+#include "models/nets/blocks.h"
 #include "models/nets/layer_factory.h"
 
 namespace gridnn::nn {
@@ -63,7 +64,9 @@ class BasicBlock : public Module {
   ReLU relu1_, relu_out_;
 };
 
-class ResAttNet3D : public Module {
+// Blocks (for pipeline stages, models/nets/blocks.h): "stem" (conv1, bn1, ReLU, maxpool),
+// "layerL.i" for each residual block, "att3" and "att4", "head" (global pool and fc).
+class ResAttNet3D : public Module, public BlockNetwork {
  public:
   // Layers from `layers`: the single-process ones by default, a grid's for domain and
   // batch parallelism (models/dist/).
@@ -74,18 +77,27 @@ class ResAttNet3D : public Module {
   Tensor backward(const Tensor& dlogits) override;
 
   const ResAttNetConfig& config() const { return config_; }
+
+  const std::vector<BlockInfo>& blocks() const override { return blocks_; }
+  Tensor forward_block(size_t i, const Tensor& x) override;
+  Tensor backward_block(size_t i, const Tensor& dy) override;
+
   // Names the unregistered layers too ("maxpool", "avgpool": they may communicate).
   void on_named(const std::string& name) override;
 
  private:
+  enum class Part { stem, residual, attention, head };
+  void add_block(std::string name, Part part, Module* module);
+
   ResAttNetConfig config_;
+  std::vector<BlockInfo> blocks_;
+  std::vector<std::pair<Part, Module*>> block_parts_;  // per block: its kind and module
   // Registered in PyTorch's state_dict order; the parameter-free layers are members that
   // are not registered (they have no state to name).
   Module* conv1_;
   Module* bn1_;
   ReLU relu_;
   std::unique_ptr<Module> maxpool_;
-  std::array<Sequential*, 4> layers_{};
   Module* att3_ = nullptr;
   Module* att4_ = nullptr;
   std::unique_ptr<Module> avgpool_;

@@ -1,0 +1,22 @@
+// BlockNetwork's lookups.
+#include "models/nets/blocks.h"
+
+#include "core/error.h"
+
+namespace gridnn::nn {
+
+size_t BlockNetwork::block_of(const std::string& tensor_name) const {
+  const std::vector<BlockInfo>& all = blocks();
+  for (size_t i = 0; i < all.size(); ++i)
+    for (const std::string& prefix : all[i].prefixes)
+      if (tensor_name.compare(0, prefix.size(), prefix) == 0) return i;
+  throw Error("'" + tensor_name + "' belongs to no block of the network");
+}
+
+std::vector<std::string> BlockNetwork::block_names() const {
+  std::vector<std::string> names;
+  for (const BlockInfo& b : blocks()) names.push_back(b.name);
+  return names;
+}
+
+}  // namespace gridnn::nn

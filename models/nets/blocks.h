@@ -1,0 +1,37 @@
+// A network as a chain of coarse blocks (DESIGN §7): the places where pipeline stages may cut
+// it. ResAttNet3D's blocks are the stem, each residual block, each attention block and the
+// head; the MLP's are its fully connected layers. The network's own forward and backward run
+// the same blocks in order, so a pipelined run computes exactly what the whole network does.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace gridnn::nn {
+
+struct BlockInfo {
+  std::string name;                   // "stem", "layer2.1", "att3", "head", "fc2"
+  std::vector<std::string> prefixes;  // state_dict prefixes of its tensors ("layer2.1.", "fc.")
+};
+
+class BlockNetwork {
+ public:
+  virtual ~BlockNetwork() = default;
+
+  virtual const std::vector<BlockInfo>& blocks() const = 0;
+  // Block i's forward on the previous block's output (block 0: the network's input).
+  virtual Tensor forward_block(size_t i, const Tensor& x) = 0;
+  // Block i's backward for its last forward; reports its modules to the backward observer
+  // (Module::run_backward). Block 0 returns dL/dinput only when the network computes it.
+  virtual Tensor backward_block(size_t i, const Tensor& dy) = 0;
+
+  size_t block_count() const { return blocks().size(); }
+  // The block a state_dict name belongs to; throws gridnn::Error when none does.
+  size_t block_of(const std::string& tensor_name) const;
+  std::vector<std::string> block_names() const;
+};
+
+}  // namespace gridnn::nn
