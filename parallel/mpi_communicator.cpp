@@ -20,6 +20,7 @@
 
 #include "parallel/comm_detail.h"
 #include "parallel/mpi_check.h"
+#include "parallel/pinned_staging.h"
 #include "parallel/process_grid.h"
 
 namespace gridnn::dist {
@@ -109,14 +110,14 @@ class MpiCommunicator final : public Communicator {
     auto start = Clock::now();
     check_defined(*this, "all_reduce", t, "t");
     check_reducible(*this, "all_reduce", t.dtype());
-    Tensor host = t.to_host();
+    StagedTensor host(pinned_, t, /*fill=*/true);
     const int64_t es = int64_t(dtype_size(t.dtype()));
     const int64_t total = to_count(t.nbytes(), "all_reduce");
     if (size() > 1 && total > 0) {
       // Reduce block i on rank i in rank order, then share the reduced blocks byte for byte.
       std::vector<int64_t> blocks(static_cast<size_t>(size()));
       for (int i = 0; i < size(); ++i) blocks[size_t(i)] = balanced_range(t.numel(), size(), i).size();
-      char* base = static_cast<char*>(host.raw());
+      char* base = static_cast<char*>(host.data());
       char* mine = base + balanced_range(t.numel(), size(), rank()).begin * es;
       reduce_blocks("all_reduce", base, blocks, t.dtype(), op, mine);
       std::vector<int> counts, displs;
@@ -126,7 +127,7 @@ class MpiCommunicator final : public Communicator {
                                        MPI_BYTE, comm_, &req));
       wait(1, &req, MPI_STATUSES_IGNORE);
     }
-    if (!t.device().is_cpu()) t.copy_from(host);
+    host.store(t);
     record(*this, "all_reduce", t.numel(), t.dtype(), start);
   }
 
@@ -172,11 +173,11 @@ class MpiCommunicator final : public Communicator {
     auto start = Clock::now();
     check_defined(*this, "broadcast", t, "t");
     check_rank(*this, "broadcast", root, "root", false);
-    Tensor host = t.to_host();
+    StagedTensor host(pinned_, t, /*fill=*/rank() == root);
     MPI_Request req;
-    GRIDNN_CHECK_MPI(MPI_Ibcast(host.raw(), to_count(host.nbytes(), "broadcast"), MPI_BYTE, root, comm_, &req));
+    GRIDNN_CHECK_MPI(MPI_Ibcast(host.data(), to_count(int64_t(t.nbytes()), "broadcast"), MPI_BYTE, root, comm_, &req));
     wait(1, &req, MPI_STATUSES_IGNORE);
-    if (!t.device().is_cpu()) t.copy_from(host);
+    host.store(t);
     record(*this, "broadcast", t.numel(), t.dtype(), start);
   }
 
@@ -188,20 +189,24 @@ class MpiCommunicator final : public Communicator {
     if (receives) check_rank(*this, "send_recv", source, "source", true);
     GRIDNN_REQUIRE(tag >= 0 && tag <= tag_ub_, where(*this, "send_recv"), ": tag ", tag, " is outside [0, ",
                    tag_ub_, "]");
-    Tensor send_host, recv_host;
+    // A host `send` sharing storage with `recv` is copied first (MPI forbids aliasing); a
+    // device one is staged into its own pinned buffer anyway.
+    Tensor send_copy;
+    StagedTensor send_host, recv_host;
     if (sends) {
-      send_host = send.to_host();
-      if (receives && send_host.shares_storage_with(recv)) send_host = send_host.clone();
+      const bool aliased = receives && send.device().is_cpu() && send.shares_storage_with(recv);
+      if (aliased) send_copy = send.clone();
+      send_host = StagedTensor(pinned_, aliased ? send_copy : send, /*fill=*/true);
     }
-    if (receives) recv_host = recv.device().is_cpu() ? recv : Tensor::empty(recv.shape(), recv.dtype());
+    if (receives) recv_host = StagedTensor(pinned_, recv, /*fill=*/false);
     MPI_Request reqs[2];
     MPI_Status statuses[2];
     int n = 0;
-    const int recv_bytes = receives ? to_count(recv_host.nbytes(), "send_recv") : 0;
+    const int recv_bytes = receives ? to_count(int64_t(recv.nbytes()), "send_recv") : 0;
     if (receives)
-      GRIDNN_CHECK_MPI(MPI_Irecv(recv_host.raw(), recv_bytes, MPI_BYTE, source, tag, comm_, &reqs[n++]));
+      GRIDNN_CHECK_MPI(MPI_Irecv(recv_host.data(), recv_bytes, MPI_BYTE, source, tag, comm_, &reqs[n++]));
     if (sends)
-      GRIDNN_CHECK_MPI(MPI_Isend(send_host.raw(), to_count(send_host.nbytes(), "send_recv"), MPI_BYTE, dest,
+      GRIDNN_CHECK_MPI(MPI_Isend(send_host.data(), to_count(int64_t(send.nbytes()), "send_recv"), MPI_BYTE, dest,
                                  tag, comm_, &reqs[n++]));
     wait(n, reqs, statuses);
     if (receives) {
@@ -210,7 +215,7 @@ class MpiCommunicator final : public Communicator {
       GRIDNN_REQUIRE(got == recv_bytes, where(*this, "send_recv"), ": received ", got, " bytes from rank ",
                      source, " (tag ", tag, ") into `recv` ", recv.str(), ", which holds ", recv_bytes,
                      "; the sender's tensor must match");
-      if (!recv.device().is_cpu()) recv.copy_from(recv_host);
+      recv_host.store(recv);
     }
     record(*this, "send_recv", sends ? send.numel() : 0, sends ? send.dtype() : DType::f32, start);
   }
@@ -267,27 +272,29 @@ class MpiCommunicator final : public Communicator {
   }
 
   void gather(const char* op, const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) {
-    Tensor in_host = in.to_host();
-    if (in_host.shares_storage_with(out)) in_host = in_host.clone();  // MPI forbids aliasing
-    Tensor out_host = out.device().is_cpu() ? out : Tensor::empty(out.shape(), out.dtype());
+    // A host `in` inside `out` is copied first (MPI forbids aliasing); device tensors are
+    // staged into separate pinned buffers.
+    const Tensor in_copy = in.device().is_cpu() && in.shares_storage_with(out) ? in.clone() : Tensor();
+    StagedTensor in_host(pinned_, in_copy.defined() ? in_copy : in, /*fill=*/true);
+    StagedTensor out_host(pinned_, out, /*fill=*/false);
     std::vector<int> counts, displs;
     byte_layout(op, rows, row_bytes(in), &counts, &displs);
     MPI_Request req;
-    GRIDNN_CHECK_MPI(MPI_Iallgatherv(in_host.raw(), counts[size_t(rank())], MPI_BYTE, out_host.raw(),
+    GRIDNN_CHECK_MPI(MPI_Iallgatherv(in_host.data(), counts[size_t(rank())], MPI_BYTE, out_host.data(),
                                      counts.data(), displs.data(), MPI_BYTE, comm_, &req));
     wait(1, &req, MPI_STATUSES_IGNORE);
-    if (!out.device().is_cpu()) out.copy_from(out_host);
+    out_host.store(out);
   }
 
   void scatter(const char* op, const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) {
-    Tensor in_host = in.to_host();
-    Tensor out_host = out.device().is_cpu() ? out : Tensor::empty(out.shape(), out.dtype());
+    StagedTensor in_host(pinned_, in, /*fill=*/true);
+    StagedTensor out_host(pinned_, out, /*fill=*/false);
     const int64_t row_elems = row_bytes(in) / int64_t(dtype_size(in.dtype()));
     std::vector<int64_t> blocks(rows.size());
     for (size_t i = 0; i < rows.size(); ++i) blocks[i] = rows[i] * row_elems;
     to_count(in.nbytes(), op);
-    reduce_blocks(op, in_host.raw(), blocks, in.dtype(), ReduceOp::sum, out_host.raw());
-    if (!out.device().is_cpu()) out.copy_from(out_host);
+    reduce_blocks(op, in_host.data(), blocks, in.dtype(), ReduceOp::sum, out_host.data());
+    out_host.store(out);
   }
 
   void wait(int n, MPI_Request* reqs, MPI_Status* statuses) {
@@ -310,6 +317,7 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm comm_;
   int tag_ub_;
   std::vector<char> scratch_;  // the blocks received by reduce_blocks, reused across calls
+  PinnedPool pinned_;          // staging buffers of device tensors (pinned_staging.h)
   // The non-blocking all-reduces' two phases run on duplicates of comm_ (made at the first
   // start_all_reduce), one per phase: MPI matches collectives by their order on a
   // communicator, and a rank may find an exchange finished (and start its gather) sooner
@@ -329,7 +337,7 @@ class AsyncAllReduce final : public PendingAllReduce {
     layer_ = CommLayerScope::current();
     check_defined(comm, "all_reduce", t, "t");
     check_reducible(comm, "all_reduce", t.dtype());
-    host_ = t.to_host();
+    host_ = StagedTensor(comm.pinned_, t, /*fill=*/true);
     const int n = comm.size();
     const int64_t es = int64_t(dtype_size(t.dtype()));
     comm.to_count(t.nbytes(), "all_reduce");
@@ -344,7 +352,7 @@ class AsyncAllReduce final : public PendingAllReduce {
       comm.byte_layout("all_reduce", blocks, es, &counts_, &displs_);
       comm.byte_layout("all_reduce", std::vector<int64_t>(size_t(n), mine_), es, &recv_counts_, &recv_displs_);
       scratch_.resize(size_t(n * mine_ * es));
-      GRIDNN_CHECK_MPI(MPI_Ialltoallv(host_.raw(), counts_.data(), displs_.data(), MPI_BYTE, scratch_.data(),
+      GRIDNN_CHECK_MPI(MPI_Ialltoallv(host_.data(), counts_.data(), displs_.data(), MPI_BYTE, scratch_.data(),
                                       recv_counts_.data(), recv_displs_.data(), MPI_BYTE, comm.exchange_comm_,
                                       &req_));
       phase_ = Phase::exchanging;
@@ -388,7 +396,7 @@ class AsyncAllReduce final : public PendingAllReduce {
   // Phase 1 is done: reduce this rank's block and start phase 2.
   void start_gather() {
     const int64_t es = int64_t(dtype_size(t_.dtype()));
-    char* base = static_cast<char*>(host_.raw());
+    char* base = static_cast<char*>(host_.data());
     if (mine_ > 0) {
       char* mine = base + int64_t(displs_[size_t(comm_.rank())]);
       std::memcpy(mine, scratch_.data(), size_t(mine_ * es));
@@ -419,16 +427,17 @@ class AsyncAllReduce final : public PendingAllReduce {
   void complete() {
     if (recorded_) return;
     recorded_ = true;
-    if (!t_.device().is_cpu()) {
+    if (host_.staged()) {
       const auto start = Clock::now();
-      t_.copy_from(host_);
+      host_.store(t_);
       seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
     }
     record_seconds(comm_, "all_reduce", t_.numel(), t_.dtype(), seconds_, layer_);
   }
 
   MpiCommunicator& comm_;
-  Tensor t_, host_;
+  Tensor t_;
+  StagedTensor host_;  // t_'s bytes on the host (a pinned copy for a device tensor)
   ReduceOp op_;
   int64_t mine_ = 0;  // elements of this rank's block
   std::vector<int> counts_, displs_, recv_counts_, recv_displs_;  // bytes; alive while MPI uses them

@@ -1,7 +1,10 @@
 // The MPI backend of Communicator (MPI builds only).
 //
-// Host tensors go to MPI directly; device tensors are staged through a host copy (an NCCL
-// backend for device tensors, and pinned staging buffers, are future work).
+// Host tensors go to MPI directly; device tensors are staged through pinned host buffers
+// that the communicator owns and reuses (parallel/pinned_staging.h): cudaMemcpyAsync on the
+// device's compute stream, then a synchronization of it, before and after the MPI call. This
+// is the backend for device tensors when ranks share a GPU or gridnn has no NCCL; otherwise
+// parallel/nccl_communicator.h carries them.
 //
 // Determinism: every reduction (all_reduce, reduce_scatter and their v-variants) is
 // computed in a fixed order that does not depend on MPI's algorithms. The tensor is cut into

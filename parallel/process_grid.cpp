@@ -1,6 +1,7 @@
 #include "parallel/process_grid.h"
 
 #include <cctype>
+#include <cstring>
 #include <vector>
 
 #include "core/error.h"
@@ -8,6 +9,10 @@
 #if GRIDNN_HAVE_MPI
 #include "parallel/mpi_check.h"
 #include "parallel/mpi_communicator.h"
+#endif
+#if GRIDNN_HAVE_NCCL
+#include "core/cuda_context.h"
+#include "parallel/nccl_communicator.h"
 #endif
 
 namespace gridnn::dist {
@@ -55,18 +60,115 @@ Range balanced_range(int64_t n, int parts, int i) {
   return r;
 }
 
+const char* comm_backend_name(CommBackend backend) {
+  switch (backend) {
+    case CommBackend::automatic: return "auto";
+    case CommBackend::mpi: return "mpi";
+    case CommBackend::nccl: return "nccl";
+  }
+  return "?";
+}
+
+CommBackend parse_comm_backend(const std::string& text) {
+  if (text == "auto") return CommBackend::automatic;
+  if (text == "mpi") return CommBackend::mpi;
+  if (text == "nccl") return CommBackend::nccl;
+  throw Error("communication backend \"" + text + "\" is not auto, mpi or nccl");
+}
+
+namespace {
+
+#if GRIDNN_HAVE_MPI && GRIDNN_HAVE_NCCL
+// Whether two ranks of one node compute on the same GPU (NCCL refuses that: "duplicate GPU").
+// GPUs are compared by UUID, so ranks that each see their own GPU as cuda:0 through
+// CUDA_VISIBLE_DEVICES count as separate. Collective over MPI_COMM_WORLD; every rank gets
+// the same answer.
+bool ranks_share_a_gpu(const Device& device) {
+  const cudaUUID_t uuid = cuda::context(device.index).properties.uuid;
+  MPI_Comm node = MPI_COMM_NULL;
+  GRIDNN_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  int n = 1;
+  GRIDNN_CHECK_MPI(MPI_Comm_size(node, &n));
+  std::vector<cudaUUID_t> all(static_cast<size_t>(n));
+  GRIDNN_CHECK_MPI(MPI_Allgather(&uuid, int(sizeof uuid), MPI_BYTE, all.data(), int(sizeof uuid), MPI_BYTE, node));
+  GRIDNN_CHECK_MPI(MPI_Comm_free(&node));
+  int shared = 0;
+  for (size_t i = 0; i < all.size(); ++i)
+    for (size_t j = i + 1; j < all.size(); ++j)
+      if (std::memcmp(&all[i], &all[j], sizeof uuid) == 0) shared = 1;
+  int anywhere = 0;
+  GRIDNN_CHECK_MPI(MPI_Allreduce(&shared, &anywhere, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+  return anywhere != 0;
+}
+#endif
+
+// The backend a grid on `device` uses when `asked` (see CommBackend). `multi_process`: MPI
+// runs, so ranks may share a GPU (collective over MPI_COMM_WORLD then).
+CommBackend resolve_backend(CommBackend asked, const Device& device, bool multi_process) {
+  if (asked == CommBackend::mpi) return CommBackend::mpi;
+  const bool required = asked == CommBackend::nccl;
+#if GRIDNN_HAVE_NCCL
+  if (!device.is_cuda()) {
+    GRIDNN_REQUIRE(!required, "communication backend nccl needs a CUDA device (--device cuda), but the ranks "
+                   "compute on ", device.str(), "; use the mpi backend for host tensors");
+    return CommBackend::mpi;
+  }
+  require_device(device);
+#if GRIDNN_HAVE_MPI
+  if (multi_process && ranks_share_a_gpu(device)) {
+    GRIDNN_REQUIRE(!required, "communication backend nccl: two ranks of one node compute on the same GPU, "
+                   "which NCCL does not allow; give each rank its own GPU (cuda:<rank on the node>) or use "
+                   "the mpi backend, which stages device tensors through pinned host memory");
+    return CommBackend::mpi;
+  }
+#else
+  (void)multi_process;
+#endif
+  return CommBackend::nccl;
+#else
+  (void)device;
+  (void)multi_process;
+  GRIDNN_REQUIRE(!required, "communication backend nccl: gridnn was built without NCCL (it needs "
+                 "-DGRIDNN_CUDA=ON and NCCL 2 found at configure; set NCCL_ROOT); use the mpi or auto backend");
+  return CommBackend::mpi;
+#endif
+}
+
+}  // namespace
+
 std::unique_ptr<ProcessGrid> ProcessGrid::single() {
   std::unique_ptr<ProcessGrid> g(new ProcessGrid());
   g->row_ = make_self_communicator("row");
   g->col_ = make_self_communicator("col");
   g->stage_ = make_self_communicator("stage");
+  g->pipe_ = make_self_communicator("pipe");
   g->world_ = make_self_communicator("world");
   return g;
 }
 
-std::unique_ptr<ProcessGrid> ProcessGrid::create(const GridShape& shape) {
+
+std::unique_ptr<ProcessGrid> ProcessGrid::create(const GridShape& shape, CommBackend backend,
+                                                 const Device& device) {
   GRIDNN_REQUIRE(shape.stages >= 1 && shape.rows >= 1 && shape.cols >= 1, "--grid ", shape.str(),
                  ": every dimension must be at least 1");
+  // One process without MPI: self communicators (nothing to communicate), or, when the NCCL
+  // backend is asked for by name, NCCL groups of one rank (a unique id made here), so device
+  // tensors take the NCCL path (the GPU check runs it so).
+  auto one_process = [&]() {
+    std::unique_ptr<ProcessGrid> g = single();
+#if GRIDNN_HAVE_NCCL
+    if (backend == CommBackend::nccl && resolve_backend(backend, device, false) == CommBackend::nccl) {
+      g->backend_ = CommBackend::nccl;
+      for (auto* c : {&g->row_, &g->col_, &g->stage_, &g->pipe_, &g->world_}) {
+        const std::string name = (*c)->name();
+        *c = make_nccl_communicator(make_nccl_unique_id(), 0, 1, device.index, name, nullptr);
+      }
+    }
+#else
+    resolve_backend(backend, device, false);  // explains why nccl is impossible, if asked for
+#endif
+    return g;
+  };
 #if GRIDNN_HAVE_MPI
   int initialized = 0;
   GRIDNN_CHECK_MPI(MPI_Initialized(&initialized));
@@ -74,7 +176,7 @@ std::unique_ptr<ProcessGrid> ProcessGrid::create(const GridShape& shape) {
     GRIDNN_REQUIRE(shape.size() == 1, "--grid ", shape.str(), " needs ", shape.size(),
                    " processes, but MPI is not running (start the program through MpiSession and mpiexec -n ",
                    shape.size(), ")");
-    return single();
+    return one_process();
   }
   int world_rank = 0, world_size = 1;
   GRIDNN_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
@@ -86,27 +188,38 @@ std::unique_ptr<ProcessGrid> ProcessGrid::create(const GridShape& shape) {
   std::unique_ptr<ProcessGrid> g(new ProcessGrid());
   g->shape_ = shape;
   g->world_rank_ = world_rank;
+  g->backend_ = resolve_backend(backend, device, true);
   // w = (s * Pc + c) * Pr + r
   g->r_ = world_rank % shape.rows;
   g->c_ = (world_rank / shape.rows) % shape.cols;
   g->s_ = world_rank / (shape.rows * shape.cols);
 
+  // Every communicator is an MPI one; with NCCL, an NCCL one wrapping it (nccl_communicator.h).
+  auto make = [&](MPI_Comm comm, const char* name) -> std::unique_ptr<Communicator> {
+#if GRIDNN_HAVE_NCCL
+    if (g->backend_ == CommBackend::nccl) return make_nccl_communicator(comm, name, device.index);
+#endif
+    return make_mpi_communicator(comm, name);
+  };
   // World first: it is the largest, so the polite-wait detection sees every rank of the node.
   MPI_Comm world = MPI_COMM_NULL, stage = MPI_COMM_NULL, row = MPI_COMM_NULL, col = MPI_COMM_NULL;
   GRIDNN_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &world));
-  g->world_ = make_mpi_communicator(world, "world");
+  g->world_ = make(world, "world");
   GRIDNN_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, g->s_, world_rank, &stage));
-  g->stage_ = make_mpi_communicator(stage, "stage");
+  g->stage_ = make(stage, "stage");
   GRIDNN_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, g->s_ * shape.cols + g->c_, g->r_, &row));
-  g->row_ = make_mpi_communicator(row, "row");
+  g->row_ = make(row, "row");
   GRIDNN_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, g->s_ * shape.rows + g->r_, g->c_, &col));
-  g->col_ = make_mpi_communicator(col, "col");
+  g->col_ = make(col, "col");
+  MPI_Comm pipe = MPI_COMM_NULL;
+  GRIDNN_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, g->c_ * shape.rows + g->r_, g->s_, &pipe));
+  g->pipe_ = make(pipe, "pipe");
   return g;
 #else
   GRIDNN_REQUIRE(shape.size() == 1, "--grid ", shape.str(), " needs ", shape.size(),
                  " processes, but gridnn was built without MPI (GRIDNN_MPI=OFF); use --grid 1x1 or "
                  "rebuild with MPI");
-  return single();
+  return one_process();
 #endif
 }
 

@@ -3,7 +3,13 @@
 //   row  (size Pr): ranks sharing batch shard c; model- and domain-split traffic
 //   col  (size Pc): ranks holding model shard r on different batch shards; weight gradients
 //   stage (Pr * Pc): everything replicated on the stage (convolution, batch-norm gradients)
+//   pipe  (size Ps): the ranks at the same (r, c) of every stage, rank s; pipeline
+//         activations and their gradients cross stages on it (models/train/pipeline.h)
 //   world (P)
+//
+// Backends (DESIGN §4): the communicators are MPI communicators (host tensors directly,
+// device tensors staged through pinned host memory), or NCCL communicators that carry device
+// tensors through NCCL and hand host tensors to an MPI communicator they wrap.
 #pragma once
 
 #include <memory>
@@ -23,12 +29,28 @@ struct GridShape {
   std::string str() const;  // "2x4", or "2x2x4" with stages
 };
 
+// Which communicators ProcessGrid::create makes.
+//   automatic: NCCL when gridnn was built with NCCL, the job runs under MPI, `device` is a
+//              CUDA device and no two ranks of a node use the same GPU (compared by UUID, so
+//              CUDA_VISIBLE_DEVICES per rank is seen through); MPI with pinned staging
+//              otherwise (self communicators for one process without MPI).
+//   mpi:       MPI communicators (device tensors staged through pinned host memory).
+//   nccl:      NCCL communicators; an error saying why when that is impossible (no NCCL in
+//              the build, a CPU device, or ranks sharing a GPU, which NCCL refuses). One
+//              process without MPI gets NCCL groups of one rank.
+enum class CommBackend { automatic, mpi, nccl };
+const char* comm_backend_name(CommBackend backend);  // "auto", "mpi", "nccl"
+// Parses "auto", "mpi" or "nccl" (gridnn-train --comm-backend); gridnn::Error otherwise.
+CommBackend parse_comm_backend(const std::string& text);
+
 class ProcessGrid {
  public:
   // The grid over every process of the job (MPI_COMM_WORLD); throws gridnn::Error when the
   // job's size is not shape.size() ("--grid 2x2 needs 4 processes, the job has 3: ...").
-  // Without MPI only the 1x1 grid exists.
-  static std::unique_ptr<ProcessGrid> create(const GridShape& shape);
+  // Without MPI only the 1x1 grid exists. `device` is where this rank computes (the layers'
+  // tensors); `backend` picks the communicators (above). Collective over MPI_COMM_WORLD.
+  static std::unique_ptr<ProcessGrid> create(const GridShape& shape, CommBackend backend = CommBackend::automatic,
+                                             const Device& device = Device::cpu());
   // One process, no MPI calls.
   static std::unique_ptr<ProcessGrid> single();
 
@@ -37,10 +59,14 @@ class ProcessGrid {
   int row_rank() const { return r_; }  // r: position in the model/domain group (row comm rank)
   int col_rank() const { return c_; }  // c: the batch shard (col comm rank)
   int world_rank() const { return world_rank_; }
+  // The backend the communicators use: CommBackend::mpi or CommBackend::nccl (never
+  // automatic; single() and a grid without MPI report mpi).
+  CommBackend backend() const { return backend_; }
 
   Communicator& row() { return *row_; }
   Communicator& col() { return *col_; }
   Communicator& stage_comm() { return *stage_; }
+  Communicator& pipe() { return *pipe_; }
   Communicator& world() { return *world_; }
 
   // World rank of grid position (s, r, c).
@@ -52,7 +78,8 @@ class ProcessGrid {
   ProcessGrid() = default;
   GridShape shape_;
   int s_ = 0, r_ = 0, c_ = 0, world_rank_ = 0;
-  std::unique_ptr<Communicator> row_, col_, stage_, world_;
+  CommBackend backend_ = CommBackend::mpi;
+  std::unique_ptr<Communicator> row_, col_, stage_, pipe_, world_;
 };
 
 // [begin, end) of part i when n items are split into `parts` balanced parts (the first

@@ -4,3 +4,4 @@
 gridnn_add_test(test_gpu_ops LABEL gpu SOURCES gpu/test_gpu_ops.cpp)
 gridnn_add_test(test_gpu_core LABEL gpu SOURCES gpu/test_gpu_core.cpp)
 gridnn_add_test(test_gpu_precision LABEL gpu SOURCES gpu/test_gpu_precision.cpp)
+gridnn_add_test(test_gpu_nccl LABEL gpu SOURCES gpu/test_gpu_nccl.cpp)
