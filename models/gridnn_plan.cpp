@@ -4,6 +4,12 @@
 //
 //   gridnn-plan --model alexnet --procs 32 --batch 2048 --alpha 2e-6 --bandwidth 6e9
 //   gridnn-plan --model resattnet3d --depth 18 --width 16 --input 64x64x64 --procs 8 --explain
+//   gridnn-plan --calibration calib.json [--calibration-kind world] --procs 32 ...
+//
+// --calibration FILE (written by gridnn-calibrate, parallel/calibration.h): α and β of one of
+// its communicator kinds (--calibration-kind, default "world": the grid's traffic mixes row
+// and col, world is their common bound; --alpha/--beta/--bandwidth given explicitly override
+// them) and the measured per-layer compute tables (layers without one use --flops).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -11,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "parallel/calibration.h"
 #include "parallel/cost_model.h"
 
 namespace {
@@ -26,12 +33,36 @@ std::array<int64_t, 3> parse_size(const std::string& s) {
   return out;
 }
 
+// What a --calibration contributed (for the table header and the JSON).
+struct CalibrationUse {
+  std::string file, kind, machine, date, grid;
+  bool alpha_from_file = false, beta_from_file = false;
+  size_t layers_measured = 0, layers = 0;
+};
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    if (static_cast<unsigned char>(ch) >= 0x20) out += ch;
+  }
+  return out + "\"";
+}
+
 void print_json(const Network& net, const std::vector<PlanCost>& plans, size_t best,
-                int64_t batch, const Machine& m, bool explain) {
-  std::printf("{\"model\": \"%s\", \"batch\": %lld, \"alpha\": %g, \"beta\": %g, \"flops\": %g,"
-              " \"best\": \"%dx%d\", \"grids\": [",
-              net.name.c_str(), static_cast<long long>(batch), m.alpha, m.beta, m.flops,
-              plans[best].grid.rows, plans[best].grid.cols);
+                int64_t batch, const Machine& m, bool explain, const CalibrationUse* cal) {
+  std::printf("{\"model\": \"%s\", \"batch\": %lld, \"alpha\": %g, \"beta\": %g, \"flops\": %g,",
+              net.name.c_str(), static_cast<long long>(batch), m.alpha, m.beta, m.flops);
+  if (cal)
+    std::printf(" \"calibration\": {\"file\": %s, \"kind\": %s, \"machine\": %s, \"date\": %s, "
+                "\"grid\": %s, \"alpha_from_file\": %s, \"beta_from_file\": %s, "
+                "\"layers_measured\": %zu, \"layers\": %zu},",
+                json_string(cal->file).c_str(), json_string(cal->kind).c_str(), json_string(cal->machine).c_str(),
+                json_string(cal->date).c_str(), json_string(cal->grid).c_str(), cal->alpha_from_file ? "true" : "false",
+                cal->beta_from_file ? "true" : "false", cal->layers_measured, cal->layers);
+  else
+    std::printf(" \"calibration\": null,");
+  std::printf(" \"best\": \"%dx%d\", \"grids\": [", plans[best].grid.rows, plans[best].grid.cols);
   for (size_t i = 0; i < plans.size(); ++i) {
     const PlanCost& p = plans[i];
     std::printf("%s\n  {\"rows\": %d, \"cols\": %d, \"words\": %.0f, \"latency_s\": %g, "
@@ -76,7 +107,8 @@ void print_explain(const PlanCost& p) {
 int main(int argc, char** argv) {
   CLI::App app{"gridnn-plan: the alpha-beta model's cost of one training step on every Pr x Pc "
                "grid of P processes (DESIGN section 6)"};
-  std::string model = "resattnet3d", input = "32x32x32", conv_use;
+  std::string model = "resattnet3d", input = "32x32x32", conv_use, calibration_file,
+              calibration_kind = "world";
   ResAttNetShape shape;
   std::vector<int64_t> mlp_sizes{1024, 512, 10};
   int64_t batch = 32;
@@ -94,9 +126,16 @@ int main(int argc, char** argv) {
   app.add_option("--mlp-sizes", mlp_sizes, "MLP sizes: in hidden... classes")->delimiter(',');
   app.add_option("--batch", batch, "global batch B")->capture_default_str();
   app.add_option("--procs", procs, "processes P")->capture_default_str();
-  app.add_option("--alpha", machine.alpha, "latency, s per message")->capture_default_str();
+  auto* alpha = app.add_option("--alpha", machine.alpha, "latency, s per message")->capture_default_str();
   auto* beta = app.add_option("--beta", machine.beta, "s per 4-byte word")->capture_default_str();
-  app.add_option("--bandwidth", bandwidth, "bytes/s (sets beta = 4 / bandwidth)")->excludes(beta);
+  auto* bandwidth_opt =
+      app.add_option("--bandwidth", bandwidth, "bytes/s (sets beta = 4 / bandwidth)")->excludes(beta);
+  app.add_option("--calibration", calibration_file,
+                 "a gridnn-calibrate JSON file: alpha, beta of --calibration-kind and the measured "
+                 "per-layer compute times (explicit --alpha, --beta, --bandwidth win)");
+  app.add_option("--calibration-kind", calibration_kind,
+                 "which measured communicator gives alpha and beta: world, row, col or pingpong")
+      ->capture_default_str();
   app.add_option("--flops", machine.flops, "compute rate, FLOP/s (0: no compute term)")
       ->capture_default_str();
   app.add_option("--conv", conv_use,
@@ -117,6 +156,21 @@ int main(int argc, char** argv) {
     const Network net = model == "alexnet" ? alexnet()
                         : model == "mlp"   ? mlp(mlp_sizes)
                                            : resattnet3d(shape);
+    CalibrationUse cal;
+    if (!calibration_file.empty()) {
+      const Calibration c = read_calibration(calibration_file);
+      // A file from one process has no communication: α and β then come from the flags.
+      const bool comm = !c.comm.empty();
+      const Machine fitted = machine_from(c, comm ? calibration_kind : "", machine);
+      cal = {calibration_file, comm ? calibration_kind : "none (one process)", c.machine, c.date, c.grid,
+             comm && alpha->count() == 0, comm && beta->count() == 0 && bandwidth_opt->count() == 0, 0,
+             net.layers.size()};
+      if (cal.alpha_from_file) machine.alpha = fitted.alpha;
+      if (cal.beta_from_file) machine.beta = fitted.beta;
+      machine.compute = fitted.compute;
+      for (const LayerShape& l : net.layers) cal.layers_measured += c.compute.count(l.name);
+    }
+    const CalibrationUse* used = calibration_file.empty() ? nullptr : &cal;
     Strategy strategy = model_batch_domain();
     if (conv_use.empty()) conv_use = model == "alexnet" ? "batch" : "domain";
     if (conv_use == "gridnn" && model != "resattnet3d")
@@ -127,7 +181,7 @@ int main(int argc, char** argv) {
     const std::vector<PlanCost> plans = sweep(net, batch, procs, machine, strategy);
     const size_t best = best_index(plans);
     if (json) {
-      print_json(net, plans, best, batch, machine, explain);
+      print_json(net, plans, best, batch, machine, explain, used);
       return 0;
     }
     std::printf("%s, %lld weights, B = %lld, P = %d, alpha = %g s, beta = %g s/word, "
@@ -135,6 +189,13 @@ int main(int argc, char** argv) {
                 net.name.c_str(), static_cast<long long>(net.weights()),
                 static_cast<long long>(batch), procs, machine.alpha, machine.beta, machine.flops,
                 conv_use.c_str());
+    if (used)
+      std::printf("calibration: %s (%s, %s, grid %s): alpha %s, beta %s of kind \"%s\"; measured "
+                  "compute for %zu of %zu layers (the others: --flops)\n",
+                  cal.file.c_str(), cal.machine.c_str(), cal.date.c_str(), cal.grid.c_str(),
+                  cal.alpha_from_file ? "from the file" : "from --alpha",
+                  cal.beta_from_file ? "from the file" : "from --beta/--bandwidth", cal.kind.c_str(),
+                  cal.layers_measured, cal.layers);
     std::printf("%-9s %14s %12s %12s %12s %10s %10s\n", "grid", "words", "comm s", "compute s",
                 "total s", "speedup", "comm/");
     for (size_t i = 0; i < plans.size(); ++i) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <stdexcept>
 
 namespace gridnn::plan {
@@ -201,6 +202,34 @@ Network mlp(const std::vector<int64_t>& sizes) {
   return net;
 }
 
+// ---- compute ---------------------------------------------------------------------------
+
+double ComputeTable::at(double b) const {
+  if (b <= 0 || seconds.empty()) return 0;
+  const auto first = seconds.begin();
+  const auto last = std::prev(seconds.end());
+  if (b <= double(first->first)) return first->second * b / double(first->first);
+  if (b >= double(last->first)) return last->second * b / double(last->first);
+  const auto hi = seconds.upper_bound(int64_t(std::floor(b)));  // first batch > floor(b)
+  const auto lo = std::prev(hi);
+  if (double(lo->first) == b) return lo->second;
+  const double t = (b - double(lo->first)) / double(hi->first - lo->first);
+  return lo->second + t * (hi->second - lo->second);
+}
+
+double layer_compute_s(const LayerShape& l, double samples, double fraction, const Machine& m) {
+  if (m.compute) {
+    const auto it = m.compute->find(l.name);
+    if (it != m.compute->end() && !it->second.seconds.empty()) {
+      const ComputeTable& t = it->second;
+      const double scale =
+          t.forward_flops > 0 && l.forward_flops > 0 ? l.forward_flops / t.forward_flops : 1.0;
+      return t.at(samples) * fraction * scale;
+    }
+  }
+  return m.flops > 0 ? 3.0 * l.forward_flops * samples * fraction / m.flops : 0;
+}
+
 // ---- collectives -----------------------------------------------------------------------
 
 namespace {
@@ -348,7 +377,7 @@ PlanCost estimate(const Network& net, int64_t batch, Grid g, const Machine& m, c
       }
       add(all_reduce("all-reduce dW over P", l.weights, P, m));
     }
-    if (m.flops > 0) c.compute_s = 3.0 * l.forward_flops * samples * fraction / m.flops;
+    c.compute_s = layer_compute_s(l, samples, fraction, m);
     for (const CommTerm& t : c.terms) {
       plan.words += t.words;
       plan.latency_s += t.latency_s;
@@ -454,6 +483,13 @@ std::vector<CommCall> gridnn_calls(const Network& net, int64_t batch, Grid g, in
   auto reduce = [&](const std::string& layer, const char* comm, int64_t n, int procs) {
     call(layer, comm, "all_reduce", n, procs, 2.0 * (procs - 1) / procs * double(n));
   };
+  // A fully connected layer is 1.5D (DistLinear, models/dist/factory.cpp) when the row has
+  // several ranks and each gets an output: row block `row` of W and b.
+  auto fc_split = [&](const LayerShape& l) { return Pr > 1 && l.out_channels >= Pr; };
+  auto fc_block = [&](const LayerShape& l) {
+    const int64_t rows = balanced(l.out_channels, Pr, row).size();
+    return std::pair<int64_t, int64_t>{rows, rows * (l.weights / l.out_channels)};
+  };
   int64_t stage_weights = 0, col_weights = 0;
   for (const LayerShape& l : net.layers) {
     const int64_t d = l.in_size[0], hw = l.in_size[1] * l.in_size[2];
@@ -490,6 +526,13 @@ std::vector<CommCall> gridnn_calls(const Network& net, int64_t batch, Grid g, in
         if (split(d)) reduce(l.name, "row", b * l.in_channels, Pr);
         break;
       case LayerKind::fc:
+        if (fc_split(l)) {
+          const auto [block, weights] = fc_block(l);
+          call(l.name, "row", "all_gatherv", b * block, Pr, double(b * (l.out_channels - block)));
+          reduce(l.name, "row", b * l.in_channels, Pr);  // dX, always (DistLinear)
+          col_weights += weights;
+          continue;
+        }
         break;
     }
     (on_stage ? stage_weights : col_weights) += l.weights;
@@ -511,11 +554,25 @@ std::vector<CommCall> gridnn_mlp_calls(const Network& mlp, int64_t batch, std::a
   if (g.rows > 1)
     calls.push_back({"GatherDepth", "row", "all_gatherv", own * plane, g.rows, double((in[1] - own) * plane),
                      double(ceil_log2(g.rows))});
+  // 1.5D layers (Pr > 1 and an output per row rank): the Y blocks all-gathered, dX
+  // all-reduced over the row; the blocks' gradients summed over col like the others'.
+  int64_t weights = 0;
+  const double row_log = double(ceil_log2(g.rows));
+  for (const LayerShape& l : mlp.layers) {
+    if (g.rows > 1 && l.out_channels >= g.rows) {
+      const int64_t block = balanced(l.out_channels, g.rows, row).size();
+      calls.push_back({l.name, "row", "all_gatherv", b * block, g.rows, double(b * (l.out_channels - block)), row_log});
+      calls.push_back({l.name, "row", "all_reduce", b * l.in_channels, g.rows,
+                       2.0 * (g.rows - 1) / g.rows * double(b * l.in_channels), 2 * row_log});
+      weights += block * (l.weights / l.out_channels);
+    } else {
+      weights += l.weights;
+    }
+  }
   const double reduced = 2.0 * (g.cols - 1) / g.cols, messages = 2.0 * ceil_log2(g.cols);
   if (g.cols > 1) {
     calls.push_back({"loss", "col", "all_reduce", 2, g.cols, reduced * 2, messages});
-    calls.push_back({"gradients", "col", "all_reduce", mlp.weights(), g.cols, reduced * double(mlp.weights()),
-                     messages});
+    calls.push_back({"gradients", "col", "all_reduce", weights, g.cols, reduced * double(weights), messages});
   }
   return calls;
 }
@@ -559,12 +616,12 @@ PlanCost estimate_gridnn(const Network& net, int64_t batch, Grid g, const Machin
         c.terms.push_back(make_term(first.op + " over " + first.comm + " (" + first.layer + ")", words, messages, m));
     }
     for (const LayerShape& l : net.layers) {
-      if (l.name != name || m.flops <= 0) continue;
+      if (l.name != name) continue;
       const bool split = g.rows > 1 && l.in_size[0] >= g.rows &&
                          (l.kind == LayerKind::bn || l.kind == LayerKind::attention ||
                           l.kind == LayerKind::global_pool || l.out_size[0] >= g.rows);
       const double fraction = split ? double((l.out_size[0] + g.rows - 1) / g.rows) / l.out_size[0] : 1;
-      c.compute_s = 3.0 * l.forward_flops * per_col * fraction / m.flops;
+      c.compute_s = layer_compute_s(l, per_col, fraction, m);
     }
     for (const CommTerm& t : c.terms) {
       plan.words += t.words;

@@ -30,6 +30,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -74,11 +75,31 @@ Network resattnet3d(const ResAttNetShape& shape);
 // fc1..fcK over sizes {in, hidden..., classes}.
 Network mlp(const std::vector<int64_t>& sizes);
 
+// One layer's measured forward+backward seconds by local batch (a calibration run,
+// parallel/calibration.h). at(b): linear between the measured batches; beyond them
+// proportional to b (t(b) = t(b_max) b / b_max above, t(b_min) b / b_min below); 0 for b <= 0.
+struct ComputeTable {
+  double forward_flops = 0;           // per sample, of the shape measured (0: unknown)
+  std::map<int64_t, double> seconds;  // local batch -> seconds
+  double at(double local_batch) const;
+};
+using ComputeTables = std::map<std::string, ComputeTable>;  // by layer name
+
 struct Machine {
   double alpha = 2e-6;        // s per message
   double beta = 4.0 / 6e9;    // s per word
   double flops = 0;           // compute rate (FLOP/s); 0: no compute term
+  // Measured compute (optional): a layer with a table here costs table.at(local batch) times
+  // the fraction of the output it computes (its depth slab when domain-split, 1/Pr when
+  // model-split), times forward_flops / table.forward_flops when the planned layer's shape
+  // differs from the measured one (both known); the others use `flops` as above.
+  std::shared_ptr<const ComputeTables> compute = nullptr;
 };
+
+// One rank's compute seconds for layer `l` on `samples` local samples, `fraction` of its
+// output: the measured table when `m` has one for l.name, else 3 x forward FLOPs / m.flops
+// (0 without a rate).
+double layer_compute_s(const LayerShape& l, double samples, double fraction, const Machine& m);
 
 enum class LayerUse { batch, model, domain };
 const char* use_name(LayerUse use);
@@ -163,8 +184,10 @@ double optimal_fc_rows(const Network& net, int64_t batch, int procs, const Strat
 // domain-split while their depth is >= Pr (> 1), else replicated on the row after a hand-over
 // that all-gathers the depth slabs ("<layer> (gather)"); batch norm all-reduces an i64 count
 // and two [2, C] sums forward and one [2, C] backward over the stage (split) or col
-// (replicated; recorded even where col has one rank); the classifier is a plain replicated
-// Linear (no 1.5D): its and every replicated layer's gradients are all-reduced over col, the
+// (replicated; recorded even where col has one rank); a fully connected layer is 1.5D when
+// Pr > 1 and it has at least Pr outputs (DistLinear: its Y blocks all-gathered forward, dX
+// all-reduced backward over the row, each rank's row block of W and b a gradient over col),
+// else replicated; the replicated and 1.5D layers' gradients are all-reduced over col, the
 // split layers' over the stage ("gradients", skipped where the group has one rank); the loss
 // sum is all-reduced over col (2 floats, "loss", skipped on one batch shard).
 //
@@ -189,7 +212,8 @@ struct CommCall {
 };
 std::vector<CommCall> gridnn_calls(const Network& net, int64_t batch, Grid grid, int row, int col);
 // An MLP run by gridnn (models/nets/mlp.h) on an input [B, C, D, H, W] (D = depth, split over
-// the rows: one unlabelled "GatherDepth" all_gatherv when Pr > 1), fc layers replicated.
+// the rows: one unlabelled "GatherDepth" all_gatherv when Pr > 1), fc layers 1.5D or
+// replicated as above.
 std::vector<CommCall> gridnn_mlp_calls(const Network& mlp, int64_t batch, std::array<int64_t, 4> input_cdhw,
                                        Grid grid, int row, int col);
 // (layer, comm, op) -> elements summed over the calls: what CommLog::elements(comm, op, layer)
