@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "core/device.h"
 #include "core/error.h"
 #include "models/train/grid_choice.h"
 #include "models/train/trainer.h"
@@ -88,8 +89,21 @@ void add_flags(CLI::App& app, Cli& c) {
   app.add_option("--grid", o.grid,
                  "process grid PrxPc: Pr ranks split each volume's depth, Pc split the batch; "
                  "run under mpiexec -n Pr*Pc; 'auto': the cost model's fastest grid")->capture_default_str();
+  app.add_option("--stages", o.stages,
+                 "pipeline stages Ps (the job then has Ps*Pr*Pc processes; GPipe schedule)")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 16));
+  app.add_option("--micro-batches", o.micro_batches, "GPipe micro-batches per step (each stage's batch shard)")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  app.add_option("--placement", o.placement,
+                 "where the stages cut the network: even (default), auto (GABRA on measured blocks) "
+                 "or a placement file (gridnn-place --out)");
   app.add_flag("--comm-report", o.comm_report, "print the communication per layer at the end");
-  app.add_option("--device", o.device, "cpu, cuda or cuda:N")->capture_default_str();
+  app.add_option("--device", o.device,
+                 "cpu, cuda or cuda:N (cuda under mpiexec: each rank of a node its own GPU, round robin)")
+      ->capture_default_str();
+  app.add_option("--comm-backend", o.comm_backend,
+                 "communication: auto (NCCL for GPU tensors when each rank has its own GPU), mpi or nccl")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "mpi", "nccl"}));
   app.add_option("--precision", o.precision, "GPU math for convolutions and GEMMs: fp32, tf32 or bf16")
       ->capture_default_str()->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
   app.add_option("--seed", o.seed, "seed of initialization, data order and augmentation")->capture_default_str();
@@ -127,13 +141,25 @@ int run(Cli& c, dist::ProcessGrid& grid) {
   return 0;
 }
 
-// --grid as given, or (auto) the cost model's choice for the job's size.
+// --grid as given, or (auto) the cost model's choice for the job's size; --stages K makes it
+// K x Pr x Pc (a PsxPrxPc grid gives the stages itself).
 dist::GridShape grid_shape(Cli& c, int procs, bool report) {
-  if (c.o.grid != "auto") return dist::GridShape::parse(c.o.grid);
-  if (std::string err = parse_size(c.input, &c.o.input); !err.empty()) throw Error("--input: " + err);
-  std::string why;
-  const dist::GridShape shape = train::choose_grid(c.o, procs, &why);
-  if (report) std::printf("--grid auto: %s\n", why.c_str());
+  const int stages = c.o.stages;
+  dist::GridShape shape;
+  if (c.o.grid != "auto") {
+    shape = dist::GridShape::parse(c.o.grid);
+  } else {
+    if (std::string err = parse_size(c.input, &c.o.input); !err.empty()) throw Error("--input: " + err);
+    GRIDNN_REQUIRE(procs % stages == 0, "--grid auto with --stages ", stages, " needs a multiple of ", stages,
+                   " processes, the job has ", procs);
+    std::string why;
+    shape = train::choose_grid(c.o, procs / stages, &why);
+    if (report) std::printf("--grid auto: %s\n", why.c_str());
+  }
+  if (stages > 1 && shape.stages == 1) shape.stages = stages;
+  GRIDNN_REQUIRE(stages == 1 || shape.stages == stages, "--stages ", stages, " disagrees with --grid ",
+                 c.o.grid, "; give the stages once");
+  c.o.stages = shape.stages;
   c.o.grid = shape.str();
   return shape;
 }
@@ -146,6 +172,7 @@ const char* const kDescription =
     "  gridnn-train --data scans.csv --input 96x112x96 --epochs 30 --checkpoint-dir ckpt\n"
     "  gridnn-train --checkpoint-dir ckpt --resume    # continue where the last run stopped\n"
     "  mpiexec -n 4 gridnn-train --grid 2x2 ...       # depth split over 2 ranks, batch over 2\n"
+    "  mpiexec -n 4 gridnn-train --stages 2 --grid 1x2 --micro-batches 2 --placement auto ...\n"
     "  gridnn-train --init-from w.safetensors --batch-file b.safetensors --dump-step out.safetensors\n";
 
 }  // namespace
@@ -157,12 +184,17 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 #if GRIDNN_HAVE_MPI
   return MpiSession::run(&argc, &argv, [&](MpiSession& session) {
-    auto grid = dist::ProcessGrid::create(grid_shape(c, session.size(), session.rank() == 0));
+    // --device cuda: rank i of a node on GPU i (modulo the node's GPUs).
+    if (c.o.device == "cuda" && session.node_size() > 1 && cuda_device_count() > 0)
+      c.o.device = "cuda:" + std::to_string(session.node_rank() % cuda_device_count());
+    auto grid = dist::ProcessGrid::create(grid_shape(c, session.size(), session.rank() == 0),
+                                          dist::parse_comm_backend(c.o.comm_backend), Device::parse(c.o.device));
     return run(c, *grid);
   });
 #else
   try {
-    auto grid = dist::ProcessGrid::create(grid_shape(c, 1, true));
+    auto grid = dist::ProcessGrid::create(grid_shape(c, 1, true), dist::parse_comm_backend(c.o.comm_backend),
+                                          Device::parse(c.o.device));
     return run(c, *grid);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gridnn: error: %s\n", e.what());

@@ -147,6 +147,21 @@ class Module {
   ops::MathMode math_ = ops::MathMode::fp32;
 };
 
+// A module whose parameters are row blocks of larger tensors split over ranks (the 1.5D
+// DistLinear of models/dist/): how the whole tensor — of a parameter, its gradient or
+// optimizer state shaped like it — is made from this rank's block, and the block from the
+// whole, so state_dicts and checkpoints hold what the single-process module holds
+// (models/train/whole_state.h).
+class RowSplitParameters {
+ public:
+  virtual ~RowSplitParameters() = default;
+  // Collective over the ranks that hold the blocks.
+  virtual Tensor gather_whole(const Tensor& block) = 0;
+  // This rank's rows of `whole` (a copy; no communication).
+  virtual Tensor take_block(const Tensor& whole) const = 0;
+  virtual Shape whole_shape(const Tensor& block) const = 0;
+};
+
 // Children run in order; backward runs them in reverse. Children are named "0", "1", ...
 // unless given names.
 class Sequential : public Module {

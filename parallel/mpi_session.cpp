@@ -39,6 +39,11 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   GRIDNN_CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   GRIDNN_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
   GRIDNN_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+  MPI_Comm node = MPI_COMM_NULL;
+  GRIDNN_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
+  GRIDNN_CHECK_MPI(MPI_Comm_rank(node, &node_rank_));
+  GRIDNN_CHECK_MPI(MPI_Comm_size(node, &node_size_));
+  GRIDNN_CHECK_MPI(MPI_Comm_free(&node));
   set_error_rank(rank_);
   std::set_terminate(terminate_job);
 }

@@ -21,6 +21,10 @@ class MpiSession {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  // This rank's position among the ranks of its node (MPI_COMM_TYPE_SHARED), and how many
+  // share the node: `--device cuda` maps rank i of a node to GPU i modulo the node's GPUs.
+  int node_rank() const { return node_rank_; }
+  int node_size() const { return node_size_; }
 
   // Prints "gridnn: rank R failed: <why>" to stderr and aborts every rank of the job
   // (MPI_Abort), so one failing rank never leaves the others waiting.
@@ -34,6 +38,8 @@ class MpiSession {
  private:
   int rank_ = 0;
   int size_ = 1;
+  int node_rank_ = 0;
+  int node_size_ = 1;
   bool owns_init_ = false;
 };
 

@@ -6,6 +6,7 @@
 #include "models/dist/conv3d.h"
 #include "models/dist/gather_depth.h"
 #include "models/dist/global_pool.h"
+#include "models/dist/linear.h"
 #include "models/dist/pool3d.h"
 
 namespace gridnn::nn {
@@ -56,10 +57,17 @@ std::unique_ptr<Module> GridLayerFactory::global_avg_pool(int64_t positions, int
   return LayerFactory::global_avg_pool(positions, depth);
 }
 
-// Every rank of a row sees the same (replicated) features and computes the same gradient:
-// summed over the batch shards only.
+// Fully connected layers see replicated features. With several row ranks and at least one
+// output per rank, 1.5D (DESIGN §4): rank r holds row block r of W and b, the Y blocks are
+// all-gathered over the row, dX all-reduced over it, and the blocks' gradients summed over
+// the batch shards (col). Otherwise every rank of a row holds the whole layer and computes
+// the same gradient: summed over the batch shards only.
 std::unique_ptr<Module> GridLayerFactory::linear(int64_t in, int64_t out) const {
-  auto fc = LayerFactory::linear(in, out);
+  std::unique_ptr<Module> fc;
+  if (grid_.row().size() > 1 && out >= grid_.row().size())
+    fc = std::make_unique<DistLinear>(grid_.row(), in, out);
+  else
+    fc = LayerFactory::linear(in, out);
   for (auto& [name, p] : fc->named_parameters()) p->reduction = GradientReduction::col;
   return fc;
 }

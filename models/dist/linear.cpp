@@ -132,6 +132,27 @@ NamedTensors DistLinear::gather(bool grads) {
 NamedTensors DistLinear::gather_parameters() { return gather(false); }
 NamedTensors DistLinear::gather_gradients() { return gather(true); }
 
+Tensor DistLinear::gather_whole(const Tensor& block) {
+  dist::CommLayerScope scope(comm_label_);
+  Tensor whole = Tensor::empty(whole_shape(block), block.dtype(), block.device());
+  row_.all_gatherv(block, whole, block_rows());
+  return whole;
+}
+
+Tensor DistLinear::take_block(const Tensor& whole) const {
+  require_layer(whole.defined() && whole.rank() >= 1 && whole.size(0) == out_, name(),
+                "take_block: expected " + std::to_string(out_) + " rows, got " +
+                    (whole.defined() ? whole.str() : std::string("(undefined)")));
+  return whole.narrow(block_.begin, block_.size()).clone();
+}
+
+Shape DistLinear::whole_shape(const Tensor& block) const {
+  require_layer(block.defined() && block.rank() >= 1 && block.size(0) == block_.size(), name(),
+                "whole_shape: " + (block.defined() ? block.str() : std::string("(undefined)")) +
+                    " is not a block of " + std::to_string(block_.size()) + " rows");
+  return block.shape().with(0, out_);
+}
+
 void DistLinear::scatter_parameters(const std::map<std::string, Tensor>& full) {
   auto take = [&](const std::string& key, const Shape& global, Parameter& p) {
     auto it = full.find(key);

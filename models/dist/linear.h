@@ -42,7 +42,7 @@
 
 namespace gridnn::nn {
 
-class DistLinear : public Module {
+class DistLinear : public Module, public RowSplitParameters {
  public:
   DistLinear(dist::Communicator& row, int64_t in_features, int64_t out_features, bool bias = true,
              Device device = Device::cpu());
@@ -62,6 +62,11 @@ class DistLinear : public Module {
   // No communication: copies this rank's block of the full "weight" (and "bias") into the
   // parameters. gridnn::Error when a name is missing or a shape is not the global one.
   void scatter_parameters(const std::map<std::string, Tensor>& full);
+
+  // RowSplitParameters: blocks of rows of the weight or bias (or of tensors shaped like them).
+  Tensor gather_whole(const Tensor& block) override;
+  Tensor take_block(const Tensor& whole) const override;
+  Shape whole_shape(const Tensor& block) const override;
 
   const std::string& comm_label() const { return comm_label_; }
   void set_comm_label(std::string label) { comm_label_ = std::move(label); }

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "models/train/whole_state.h"
 
 namespace gridnn::train {
 
@@ -65,19 +66,24 @@ NamedTensors model_tensors(nn::Module& model) {
 
 std::string save_checkpoint(const std::string& dir, nn::Module& model, const optim::Optimizer& optimizer,
                             const RunState& state, int keep) {
+  return save_checkpoint(dir, model_tensors(model), optimizer.state(), optimizer.steps(), state, keep);
+}
+
+std::string save_checkpoint(const std::string& dir, const NamedTensors& model, const NamedTensors& optimizer_state,
+                            int64_t optimizer_steps, const RunState& state, int keep) {
   GRIDNN_REQUIRE(keep >= 1, "save_checkpoint: keep must be >= 1");
   std::error_code ec;
   fs::create_directories(dir, ec);
   GRIDNN_REQUIRE(!ec, "cannot create the checkpoint folder '", dir, "': ", ec.message());
 
-  NamedTensors tensors = model_tensors(model);
-  for (auto& [name, t] : optimizer.state()) tensors.emplace_back(kOptimizerPrefix + name, t);
+  NamedTensors tensors = model;
+  for (auto& [name, t] : optimizer_state) tensors.emplace_back(kOptimizerPrefix + name, t);
   const std::map<std::string, std::string> meta = {
       {"format", kFormat},
       {"step", std::to_string(state.step)},
       {"epoch", std::to_string(state.epoch)},
       {"batch", std::to_string(state.batch)},
-      {"optimizer_steps", std::to_string(optimizer.steps())},
+      {"optimizer_steps", std::to_string(optimizer_steps)},
       {"seed", std::to_string(state.seed)},
       {"grid", state.grid},
       {"config", state.config_json}};
@@ -138,16 +144,19 @@ std::map<std::string, Tensor> read_weights(const std::string& path) {
 
 void load_model_tensors(nn::Module& model, const std::map<std::string, Tensor>& tensors,
                         const std::string& source) {
+  // Files hold whole tensors; a grid may hold row blocks of some (WholeState).
+  const WholeState whole(model);
   std::vector<std::string> missing, misshaped, unexpected;
   std::map<std::string, bool> known;
   for (auto& [name, target] : model_tensors(model)) {
     known[name] = true;
+    const Shape shape = whole.shape(name, target);
     auto it = tensors.find(name);
     if (it == tensors.end()) {
-      missing.push_back(name + " " + target.shape().str());
-    } else if (it->second.shape() != target.shape() || it->second.dtype() != target.dtype()) {
-      misshaped.push_back(name + ": file has " + it->second.str() + ", model needs " +
-                          target.shape().str() + " " + dtype_name(target.dtype()));
+      missing.push_back(name + " " + shape.str());
+    } else if (it->second.shape() != shape || it->second.dtype() != target.dtype()) {
+      misshaped.push_back(name + ": file has " + it->second.str() + ", model needs " + shape.str() + " " +
+                          dtype_name(target.dtype()));
     }
   }
   for (const auto& [name, t] : tensors)
@@ -166,8 +175,9 @@ void load_model_tensors(nn::Module& model, const std::map<std::string, Tensor>& 
     msg << "\ncheck --model, --depth, --width, --classes and the attention switches";
     throw Error(msg.str());
   }
-  for (auto& [name, p] : model.named_parameters()) p->value.copy_from(tensors.at(name));
-  for (auto& [name, b] : model.named_buffers()) b->copy_from(tensors.at(name));
+  const std::map<std::string, Tensor> local = whole.local(tensors);
+  for (auto& [name, p] : model.named_parameters()) p->value.copy_from(local.at(name));
+  for (auto& [name, b] : model.named_buffers()) b->copy_from(local.at(name));
 }
 
 }  // namespace gridnn::train

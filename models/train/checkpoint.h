@@ -47,16 +47,22 @@ struct Checkpoint {
 std::string save_checkpoint(const std::string& dir, nn::Module& model, const optim::Optimizer& optimizer,
                             const RunState& state, int keep = 2);
 
+// As above with the tensors given: the whole model's and optimizer state's, which a grid
+// or a pipeline gathers first (WholeState, Pipeline).
+std::string save_checkpoint(const std::string& dir, const NamedTensors& model, const NamedTensors& optimizer_state,
+                            int64_t optimizer_steps, const RunState& state, int keep = 2);
+
 // Reads one checkpoint file (gridnn::Error naming it if it is not one).
 Checkpoint read_checkpoint(const std::string& path);
 // The newest readable checkpoint in `dir`, or nothing when there is none. Unreadable newer
 // files are reported on stderr and skipped.
 std::optional<Checkpoint> latest_checkpoint(const std::string& dir);
 
-// Copies `tensors` into the model's parameters and buffers (any device; converted to the
-// parameter's device). Strict: every name of the model must be present with its shape and
-// dtype, and no other names may appear; otherwise a gridnn::Error lists every missing,
-// unexpected and mis-shaped tensor and names `source`.
+// Copies `tensors` (whole, as the single-process model holds them) into the model's
+// parameters and buffers (any device; converted to the parameter's device), this rank's
+// row blocks where the model splits a tensor (WholeState). Strict: every name of the model
+// must be present with its whole shape and dtype, and no other names may appear; otherwise
+// a gridnn::Error lists every missing, unexpected and mis-shaped tensor and names `source`.
 void load_model_tensors(nn::Module& model, const std::map<std::string, Tensor>& tensors,
                         const std::string& source);
 

@@ -9,6 +9,7 @@
 #include "models/dist/factory.h"
 #include "models/train/checkpoint.h"
 #include "models/train/grid_batch.h"
+#include "models/train/whole_state.h"
 
 namespace gridnn::train {
 
@@ -28,17 +29,64 @@ ModelOnGrid::ModelOnGrid(const TrainOptions& o, dist::ProcessGrid& grid)
   // stay fp32 (master weights). On the CPU, reduced modes are emulated (for tests).
   model_->set_math_mode(ops::parse_math_mode(o.precision));
   model_->train();
-  optimizer_ = optim::make_optimizer(o.optimizer, model_->named_parameters());
-  sync_ = std::make_unique<GradientSync>(grid, *model_);
+  GRIDNN_REQUIRE(o.placement.empty() || grid.shape().stages > 1,
+                 "--placement needs pipeline stages (--stages K or --grid PsxPrxPc)");
+  if (grid.shape().stages > 1 || o.micro_batches > 1) {
+    auto& blocks = dynamic_cast<nn::BlockNetwork&>(*model_);
+    pipeline_ = std::make_unique<Pipeline>(*model_, grid, choose_placement(o, blocks, grid), o.micro_batches);
+    optimizer_ = optim::make_optimizer(o.optimizer, pipeline_->parameters());
+  } else {
+    optimizer_ = optim::make_optimizer(o.optimizer, model_->named_parameters());
+  }
+  set_gradient_sync(!pipeline_);
 }
 
 void ModelOnGrid::set_gradient_sync(bool overlap, int64_t bucket_bytes) {
-  overlap_ = overlap;
-  sync_ = std::make_unique<GradientSync>(grid_, *model_, bucket_bytes);
+  // A pipeline's backward runs block by block between messages: its gradients are summed
+  // after it (the overlap follows the whole model's backward).
+  overlap_ = overlap && !pipeline_;
+  sync_ = pipeline_ ? std::make_unique<GradientSync>(grid_, pipeline_->parameters(), bucket_bytes)
+                    : std::make_unique<GradientSync>(grid_, *model_, bucket_bytes);
+}
+
+NamedTensors ModelOnGrid::whole_model_tensors() {
+  if (pipeline_) pipeline_->share_model();
+  return WholeState(*model_).model_tensors();
+}
+
+NamedTensors ModelOnGrid::whole_gradients() {
+  if (pipeline_) pipeline_->share_gradients();
+  return WholeState(*model_).gradients();
+}
+
+NamedTensors ModelOnGrid::whole_optimizer_state() {
+  const NamedTensors state = pipeline_ ? pipeline_->full_optimizer_state(*optimizer_) : optimizer_->state();
+  return WholeState(*model_).optimizer_state(state);
+}
+
+std::map<std::string, Tensor> ModelOnGrid::own_optimizer_state(const std::map<std::string, Tensor>& whole) const {
+  const std::map<std::string, Tensor> all = WholeState(*model_).local(whole);
+  if (!pipeline_) return all;
+  std::map<std::string, Tensor> own;
+  for (auto& [name, p] : pipeline_->parameters()) {
+    const std::string prefix = name + ".";
+    for (auto it = all.lower_bound(prefix); it != all.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it)
+      own.insert(*it);
+  }
+  return own;
 }
 
 double ModelOnGrid::forward_backward(const data::Batch& shard, int64_t global_rows, Tensor* logits) {
   model_->train();
+  if (pipeline_) {
+    using Clock = std::chrono::steady_clock;
+    const double loss = pipeline_->forward_backward(shard, global_rows, loss_, logits);
+    if (!std::isfinite(loss)) return loss;
+    const auto start = Clock::now();
+    sync_->reduce();
+    timing_.sync_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    return loss;
+  }
   *logits = model_->forward(shard.x.to(device_));
   double loss;
   {
@@ -77,10 +125,16 @@ double ModelOnGrid::evaluate(const data::Batch& shard, Tensor* logits) {
     return 0.0;
   }
   model_->eval();
-  *logits = model_->forward(shard.x.to(device_));
-  loss_.forward(*logits, shard.y.to(device_));
+  double loss_sum;
+  if (pipeline_) {
+    loss_sum = pipeline_->evaluate(shard, loss_, logits);
+  } else {
+    *logits = model_->forward(shard.x.to(device_));
+    loss_.forward(*logits, shard.y.to(device_));
+    loss_sum = loss_.loss_sum();
+  }
   model_->train();
-  return loss_.loss_sum();
+  return loss_sum;
 }
 
 }  // namespace gridnn::train

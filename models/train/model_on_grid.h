@@ -6,9 +6,15 @@
 //                            batch), then every gradient summed over the ranks that share it
 //                            (by default overlapping backward: GradientSync)
 //   update(lr)               the optimizer step, the same on every rank
+//
+// With pipeline stages (a grid Ps x Pr x Pc with Ps > 1) or micro-batches, the step runs the
+// GPipe schedule of models/train/pipeline.h: this rank runs its partition's blocks, and its
+// optimizer and gradient synchronization own that partition's parameters only.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <string>
 
 #include "models/data/loader.h"
 #include "models/layers/loss.h"
@@ -16,6 +22,7 @@
 #include "models/optim/optimizer.h"
 #include "models/train/gradient_sync.h"
 #include "models/train/options.h"
+#include "models/train/pipeline.h"
 #include "parallel/process_grid.h"
 
 namespace gridnn::train {
@@ -47,6 +54,17 @@ class ModelOnGrid {
   // empty logits).
   double evaluate(const data::Batch& shard, Tensor* logits);
 
+  // The model's tensors, gradients and optimizer state as the single-process run holds them
+  // (collective over the world): a pipeline's stages exchange theirs, and row blocks of
+  // 1.5D layers are gathered (WholeState). What checkpoints and --dump-step write.
+  NamedTensors whole_model_tensors();
+  NamedTensors whole_gradients();
+  NamedTensors whole_optimizer_state();
+  // Of a checkpoint's (whole) optimizer state, what this rank's optimizer holds: its
+  // partition's parameters, cut to its row blocks.
+  std::map<std::string, Tensor> own_optimizer_state(const std::map<std::string, Tensor>& whole) const;
+  Pipeline* pipeline() { return pipeline_.get(); }
+
   nn::Module& model() { return *model_; }
   optim::Optimizer& optimizer() { return *optimizer_; }
   const Device& device() const { return device_; }
@@ -57,6 +75,7 @@ class ModelOnGrid {
   int64_t classes_;
   std::unique_ptr<nn::LayerFactory> layers_;
   std::unique_ptr<nn::Module> model_;
+  std::unique_ptr<Pipeline> pipeline_;  // with stages or micro-batches
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<GradientSync> sync_;
   bool overlap_ = true;

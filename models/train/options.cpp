@@ -35,7 +35,11 @@ std::string to_json(const TrainOptions& o) {
                {"val_samples", o.data.val_samples}, {"val_fraction", o.data.val_fraction},
                {"augment", o.data.augment},       {"fit", o.data.fit}};
   j["grid"] = o.grid;
+  j["stages"] = o.stages;
+  j["micro_batches"] = o.micro_batches;
+  j["placement"] = o.placement;
   j["device"] = o.device;
+  j["comm_backend"] = o.comm_backend;
   j["precision"] = o.precision;
   j["seed"] = o.seed;
   j["eval_every"] = o.eval_every;
@@ -82,7 +86,12 @@ TrainOptions options_from_json(const std::string& text) {
     o.data.val_fraction = d.at("val_fraction");
     o.data.augment = d.at("augment");
     o.data.fit = d.at("fit");
+    // Pipeline options came later: older checkpoints have none (one stage).
+    o.stages = j.value("stages", 1);
+    o.micro_batches = j.value("micro_batches", 1);
+    o.placement = j.value("placement", std::string());
     o.device = j.at("device");
+    o.comm_backend = j.value("comm_backend", std::string("auto"));
     o.precision = j.at("precision");
     o.seed = j.at("seed");
     o.eval_every = j.at("eval_every");
@@ -109,6 +118,9 @@ void validate(const TrainOptions& o) {
   GRIDNN_REQUIRE(o.save_every >= 0 && o.eval_every >= 0, "--save-every and --eval-every must not be negative");
   GRIDNN_REQUIRE(!o.resume || !o.checkpoint_dir.empty(), "--resume needs --checkpoint-dir");
   GRIDNN_REQUIRE(o.keep_checkpoints >= 1, "--keep-checkpoints must be >= 1");
+  GRIDNN_REQUIRE(o.stages >= 1, "--stages must be >= 1, got ", o.stages);
+  GRIDNN_REQUIRE(o.micro_batches >= 1 && o.micro_batches <= o.batch, "--micro-batches must be between 1 and --batch (",
+                 o.batch, "), got ", o.micro_batches);
   GRIDNN_REQUIRE(o.schedule.base_lr > 0, "--lr must be > 0, got ", o.schedule.base_lr);
   if (o.model == "resattnet3d") {
     // The stem and four stride-2 stages shrink each side by 32; smaller inputs still run

@@ -38,9 +38,16 @@ struct TrainOptions {
   optim::ScheduleOptions schedule;  // schedule.base_lr is the learning rate
   DataOptions data;
 
-  std::string grid = "1x1";    // PrxPc (DESIGN §4); the job must have Pr * Pc processes
+  std::string grid = "1x1";    // PrxPc or PsxPrxPc (DESIGN §4); the job must have Ps*Pr*Pc processes
+  // Pipeline stages (DESIGN §7, models/train/pipeline.h): Ps (also given by a PsxPrxPc
+  // grid), GPipe micro-batches per step, and where the stages cut the network: "" or
+  // "even", "auto" (GABRA on measured blocks) or a placement file (docs/placement.md).
+  int stages = 1;
+  int micro_batches = 1;
+  std::string placement;
   bool comm_report = false;   // print the per-layer communication table at the end
   std::string device = "cpu";
+  std::string comm_backend = "auto";  // auto | mpi | nccl (parallel/process_grid.h)
   std::string precision = "fp32";  // fp32 | tf32 | bf16
   uint64_t seed = 1;
 

@@ -101,6 +101,7 @@ Trainer::Trainer(TrainOptions options, std::FILE* out, dist::ProcessGrid* grid)
 Trainer::~Trainer() = default;
 
 nn::Module& Trainer::model() { return net_->model(); }
+NamedTensors Trainer::whole_model_tensors() { return net_->whole_model_tensors(); }
 optim::Optimizer& Trainer::optimizer() { return net_->optimizer(); }
 
 void Trainer::say(const std::string& line) {
@@ -113,7 +114,7 @@ void Trainer::restore(const Checkpoint& c) {
                  c.path, " was written by a run with --model ", saved.model, " --seed ", saved.seed,
                  " --batch ", saved.batch, "; resume with the same options or use another --checkpoint-dir");
   load_model_tensors(model(), c.model, c.path);
-  optimizer().load_state(c.optimizer, c.optimizer_steps);
+  optimizer().load_state(net_->own_optimizer_state(c.optimizer), c.optimizer_steps);
   state_.step = c.state.step;
   state_.epoch = c.state.epoch;
   state_.batch = c.state.batch;
@@ -122,10 +123,15 @@ void Trainer::restore(const Checkpoint& c) {
 
 std::string Trainer::save() {
   GRIDNN_REQUIRE(!options_.checkpoint_dir.empty(), "saving a checkpoint needs --checkpoint-dir");
-  // Every tensor is whole on every rank (replicated), so the first rank writes alone; the
-  // others wait, so that no rank runs ahead of a checkpoint that may yet fail.
+  // Every tensor is whole on every rank (replicated; pipeline stages exchange theirs first),
+  // so the first rank writes alone; the others wait, so that no rank runs ahead of a
+  // checkpoint that may yet fail.
+  const NamedTensors tensors = net_->whole_model_tensors();
+  const NamedTensors optimizer_state = net_->whole_optimizer_state();
   std::string path = (std::filesystem::path(options_.checkpoint_dir) / "").string();
-  if (leader_) path = save_checkpoint(options_.checkpoint_dir, model(), optimizer(), state_, options_.keep_checkpoints);
+  if (leader_)
+    path = save_checkpoint(options_.checkpoint_dir, tensors, optimizer_state, optimizer().steps(), state_,
+                           options_.keep_checkpoints);
   grid_->world().barrier();
   return path;
 }
@@ -172,6 +178,9 @@ Metrics Trainer::run(int64_t stop_at_step) {
                  net_->device().str().c_str(), grid_->shape().str().c_str(), static_cast<long long>(total_steps_),
                  static_cast<long long>(options_.batch), static_cast<long long>(loader_->batches_per_epoch()),
                  options_.optimizer.kind.c_str());
+  if (out_ && net_->pipeline())
+    std::fprintf(out_, "pipeline, %d micro-batches: %s\n", net_->pipeline()->micro_batches(),
+                 net_->pipeline()->describe().c_str());
   const auto start = std::chrono::steady_clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   Metrics last;
@@ -243,13 +252,14 @@ void dump_step(const TrainOptions& options, const std::string& batch_file, const
   const double loss = net.forward_backward(take_shard(batch, shard), o.batch, &logits);
 
   // The file the 1x1 run writes: the whole batch's logits, the summed gradients, and the
-  // updated tensors (all replicated, so every rank could write it; the first does).
+  // updated tensors (whole: gathered from pipeline stages and row blocks; the first rank
+  // writes it).
   NamedTensors out;
   out.emplace_back("logits", gather_rows(*grid, logits.to_host()));
   out.emplace_back("loss", Tensor::from_vector(std::vector<float>{float(loss)}, Shape{}));
-  for (auto& [name, p] : net.model().named_parameters()) out.emplace_back("grad." + name, p->grad.to_host());
+  for (auto& [name, g] : net.whole_gradients()) out.emplace_back("grad." + name, g.to_host());
   net.update(optim::LrSchedule(o.schedule).lr(0));
-  for (auto& [name, t] : model_tensors(net.model())) out.emplace_back(name, t.to_host());
+  for (auto& [name, t] : net.whole_model_tensors()) out.emplace_back(name, t.to_host());
   if (grid->world_rank() == 0)
     save_safetensors(out_file, out, {{"producer", "gridnn-train --dump-step"}, {"grid", grid->shape().str()},
                                      {"config", to_json(o)}});

@@ -53,6 +53,9 @@ class Trainer {
 
   nn::Module& model();
   optim::Optimizer& optimizer();
+  // The model's tensors as the single-process run holds them (collective over the grid:
+  // pipeline stages and 1.5D row blocks gathered).
+  NamedTensors whole_model_tensors();
   const RunState& state() const { return state_; }
   int64_t total_steps() const { return total_steps_; }
   // Saves a checkpoint now (options.checkpoint_dir must be set); returns its path.

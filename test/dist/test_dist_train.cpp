@@ -160,7 +160,7 @@ TEST_F(DistTrain, ThreeStepsEqualOneProcessAndRepeatBitwise) {
     for (int run = 0; run < 2; ++run) {
       train::Trainer t(tiny(), null, grid.get());
       t.run();
-      auto weights = as_map(train::model_tensors(t.model()));
+      auto weights = as_map(t.whole_model_tensors());
       if (run == 0) {
         first = weights;
         if (test::world_rank() == 0) expect_close(weights, single, "3 steps on " + shape.str());
@@ -209,8 +209,9 @@ TEST_F(DistTrain, ResumesOnAnotherGrid) {
   train::Trainer resumed_grid(options("b", 3), null, back.get());
   EXPECT_EQ(resumed_grid.state().step, 2);
   resumed_grid.run();
+  const auto resumed_weights = as_map(resumed_grid.whole_model_tensors());
   if (test::world_rank() == 0)
-    expect_close(as_map(train::model_tensors(resumed_grid.model())), uninterrupted,
+    expect_close(resumed_weights, uninterrupted,
                  "saved on 1x1, resumed on " + whole.str());
   world_->world().barrier();
   if (test::world_rank() == 0) fs::remove_all(dir);

@@ -15,6 +15,7 @@
 #include "models/data/synthetic.h"
 #include "models/train/grid_batch.h"
 #include "models/train/model_on_grid.h"
+#include "models/train/whole_state.h"
 #include "parallel/cost_model.h"
 #include "parallel/process_grid.h"
 #include "test/support/mpi_main.h"
@@ -62,9 +63,16 @@ void expect_equal(const Counts& got, const Counts& want, const std::string& wher
   if (bad) ADD_FAILURE() << where << ": counted\n" << str(got) << "predicted\n" << str(want);
 }
 
+// The parameters this rank holds (1.5D layers: its row blocks), or of the whole model.
 int64_t parameters(train::ModelOnGrid& net) {
   int64_t n = 0;
   for (auto& [name, p] : net.model().named_parameters()) n += p->value.numel();
+  return n;
+}
+int64_t whole_parameters(train::ModelOnGrid& net) {
+  const train::WholeState whole(net.model());
+  int64_t n = 0;
+  for (auto& [name, p] : net.model().named_parameters()) n += whole.shape(name, p->value).numel();
   return n;
 }
 
@@ -88,7 +96,7 @@ TEST(Words, ResAttNetPredictionEqualsTheCounts) {
     net.forward_backward(batch, 8, &logits);
 
     const plan::Network model = plan::resattnet3d({18, 2, 1, 3, {24, 24, 20}, true, true});
-    EXPECT_EQ(model.weights(), parameters(net)) << shape.str();
+    EXPECT_EQ(model.weights(), whole_parameters(net)) << shape.str();
     const plan::Grid g{shape.rows, shape.cols};
     const Counts want = without_zeros(
         plan::comm_elements(plan::gridnn_calls(model, 8, g, grid->row_rank(), grid->col_rank())));
@@ -96,7 +104,8 @@ TEST(Words, ResAttNetPredictionEqualsTheCounts) {
                               std::to_string(grid->col_rank()) + ")";
     expect_equal(without_zeros(counted()), want, where);
 
-    // The gradients: every parameter once, in whichever group reduces it.
+    // The gradients: every parameter (block) this rank holds once, in whichever group
+    // reduces it.
     int64_t grads = 0;
     for (const char* comm : {"stage", "col"}) {
       const auto it = want.find({"gradients", comm, "all_reduce"});
@@ -129,7 +138,7 @@ TEST(Words, MlpPredictionEqualsTheCounts) {
     net.forward_backward(batch, 6, &logits);
 
     const plan::Network model = plan::mlp({8 * 6 * 5, 16, 8, 3});
-    EXPECT_EQ(model.weights(), parameters(net)) << shape.str();
+    EXPECT_EQ(model.weights(), whole_parameters(net)) << shape.str();
     const Counts want = without_zeros(plan::comm_elements(plan::gridnn_mlp_calls(
         model, 6, {1, 8, 6, 5}, plan::Grid{shape.rows, shape.cols}, grid->row_rank(), grid->col_rank())));
     expect_equal(without_zeros(counted()), want, shape.str() + " rank " + std::to_string(test::world_rank()));

@@ -1,0 +1,251 @@
+// Pipeline stages: GPipe's schedule over a placement of the network's blocks (pipeline.h).
+#include "models/train/pipeline.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "core/error.h"
+#include "models/train/checkpoint.h"
+#include "models/train/grid_batch.h"
+
+namespace gridnn::train {
+
+namespace {
+
+nn::BlockNetwork& as_blocks(nn::Module& model) {
+  auto* net = dynamic_cast<nn::BlockNetwork*>(&model);
+  GRIDNN_REQUIRE(net, "pipeline stages need a network made of blocks (ResAttNet3D or MLP)");
+  return *net;
+}
+
+// Tags of the pipe messages: each micro-batch's activation and gradient, header and data.
+int tag_of(int micro_batch, bool gradient, bool header) {
+  return 4 * micro_batch + (gradient ? 2 : 0) + (header ? 1 : 0);
+}
+
+constexpr int kMaxRank = 6;
+
+}  // namespace
+
+Pipeline::Pipeline(nn::Module& model, dist::ProcessGrid& grid, place::Placement placement, int micro_batches)
+    : model_(model), net_(as_blocks(model)), grid_(grid), placement_(std::move(placement)),
+      micro_batches_(micro_batches) {
+  const int stages = grid.shape().stages;
+  GRIDNN_REQUIRE(micro_batches >= 1, "--micro-batches must be at least 1, got ", micro_batches);
+  place::validate(placement_, int(net_.block_count()), stages, net_.block_names());
+  GRIDNN_REQUIRE(placement_.partitions() == stages, "the placement has ", placement_.partitions(),
+                 " partitions but the grid ", grid.shape().str(), " has ", stages,
+                 " stages; give --stages ", placement_.partitions(), " or another placement");
+  partition_ = int(std::find(placement_.device.begin(), placement_.device.end(), grid.stage()) -
+                   placement_.device.begin());
+  begin_ = size_t(placement_.begin(partition_));
+  end_ = size_t(placement_.end(partition_, int(net_.block_count())));
+  const auto params = model_.named_parameters();
+  device_ = params.empty() ? Device::cpu() : params.front().second->value.device();
+}
+
+optim::ParameterList Pipeline::parameters() const {
+  optim::ParameterList mine;
+  for (auto& [name, p] : model_.named_parameters()) {
+    const size_t b = net_.block_of(name);
+    if (b >= begin_ && b < end_) mine.emplace_back(name, p);
+  }
+  return mine;
+}
+
+int Pipeline::partition_of_block(size_t block) const {
+  for (int k = placement_.partitions(); k-- > 0;)
+    if (size_t(placement_.begin(k)) <= block) return k;
+  return 0;
+}
+
+Tensor Pipeline::run_forward(const Tensor& x) {
+  Tensor h = x;
+  for (size_t i = begin_; i < end_; ++i) h = net_.forward_block(i, h);
+  return h;
+}
+
+Tensor Pipeline::run_backward(const Tensor& dy) {
+  Tensor g = dy;
+  for (size_t i = end_; i-- > begin_;) g = net_.backward_block(i, g);
+  return g;
+}
+
+// A header (rank, then the sizes) and the data, on the pipe communicator.
+void Pipeline::send(const Tensor& t, int to_partition, int tag) {
+  GRIDNN_REQUIRE(t.defined() && t.rank() <= kMaxRank && t.dtype() == DType::f32,
+                 "pipeline: stage ", partition_, " has no f32 tensor of rank <= ", kMaxRank, " to send");
+  std::vector<int64_t> header(kMaxRank + 1, 0);
+  header[0] = t.rank();
+  for (int d = 0; d < t.rank(); ++d) header[size_t(d) + 1] = t.size(d);
+  const Tensor h = Tensor::from_vector(header, Shape{kMaxRank + 1});
+  Tensor none;
+  dist::CommLayerScope scope("pipeline");
+  dist::Communicator& pipe = grid_.pipe();
+  pipe.send_recv(h, group_of(to_partition), none, -1, tag + 1);
+  pipe.send_recv(t, group_of(to_partition), none, -1, tag);
+}
+
+Tensor Pipeline::receive(int from_partition, int tag) {
+  dist::Communicator& pipe = grid_.pipe();
+  dist::CommLayerScope scope("pipeline");
+  Tensor header = Tensor::empty(Shape{kMaxRank + 1}, DType::i64);
+  pipe.send_recv(Tensor(), -1, header, group_of(from_partition), tag + 1);
+  const int64_t* h = header.data<int64_t>();
+  std::vector<int64_t> dims(h + 1, h + 1 + h[0]);
+  Tensor t = Tensor::empty(Shape(dims), DType::f32, device_);
+  pipe.send_recv(Tensor(), -1, t, group_of(from_partition), tag);
+  return t;
+}
+
+void Pipeline::share_outputs(Tensor* logits, double* loss) {
+  dist::Communicator& pipe = grid_.pipe();
+  const int root = group_of(placement_.partitions() - 1);
+  Tensor sizes = Tensor::from_vector(std::vector<int64_t>{last() ? logits->size(0) : 0, last() ? logits->size(1) : 0},
+                                     Shape{2});
+  pipe.broadcast(sizes, root);
+  const int64_t* n = sizes.data<int64_t>();
+  if (!last()) *logits = Tensor::empty(Shape{n[0], n[1]}, DType::f32, device_);
+  if (n[0] > 0) pipe.broadcast(*logits, root);
+  // The loss travels as two floats (high and low part) to keep about 48 bits.
+  const float high = float(*loss);
+  Tensor parts = Tensor::from_vector(std::vector<float>{high, float(*loss - double(high))}, Shape{2});
+  pipe.broadcast(parts, root);
+  *loss = double(parts.data<float>()[0]) + double(parts.data<float>()[1]);
+}
+
+double Pipeline::forward_backward(const data::Batch& shard, int64_t global_rows, nn::SoftmaxCrossEntropy& loss,
+                                  Tensor* logits) {
+  const int64_t rows = shard.y.size(0);
+  GRIDNN_REQUIRE(rows >= micro_batches_, "--micro-batches ", micro_batches_, " needs at least as many samples per ",
+                 "batch shard, this rank has ", rows, "; lower --micro-batches or raise --batch");
+  const int M = micro_batches_;
+  const Tensor x = first() ? shard.x.to(device_) : Tensor();
+  const Tensor y = last() ? shard.y.to(device_) : Tensor();
+
+  // Forward: every micro-batch through this partition; the last one computes the loss.
+  std::vector<Tensor> inputs(static_cast<size_t>(M)), dlogits(static_cast<size_t>(M)), outputs(static_cast<size_t>(M));
+  double loss_sum = 0;
+  for (int m = 0; m < M; ++m) {
+    const dist::Range r = dist::balanced_range(rows, M, m);
+    inputs[size_t(m)] = first() ? x.narrow(r.begin, r.size()) : receive(partition_ - 1, tag_of(m, false, false));
+    Tensor out = run_forward(inputs[size_t(m)]);
+    if (last()) {
+      dist::CommLayerScope scope("loss");
+      loss.forward(out, y.narrow(r.begin, r.size()));
+      loss_sum += loss.loss_sum();
+      dlogits[size_t(m)] = loss.backward(global_rows);
+      outputs[size_t(m)] = out;
+    } else {
+      send(out, partition_ + 1, tag_of(m, false, false));
+    }
+  }
+  if (last()) {
+    *logits = Tensor::empty(Shape{rows, outputs[0].size(1)}, DType::f32, device_);
+    for (int m = 0; m < M; ++m) {
+      const dist::Range r = dist::balanced_range(rows, M, m);
+      logits->narrow(r.begin, r.size()).copy_from(outputs[size_t(m)]);
+    }
+  }
+  double mean = 0;
+  {
+    dist::CommLayerScope scope("loss");
+    if (last()) mean = sum_over_batch(grid_, loss_sum) / double(global_rows);
+    share_outputs(logits, &mean);
+  }
+  if (!std::isfinite(mean)) return mean;  // every stage stops alike; nothing was changed
+
+  // Backward, last micro-batch first (its layer state is the live one); the others are
+  // recomputed from their stashed inputs with the buffers put back afterwards.
+  model_.zero_grad();
+  std::vector<std::pair<std::string, Tensor*>> buffers;
+  for (auto& [name, b] : model_.named_buffers()) {
+    const size_t block = net_.block_of(name);
+    if (block >= begin_ && block < end_) buffers.emplace_back(name, b);
+  }
+  for (int m = M; m-- > 0;) {
+    if (m != M - 1) {
+      std::vector<Tensor> kept;
+      for (auto& [name, b] : buffers) kept.push_back(b->clone());
+      run_forward(inputs[size_t(m)]);
+      for (size_t i = 0; i < buffers.size(); ++i) buffers[i].second->copy_from(kept[i]);
+    }
+    const Tensor dy = last() ? dlogits[size_t(m)] : receive(partition_ + 1, tag_of(m, true, false));
+    const Tensor dx = run_backward(dy);
+    if (!first()) send(dx, partition_ - 1, tag_of(m, true, false));
+  }
+  return mean;
+}
+
+double Pipeline::evaluate(const data::Batch& shard, nn::SoftmaxCrossEntropy& loss, Tensor* logits) {
+  double loss_sum = 0;
+  Tensor h = first() ? shard.x.to(device_) : receive(partition_ - 1, tag_of(0, false, false));
+  h = run_forward(h);
+  if (last()) {
+    loss.forward(h, shard.y.to(device_));
+    loss_sum = loss.loss_sum();
+    *logits = h;
+  } else {
+    send(h, partition_ + 1, tag_of(0, false, false));
+  }
+  share_outputs(logits, &loss_sum);
+  return loss_sum;
+}
+
+void Pipeline::share_model() {
+  dist::Communicator& pipe = grid_.pipe();
+  for (auto& [name, t] : model_tensors(model_)) {
+    Tensor view = t;  // shares the storage: the broadcast writes into the model
+    pipe.broadcast(view, group_of(partition_of_block(net_.block_of(name))));
+  }
+}
+
+void Pipeline::share_gradients() {
+  dist::Communicator& pipe = grid_.pipe();
+  for (auto& [name, p] : model_.named_parameters()) pipe.broadcast(p->grad, group_of(partition_of_block(net_.block_of(name))));
+}
+
+NamedTensors Pipeline::full_optimizer_state(const optim::Optimizer& optimizer) {
+  // The kinds of state each parameter has ("momentum_buffer"; "exp_avg", "exp_avg_sq"),
+  // in the optimizer's order; the same on every stage (same options, same steps).
+  const NamedTensors own = optimizer.state();
+  std::vector<std::string> kinds;
+  std::map<std::string, Tensor> by_name;
+  for (const auto& [name, t] : own) {
+    const std::string kind = name.substr(name.rfind('.') + 1);
+    if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
+    by_name.emplace(name, t);
+  }
+  dist::Communicator& pipe = grid_.pipe();
+  Tensor count = Tensor::from_vector(std::vector<int64_t>{int64_t(kinds.size()), -int64_t(kinds.size())}, Shape{2});
+  pipe.all_reduce(count, dist::ReduceOp::max);
+  GRIDNN_REQUIRE(count.data<int64_t>()[0] == -count.data<int64_t>()[1],
+                 "pipeline: the stages' optimizers hold different kinds of state; they must take the same steps");
+  NamedTensors all;
+  for (auto& [name, p] : model_.named_parameters()) {
+    const size_t block = net_.block_of(name);
+    const bool mine = block >= begin_ && block < end_;
+    for (const std::string& kind : kinds) {
+      const std::string key = name + "." + kind;
+      Tensor t = mine ? by_name.at(key).clone() : Tensor::zeros(p->value.shape(), DType::f32, p->value.device());
+      pipe.broadcast(t, group_of(partition_of_block(block)));
+      all.emplace_back(key, t);
+    }
+  }
+  return all;
+}
+
+std::string Pipeline::describe() const {
+  const std::vector<nn::BlockInfo>& blocks = net_.blocks();
+  std::string text;
+  for (int k = 0; k < placement_.partitions(); ++k) {
+    const int b = placement_.begin(k), e = placement_.end(k, int(blocks.size()));
+    text += (k ? "; " : "") + std::string("stage ") + std::to_string(k) + ": " + blocks[size_t(b)].name +
+            (e - b > 1 ? " .. " + blocks[size_t(e - 1)].name : "") + " (" + std::to_string(e - b) +
+            (e - b == 1 ? " block" : " blocks") + ") on stage group " + std::to_string(group_of(k));
+  }
+  return text;
+}
+
+}  // namespace gridnn::train

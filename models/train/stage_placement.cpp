@@ -1,0 +1,123 @@
+// Where pipeline stages cut the network: an even split, a placement file, or GABRA on a
+// measured block profile (pipeline.h).
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "core/error.h"
+#include "models/train/pipeline.h"
+#include "parallel/gabra.h"
+
+namespace gridnn::train {
+
+place::Placement even_placement(const nn::BlockNetwork& net, int stages) {
+  const int blocks = int(net.block_count());
+  GRIDNN_REQUIRE(stages >= 1 && stages <= blocks, "--stages ", stages, ": the network has ", blocks,
+                 " blocks, so between 1 and ", blocks, " stages");
+  place::Placement p;
+  p.blocks = net.block_names();
+  for (int k = 0; k < stages; ++k) {
+    p.first_block.push_back(int(dist::balanced_range(blocks, stages, k).begin));
+    p.device.push_back(k);
+  }
+  return p;
+}
+
+place::Profile profile_blocks(const TrainOptions& options, int64_t rows, int repeats) {
+  using Clock = std::chrono::steady_clock;
+  const auto seconds_since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::unique_ptr<nn::Module> model = build_model(options);  // single-process layers
+  model->to(Device::parse(options.device));
+  model->train();
+  auto& net = dynamic_cast<nn::BlockNetwork&>(*model);
+  const size_t n = net.block_count();
+  const Device device = Device::parse(options.device);
+  // A random-free input: every voxel 0.5 (only the times and sizes matter).
+  const Shape shape{rows, options.in_channels, options.input[0], options.input[1], options.input[2]};
+  const Tensor x = Tensor::from_vector(std::vector<float>(size_t(shape.numel()), 0.5f), shape).to(device);
+
+  // Optimizer state per parameter value: SGD with momentum keeps one buffer, Adam two.
+  const double state_copies = options.optimizer.kind == "sgd" ? (options.optimizer.momentum > 0 ? 1 : 0) : 2;
+  place::Profile profile;
+  profile.micro_batches = 1;
+  profile.blocks.resize(n);
+  std::vector<std::vector<double>> fwd(n), bwd(n);
+  std::vector<Tensor> outputs(n);
+  for (int rep = 0; rep <= repeats; ++rep) {  // the first round warms up
+    Tensor h = x;
+    for (size_t i = 0; i < n; ++i) {
+      const auto t = Clock::now();
+      h = net.forward_block(i, h);
+      synchronize(device);
+      if (rep) fwd[i].push_back(seconds_since(t));
+      outputs[i] = h;
+    }
+    Tensor g = Tensor::from_vector(std::vector<float>(size_t(h.numel()), 1.0f / float(h.numel())), h.shape()).to(device);
+    for (size_t i = n; i-- > 0;) {
+      const auto t = Clock::now();
+      g = net.backward_block(i, g);
+      synchronize(device);
+      if (rep) bwd[i].push_back(seconds_since(t));
+      if (!g.defined()) break;  // the stem computes no input gradient
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    place::BlockProfile& b = profile.blocks[i];
+    b.name = net.blocks()[i].name;
+    b.forward_s = median(fwd[i]);
+    b.backward_s = bwd[i].empty() ? 2 * b.forward_s : median(bwd[i]);
+    b.activation_bytes = double(outputs[i].numel()) * 4;
+    const double input_bytes = i == 0 ? double(x.numel()) * 4 : profile.blocks[i - 1].activation_bytes;
+    b.stash_bytes = input_bytes + b.activation_bytes;
+    double parameter_bytes = 0;
+    for (auto& [name, p] : model->named_parameters())
+      if (net.block_of(name) == i) parameter_bytes += double(p->value.numel()) * 4;
+    b.memory_bytes = parameter_bytes * (2 + state_copies);
+  }
+  return profile;
+}
+
+place::Placement choose_placement(const TrainOptions& options, const nn::BlockNetwork& net, dist::ProcessGrid& grid) {
+  const int stages = grid.shape().stages;
+  const std::string& how = options.placement;
+  if (how.empty() || how == "even") return even_placement(net, stages);
+  if (how != "auto") {
+    place::Placement p = place::read_placement(how);
+    place::validate(p, int(net.block_count()), stages, net.block_names());
+    GRIDNN_REQUIRE(p.partitions() == stages, "--placement ", how, " has ", p.partitions(),
+                   " partitions, but the run has ", stages, " stages (--stages or --grid PsxPrxPc)");
+    return p;
+  }
+  // auto: the first rank measures and searches; everyone receives the cuts and devices.
+  Tensor cuts = Tensor::zeros(Shape{2 * int64_t(stages)}, DType::i64);
+  if (grid.world_rank() == 0) {
+    const int64_t rows = std::max<int64_t>(1, options.batch / grid.shape().cols / options.micro_batches);
+    place::Profile profile = profile_blocks(options, rows);
+    profile.micro_batches = options.micro_batches;
+    const place::Cluster cluster = place::uniform_cluster(stages, 2e-6, 10e9);
+    place::GaOptions ga;
+    ga.seed = options.seed;
+    const place::SearchResult best = place::gabra(profile, cluster, stages, ga);
+    for (int k = 0; k < stages; ++k) {
+      cuts.data<int64_t>()[k] = best.placement.first_block[size_t(k)];
+      cuts.data<int64_t>()[stages + k] = best.placement.device[size_t(k)];
+    }
+  }
+  grid.world().broadcast(cuts, 0);
+  place::Placement p;
+  p.blocks = net.block_names();
+  for (int k = 0; k < stages; ++k) {
+    p.first_block.push_back(int(cuts.data<int64_t>()[k]));
+    p.device.push_back(int(cuts.data<int64_t>()[stages + k]));
+  }
+  place::validate(p, int(net.block_count()), stages, p.blocks);
+  return p;
+}
+
+}  // namespace gridnn::train
