@@ -38,9 +38,11 @@ void combine(void* acc, const void* x, int64_t n, DType dtype, ReduceOp op);
 
 // Adds a CommRecord for a call that began at `start`.
 using Clock = std::chrono::steady_clock;
-void record(const Communicator& comm, const char* op, int64_t elements, DType dtype, Clock::time_point start);
+// `received`: send_recv's elements received.
+void record(const Communicator& comm, const char* op, int64_t elements, DType dtype, Clock::time_point start,
+            int64_t received = 0);
 // The same for a call that spent `seconds` in all, labelled `layer` (non-blocking calls).
 void record_seconds(const Communicator& comm, const char* op, int64_t elements, DType dtype, double seconds,
-                    const std::string& layer);
+                    const std::string& layer, int64_t received = 0);
 
 }  // namespace gridnn::dist::detail

@@ -105,13 +105,14 @@ void combine(void* acc, const void* x, int64_t n, DType dtype, ReduceOp op) {
   }
 }
 
-void record(const Communicator& comm, const char* op, int64_t elements, DType dtype, Clock::time_point start) {
+void record(const Communicator& comm, const char* op, int64_t elements, DType dtype, Clock::time_point start,
+            int64_t received) {
   record_seconds(comm, op, elements, dtype, std::chrono::duration<double>(Clock::now() - start).count(),
-                 CommLayerScope::current());
+                 CommLayerScope::current(), received);
 }
 
 void record_seconds(const Communicator& comm, const char* op, int64_t elements, DType dtype, double seconds,
-                    const std::string& layer) {
+                    const std::string& layer, int64_t received) {
   CommRecord r;
   r.comm = comm.name();
   r.op = op;
@@ -119,6 +120,7 @@ void record_seconds(const Communicator& comm, const char* op, int64_t elements, 
   r.elements = elements;
   r.bytes = elements * int64_t(dtype_size(dtype));
   r.seconds = seconds;
+  r.received = received;
   comm_log().add(std::move(r));
 }
 
@@ -213,7 +215,8 @@ class SelfCommunicator final : public Communicator {
                      ": sent ", send.str(), " does not match `recv` ", recv.str());
       copy_unless_same(recv, send);
     }
-    record(*this, "send_recv", sends ? send.numel() : 0, sends ? send.dtype() : DType::f32, start);
+    record(*this, "send_recv", sends ? send.numel() : 0, sends ? send.dtype() : DType::f32, start,
+           receives ? recv.numel() : 0);
   }
   void barrier() override { record(*this, "barrier", 0, DType::f32, Clock::now()); }
 };

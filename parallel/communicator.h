@@ -96,6 +96,7 @@ struct CommRecord {
   int64_t elements = 0;
   int64_t bytes = 0;
   double seconds = 0;
+  int64_t received = 0;   // send_recv: the elements this rank received (0 for collectives)
 };
 
 class CommLog {

@@ -217,7 +217,8 @@ class MpiCommunicator final : public Communicator {
                      "; the sender's tensor must match");
       recv_host.store(recv);
     }
-    record(*this, "send_recv", sends ? send.numel() : 0, sends ? send.dtype() : DType::f32, start);
+    record(*this, "send_recv", sends ? send.numel() : 0, sends ? send.dtype() : DType::f32, start,
+           receives ? recv.numel() : 0);
   }
 
   void barrier() override {
