@@ -6,6 +6,8 @@
 #include <chrono>
 #include <exception>
 #include <initializer_list>
+#include <map>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -43,6 +45,19 @@ ncclDataType_t nccl_reduce_type(DType dtype) {
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::sum ? ncclSum : ncclMax; }
+
+// The last NCCL operation enqueued on each device, whichever communicator it belonged to.
+// NCCL operations of different communicators (row, col, stage, pipe) must not run at the same
+// time on one GPU: their kernels wait for their peers, and when they cannot all be resident
+// at once ranks can deadlock each other (NCCL's documentation on concurrent communicators).
+// So each one waits for the previous one on its device; they still overlap computation.
+// Never freed: CUDA may be torn down before static destructors run.
+cuda::Event& last_nccl_operation(int device) {
+  static auto* events = new std::map<int, std::unique_ptr<cuda::Event>>();
+  std::unique_ptr<cuda::Event>& e = (*events)[device];
+  if (!e) e = std::make_unique<cuda::Event>(device);
+  return *e;
+}
 
 char* bytes_of(Tensor& t) { return static_cast<char*>(t.raw()); }
 const char* bytes_of(const Tensor& t) { return static_cast<const char*>(t.raw()); }
@@ -202,7 +217,8 @@ class NcclCommunicator final : public Communicator {
           GRIDNN_CHECK_NCCL(ncclSend(src.raw(), src.nbytes(), ncclUint8, dest, comm_, s));
       });
     });
-    record(*this, "send_recv", sends ? send.numel() : 0, sends ? send.dtype() : DType::f32, start);
+    record(*this, "send_recv", sends ? send.numel() : 0, sends ? send.dtype() : DType::f32, start,
+           receives ? recv.numel() : 0);
   }
 
   void barrier() override {
@@ -282,12 +298,15 @@ class NcclCommunicator final : public Communicator {
     cudaStream_t compute = cuda::context(device_).stream;  // (also makes the device current)
     compute_ready_.record(compute);
     compute_ready_.wait(stream_);
+    cuda::Event& previous = last_nccl_operation(device_);
+    previous.wait(stream_);  // one NCCL operation at a time on this GPU (see above)
     try {
       body(stream_.handle());
     } catch (const NcclError&) {
       failed_ = true;
       throw;
     }
+    previous.record(stream_);
     if (done) {
       done->record(stream_);
       return;
@@ -357,6 +376,7 @@ class NcclAllReduce final : public PendingAllReduce {
   void wait() override {
     if (completed_) return;
     const auto start = Clock::now();
+    if (!done_.query()) comm_.check_async_error();  // a failed peer: an error, not a stalled stream
     done_.wait(cuda::context(comm_.device_).stream);
     seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
     complete();

@@ -130,7 +130,7 @@ double penalty_reference_s(const Profile& profile, const Cluster& cluster) {
     compute += b.forward_s + b.backward_s;
     transfer += max_latency + b.activation_bytes / min_bandwidth;  // 0 / inf = 0
   }
-  const double m = profile.micro_batches;
+  const double m = profile.micro_batches * (profile.recompute ? 2 : 1);  // recomputation: at most twice
   return m * compute / min_speed + 2 * m * transfer + 1.0;  // + 1 s: nonzero on empty work
 }
 
@@ -157,7 +157,8 @@ Simulation simulate(const Profile& profile, const Cluster& cluster, const Placem
     }
     fwd[size_t(k)] /= dev.speed;
     bwd[size_t(k)] /= dev.speed;
-    sim.partition_busy_s[size_t(k)] = m_total * (fwd[size_t(k)] + bwd[size_t(k)]);
+    sim.partition_busy_s[size_t(k)] = m_total * (fwd[size_t(k)] + bwd[size_t(k)]) +
+                                      (profile.recompute ? (m_total - 1) * fwd[size_t(k)] : 0.0);
     sim.partition_memory_bytes[size_t(k)] = resident + m_total * stash;
   }
   struct Link {
@@ -188,7 +189,8 @@ Simulation simulate(const Profile& profile, const Cluster& cluster, const Placem
     for (int k = k_total - 1; k >= 0; --k) {
       const double start =
           std::max(busy_until[size_t(k)], k + 1 < k_total ? arrival[size_t(k)] : 0.0);
-      busy_until[size_t(k)] = start + bwd[size_t(k)];
+      const bool recomputed = profile.recompute && m != m_total - 1;
+      busy_until[size_t(k)] = start + bwd[size_t(k)] + (recomputed ? fwd[size_t(k)] : 0.0);
       if (k > 0) arrival[size_t(k) - 1] = up[size_t(k) - 1].send(busy_until[size_t(k)]);
     }
   sim.iteration_s = *std::max_element(busy_until.begin(), busy_until.end());
@@ -331,6 +333,10 @@ Profile read_profile(const std::string& path) {
   const Reader r{path};
   Profile p;
   p.micro_batches = r.integer(j, "", "micro_batches");
+  if (j.contains("recompute")) {
+    GRIDNN_REQUIRE(j["recompute"].is_boolean(), path, ": recompute must be true or false");
+    p.recompute = j["recompute"].get<bool>();
+  }
   const Json& blocks = r.array(j, "", "blocks");
   for (size_t i = 0; i < blocks.size(); ++i) {
     const std::string at = "blocks[" + std::to_string(i) + "]";
@@ -398,6 +404,7 @@ Placement read_placement(const std::string& path) {
 std::string profile_json(const Profile& profile) {
   Json j;
   j["micro_batches"] = profile.micro_batches;
+  j["recompute"] = profile.recompute;
   j["blocks"] = Json::array();
   for (const BlockProfile& b : profile.blocks)
     j["blocks"].push_back({{"name", b.name},

@@ -29,6 +29,9 @@ struct BlockProfile {
 struct Profile {
   std::vector<BlockProfile> blocks;
   int micro_batches = 1;          // M
+  // GPipe's re-materialization (what gridnn-train's pipeline does): the backward of every
+  // micro-batch but the last first re-runs the partition's forward.
+  bool recompute = false;
 };
 
 struct Device {

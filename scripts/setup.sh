@@ -19,12 +19,13 @@ packages=(build-essential cmake ninja-build pkg-config
           libnifti2-dev zlib1g-dev
           libgtest-dev libgmock-dev libbenchmark-dev)
 if (( !minimal )); then
-  # PyTorch (Debian's CPU build) reads the safetensors files gridnn writes; clang builds
+  # PyTorch (Debian's CPU build) reads the safetensors files gridnn writes; matplotlib draws
+  # bench/plot_grid_speedup.py's PNG; clang builds
   # the libFuzzer targets; mricron-data brings real brain volumes
   # (/usr/share/mricron/templates/ch2bet.nii.gz, 181x217x181) that test_data_nifti reads
   # and that serve as sample NIfTI input (the test skips itself without them).
-  packages+=(python3 python3-venv python3-torch python3-numpy clang libclang-rt-14-dev libomp-dev
-             mricron-data)
+  packages+=(python3 python3-venv python3-torch python3-numpy python3-matplotlib clang libclang-rt-14-dev
+             libomp-dev mricron-data)
 fi
 
 missing=()

@@ -29,11 +29,18 @@ ModelOnGrid::ModelOnGrid(const TrainOptions& o, dist::ProcessGrid& grid)
   // stay fp32 (master weights). On the CPU, reduced modes are emulated (for tests).
   model_->set_math_mode(ops::parse_math_mode(o.precision));
   model_->train();
-  GRIDNN_REQUIRE(o.placement.empty() || grid.shape().stages > 1,
+  GRIDNN_REQUIRE(o.placement.empty() || o.placement == "even" || grid.shape().stages > 1,
                  "--placement needs pipeline stages (--stages K or --grid PsxPrxPc)");
+  // The smallest batch shard must hold a row of every micro-batch (the same check on every
+  // rank, so that all of them stop alike).
+  GRIDNN_REQUIRE(o.micro_batches == 1 || o.batch / grid.shape().cols >= o.micro_batches, "--micro-batches ", o.micro_batches,
+                 " needs at least as many samples in every batch shard; --batch ", o.batch, " over ",
+                 grid.shape().cols, " shards gives ", o.batch / grid.shape().cols,
+                 "; lower --micro-batches or raise --batch");
   if (grid.shape().stages > 1 || o.micro_batches > 1) {
-    auto& blocks = dynamic_cast<nn::BlockNetwork&>(*model_);
-    pipeline_ = std::make_unique<Pipeline>(*model_, grid, choose_placement(o, blocks, grid), o.micro_batches);
+    auto* blocks = dynamic_cast<nn::BlockNetwork*>(model_.get());
+    GRIDNN_REQUIRE(blocks, "pipeline stages and micro-batches need a network made of blocks (ResAttNet3D or MLP)");
+    pipeline_ = std::make_unique<Pipeline>(*model_, grid, choose_placement(o, *blocks, grid), o.micro_batches);
     optimizer_ = optim::make_optimizer(o.optimizer, pipeline_->parameters());
   } else {
     optimizer_ = optim::make_optimizer(o.optimizer, model_->named_parameters());
@@ -80,9 +87,12 @@ double ModelOnGrid::forward_backward(const data::Batch& shard, int64_t global_ro
   model_->train();
   if (pipeline_) {
     using Clock = std::chrono::steady_clock;
+    const auto begin = Clock::now();
     const double loss = pipeline_->forward_backward(shard, global_rows, loss_, logits);
     if (!std::isfinite(loss)) return loss;
     const auto start = Clock::now();
+    // The whole GPipe schedule (forwards, recomputation, backwards, transfers).
+    timing_.backward_seconds = std::chrono::duration<double>(start - begin).count();
     sync_->reduce();
     timing_.sync_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     return loss;

@@ -19,9 +19,28 @@ nn::BlockNetwork& as_blocks(nn::Module& model) {
   return *net;
 }
 
-// Tags of the pipe messages: each micro-batch's activation and gradient, header and data.
-int tag_of(int micro_batch, bool gradient, bool header) {
-  return 4 * micro_batch + (gradient ? 2 : 0) + (header ? 1 : 0);
+// Tags of the pipe messages: activation or gradient (the header's is one more). Messages
+// between two ranks with one tag arrive in the order they were sent, which is the schedule's
+// order of the micro-batches on both sides, so the tags need not name the micro-batch.
+constexpr int kActivationTag = 0, kGradientTag = 2;
+
+// The rows of micro-batch m among a shard's `rows` rows that start at global row `offset`:
+// the global rows i with i % M == m. Interleaved, so that a micro-batch holds the same
+// samples whatever the batch shards are (grid-invariant batch-norm statistics), and every
+// shard of at least M rows has some of each micro-batch.
+std::vector<int64_t> micro_batch_rows(int64_t offset, int64_t rows, int M, int m) {
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < rows; ++i)
+    if ((offset + i) % M == m) out.push_back(i);
+  return out;
+}
+
+// The given rows of t (dimension 0), as a new tensor; all of t when they are all its rows.
+Tensor take_rows(const Tensor& t, const std::vector<int64_t>& rows) {
+  if (int64_t(rows.size()) == t.size(0)) return t;
+  Tensor out = Tensor::empty(t.shape().with(0, int64_t(rows.size())), t.dtype(), t.device());
+  for (size_t k = 0; k < rows.size(); ++k) out.narrow(int64_t(k), 1).copy_from(t.narrow(rows[k], 1));
+  return out;
 }
 
 constexpr int kMaxRank = 6;
@@ -118,35 +137,37 @@ void Pipeline::share_outputs(Tensor* logits, double* loss) {
 double Pipeline::forward_backward(const data::Batch& shard, int64_t global_rows, nn::SoftmaxCrossEntropy& loss,
                                   Tensor* logits) {
   const int64_t rows = shard.y.size(0);
-  GRIDNN_REQUIRE(rows >= micro_batches_, "--micro-batches ", micro_batches_, " needs at least as many samples per ",
-                 "batch shard, this rank has ", rows, "; lower --micro-batches or raise --batch");
   const int M = micro_batches_;
+  // Every shard has at least M rows (checked by ModelOnGrid for every rank alike).
+  GRIDNN_REQUIRE(rows >= M, "pipeline: ", M, " micro-batches need at least as many rows per batch shard, got ", rows);
+  const int64_t offset = dist::balanced_range(global_rows, grid_.shape().cols, grid_.col_rank()).begin;
   const Tensor x = first() ? shard.x.to(device_) : Tensor();
   const Tensor y = last() ? shard.y.to(device_) : Tensor();
 
   // Forward: every micro-batch through this partition; the last one computes the loss.
-  std::vector<Tensor> inputs(static_cast<size_t>(M)), dlogits(static_cast<size_t>(M)), outputs(static_cast<size_t>(M));
+  const size_t n = static_cast<size_t>(M);
+  std::vector<Tensor> inputs(n), dlogits(n), outputs(n);
+  std::vector<std::vector<int64_t>> micro_rows(n);
   double loss_sum = 0;
   for (int m = 0; m < M; ++m) {
-    const dist::Range r = dist::balanced_range(rows, M, m);
-    inputs[size_t(m)] = first() ? x.narrow(r.begin, r.size()) : receive(partition_ - 1, tag_of(m, false, false));
+    micro_rows[size_t(m)] = micro_batch_rows(offset, rows, M, m);
+    inputs[size_t(m)] = first() ? take_rows(x, micro_rows[size_t(m)]) : receive(partition_ - 1, kActivationTag);
     Tensor out = run_forward(inputs[size_t(m)]);
     if (last()) {
       dist::CommLayerScope scope("loss");
-      loss.forward(out, y.narrow(r.begin, r.size()));
+      loss.forward(out, take_rows(y, micro_rows[size_t(m)]));
       loss_sum += loss.loss_sum();
       dlogits[size_t(m)] = loss.backward(global_rows);
       outputs[size_t(m)] = out;
     } else {
-      send(out, partition_ + 1, tag_of(m, false, false));
+      send(out, partition_ + 1, kActivationTag);
     }
   }
   if (last()) {
-    *logits = Tensor::empty(Shape{rows, outputs[0].size(1)}, DType::f32, device_);
-    for (int m = 0; m < M; ++m) {
-      const dist::Range r = dist::balanced_range(rows, M, m);
-      logits->narrow(r.begin, r.size()).copy_from(outputs[size_t(m)]);
-    }
+    *logits = M == 1 ? outputs[0] : Tensor::empty(Shape{rows, outputs[0].size(1)}, DType::f32, device_);
+    for (int m = 0; M > 1 && m < M; ++m)
+      for (size_t k = 0; k < micro_rows[size_t(m)].size(); ++k)
+        logits->narrow(micro_rows[size_t(m)][k], 1).copy_from(outputs[size_t(m)].narrow(int64_t(k), 1));
   }
   double mean = 0;
   {
@@ -171,23 +192,23 @@ double Pipeline::forward_backward(const data::Batch& shard, int64_t global_rows,
       run_forward(inputs[size_t(m)]);
       for (size_t i = 0; i < buffers.size(); ++i) buffers[i].second->copy_from(kept[i]);
     }
-    const Tensor dy = last() ? dlogits[size_t(m)] : receive(partition_ + 1, tag_of(m, true, false));
+    const Tensor dy = last() ? dlogits[size_t(m)] : receive(partition_ + 1, kGradientTag);
     const Tensor dx = run_backward(dy);
-    if (!first()) send(dx, partition_ - 1, tag_of(m, true, false));
+    if (!first()) send(dx, partition_ - 1, kGradientTag);
   }
   return mean;
 }
 
 double Pipeline::evaluate(const data::Batch& shard, nn::SoftmaxCrossEntropy& loss, Tensor* logits) {
   double loss_sum = 0;
-  Tensor h = first() ? shard.x.to(device_) : receive(partition_ - 1, tag_of(0, false, false));
+  Tensor h = first() ? shard.x.to(device_) : receive(partition_ - 1, kActivationTag);
   h = run_forward(h);
   if (last()) {
     loss.forward(h, shard.y.to(device_));
     loss_sum = loss.loss_sum();
     *logits = h;
   } else {
-    send(h, partition_ + 1, tag_of(0, false, false));
+    send(h, partition_ + 1, kActivationTag);
   }
   share_outputs(logits, &loss_sum);
   return loss_sum;
@@ -228,7 +249,10 @@ NamedTensors Pipeline::full_optimizer_state(const optim::Optimizer& optimizer) {
     const bool mine = block >= begin_ && block < end_;
     for (const std::string& kind : kinds) {
       const std::string key = name + "." + kind;
-      Tensor t = mine ? by_name.at(key).clone() : Tensor::zeros(p->value.shape(), DType::f32, p->value.device());
+      auto it = by_name.find(key);
+      GRIDNN_REQUIRE(!mine || it != by_name.end(), "pipeline: the optimizer has no '", key,
+                     "' though other parameters have '", kind, "'; the stages must hold the same kinds of state");
+      Tensor t = mine ? it->second.clone() : Tensor::zeros(p->value.shape(), DType::f32, p->value.device());
       pipe.broadcast(t, group_of(partition_of_block(block)));
       all.emplace_back(key, t);
     }

@@ -3,8 +3,9 @@
 // of stage group device[k] of the grid Ps x Pr x Pc (Ps = K), each stage on its own Pr x Pc
 // grid exactly as an unpipelined run (domain and batch parallelism inside the stage).
 //
-// One training step, GPipe's schedule with M micro-batches (each rank's batch shard cut into
-// M balanced row ranges):
+// One training step, GPipe's schedule with M micro-batches (micro-batch m: the global batch
+// rows i with i % M == m, so each batch shard holds its part of every micro-batch and a
+// micro-batch is the same set of samples on every grid):
 //   forward   m = 0..M-1: receive the activation from the previous partition (the first
 //             one takes the input rows), run the partition's blocks, send the output on; the
 //             last partition computes the loss of micro-batch m over the global batch.
@@ -23,7 +24,8 @@
 // gradients are sums over micro-batches (equal up to floating-point reassociation), except
 // for batch norm: each micro-batch is normalized with its own statistics (synchronized over
 // the stage's grid) and updates the running statistics once, as in GPipe and in PyTorch with
-// micro-batches; a network with batch norm then differs from the full-batch run by design.
+// micro-batches; a network with batch norm then differs from the full-batch run by design,
+// but not from grid to grid (the micro-batches are interleaved over the global batch).
 //
 // Every stage builds the whole network (same initialization), but only its partition's
 // blocks run and only their parameters are optimized; share_model() and

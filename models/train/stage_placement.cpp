@@ -94,22 +94,33 @@ place::Placement choose_placement(const TrainOptions& options, const nn::BlockNe
                    " partitions, but the run has ", stages, " stages (--stages or --grid PsxPrxPc)");
     return p;
   }
-  // auto: the first rank measures and searches; everyone receives the cuts and devices.
-  Tensor cuts = Tensor::zeros(Shape{2 * int64_t(stages)}, DType::i64);
+  // auto: the first rank measures and searches; everyone receives the cuts and devices (and,
+  // in the last element, whether the first rank failed: then every rank stops alike).
+  Tensor cuts = Tensor::zeros(Shape{2 * int64_t(stages) + 1}, DType::i64);
+  std::string failure;
   if (grid.world_rank() == 0) {
-    const int64_t rows = std::max<int64_t>(1, options.batch / grid.shape().cols / options.micro_batches);
-    place::Profile profile = profile_blocks(options, rows);
-    profile.micro_batches = options.micro_batches;
-    const place::Cluster cluster = place::uniform_cluster(stages, 2e-6, 10e9);
-    place::GaOptions ga;
-    ga.seed = options.seed;
-    const place::SearchResult best = place::gabra(profile, cluster, stages, ga);
-    for (int k = 0; k < stages; ++k) {
-      cuts.data<int64_t>()[k] = best.placement.first_block[size_t(k)];
-      cuts.data<int64_t>()[stages + k] = best.placement.device[size_t(k)];
+    try {
+      const int64_t rows = std::max<int64_t>(1, options.batch / grid.shape().cols / options.micro_batches);
+      place::Profile profile = profile_blocks(options, rows);
+      profile.micro_batches = options.micro_batches;
+      profile.recompute = true;  // Pipeline re-runs the forward of all micro-batches but the last
+      const place::Cluster cluster = place::uniform_cluster(stages, 2e-6, 10e9);
+      place::GaOptions ga;
+      ga.seed = options.seed;
+      const place::SearchResult best = place::gabra(profile, cluster, stages, ga);
+      for (int k = 0; k < stages; ++k) {
+        cuts.data<int64_t>()[k] = best.placement.first_block[size_t(k)];
+        cuts.data<int64_t>()[stages + k] = best.placement.device[size_t(k)];
+      }
+    } catch (const std::exception& e) {
+      failure = e.what();
+      cuts.data<int64_t>()[2 * stages] = 1;
     }
   }
   grid.world().broadcast(cuts, 0);
+  GRIDNN_REQUIRE(cuts.data<int64_t>()[2 * stages] == 0, "--placement auto: profiling the blocks on rank 0 failed",
+                 failure.empty() ? std::string(" (its message is on rank 0's output)") : ": " + failure,
+                 "; give a placement file or --placement even");
   place::Placement p;
   p.blocks = net.block_names();
   for (int k = 0; k < stages; ++k) {

@@ -79,6 +79,22 @@ TEST(PlacementSimulate, EqualPartitionsWithFreeLinksFillThePipeline) {
     }
 }
 
+// Re-materialization: every backward but micro-batch M-1's re-runs the forward first.
+// One partition, M = 4: 4 (f + b) + 3 f. Two equal partitions (f 1, b 2), M = 2, free links,
+// by hand: forwards p0 [0,1] [1,2], p1 [1,2] [2,3]; backwards p1 m1 [3,5], p1 m0 [5,8]
+// (1 + 2), p0 m1 [5,7], p0 m0 [8,11]: 11 (9 without).
+TEST(PlacementSimulate, RecomputationAddsAForwardToEveryBackwardButTheLast) {
+  Profile one = equal_blocks(3, 0.5, 1.0, 4);
+  one.recompute = true;
+  const Simulation s = simulate(one, uniform_cluster(1, 0, 1e9), make({0}, {0}));
+  EXPECT_DOUBLE_EQ(s.iteration_s, 4 * (1.5 + 3.0) + 3 * 1.5);
+  EXPECT_DOUBLE_EQ(s.partition_busy_s[0], 4 * 4.5 + 3 * 1.5);
+  Profile two = equal_blocks(2, 1.0, 2.0, 2);
+  EXPECT_DOUBLE_EQ(simulate(two, uniform_cluster(2, 0, 1e9), make({0, 1}, {0, 1})).iteration_s, 9);
+  two.recompute = true;
+  EXPECT_DOUBLE_EQ(simulate(two, uniform_cluster(2, 0, 1e9), make({0, 1}, {0, 1})).iteration_s, 11);
+}
+
 // Two partitions, M = 2, unequal stages, asymmetric links. Computed by hand:
 //   F0 = 1, B0 = 2 (speed 1); F1 = 4/2 = 2, B1 = 2/2 = 1 (speed 2); 10 bytes cross the cut.
 //   0 -> 1: latency 0.5, 10 bytes/s: occupies 1 s, arrives 1.5 s after it starts.
@@ -183,6 +199,10 @@ TEST(PlacementJson, RoundTrips) {
   EXPECT_EQ(q.blocks[0].activation_bytes, 1024);
   EXPECT_EQ(q.blocks[0].memory_bytes, 4096);
   EXPECT_EQ(q.blocks[1].stash_bytes, 7);
+  EXPECT_FALSE(q.recompute);
+  p.recompute = true;
+  write_text_file(pp, profile_json(p));
+  EXPECT_TRUE(read_profile(pp).recompute);
 
   Cluster c = uniform_cluster(3, 1e-5, 1e10, 8e9);
   c.devices[2].speed = 0.5;
