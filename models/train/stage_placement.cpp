@@ -2,6 +2,7 @@
 // measured block profile (pipeline.h).
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <vector>
 
 #include "core/error.h"
@@ -24,6 +25,18 @@ place::Placement even_placement(const nn::BlockNetwork& net, int stages) {
 }
 
 place::Profile profile_blocks(const TrainOptions& options, int64_t rows, int repeats) {
+  // Batch norm needs two values per channel, which one sample of a 1-voxel activation (the
+  // last stages) does not give: below two rows, measure two and halve.
+  if (rows < 2) {
+    place::Profile p = profile_blocks(options, 2, repeats);
+    for (place::BlockProfile& b : p.blocks) {
+      b.forward_s /= 2;
+      b.backward_s /= 2;
+      b.activation_bytes /= 2;
+      b.stash_bytes /= 2;
+    }
+    return p;
+  }
   using Clock = std::chrono::steady_clock;
   const auto seconds_since = [](Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
@@ -114,6 +127,8 @@ place::Placement choose_placement(const TrainOptions& options, const nn::BlockNe
       }
     } catch (const std::exception& e) {
       failure = e.what();
+      std::fprintf(stderr, "gridnn: --placement auto: profiling failed: %s\n", e.what());
+      std::fflush(stderr);
       cuts.data<int64_t>()[2 * stages] = 1;
     }
   }

@@ -3,12 +3,8 @@
 // loss, every gradient, every updated parameter and buffer) equals the single-process step;
 // three trainer steps end at the single-process weights; two runs on one grid are bitwise
 // equal; a run saved on a grid resumes on one process (and the other way) and ends where the
-// uninterrupted run ends. fp32 on the CPU: relative error <= 1e-4 per tensor, each measured
-// against its own size or 1% of the largest of its kind (gradients, or the weights and
-// buffers), whichever is larger: small tensors come out of sums that cancel (the attention
-// gamma's gradient ~1000-fold, test_train_parity.cpp; a batch norm's bias, which starts at 0
-// and is the sum of its gradients, sum(dy) over 100k positions) and carry the rounding of
-// their larger terms, which differs with the order the grid adds them in.
+// uninterrupted run ends. fp32 on the CPU: relative error <= 1e-4 per tensor, measured as
+// test/support/grid_invariance.h says.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,6 +14,7 @@
 #include "models/data/synthetic.h"
 #include "models/train/trainer.h"
 #include "parallel/process_grid.h"
+#include "test/support/grid_invariance.h"
 #include "test/support/mpi_main.h"
 #include "test/support/tensor_compare.h"
 
@@ -25,8 +22,6 @@ namespace gridnn {
 namespace {
 
 namespace fs = std::filesystem;
-
-constexpr double kMaxRelativeError = 1e-4;
 
 // Every Pr x Pc with Pr * Pc = n.
 std::vector<dist::GridShape> grids(int n) {
@@ -36,67 +31,14 @@ std::vector<dist::GridShape> grids(int n) {
   return out;
 }
 
-train::TrainOptions tiny() {
-  train::TrainOptions o;
-  o.resattnet.width = 2;
-  o.classes = 3;
-  // At 4 rows, layer3 onwards runs replicated on the row. Large enough a batch and volume
-  // that fp32 stays well inside 1e-4 of the 1x1 run: with 4 samples of 18x20x16 the batch
-  // norms' sums cancel so much that different summation orders part by 2e-4.
-  o.input = {24, 24, 20};
-  o.batch = 8;
-  o.steps = 3;
-  o.data.train_samples = 32;
-  // Augmentation changes nothing of the arithmetic, but with it a max-pool window of this
-  // tiny net met a near-tie at step 3 that fp32 reassociation tipped the other way on 1x2
-  // (3% in layer4 after one more step of lr 0.01): a chaotic effect of kinks, not of the grid.
-  o.data.augment = false;
-  o.data.val_samples = 4;
-  o.optimizer.momentum = 0.9;
-  o.optimizer.nesterov = true;
-  o.optimizer.weight_decay = 5e-4;
-  o.schedule.base_lr = 0.01;
-  o.progress = false;
-  return o;
-}
+using test::as_map;
+using test::expect_close;
+train::TrainOptions tiny() { return test::tiny_resattnet(); }
+train::TrainOptions tiny_mlp() { return test::tiny_mlp(); }
 
 // A folder every rank names alike (rank 0 makes and removes it).
 fs::path shared_dir(const std::string& what) {
   return fs::temp_directory_path() / ("gridnn_dist_train_" + what);
-}
-
-void expect_close(const std::map<std::string, Tensor>& got, const std::map<std::string, Tensor>& want,
-                  const std::string& where) {
-  ASSERT_EQ(got.size(), want.size()) << where;
-  double largest_grad = 0, largest_value = 0;
-  for (const auto& [name, t] : want) {
-    if (t.dtype() == DType::i64) continue;
-    double& largest = name.rfind("grad.", 0) == 0 ? largest_grad : largest_value;
-    for (double v : test::to_doubles(t)) largest = std::max(largest, std::fabs(v));
-  }
-  for (const auto& [name, ref] : want) {
-    const Tensor& t = got.at(name);
-    if (ref.dtype() == DType::i64) {
-      EXPECT_TRUE(test::tensors_equal(t, ref)) << where << ": " << name;
-      continue;
-    }
-    // The key bias's gradient is zero in exact arithmetic (rounding noise on both sides).
-    if (name.find("key.bias") != std::string::npos) continue;
-    const auto a = test::to_doubles(t), b = test::to_doubles(ref);
-    double diff = 0, scale = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-      diff = std::max(diff, std::fabs(a[i] - b[i]));
-      scale = std::max(scale, std::fabs(b[i]));
-    }
-    scale = std::max(scale, 0.01 * (name.rfind("grad.", 0) == 0 ? largest_grad : largest_value));
-    EXPECT_LE(diff, kMaxRelativeError * scale) << where << ": " << name << " (relative " << diff / scale << ")";
-  }
-}
-
-std::map<std::string, Tensor> as_map(const NamedTensors& tensors) {
-  std::map<std::string, Tensor> m;
-  for (const auto& [name, t] : tensors) m[name] = t.to_host();
-  return m;
 }
 
 class DistTrain : public ::testing::Test {
@@ -107,13 +49,6 @@ class DistTrain : public ::testing::Test {
   static void TearDownTestSuite() { world_.reset(); }
   static inline std::unique_ptr<dist::ProcessGrid> world_;
 };
-
-train::TrainOptions tiny_mlp() {
-  auto o = tiny();
-  o.model = "mlp";
-  o.mlp_hidden = {32, 16};
-  return o;
-}
 
 void dump_step_on_every_grid(const train::TrainOptions& options, const std::string& model) {
   const fs::path dir = shared_dir("dump_" + model);
@@ -177,11 +112,7 @@ TEST_F(DistTrain, ResumesOnAnotherGrid) {
   std::FILE* null = std::fopen("/dev/null", "w");
   const fs::path dir = shared_dir("resume");
   auto options = [&](const std::string& sub, int64_t steps) {
-    auto o = tiny();
-    o.steps = steps;
-    o.checkpoint_dir = (dir / sub).string();
-    o.resume = true;
-    return o;
+    return test::resuming(tiny(), (dir / sub).string(), steps);
   };
   if (test::world_rank() == 0) fs::remove_all(dir);
   world_->world().barrier();

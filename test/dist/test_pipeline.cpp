@@ -18,6 +18,7 @@
 #include "parallel/placement.h"
 #include "parallel/process_grid.h"
 #include "test/support/error_message.h"
+#include "test/support/grid_invariance.h"
 #include "test/support/mpi_main.h"
 #include "test/support/tensor_compare.h"
 
@@ -25,8 +26,6 @@ namespace gridnn {
 namespace {
 
 namespace fs = std::filesystem;
-
-constexpr double kMaxRelativeError = 1e-4;
 
 // Every Ps x Pr x Pc with Ps > 1 (at most `max_stages`) and Ps * Pr * Pc = n.
 std::vector<dist::GridShape> pipeline_grids(int n, int max_stages) {
@@ -40,39 +39,12 @@ std::vector<dist::GridShape> pipeline_grids(int n, int max_stages) {
   return out;
 }
 
-train::TrainOptions tiny() {
-  train::TrainOptions o;
-  o.resattnet.width = 2;
-  o.classes = 3;
-  o.input = {24, 24, 20};  // as test_dist_train: fp32 stays well inside 1e-4 on the grids
-  o.batch = 8;
-  o.steps = 3;
-  o.data.train_samples = 32;
-  o.data.augment = false;
-  o.data.val_samples = 4;
-  o.optimizer.momentum = 0.9;
-  o.optimizer.nesterov = true;
-  o.optimizer.weight_decay = 5e-4;
-  o.schedule.base_lr = 0.01;
-  o.progress = false;
-  return o;
-}
-
-train::TrainOptions tiny_mlp() {
-  auto o = tiny();
-  o.model = "mlp";
-  o.mlp_hidden = {32, 16};
-  return o;
-}
+using test::as_map;
+using test::expect_close;
+train::TrainOptions tiny() { return test::tiny_resattnet(); }
+train::TrainOptions tiny_mlp() { return test::tiny_mlp(); }
 
 fs::path shared_dir(const std::string& what) { return fs::temp_directory_path() / ("gridnn_pipeline_" + what); }
-
-template <class Tensors>  // NamedTensors or a map
-std::map<std::string, Tensor> as_map(const Tensors& tensors) {
-  std::map<std::string, Tensor> m;
-  for (const auto& [name, t] : tensors) m[name] = t.to_host();
-  return m;
-}
 
 // The whole job as one grid, for barriers between the parts of a test.
 std::unique_ptr<dist::ProcessGrid>& job() {
@@ -80,37 +52,6 @@ std::unique_ptr<dist::ProcessGrid>& job() {
   return grid;
 }
 void barrier() { job()->world().barrier(); }
-
-// As test_dist_train: each tensor within 1e-4 of its own size or 1% of the largest of its
-// kind (gradients, or weights and buffers); the key bias's gradient is zero in exact
-// arithmetic. bitwise: every tensor equal to the bit.
-void expect_close(const std::map<std::string, Tensor>& got, const std::map<std::string, Tensor>& want,
-                  const std::string& where, bool bitwise = false) {
-  ASSERT_EQ(got.size(), want.size()) << where;
-  double largest_grad = 0, largest_value = 0;
-  for (const auto& [name, t] : want) {
-    if (t.dtype() == DType::i64) continue;
-    double& largest = name.rfind("grad.", 0) == 0 ? largest_grad : largest_value;
-    for (double v : test::to_doubles(t)) largest = std::max(largest, std::fabs(v));
-  }
-  for (const auto& [name, ref] : want) {
-    ASSERT_TRUE(got.count(name)) << where << ": " << name << " missing";
-    const Tensor& t = got.at(name);
-    if (bitwise || ref.dtype() == DType::i64) {
-      EXPECT_TRUE(test::tensors_equal(t, ref)) << where << ": " << name << " not bitwise equal";
-      continue;
-    }
-    if (name.find("key.bias") != std::string::npos) continue;
-    const auto a = test::to_doubles(t), b = test::to_doubles(ref);
-    double diff = 0, scale = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-      diff = std::max(diff, std::fabs(a[i] - b[i]));
-      scale = std::max(scale, std::fabs(b[i]));
-    }
-    scale = std::max(scale, 0.01 * (name.rfind("grad.", 0) == 0 ? largest_grad : largest_value));
-    EXPECT_LE(diff, kMaxRelativeError * scale) << where << ": " << name << " (relative " << diff / scale << ")";
-  }
-}
 
 class Pipeline : public ::testing::Test {
  protected:
@@ -288,11 +229,7 @@ TEST_F(Pipeline, ThreeStepsEqualOneProcessAndResumeAcrossStages) {
   std::FILE* null = std::fopen("/dev/null", "w");
   const fs::path dir = shared_dir("resume");
   auto options = [&](const std::string& sub, int64_t steps) {
-    auto o = tiny();
-    o.steps = steps;
-    o.checkpoint_dir = (dir / sub).string();
-    o.resume = true;
-    return o;
+    return test::resuming(tiny(), (dir / sub).string(), steps);
   };
   if (test::world_rank() == 0) fs::remove_all(dir);
   barrier();
