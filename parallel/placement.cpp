@@ -255,7 +255,10 @@ struct Reader {
     const Json& v = at(j, where, key);
     GRIDNN_REQUIRE(v.is_number_integer(), path, ": ", name(where, key),
                    " must be an integer, got ", v.dump());
-    return v.get<int>();
+    const int64_t x = v.get<int64_t>();
+    GRIDNN_REQUIRE(x >= std::numeric_limits<int>::min() && x <= std::numeric_limits<int>::max(), path, ": ",
+                   name(where, key), " is out of range: ", v.dump());
+    return int(x);
   }
   std::string string(const Json& j, const std::string& where, const char* key) const {
     const Json& v = at(j, where, key);
