@@ -66,6 +66,12 @@ TEST_F(Cli, BadInputsFailWithAMessage) {
            {"--resume --steps 1", "--resume needs --checkpoint-dir"},
            {"--precision tf32 --steps 1", "--precision tf32 needs --device cuda"},
            {"--depth 50 --steps 1", "--depth"},
+           // Pipeline stages: a job of the wrong size, stages that disagree with the grid,
+           // more micro-batches than samples, a placement without stages.
+           {"--stages 2 --steps 1", "--grid 2x1x1 needs 2 processes"},
+           {"--stages 2 --grid 3x1x1 --steps 1", "--stages 2 disagrees with --grid 3x1x1"},
+           {"--micro-batches 9 --batch 8 --steps 1", "--micro-batches must be between 1 and --batch"},
+           {"--placement " + path("p.json") + " --steps 1", "--placement needs pipeline stages"},
        }) {
     const Result r = run(c.args);
     EXPECT_NE(r.code, 0) << c.args;
@@ -82,6 +88,14 @@ TEST_F(Cli, GridAutoOnOneProcessIsOneByOne) {
   // "..., the job has 1; start mpiexec -n 4" (MPI builds) or "..., but gridnn was built
   // without MPI" (GRIDNN_MPI=OFF).
   EXPECT_NE(bad.output.find("--grid 2x2 needs 4 processes"), std::string::npos) << bad.output;
+}
+
+TEST_F(Cli, MicroBatchesOnOneProcessTrain) {
+  // One stage, two micro-batches: the GPipe path on one process (README's pipeline section).
+  const Result r = run(std::string(kTiny) + " --steps 2 --micro-batches 2 --model mlp");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("pipeline, 2 micro-batches: stage 0: fc1 .. fc3 (3 blocks)"), std::string::npos)
+      << r.output;
 }
 
 TEST_F(Cli, StopAndResumeFromTheCommandLine) {
