@@ -197,7 +197,17 @@ std::unique_ptr<ProcessGrid> ProcessGrid::create(const GridShape& shape, CommBac
   // Every communicator is an MPI one; with NCCL, an NCCL one wrapping it (nccl_communicator.h).
   auto make = [&](MPI_Comm comm, const char* name) -> std::unique_ptr<Communicator> {
 #if GRIDNN_HAVE_NCCL
-    if (g->backend_ == CommBackend::nccl) return make_nccl_communicator(comm, name, device.index);
+    if (g->backend_ == CommBackend::nccl) {
+      // A group of one moves nothing between GPUs: no NCCL communicator (its memory and
+      // setup) for it.
+      int size = 0;
+      GRIDNN_CHECK_MPI(MPI_Comm_size(comm, &size));
+      if (size == 1) {
+        GRIDNN_CHECK_MPI(MPI_Comm_free(&comm));
+        return make_self_communicator(name);
+      }
+      return make_nccl_communicator(comm, name, device.index);
+    }
 #endif
     return make_mpi_communicator(comm, name);
   };
