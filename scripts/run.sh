@@ -4,8 +4,9 @@
 # under a minute on 2 cores (bench/RESULTS.md). Checkpoints and a JSON-lines metrics file
 # go to runs/main/. Extra arguments are passed on (they override the ones below; try
 # --help, --device cuda, --epochs 20, or --resume to continue from the last checkpoint).
-# With --grid PrxPc it runs under mpiexec with Pr*Pc processes:
+# With --grid PrxPc (and --stages Ps) it runs under mpiexec with Ps*Pr*Pc processes:
 #   bash scripts/run.sh --grid 2x2
+#   bash scripts/run.sh --stages 2 --micro-batches 2 --placement auto
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,15 +25,28 @@ if ! { cmake --preset default && cmake --build --preset default -j "$(nproc)" --
   exit 1
 fi
 mkdir -p runs/main
-# --grid PrxPc: as many processes as the grid has, one OpenMP thread each (2 cores here).
+# --grid PrxPc (or PsxPrxPc) and --stages Ps: as many processes as the grid has, one OpenMP
+# thread each (2 cores here).
 launch=()
 args=("$@")
-for ((i = 0; i < ${#args[@]}; ++i)); do
-  if [[ "${args[i]}" == --grid && $((i + 1)) -lt ${#args[@]} && "${args[i + 1]}" =~ ^([0-9]+)x([0-9]+)$ ]]; then
-    launch=(mpiexec -n $((BASH_REMATCH[1] * BASH_REMATCH[2])))
-    export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+grid=1 stages=1
+for ((i = 0; i + 1 < ${#args[@]}; ++i)); do
+  next="${args[i + 1]}"
+  if [[ "${args[i]}" == --grid && "$next" =~ ^([0-9]+)x([0-9]+)x([0-9]+)$ ]]; then
+    grid=$((BASH_REMATCH[1] * BASH_REMATCH[2] * BASH_REMATCH[3]))
+  elif [[ "${args[i]}" == --grid && "$next" =~ ^([0-9]+)x([0-9]+)$ ]]; then
+    grid=$((BASH_REMATCH[1] * BASH_REMATCH[2]))
+  elif [[ "${args[i]}" == --stages && "$next" =~ ^[0-9]+$ ]]; then
+    stages=$next
   fi
 done
+# A PsxPrxPc grid counts its stages already; --stages multiplies a PrxPc one.
+procs=$grid
+[[ ! " ${args[*]} " =~ \ --grid\ [0-9]+x[0-9]+x[0-9]+\  ]] && procs=$((grid * stages))
+if ((procs > 1)); then
+  launch=(mpiexec -n "$procs")
+  export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+fi
 "${launch[@]}" build/default/models/gridnn-train --model resattnet3d --depth 18 --width 8 --input 32x32x32 \
   --batch 8 --epochs 10 --optimizer sgd --momentum 0.9 --lr 0.05 --schedule cosine \
   --checkpoint-dir runs/main --metrics runs/main/metrics.jsonl "$@"
