@@ -46,6 +46,9 @@ struct Cli {
 
 void add_flags(CLI::App& app, Cli& c) {
   auto& o = c.o;
+  // A flag given twice takes its last value, so wrappers (scripts/run.sh) can set defaults
+  // that the user's arguments, which come after them, override.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--model", o.model, "network: resattnet3d or mlp")->capture_default_str()
       ->check(CLI::IsMember({"resattnet3d", "mlp"}));
   app.add_option("--depth", o.resattnet.depth, "ResAttNet3D depth: 18 or 34")->capture_default_str()

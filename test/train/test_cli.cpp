@@ -90,6 +90,13 @@ TEST_F(Cli, GridAutoOnOneProcessIsOneByOne) {
   EXPECT_NE(bad.output.find("--grid 2x2 needs 4 processes"), std::string::npos) << bad.output;
 }
 
+TEST_F(Cli, ALaterFlagOverridesAnEarlierOne) {
+  // scripts/run.sh passes its recipe first and the user's arguments after it.
+  const Result r = run(std::string(kTiny) + " --steps 5 --model mlp --steps 1");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("1 steps of batch 4"), std::string::npos) << r.output;
+}
+
 TEST_F(Cli, MicroBatchesOnOneProcessTrain) {
   // One stage, two micro-batches: the GPipe path on one process (README's pipeline section).
   const Result r = run(std::string(kTiny) + " --steps 2 --micro-batches 2 --model mlp");
