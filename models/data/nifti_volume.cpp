@@ -115,12 +115,24 @@ struct StoredHeader {
   int datatype;
 };
 
+// The byte order is told twice: by sizeof_hdr (348 or 540 in the file's order) and by dim[0]
+// (1 to 7 in the file's order). The library decides by one or the other depending on the
+// version, so a header where the two disagree would be read with dims we never checked: it
+// is refused as damaged (a fuzzed NIfTI-2 header of this kind overflowed the library's stack).
 template <class Header>
-StoredHeader stored_header(Header* h, int version) {
+StoredHeader stored_header(Header* h, int version, const std::string& path) {
   auto plausible = [](int64_t ndim) { return ndim >= 1 && ndim <= 7; };
-  auto swapped = h->dim[0];
-  nifti_swap_Nbytes(1, int(sizeof(swapped)), &swapped);
-  if (!plausible(h->dim[0]) && plausible(swapped)) swap_nifti_header(h, version);
+  const int expected_size = version == 1 ? 348 : 540;
+  auto size_swapped = h->sizeof_hdr;
+  nifti_swap_Nbytes(1, int(sizeof(size_swapped)), &size_swapped);
+  auto dim0_swapped = h->dim[0];
+  nifti_swap_Nbytes(1, int(sizeof(dim0_swapped)), &dim0_swapped);
+  const bool size_says_swapped = h->sizeof_hdr != expected_size && size_swapped == expected_size;
+  const bool dim_says_swapped = !plausible(h->dim[0]) && plausible(dim0_swapped);
+  GRIDNN_REQUIRE(size_says_swapped == dim_says_swapped, path, ": the header's byte order is inconsistent (sizeof_hdr ",
+                 size_says_swapped ? "is" : "is not", " byte-swapped, dim[0] ", dim_says_swapped ? "is" : "is not",
+                 "); the header is damaged");
+  if (size_says_swapped) swap_nifti_header(h, version);
   StoredHeader stored;
   for (int d = 0; d < 8; ++d) stored.dim[d] = int64_t(h->dim[d]);
   stored.datatype = h->datatype;
@@ -136,8 +148,8 @@ void check_stored_header(const std::string& path) {
                  "Analyze file, or a truncated header); inspect it with `nifti_tool "
                  "-disp_hdr -infiles ",
                  path, "`");
-  const StoredHeader h = version == 1 ? stored_header(static_cast<nifti_1_header*>(raw.get()), 1)
-                                      : stored_header(static_cast<nifti_2_header*>(raw.get()), 2);
+  const StoredHeader h = version == 1 ? stored_header(static_cast<nifti_1_header*>(raw.get()), 1, path)
+                                      : stored_header(static_cast<nifti_2_header*>(raw.get()), 2, path);
   const int64_t ndim = h.dim[0];
   GRIDNN_REQUIRE(ndim >= 1 && ndim <= 7, path, ": dim[0] = ", ndim,
                  " is not a number of dimensions (1 to 7); the header is damaged");

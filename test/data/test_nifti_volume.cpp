@@ -2,6 +2,8 @@
 // orders, gzip, scaling, NIfTI-2 and .hdr/.img files, the axis mapping, the errors, and
 // mricron's ch2bet.nii.gz against the NIfTI library's own read.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <nifti2_io.h>
 
 #include <cmath>
@@ -225,6 +227,18 @@ TEST_F(NiftiVolume, GarbageHeader) {
   write_text(path("empty.nii"), "");
   EXPECT_TRUE(contains(error_message([&] { read_nifti_volume(path("empty.nii")); }),
                        path("empty.nii") + ": the NIfTI library cannot read its header"));
+}
+
+TEST_F(NiftiVolume, InconsistentByteOrderIsRejected) {
+  // sizeof_hdr byte-swapped, every other field in native order: the library would swap the
+  // whole header by one rule while dim[0] says not to (a fuzzed NIfTI-2 header of this kind,
+  // now test/fuzz/corpus_nifti/byte_order_conflict, overflowed the library's stack).
+  std::vector<uint8_t> bytes = test::nifti1_header(spec_of(NIFTI_TYPE_UINT8));
+  std::reverse(bytes.begin(), bytes.begin() + 4);
+  bytes.resize(bytes.size() + size_t(kW * kH * kD), 1);
+  test::write_bytes(path("order.nii"), bytes);
+  EXPECT_TRUE(contains(error_message([&] { read_nifti_volume(path("order.nii")); }),
+                       path("order.nii") + ": the header's byte order is inconsistent"));
 }
 
 TEST_F(NiftiVolume, UnsupportedDatatypes) {
