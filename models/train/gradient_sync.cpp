@@ -15,20 +15,35 @@ double since(Clock::time_point start) { return std::chrono::duration<double>(Clo
 }  // namespace
 
 GradientSync::GradientSync(dist::ProcessGrid& grid, std::vector<std::pair<std::string, nn::Parameter*>> params,
-                           int64_t bucket_bytes) {
-  std::reverse(params.begin(), params.end());  // the order backward finishes them
+                           int64_t bucket_bytes)
+    : bucket_bytes_(bucket_bytes) {
+  std::reverse(params.begin(), params.end());  // about the order backward finishes them
+  std::vector<CommOf> ordered;
   for (auto& [name, p] : params) {
     GRIDNN_REQUIRE(p->grad.dtype() == DType::f32, "gradient sync: parameter ", name, " has a ",
                    dtype_name(p->grad.dtype()), " gradient; only f32 is supported");
     dist::Communicator* comm = p->reduction == nn::GradientReduction::stage ? &grid.stage_comm() : &grid.col();
-    if (comm->size() == 1) continue;
+    if (comm->size() > 1) ordered.emplace_back(p, comm);
+  }
+  assign(ordered);
+}
+
+GradientSync::GradientSync(dist::ProcessGrid& grid, nn::Module& model, int64_t bucket_bytes)
+    : GradientSync(grid, model.named_parameters(), bucket_bytes) {
+  model_ = &model;
+  index_slots();
+}
+
+void GradientSync::assign(const std::vector<CommOf>& ordered) {
+  buckets_.clear();
+  for (auto& [p, comm] : ordered) {
     const int64_t bytes = p->grad.numel() * int64_t(sizeof(float));
     Bucket* open = nullptr;
     for (auto& b : buckets_)
-      if (b.comm == comm && b.elements * int64_t(sizeof(float)) + bytes <= bucket_bytes &&
+      if (b.comm == comm && b.elements * int64_t(sizeof(float)) + bytes <= bucket_bytes_ &&
           b.params.front()->grad.device() == p->grad.device())
         open = &b;
-    if (!open || open != &buckets_.back()) {  // keep buckets contiguous in backward order
+    if (!open || open != &buckets_.back()) {  // keep buckets contiguous in the order given
       buckets_.push_back({comm, {}, 0, {}, 0, nullptr});
       open = &buckets_.back();
     }
@@ -37,16 +52,19 @@ GradientSync::GradientSync(dist::ProcessGrid& grid, std::vector<std::pair<std::s
   }
 }
 
-GradientSync::GradientSync(dist::ProcessGrid& grid, nn::Module& model, int64_t bucket_bytes)
-    : GradientSync(grid, model.named_parameters(), bucket_bytes) {
+void GradientSync::index_slots() {
+  slot_bucket_.clear();
+  slot_param_.clear();
+  module_slots_.clear();
   std::unordered_map<const nn::Parameter*, int64_t> slot_of;
   for (size_t b = 0; b < buckets_.size(); ++b)
     for (nn::Parameter* p : buckets_[b].params) {
       slot_of[p] = int64_t(slot_bucket_.size());
       slot_bucket_.push_back(int64_t(b));
+      slot_param_.push_back(p);
     }
   slot_ready_.assign(slot_bucket_.size(), 0);
-  for (nn::Module* m : model.modules()) {
+  for (nn::Module* m : model_->modules()) {
     std::vector<int64_t> slots;
     for (auto& [name, p] : m->named_parameters()) {
       auto it = slot_of.find(p);
@@ -54,6 +72,23 @@ GradientSync::GradientSync(dist::ProcessGrid& grid, nn::Module& model, int64_t b
     }
     if (!slots.empty()) module_slots_[m] = std::move(slots);
   }
+}
+
+void GradientSync::rebuild_in_ready_order() {
+  std::unordered_map<const nn::Parameter*, dist::Communicator*> comm_of;
+  std::vector<CommOf> old_order;
+  for (const Bucket& b : buckets_)
+    for (nn::Parameter* p : b.params) {
+      comm_of[p] = b.comm;
+      old_order.emplace_back(p, b.comm);
+    }
+  std::vector<CommOf> ordered;
+  for (nn::Parameter* p : ready_order_) ordered.emplace_back(p, comm_of.at(p));
+  for (const CommOf& pc : old_order)
+    if (std::find(ready_order_.begin(), ready_order_.end(), pc.first) == ready_order_.end()) ordered.push_back(pc);
+  if (ordered == old_order) return;
+  assign(ordered);
+  index_slots();
 }
 
 GradientSync::~GradientSync() = default;  // a pending all-reduce waits for itself
@@ -89,6 +124,7 @@ void GradientSync::start(Bucket& b) {
   dist::CommLayerScope scope("gradients");
   pack(b);
   b.pending = b.comm->start_all_reduce(b.flat);
+  start_order_.push_back(int64_t(&b - buckets_.data()));
 }
 
 void GradientSync::advance() {
@@ -97,13 +133,19 @@ void GradientSync::advance() {
 }
 
 void GradientSync::begin() {
-  GRIDNN_REQUIRE(buckets_.empty() || !slot_bucket_.empty(),
+  GRIDNN_REQUIRE(model_,
                  "GradientSync::begin: overlapping needs the constructor that takes the model");
+  if (!rebuilt_ && !ready_order_.empty()) {  // the order the first overlapped step observed
+    rebuilt_ = true;  // every rank alike: the order comes from the module structure
+    rebuild_in_ready_order();
+  }
   for (Bucket& b : buckets_) {
     b.pending.reset();
     b.waiting = int64_t(b.params.size());
   }
   std::fill(slot_ready_.begin(), slot_ready_.end(), 0);
+  ready_order_.clear();
+  start_order_.clear();
   overlapping_ = true;
   started_in_backward_ = 0;
   seconds_in_backward_ = seconds_in_finish_ = 0;
@@ -118,6 +160,7 @@ void GradientSync::on_backward_done(nn::Module& module) {
       if (slot_ready_[size_t(slot)]) continue;
       slot_ready_[size_t(slot)] = 1;
       Bucket& b = buckets_[size_t(slot_bucket_[size_t(slot)])];
+      if (!rebuilt_) ready_order_.push_back(slot_param_[size_t(slot)]);
       if (--b.waiting == 0) {
         start(b);
         ++started_in_backward_;

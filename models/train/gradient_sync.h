@@ -4,8 +4,13 @@
 // (Parameter::reduction) — so that every rank's optimizer then takes the same step.
 //
 // Gradients travel in buckets of about `bucket_bytes`, packed into one flat tensor per
-// bucket (parameters in reverse registration order: the order backward finishes them), one
-// all-reduce per bucket. Counted in the comm log under the layer "gradients".
+// bucket, one all-reduce per bucket. Counted in the comm log under the layer "gradients".
+// Buckets first follow reverse registration order (about the order backward finishes the
+// parameters); after the first overlapped step they are rebuilt in the order backward
+// really finished them (as PyTorch DDP does), so that a bucket is not held back by a
+// parameter that finishes late — a residual block's downsample, registered last but run
+// after the main branch. The order comes from the module structure, so it is the same on
+// every rank, and the sums are bitwise the same whatever the buckets.
 //
 // Two ways to run it:
 //   reduce()   after the whole backward: every bucket packed, all-reduced and unpacked in
@@ -51,6 +56,9 @@ class GradientSync : public nn::BackwardObserver {
   void finish();
 
   int64_t buckets() const { return int64_t(buckets_.size()); }
+  // Of the last overlapped step: the buckets' indices in the order their all-reduces
+  // started (0, 1, 2, ... once the buckets follow backward's order).
+  const std::vector<int64_t>& start_order() const { return start_order_; }
   // Of the last overlapped step: the buckets started during backward (before finish()),
   // and the seconds spent in begin/notifications (packing, starting, advancing) and in
   // finish (the exposed wait after backward).
@@ -67,18 +75,32 @@ class GradientSync : public nn::BackwardObserver {
     int64_t waiting = 0;  // overlap: parameters not ready yet
     std::unique_ptr<dist::PendingAllReduce> pending;
   };
+  using CommOf = std::pair<nn::Parameter*, dist::Communicator*>;
+  // Buckets of at most bucket_bytes_, contiguous in the given order, one communicator and
+  // one device each; then the slots that overlap needs (when a model is known).
+  void assign(const std::vector<CommOf>& ordered);
+  void index_slots();
+  // After the first overlapped step: the buckets again, in the order the parameters became
+  // ready (ready_order_), those never notified last in their old order.
+  void rebuild_in_ready_order();
   void pack(Bucket& b);
   void unpack(Bucket& b);
   void start(Bucket& b);
   void advance();
 
+  int64_t bucket_bytes_;
+  nn::Module* model_ = nullptr;  // for overlap
   std::vector<Bucket> buckets_;
   // Overlap: for each module, the (bucket, parameter) slots of it and its descendants; the
   // bucket of each parameter slot, and whether it is ready this step.
   std::unordered_map<nn::Module*, std::vector<int64_t>> module_slots_;
   std::vector<int64_t> slot_bucket_;
+  std::vector<nn::Parameter*> slot_param_;
   std::vector<char> slot_ready_;
   bool overlapping_ = false;
+  bool rebuilt_ = false;
+  std::vector<nn::Parameter*> ready_order_;  // first overlapped step
+  std::vector<int64_t> start_order_;
   int64_t started_in_backward_ = 0;
   double seconds_in_backward_ = 0, seconds_in_finish_ = 0;
 };
