@@ -152,7 +152,18 @@ double Pipeline::forward_backward(const data::Batch& shard, int64_t global_rows,
   for (int m = 0; m < M; ++m) {
     micro_rows[size_t(m)] = micro_batch_rows(offset, rows, M, m);
     inputs[size_t(m)] = first() ? take_rows(x, micro_rows[size_t(m)]) : receive(partition_ - 1, kActivationTag);
-    Tensor out = run_forward(inputs[size_t(m)]);
+    Tensor out;
+    try {
+      out = run_forward(inputs[size_t(m)]);
+    } catch (const Error& e) {
+      if (M == 1) throw;
+      // Typically batch norm with too few values: say that a micro-batch is what it saw.
+      throw Error(std::string(e.what()) + " (in micro-batch " + std::to_string(m) + " of " + std::to_string(M) +
+                  ", " + std::to_string((global_rows - m + M - 1) / M) + " of the batch's " +
+                  std::to_string(global_rows) +
+                  " samples; each micro-batch runs and is normalized on its own: lower --micro-batches or raise "
+                  "--batch)");
+    }
     if (last()) {
       dist::CommLayerScope scope("loss");
       loss.forward(out, take_rows(y, micro_rows[size_t(m)]));

@@ -72,6 +72,10 @@ TEST_F(Cli, BadInputsFailWithAMessage) {
            {"--stages 2 --grid 3x1x1 --steps 1", "--stages 2 disagrees with --grid 3x1x1"},
            {"--micro-batches 9 --batch 8 --steps 1", "--micro-batches must be between 1 and --batch"},
            {"--placement " + path("p.json") + " --steps 1", "--placement needs pipeline stages"},
+           // ResAttNet's layer4 is 1 voxel at 16^3: a micro-batch of one sample leaves its
+           // batch norm one value per channel; the error says which micro-batch and what to do.
+           {std::string(kTiny) + " --steps 1 --micro-batches 4", "(in micro-batch 0 of 4, 1 of the batch's 4 samples"},
+           {std::string(kTiny) + " --steps 1 --micro-batches 4", "lower --micro-batches or raise --batch"},
        }) {
     const Result r = run(c.args);
     EXPECT_NE(r.code, 0) << c.args;
