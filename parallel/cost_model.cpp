@@ -327,7 +327,8 @@ PlanCost estimate(const Network& net, int64_t batch, Grid g, const Machine& m, c
     if (c.use == LayerUse::batch) {
       samples = per_proc;
       if (l.kind == LayerKind::bn) {
-        add(all_reduce("all-reduce BN statistics over P (forward)", 2.0 * l.in_channels, P, m));
+        add(all_reduce("all-reduce BN sum(x) and count over P (forward)", l.in_channels + 3.0, P, m));
+        add(all_reduce("all-reduce BN second-pass sums over P (forward)", 2.0 * l.in_channels, P, m));
         add(all_reduce("all-reduce BN dy sums over P (backward)", 2.0 * l.in_channels, P, m));
       }
       add(all_reduce("all-reduce dW over P", l.weights, P, m));
@@ -372,7 +373,8 @@ PlanCost estimate(const Network& net, int64_t batch, Grid g, const Machine& m, c
         layout = l.kind == LayerKind::global_pool ? Layout::replicated : Layout::depth_split;
       }
       if (l.kind == LayerKind::bn) {
-        add(all_reduce("all-reduce BN statistics over P (forward)", 2.0 * l.in_channels, P, m));
+        add(all_reduce("all-reduce BN sum(x) and count over P (forward)", l.in_channels + 3.0, P, m));
+        add(all_reduce("all-reduce BN second-pass sums over P (forward)", 2.0 * l.in_channels, P, m));
         add(all_reduce("all-reduce BN dy sums over P (backward)", 2.0 * l.in_channels, P, m));
       }
       add(all_reduce("all-reduce dW over P", l.weights, P, m));
@@ -510,8 +512,10 @@ std::vector<CommCall> gridnn_calls(const Network& net, int64_t batch, Grid g, in
         break;
       case LayerKind::bn:
         on_stage = split(d);
-        // forward: the count (1 x i64) and two [2, C] sums; backward: one [2, C].
-        reduce(l.name, on_stage ? "stage" : "col", 1 + 3 * 2 * l.in_channels, on_stage ? P : Pc);
+        // forward: sum(x) with the count's 3 digits, then the [2, C] second-pass sums;
+        // backward: one [2, C] (models/dist/batchnorm3d.h).
+        for (int64_t n : {l.in_channels + 3, 2 * l.in_channels, 2 * l.in_channels})
+          reduce(l.name, on_stage ? "stage" : "col", n, on_stage ? P : Pc);
         break;
       case LayerKind::attention:
         if (split(d)) {

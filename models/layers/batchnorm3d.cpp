@@ -58,14 +58,12 @@ Tensor BatchNorm3d::forward(const Tensor& x) {
   check_input(x);
   batch_statistics_ = is_training();
   if (batch_statistics_) {
-    const int64_t local = x.numel() / channels_;
-    count_ = reduce_count(local);
+    const Tensor none;
+    ops::batchnorm_channel_sums(x, none, sums_);  // pass 1: sum(x) -> mean
+    count_ = reduce_mean_sums(sums_, x.numel() / channels_);
     require_layer(count_ > 1, "BatchNorm3d",
                   "Expected more than 1 value per channel when training, got input size " +
                       x.shape().str() + "; use a larger batch or volume, or eval()");
-    const Tensor none;
-    ops::batchnorm_channel_sums(x, none, sums_);  // pass 1: sum(x) -> mean
-    reduce_sums(sums_);
     Tensor no_var;
     ops::batchnorm_moments(sums_, none, count_, mean_, no_var);
     ops::batchnorm_channel_sums(x, mean_, sums_);  // pass 2: sums of x - mean and its square

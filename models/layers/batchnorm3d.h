@@ -36,12 +36,14 @@ class BatchNorm3d : public Module {
   void reset_parameters(uint64_t seed, const std::string& prefix) override;
   void on_device_change(const Device& device) override;
 
-  // Distribution hooks, identities here. reduce_sums: called on every [2, C] sums tensor
-  // (statistics in forward, sum(dy) and sum(dy * xhat) in backward) before it is used;
-  // a distributed layer all-reduces it over the stage. reduce_count: the number of values
-  // per channel over the whole (global) batch, from this rank's count.
+  // Distribution hooks, identities here; a distributed layer all-reduces over the stage.
+  // reduce_mean_sums: the first statistics pass, sums[0] = sum(x) per channel (sums[1] is
+  // not used), with this rank's number of values per channel; reduces sums[0] and returns
+  // the count over the whole (global) batch — one message for both.
+  // reduce_sums: the [2, C] sums of the second pass (x - mean and its square) and of
+  // backward (sum(dy), sum(dy * xhat)), before they are used.
+  virtual int64_t reduce_mean_sums(Tensor& /*sums*/, int64_t local_count) { return local_count; }
   virtual void reduce_sums(Tensor& /*sums*/) {}
-  virtual int64_t reduce_count(int64_t local_count) { return local_count; }
 
  private:
   void check_input(const Tensor& x) const;

@@ -152,7 +152,8 @@ TEST_F(ResAttNetWords, OneByTwoIsPureBatch) {
   const PlanCost p = on(1, 2);
   EXPECT_DOUBLE_EQ(words_of(p, "conv1"), 2 * 0.5 * 2744);          // 8·1·7³ weights
   EXPECT_DOUBLE_EQ(words_of(p, "layer1.0.conv1"), 2 * 0.5 * 1728); // 8·8·3³
-  EXPECT_DOUBLE_EQ(words_of(p, "bn1"), 3 * 2 * 0.5 * 16);          // stats, dy sums, γ β
+  // sum(x) and the count's 3 digits, second-pass sums, dy sums, γ β
+  EXPECT_DOUBLE_EQ(words_of(p, "bn1"), 2 * 0.5 * (8 + 3 + 3 * 16));
   EXPECT_DOUBLE_EQ(words_of(p, "fc"), 2 * 0.5 * 130);              // 64·2 + 2
 }
 
@@ -171,7 +172,7 @@ TEST_F(ResAttNetWords, TwoByTwoSplitsBothWays) {
   EXPECT_DOUBLE_EQ(words_of(p, "conv1"), 3 * 4 * 32 * 32 + 2 * 0.75 * 2744);
   EXPECT_EQ(layer_of(p, "conv1").terms.size(), 2u);
   EXPECT_DOUBLE_EQ(words_of(p, "layer1.0.conv1"), 2 * (4 * 8 * 8 * 8) + 2 * 0.75 * 1728);
-  EXPECT_DOUBLE_EQ(words_of(p, "bn1"), 3 * 2 * 0.75 * 16);
+  EXPECT_DOUBLE_EQ(words_of(p, "bn1"), 2 * 0.75 * (8 + 3 + 3 * 16));
   EXPECT_DOUBLE_EQ(words_of(p, "fc"), 0.5 * 4 * 2 + 2 * 0.5 * 4 * 64 + 2 * 0.5 * 65);
   // conv1's messages: one halo, an all-reduce over 4 ranks (2·⌈log2 4⌉).
   double messages = 0;

@@ -280,8 +280,11 @@ class SplitBatchNorm3d : public nn::BatchNorm3d {
   SplitBatchNorm3d(int64_t channels, SharedAllReduce* comm) : BatchNorm3d(channels), comm_(comm) {}
 
  protected:
+  int64_t reduce_mean_sums(Tensor& sums, int64_t local) override {
+    comm_->all_reduce(sums);
+    return SharedAllReduce::kRanks * local;
+  }
   void reduce_sums(Tensor& sums) override { comm_->all_reduce(sums); }
-  int64_t reduce_count(int64_t local) override { return SharedAllReduce::kRanks * local; }
 
  private:
   SharedAllReduce* comm_;
