@@ -182,8 +182,8 @@ double optimal_fc_rows(const Network& net, int64_t batch, int procs, const Strat
 // gridnn itself (models/dist/factory.cpp, models/train/) runs a network on Pr x Pc not quite
 // as any of the paper's strategies above: convolutions, pooling, batch norm and attention are
 // domain-split while their depth is >= Pr (> 1), else replicated on the row after a hand-over
-// that all-gathers the depth slabs ("<layer> (gather)"); batch norm all-reduces an i64 count
-// and two [2, C] sums forward and one [2, C] backward over the stage (split) or col
+// that all-gathers the depth slabs ("<layer> (gather)"); batch norm all-reduces [C + 3]
+// (sum(x) and the count's digits) and [2, C] forward and [2, C] backward over the stage (split) or col
 // (replicated; recorded even where col has one rank); a fully connected layer is 1.5D when
 // Pr > 1 and it has at least Pr outputs (DistLinear: its Y blocks all-gathered forward, dX
 // all-reduced backward over the row, each rank's row block of W and b a gradient over col),

@@ -10,7 +10,7 @@ namespace gridnn::nn {
 std::array<float, 3> count_digits(int64_t count) {
   constexpr int64_t B = kCountDigitBase;
   GRIDNN_REQUIRE(count >= 0 && count < B * B * B, "SyncBatchNorm3d: ", count,
-                 " values per channel on one rank; at most 2^36 are supported");
+                 " values per channel on one rank; fewer than 2^36 are supported");
   return {float(count % B), float(count / B % B), float(count / (B * B))};
 }
 

@@ -10,7 +10,8 @@
 // really finished them (as PyTorch DDP does), so that a bucket is not held back by a
 // parameter that finishes late — a residual block's downsample, registered last but run
 // after the main branch. The order comes from the module structure, so it is the same on
-// every rank, and the sums are bitwise the same whatever the buckets.
+// every rank; with the MPI backend (each element summed in rank order) the sums are
+// bitwise the same whatever the buckets, with NCCL they may differ in rounding.
 //
 // Two ways to run it:
 //   reduce()   after the whole backward: every bucket packed, all-reduced and unpacked in

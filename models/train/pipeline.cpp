@@ -155,6 +155,8 @@ double Pipeline::forward_backward(const data::Batch& shard, int64_t global_rows,
     Tensor out;
     try {
       out = run_forward(inputs[size_t(m)]);
+    } catch (const BackendError&) {
+      throw;  // a CUDA, NCCL or MPI failure: its own message says what failed
     } catch (const Error& e) {
       if (M == 1) throw;
       // Typically batch norm with too few values: say that a micro-batch is what it saw.
