@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <unordered_set>
 
 #include "core/error.h"
 
@@ -83,9 +84,10 @@ void GradientSync::rebuild_in_ready_order() {
       old_order.emplace_back(p, b.comm);
     }
   std::vector<CommOf> ordered;
+  const std::unordered_set<const nn::Parameter*> ready(ready_order_.begin(), ready_order_.end());
   for (nn::Parameter* p : ready_order_) ordered.emplace_back(p, comm_of.at(p));
   for (const CommOf& pc : old_order)
-    if (std::find(ready_order_.begin(), ready_order_.end(), pc.first) == ready_order_.end()) ordered.push_back(pc);
+    if (!ready.count(pc.first)) ordered.push_back(pc);
   if (ordered == old_order) return;
   assign(ordered);
   index_slots();

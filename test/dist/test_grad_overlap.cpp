@@ -9,10 +9,9 @@
 
 #include <cmath>
 
-#include "models/data/synthetic.h"
-#include "models/train/grid_batch.h"
 #include "models/train/model_on_grid.h"
 #include "parallel/process_grid.h"
+#include "test/support/grid_invariance.h"
 #include "test/support/mpi_main.h"
 #include "test/support/tensor_compare.h"
 
@@ -71,6 +70,13 @@ train::TrainOptions tiny() {
   return o;
 }
 
+// Every parameter's gradient, copied (named_parameters order).
+std::vector<Tensor> gradients(train::ModelOnGrid& net) {
+  std::vector<Tensor> out;
+  for (auto& [name, p] : net.model().named_parameters()) out.push_back(p->grad.clone());
+  return out;
+}
+
 TEST(GradOverlap, OverlappedGradientsAreBitwiseTheBlockingOnes) {
   const int n = test::world_size();
   for (int rows = 1; rows <= n; ++rows) {
@@ -79,18 +85,13 @@ TEST(GradOverlap, OverlappedGradientsAreBitwiseTheBlockingOnes) {
     auto grid = dist::ProcessGrid::create(shape);
     const auto o = tiny();
     train::ModelOnGrid net(o, *grid);
-    data::SyntheticDataset d({8, 0, 3, 1, Shape{24, 24, 20}, 7, 0.15f});
-    data::LoaderOptions lo;
-    lo.batch = 8;
-    data::BatchLoader loader(d, train::shard_loader(lo, train::batch_shard(*grid, 8, 24)));
-    const data::Batch batch = loader.next();
+    const data::Batch batch = test::tiny_batch_shard(*grid);
     constexpr int64_t kBucketBytes = 1024;  // many buckets of the tiny net
 
     Tensor logits;
     net.set_gradient_sync(false, kBucketBytes);
     net.forward_backward(batch, 8, &logits);
-    std::vector<Tensor> blocking;
-    for (auto& [name, p] : net.model().named_parameters()) blocking.push_back(p->grad.clone());
+    const std::vector<Tensor> blocking = gradients(net);
 
     for (int repeat = 0; repeat < 2; ++repeat) {
       net.set_gradient_sync(true, kBucketBytes);
@@ -121,18 +122,13 @@ TEST(GradOverlap, BucketsFollowBackwardOrderAfterTheFirstStep) {
     auto grid = dist::ProcessGrid::create(shape);
     const auto o = tiny();
     train::ModelOnGrid net(o, *grid);
-    data::SyntheticDataset d({8, 0, 3, 1, Shape{24, 24, 20}, 7, 0.15f});
-    data::LoaderOptions lo;
-    lo.batch = 8;
-    data::BatchLoader loader(d, train::shard_loader(lo, train::batch_shard(*grid, 8, 24)));
-    const data::Batch batch = loader.next();
+    const data::Batch batch = test::tiny_batch_shard(*grid);
     constexpr int64_t kBucketBytes = 1024;
 
     Tensor logits;
     net.set_gradient_sync(false, kBucketBytes);
     net.forward_backward(batch, 8, &logits);
-    std::vector<Tensor> blocking;
-    for (auto& [name, p] : net.model().named_parameters()) blocking.push_back(p->grad.clone());
+    const std::vector<Tensor> blocking = gradients(net);
 
     net.set_gradient_sync(true, kBucketBytes);
     const train::GradientSync& sync = net.gradient_sync();

@@ -18,6 +18,7 @@
 #include "models/train/whole_state.h"
 #include "parallel/cost_model.h"
 #include "parallel/process_grid.h"
+#include "test/support/grid_invariance.h"
 #include "test/support/mpi_main.h"
 
 namespace gridnn {
@@ -86,11 +87,7 @@ TEST(Words, ResAttNetPredictionEqualsTheCounts) {
     o.input = {24, 24, 20};
     o.batch = 8;
     train::ModelOnGrid net(o, *grid);
-    data::SyntheticDataset d({8, 0, 3, 1, Shape{24, 24, 20}, 7, 0.15f});
-    data::LoaderOptions lo;
-    lo.batch = 8;
-    data::BatchLoader loader(d, train::shard_loader(lo, train::batch_shard(*grid, 8, 24)));
-    const data::Batch batch = loader.next();
+    const data::Batch batch = test::tiny_batch_shard(*grid);
     dist::comm_log().clear();
     Tensor logits;
     net.forward_backward(batch, 8, &logits);

@@ -19,7 +19,10 @@
 #include <string>
 
 #include "core/tensor.h"
+#include "models/data/synthetic.h"
+#include "models/train/grid_batch.h"
 #include "models/train/options.h"
+#include "parallel/process_grid.h"
 #include "test/support/tensor_compare.h"
 
 namespace gridnn::test {
@@ -50,6 +53,16 @@ inline train::TrainOptions tiny_resattnet() {
   o.schedule.base_lr = 0.01;
   o.progress = false;
   return o;
+}
+
+// This rank's shard (rows and depth slab) of one batch of 8 synthetic 24x24x20 volumes of 3
+// classes: the input of a single step of the tiny networks on `grid`.
+inline data::Batch tiny_batch_shard(dist::ProcessGrid& grid) {
+  data::SyntheticDataset d({8, 0, 3, 1, Shape{24, 24, 20}, 7, 0.15f});
+  data::LoaderOptions lo;
+  lo.batch = 8;
+  data::BatchLoader loader(d, train::shard_loader(lo, train::batch_shard(grid, 8, 24)));
+  return loader.next();
 }
 
 // The same run with the MLP (hidden 32, 16).
