@@ -5,7 +5,7 @@
 //
 //   mpiexec -n 2 bench_collectives --grid 2x1 [--reps 10] [--benchmark_filter=world]
 //
-// Each benchmark is one sample of parallel/calibration's time_comm_op (warm-up, `reps` runs
+// Each benchmark is one sample of plan/calibration's time_comm_op (warm-up, `reps` runs
 // after a barrier, this rank's median, the max over the ranks): manual time. Counters:
 //   words    words received per process in the α–β model's convention (calibration.h)
 //   GB/s     4 · words / time
@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "parallel/calibration.h"
+#include "plan/calibration.h"
 #include "parallel/mpi_session.h"
 #include "parallel/process_grid.h"
 
@@ -40,7 +40,7 @@ class SilentReporter : public benchmark::BenchmarkReporter {
 
 struct Kind {
   std::string name;  // calibration kind: "row", "col", "world", "pingpong"
-  dist::Communicator* comm;
+  parallel::Communicator* comm;
   std::vector<std::string> ops;
 };
 
@@ -79,7 +79,7 @@ int body(MpiSession& mpi, int argc, char** argv) {
   take_args(&argc, argv, &grid_text, &reps);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  auto grid = dist::ProcessGrid::create(dist::GridShape::parse(grid_text));
+  auto grid = parallel::ProcessGrid::create(parallel::GridShape::parse(grid_text));
 
   std::vector<int64_t> sizes;
   for (int64_t n = 1; n <= (int64_t(1) << 22); n *= 4) sizes.push_back(n);
@@ -115,7 +115,7 @@ int body(MpiSession& mpi, int argc, char** argv) {
     for (const std::string& op : k.ops)
       for (int64_t n : sizes) {
         const std::string name = k.name + "/" + op + "/" + std::to_string(n);
-        dist::Communicator* comm = k.comm;
+        parallel::Communicator* comm = k.comm;
         benchmark::RegisterBenchmark(name.c_str(), [comm, op, n, reps, fit](benchmark::State& state) {
           plan::CommSample s;
           for (auto _ : state) {

@@ -55,7 +55,7 @@ struct Sums {
 
 int body(MpiSession& mpi, int argc, char** argv) {
   const Args a = parse(argc, argv);
-  auto grid = dist::ProcessGrid::create(dist::GridShape::parse(a.grid));
+  auto grid = parallel::ProcessGrid::create(parallel::GridShape::parse(a.grid));
   train::TrainOptions o;
   o.resattnet.width = a.width;
   o.classes = 3;
@@ -87,7 +87,7 @@ int body(MpiSession& mpi, int argc, char** argv) {
           std::vector<float>{float(t.backward_seconds), float(t.sync_seconds),
                              float(m.gradient_sync().seconds_in_backward())},
           Shape{3});
-      grid->world().all_reduce(worst, dist::ReduceOp::max);
+      grid->world().all_reduce(worst, parallel::ReduceOp::max);
       (path == 2 ? kept_buckets : buckets) = m.gradient_sync().buckets();
       if (step < 0) continue;
       const float* w = static_cast<const float*>(worst.raw());

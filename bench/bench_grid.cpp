@@ -13,7 +13,7 @@
 //   speedup_vs_1proc  the 1 x 1 run's step_s over this one's (0 when that run was filtered out)
 //   speedup_vs_1xP    the 1 x P run's step_s over this one's
 //   words_meas        received words per step, max over ranks, in the α–β convention of
-//                     parallel/cost_model.h, from every rank's CommLog (see count_step();
+//                     plan/cost_model.h, from every rank's CommLog (see count_step();
 //                     the halo's received words from CommRecord::received)
 //   words_pred        the same predicted: max over ranks of plan::gridnn_calls' (MLP:
 //                     gridnn_mlp_calls') words
@@ -41,7 +41,7 @@
 #include "models/train/grid_batch.h"
 #include "models/train/model_on_grid.h"
 #include "parallel/communicator.h"
-#include "parallel/cost_model.h"
+#include "plan/cost_model.h"
 #include "parallel/mpi_session.h"
 #include "parallel/process_grid.h"
 
@@ -206,14 +206,14 @@ int64_t layer_hash(const std::string& s) {  // FNV-1a
 using Rows = std::vector<std::array<int64_t, kColumns>>;
 
 // Every rank's records of one step (and its step time), on every rank.
-std::vector<Rows> gather_logs(dist::Communicator& world, double step_s) {
+std::vector<Rows> gather_logs(parallel::Communicator& world, double step_s) {
   std::vector<int64_t> mine;
-  for (const dist::CommRecord& r : dist::comm_log().records())
+  for (const parallel::CommRecord& r : parallel::comm_log().records())
     mine.insert(mine.end(), {index_of(kComms, r.comm), index_of(kOps, r.op), layer_hash(r.layer), r.elements,
                              int64_t(r.seconds * 1e9), r.received});
   mine.insert(mine.end(), {0, kStepOp, 0, 0, int64_t(step_s * 1e9), 0});
   const int64_t n = int64_t(mine.size()) / kColumns;
-  dist::comm_log().clear();
+  parallel::comm_log().clear();
   Tensor count = Tensor::from_vector(std::vector<int64_t>{n}, Shape{1});
   Tensor counts = Tensor::empty(Shape{world.size()}, DType::i64);
   world.all_gather(count, counts);
@@ -223,7 +223,7 @@ std::vector<Rows> gather_logs(dist::Communicator& world, double step_s) {
   Tensor in = Tensor::from_vector(mine, Shape{n, kColumns});
   Tensor out = Tensor::empty(Shape{total, kColumns}, DType::i64);
   world.all_gatherv(in, out, rows);
-  dist::comm_log().clear();  // the gathers themselves are not the step's
+  parallel::comm_log().clear();  // the gathers themselves are not the step's
   std::vector<Rows> logs(size_t(world.size()));
   const int64_t* at = out.data<int64_t>();
   for (int w = 0; w < world.size(); ++w)
@@ -254,7 +254,7 @@ struct StepCount {
 //                    a rank receives what it sends; wrong for a forward-only halo) and
 //                    words_exact is false
 //   broadcast        n(p−1)/p (unused by training); barrier 0
-StepCount count_step(const std::vector<Rows>& logs, dist::GridShape g) {
+StepCount count_step(const std::vector<Rows>& logs, parallel::GridShape g) {
   StepCount s;
   const int P = g.rows * g.cols;
   auto group_of = [&](int w, int64_t comm) {
@@ -350,7 +350,7 @@ double step(train::ModelOnGrid& net, const data::Batch& batch, int64_t global_ba
 }
 
 // `shape` on every rank of the job, or (one_proc) the 1 x 1 run on rank 0 alone.
-void run_grid(benchmark::State& state, const Config& c, dist::GridShape shape, bool one_proc, int job_procs) {
+void run_grid(benchmark::State& state, const Config& c, parallel::GridShape shape, bool one_proc, int job_procs) {
   const int procs = shape.size();
   if (c.batch < shape.cols || c.input < shape.rows) {  // every rank decides alike, no calls
     state.SkipWithError(("grid " + shape.str() + " needs --batch >= " + std::to_string(shape.cols) +
@@ -360,13 +360,13 @@ void run_grid(benchmark::State& state, const Config& c, dist::GridShape shape, b
   }
   // The job's grid (its world communicator carries the timing exchanges); the run's own
   // grid is that one, or for the 1 x 1 run a single-process grid on rank 0.
-  auto job = dist::ProcessGrid::create(one_proc ? dist::GridShape{1, 1, job_procs} : shape);
-  std::unique_ptr<dist::ProcessGrid> own;
-  dist::Communicator& world = job->world();
+  auto job = parallel::ProcessGrid::create(one_proc ? parallel::GridShape{1, 1, job_procs} : shape);
+  std::unique_ptr<parallel::ProcessGrid> own;
+  parallel::Communicator& world = job->world();
   const bool active = !one_proc || world.rank() == 0;
-  dist::ProcessGrid* grid = job.get();
+  parallel::ProcessGrid* grid = job.get();
   if (one_proc && active) {
-    own = dist::ProcessGrid::single();
+    own = parallel::ProcessGrid::single();
     grid = own.get();
   }
   train::TrainOptions o;
@@ -392,7 +392,7 @@ void run_grid(benchmark::State& state, const Config& c, dist::GridShape shape, b
   for (auto _ : state) {
     for (int64_t i = -1; i < c.steps; ++i) {  // step -1: warm-up
       world.barrier();
-      dist::comm_log().clear();
+      parallel::comm_log().clear();
       const double mine = active ? step(*net, batch, c.batch) : 0.0;
       const StepCount s = count_step(gather_logs(world, mine), shape);
       if (i < 0) continue;
@@ -435,7 +435,7 @@ int body(MpiSession& mpi, int argc, char** argv) {
                  "bench_grid: see the options above (and --model, --width, --input, --batch, --steps, --hidden, "
                  "--alpha, --bandwidth)");
   const int P = mpi.size();
-  auto add = [&](const std::string& name, dist::GridShape shape, bool one_proc) {
+  auto add = [&](const std::string& name, parallel::GridShape shape, bool one_proc) {
     benchmark::RegisterBenchmark(name.c_str(),
                                  [=](benchmark::State& st) { run_grid(st, c, shape, one_proc, P); })
         ->Iterations(1)
@@ -444,10 +444,10 @@ int body(MpiSession& mpi, int argc, char** argv) {
         ->Unit(benchmark::kMillisecond);
   };
   const std::string prefix = "grid/" + c.model + "/P" + std::to_string(P) + "/";
-  add(prefix + "1x1", dist::GridShape{1, 1, 1}, true);  // the baselines first
+  add(prefix + "1x1", parallel::GridShape{1, 1, 1}, true);  // the baselines first
   for (int rows = 1; rows <= P; ++rows)
     if (P % rows == 0 && P > 1) add(prefix + std::to_string(rows) + "x" + std::to_string(P / rows),
-                                    dist::GridShape{1, rows, P / rows}, false);
+                                    parallel::GridShape{1, rows, P / rows}, false);
   if (mpi.rank() == 0) {
     benchmark::RunSpecifiedBenchmarks();
   } else {

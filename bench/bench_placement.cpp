@@ -14,11 +14,11 @@
 #include <random>
 #include <string>
 
-#include "parallel/gabra.h"
+#include "plan/gabra.h"
 
 namespace {
 
-using namespace gridnn::place;
+using namespace gridnn::plan;
 
 Profile random_profile(int blocks, int micro_batches, std::mt19937_64& rng) {
   std::uniform_real_distribution<double> u(0, 1);

@@ -67,7 +67,7 @@ DEPTH = 18
 # (width, cubic input size, batch)
 CPU_CASES = [(8, 32, 8), (16, 64, 8), (32, 64, 4)]
 GPU_EXTRA_CASES = [(16, 128, 4), (32, 128, 4)]
-SEARCH_DIRS = ["build/default/models", "build/cpu/models", "build/lead/models"]
+SEARCH_DIRS = ["build/default/tools", "build/cpu/tools", "build/lead/tools"]
 
 
 def case_name(width, size, batch):

@@ -7,7 +7,7 @@ and reads the per-step timestamps from the metrics file (JSON lines); it prints 
 seconds per step (steps after the first two), the speedup over the 1-process run and the
 placement gridnn-train chose. Only the Python standard library is needed.
 
-    python3 bench/pipeline_steps.py --bin build/default/models/gridnn-train --procs 1 2 4
+    python3 bench/pipeline_steps.py --bin build/default/tools/gridnn-train --procs 1 2 4
 """
 import argparse
 import json

@@ -10,7 +10,7 @@
 
 #include "parallel/communicator.h"
 
-namespace gridnn::dist::detail {
+namespace gridnn::parallel::detail {
 
 // "all_gather on communicator \"row\" (rank 1 of 2)": the start of every message.
 std::string where(const Communicator& comm, const char* op);
@@ -45,4 +45,4 @@ void record(const Communicator& comm, const char* op, int64_t elements, DType dt
 void record_seconds(const Communicator& comm, const char* op, int64_t elements, DType dtype, double seconds,
                     const std::string& layer, int64_t received = 0);
 
-}  // namespace gridnn::dist::detail
+}  // namespace gridnn::parallel::detail

@@ -13,7 +13,7 @@
 
 #include "parallel/comm_detail.h"
 
-namespace gridnn::dist {
+namespace gridnn::parallel {
 
 // ---- shared checks ----------------------------------------------------------------------
 
@@ -314,4 +314,4 @@ CommLayerScope::~CommLayerScope() { g_current_layer = std::move(previous_); }
 
 const std::string& CommLayerScope::current() { return g_current_layer; }
 
-}  // namespace gridnn::dist
+}  // namespace gridnn::parallel

@@ -22,7 +22,7 @@
 
 #include "core/tensor.h"
 
-namespace gridnn::dist {
+namespace gridnn::parallel {
 
 enum class ReduceOp { sum, max };
 
@@ -129,4 +129,4 @@ class CommLayerScope {
   std::string previous_;
 };
 
-}  // namespace gridnn::dist
+}  // namespace gridnn::parallel

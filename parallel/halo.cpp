@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 
-namespace gridnn::dist {
+namespace gridnn::parallel {
 namespace {
 
 // Messages between two ranks match by tag: one for the planes, one for their gradients.
@@ -244,4 +244,4 @@ Tensor slice_planes(const Tensor& t, Range planes) {
   return out;
 }
 
-}  // namespace gridnn::dist
+}  // namespace gridnn::parallel

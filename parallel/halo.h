@@ -30,7 +30,7 @@
 #include "parallel/communicator.h"
 #include "parallel/process_grid.h"
 
-namespace gridnn::dist {
+namespace gridnn::parallel {
 
 // How a depth of `global` planes is split over `parts` ranks; this rank is `index`.
 struct DepthSplit {
@@ -122,4 +122,4 @@ void fill_planes(Tensor& t, int64_t first, int64_t count, float value);
 // A new host tensor [B, C, planes.size(), H, W] holding planes [planes.begin, planes.end) of t.
 Tensor slice_planes(const Tensor& t, Range planes);
 
-}  // namespace gridnn::dist
+}  // namespace gridnn::parallel

@@ -23,7 +23,7 @@
 #include "parallel/pinned_staging.h"
 #include "parallel/process_grid.h"
 
-namespace gridnn::dist {
+namespace gridnn::parallel {
 
 // ---- polite waiting ---------------------------------------------------------------------------
 
@@ -485,4 +485,4 @@ std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm, std::string n
   return std::make_unique<MpiCommunicator>(comm, std::move(name), rank, size, flag && tag_ub ? *tag_ub : 32767);
 }
 
-}  // namespace gridnn::dist
+}  // namespace gridnn::parallel

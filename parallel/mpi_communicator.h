@@ -33,7 +33,7 @@
 
 #include "parallel/communicator.h"
 
-namespace gridnn::dist {
+namespace gridnn::parallel {
 
 // A Communicator over `comm`, which it owns and frees (pass a duplicated or split
 // communicator, never MPI_COMM_WORLD itself). Collective over `comm`: every rank of it calls
@@ -47,4 +47,4 @@ bool mpi_polite_wait();
 // tests and benchmarks. Overrides GRIDNN_POLITE_WAIT.
 void set_mpi_polite_wait(int mode);
 
-}  // namespace gridnn::dist
+}  // namespace gridnn::parallel

@@ -22,7 +22,7 @@
 #include "parallel/mpi_communicator.h"
 #endif
 
-namespace gridnn::dist {
+namespace gridnn::parallel {
 
 ncclUniqueId make_nccl_unique_id() {
   ncclUniqueId id;
@@ -442,4 +442,4 @@ std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, std::string 
 }
 #endif
 
-}  // namespace gridnn::dist
+}  // namespace gridnn::parallel

@@ -51,7 +51,7 @@
 #include <mpi.h>
 #endif
 
-namespace gridnn::dist {
+namespace gridnn::parallel {
 
 // A fresh id for a new NCCL communicator (ncclGetUniqueId): made by one rank, then given to
 // every rank of the group before they call make_nccl_communicator.
@@ -71,4 +71,4 @@ std::unique_ptr<Communicator> make_nccl_communicator(const ncclUniqueId& id, int
 std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, std::string name, int device);
 #endif
 
-}  // namespace gridnn::dist
+}  // namespace gridnn::parallel

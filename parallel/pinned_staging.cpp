@@ -10,7 +10,7 @@
 #include "core/cuda_context.h"
 #endif
 
-namespace gridnn::dist {
+namespace gridnn::parallel {
 
 // ---- the pool -------------------------------------------------------------------------------
 
@@ -144,4 +144,4 @@ void StagedTensor::store(Tensor& t) const {
   if (staged_) upload_from_pinned(data_, t);
 }
 
-}  // namespace gridnn::dist
+}  // namespace gridnn::parallel

@@ -25,7 +25,7 @@
 
 #include "core/tensor.h"
 
-namespace gridnn::dist {
+namespace gridnn::parallel {
 
 class PinnedPool {
  public:
@@ -97,4 +97,4 @@ class StagedTensor {
 void download_to_pinned(const Tensor& device_tensor, void* host);
 void upload_from_pinned(const void* host, Tensor& device_tensor);
 
-}  // namespace gridnn::dist
+}  // namespace gridnn::parallel

@@ -15,7 +15,7 @@
 #include "parallel/nccl_communicator.h"
 #endif
 
-namespace gridnn::dist {
+namespace gridnn::parallel {
 
 GridShape GridShape::parse(const std::string& text) {
   auto bad = [&] {
@@ -233,4 +233,4 @@ std::unique_ptr<ProcessGrid> ProcessGrid::create(const GridShape& shape, CommBac
 #endif
 }
 
-}  // namespace gridnn::dist
+}  // namespace gridnn::parallel

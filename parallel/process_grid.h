@@ -17,7 +17,7 @@
 
 #include "parallel/communicator.h"
 
-namespace gridnn::dist {
+namespace gridnn::parallel {
 
 struct GridShape {
   int stages = 1;  // Ps
@@ -90,4 +90,4 @@ struct Range {
 };
 Range balanced_range(int64_t n, int parts, int i);
 
-}  // namespace gridnn::dist
+}  // namespace gridnn::parallel

@@ -363,11 +363,11 @@ else
 fi
 
 # ---- a training step: gridnn-train vs the same model in PyTorch -----------------------
-if [[ -x "$BUILD_DIR/models/gridnn-train" ]] &&
+if [[ -x "$BUILD_DIR/tools/gridnn-train" ]] &&
    "$PYTHON" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
   banner "training step vs PyTorch (bench/compare_train_torch.py --device cuda --quick)"
   if step 120 compare_train "$PYTHON" bench/compare_train_torch.py --device cuda --quick \
-       --gridnn "$BUILD_DIR/models/gridnn-train"; then
+       --gridnn "$BUILD_DIR/tools/gridnn-train"; then
     record "compare_train" "ok (table in $LOG_DIR/compare_train.log)"
   else
     fail "compare_train" "see $LOG_DIR/compare_train.log"

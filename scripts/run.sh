@@ -47,6 +47,6 @@ if ((procs > 1)); then
   launch=(mpiexec -n "$procs")
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 fi
-"${launch[@]}" build/default/models/gridnn-train --model resattnet3d --depth 18 --width 8 --input 32x32x32 \
+"${launch[@]}" build/default/tools/gridnn-train --model resattnet3d --depth 18 --width 8 --input 32x32x32 \
   --batch 8 --epochs 10 --optimizer sgd --momentum 0.9 --lr 0.05 --schedule cosine \
   --checkpoint-dir runs/main --metrics runs/main/metrics.jsonl "$@"

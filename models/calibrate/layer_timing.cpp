@@ -11,7 +11,7 @@
 #include "models/layers/conv3d.h"
 #include "models/layers/linear.h"
 #include "models/layers/pool3d.h"
-#include "parallel/calibration.h"
+#include "plan/calibration.h"
 
 namespace gridnn::calibrate {
 

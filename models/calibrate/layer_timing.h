@@ -1,4 +1,4 @@
-// Per-layer compute timing for the cost model's calibration (parallel/calibration.h): each
+// Per-layer compute timing for the cost model's calibration (plan/calibration.h): each
 // layer of a plan::Network built as the single-process module for its LayerShape and timed
 // forward+backward on random inputs at a list of local batches (gridnn-calibrate).
 //
@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "parallel/cost_model.h"
+#include "plan/cost_model.h"
 
 namespace gridnn::calibrate {
 

@@ -33,7 +33,7 @@ Parameter* parameter_of(Module& module, const std::string& name) {
 
 }  // namespace
 
-DistSelfAttention3d::DistSelfAttention3d(dist::Communicator& row, int64_t channels,
+DistSelfAttention3d::DistSelfAttention3d(parallel::Communicator& row, int64_t channels,
                                          int64_t global_depth, Device device)
     : row_(row), channels_(channels), global_depth_(global_depth) {
   require_layer(
@@ -45,7 +45,7 @@ DistSelfAttention3d::DistSelfAttention3d(dist::Communicator& row, int64_t channe
                     std::to_string(row.size()) +
                     " row ranks leaves a rank without planes; the largest usable Pr is " +
                     std::to_string(global_depth));
-  planes_ = dist::balanced_range(global_depth, row.size(), row.rank());
+  planes_ = parallel::balanced_range(global_depth, row.size(), row.rank());
   // The same registration as SelfAttention3d: same names, order and initialization. The
   // key and value convolutions hold the parameters; this layer runs them transposed.
   gamma_ = &register_parameter("gamma", Tensor::zeros({1}, DType::f32, device));
@@ -79,7 +79,7 @@ void DistSelfAttention3d::plan_layout(int64_t b, int64_t hw) {
   elements_.assign(size_t(p), 0);
   base_.assign(size_t(p), 0);
   for (int i = 0; i < p; ++i) {
-    const dist::Range planes = dist::balanced_range(global_depth_, p, i);
+    const parallel::Range planes = parallel::balanced_range(global_depth_, p, i);
     counts_[size_t(i)] = planes.size() * hw;
     first_[size_t(i)] = planes.begin * hw;
     elements_[size_t(i)] = b * counts_[size_t(i)] * kv;
@@ -160,7 +160,7 @@ Tensor DistSelfAttention3d::forward(const Tensor& x) {
           "), H, W], got " + (x.defined() ? x.str() : std::string("undefined")));
   require_layer(x.device() == gamma_->value.device(), name(),
                 "input " + x.str() + " is not on the parameters' device " + gamma_->value.str());
-  dist::CommLayerScope scope(comm_label_);
+  parallel::CommLayerScope scope(comm_label_);
   const int64_t b = x.size(0), c = channels_, c8 = channels_ / 8, hw = x.size(3) * x.size(4);
   const ops::MathMode m = math_mode();
   plan_layout(b, hw);
@@ -193,7 +193,7 @@ Tensor DistSelfAttention3d::backward(const Tensor& dy) {
   require_layer(dy.defined() && dy.shape() == input_shape_, name(),
                 "dy " + (dy.defined() ? dy.str() : std::string("undefined")) +
                     " does not match the output " + input_shape_.str() + " of the last forward");
-  dist::CommLayerScope scope(comm_label_);
+  parallel::CommLayerScope scope(comm_label_);
   const int64_t b = batch_, c = channels_, c8 = channels_ / 8, n = positions_;
   const int64_t nr = counts_[size_t(row_.rank())];
   const ops::MathMode m = math_mode();

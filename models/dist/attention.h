@@ -50,14 +50,14 @@ namespace gridnn::nn {
 class DistSelfAttention3d : public Module {
  public:
   // channels: a positive multiple of 8; global_depth: D of the whole volume.
-  DistSelfAttention3d(dist::Communicator& row, int64_t channels, int64_t global_depth,
+  DistSelfAttention3d(parallel::Communicator& row, int64_t channels, int64_t global_depth,
                       Device device = Device::cpu());
 
   Tensor forward(const Tensor& x) override;    // [B, C, D_r, H, W] -> same shape
   Tensor backward(const Tensor& dy) override;  // dy, dx: [B, C, D_r, H, W]
 
   // The depth planes this rank owns.
-  dist::Range planes() const { return planes_; }
+  parallel::Range planes() const { return planes_; }
   // This rank's rows of the last forward's attention matrices, [B, N_r, N].
   const Tensor& attention() const { return attention_; }
 
@@ -79,9 +79,9 @@ class DistSelfAttention3d : public Module {
   void unpack(const Tensor& gathered, Tensor& kt, Tensor& vt) const;
   void pack(const Tensor& dkt, const Tensor& dvt, Tensor& gathered) const;
 
-  dist::Communicator& row_;
+  parallel::Communicator& row_;
   int64_t channels_, global_depth_;
-  dist::Range planes_;
+  parallel::Range planes_;
   std::string comm_label_ = "SelfAttention3d";
   Parameter* gamma_;
   PointwiseConv3d* query_;

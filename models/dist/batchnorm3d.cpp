@@ -19,7 +19,7 @@ int64_t count_from_digits(const float* d) {
   return int64_t(d[0]) + B * int64_t(d[1]) + B * B * int64_t(d[2]);
 }
 
-SyncBatchNorm3d::SyncBatchNorm3d(dist::Communicator& stage, int64_t num_features, double eps,
+SyncBatchNorm3d::SyncBatchNorm3d(parallel::Communicator& stage, int64_t num_features, double eps,
                                  double momentum, Device device)
     : BatchNorm3d(num_features, eps, momentum, device), stage_(stage) {
   GRIDNN_REQUIRE(stage.size() <= kMaxCountRanks, "SyncBatchNorm3d: a stage of ", stage.size(),
@@ -27,7 +27,7 @@ SyncBatchNorm3d::SyncBatchNorm3d(dist::Communicator& stage, int64_t num_features
 }
 
 int64_t SyncBatchNorm3d::reduce_mean_sums(Tensor& sums, int64_t local_count) {
-  dist::CommLayerScope scope(comm_label_);
+  parallel::CommLayerScope scope(comm_label_);
   const int64_t C = sums.size(1);
   const std::array<float, 3> digits = count_digits(local_count);
   Tensor message = Tensor::empty({C + 3}, DType::f32, sums.device());
@@ -41,7 +41,7 @@ int64_t SyncBatchNorm3d::reduce_mean_sums(Tensor& sums, int64_t local_count) {
 }
 
 void SyncBatchNorm3d::reduce_sums(Tensor& sums) {
-  dist::CommLayerScope scope(comm_label_);
+  parallel::CommLayerScope scope(comm_label_);
   stage_.all_reduce(sums);
 }
 

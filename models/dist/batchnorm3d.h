@@ -35,7 +35,7 @@ namespace gridnn::nn {
 
 class SyncBatchNorm3d : public BatchNorm3d {
  public:
-  SyncBatchNorm3d(dist::Communicator& stage, int64_t num_features, double eps = 1e-5,
+  SyncBatchNorm3d(parallel::Communicator& stage, int64_t num_features, double eps = 1e-5,
                   double momentum = 0.1, Device device = Device::cpu());
 
   const std::string& comm_label() const { return comm_label_; }
@@ -47,7 +47,7 @@ class SyncBatchNorm3d : public BatchNorm3d {
   void reduce_sums(Tensor& sums) override;
 
  private:
-  dist::Communicator& stage_;
+  parallel::Communicator& stage_;
   std::string comm_label_ = "BatchNorm3d";
 };
 

@@ -28,10 +28,10 @@ class DistConv3d : public Conv3d {
  public:
   // global_in_depth: D_in of the whole volume; `row` splits it (its size is Pr) and must
   // outlive the layer. `layer` names it in errors and in the communication log.
-  DistConv3d(dist::Communicator& row, int64_t in_channels, int64_t out_channels, Triple kernel,
+  DistConv3d(parallel::Communicator& row, int64_t in_channels, int64_t out_channels, Triple kernel,
              Triple stride, Triple padding, bool bias, int64_t global_in_depth,
              std::string layer = "DistConv3d");
-  DistConv3d(dist::Communicator& row, int64_t in_channels, int64_t out_channels, int64_t kernel,
+  DistConv3d(parallel::Communicator& row, int64_t in_channels, int64_t out_channels, int64_t kernel,
              int64_t stride, int64_t padding, bool bias, int64_t global_in_depth,
              std::string layer = "DistConv3d");
 
@@ -41,13 +41,13 @@ class DistConv3d : public Conv3d {
   // when set_input_gradient(false): then no gradient planes travel either).
   Tensor backward(const Tensor& dy) override;
 
-  const dist::DepthHalo& halo() const { return exchange_.halo(); }
+  const parallel::DepthHalo& halo() const { return exchange_.halo(); }
   const std::string& layer_name() const { return exchange_.layer(); }
   void set_layer_name(std::string layer) { exchange_.set_layer(std::move(layer)); }
   void on_named(const std::string& name) override { set_layer_name(name); }
 
  private:
-  dist::HaloExchange exchange_;
+  parallel::HaloExchange exchange_;
 };
 
 }  // namespace gridnn::nn

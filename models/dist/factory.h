@@ -19,7 +19,7 @@ namespace gridnn::nn {
 
 class GridLayerFactory : public LayerFactory {
  public:
-  explicit GridLayerFactory(dist::ProcessGrid& grid) : grid_(grid) {}
+  explicit GridLayerFactory(parallel::ProcessGrid& grid) : grid_(grid) {}
 
   std::unique_ptr<Module> conv3d(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding,
                                  bool bias, int64_t in_depth, bool input_gradient = true) const override;
@@ -37,7 +37,7 @@ class GridLayerFactory : public LayerFactory {
   // A layer replicated on the row: gathers a split input first; its gradients are summed
   // over the batch shards only.
   std::unique_ptr<Module> replicated(std::unique_ptr<Module> layer, int64_t in_depth) const;
-  dist::ProcessGrid& grid_;
+  parallel::ProcessGrid& grid_;
 };
 
 }  // namespace gridnn::nn

@@ -35,16 +35,16 @@ Tensor depth_minor(const Tensor& x) {
   return out;
 }
 
-GatherDepth::GatherDepth(dist::Communicator& row, int64_t global_depth)
-    : row_(row), depth_(global_depth), own_(dist::balanced_range(global_depth, row.size(), row.rank())) {}
+GatherDepth::GatherDepth(parallel::Communicator& row, int64_t global_depth)
+    : row_(row), depth_(global_depth), own_(parallel::balanced_range(global_depth, row.size(), row.rank())) {}
 
 Tensor GatherDepth::forward(const Tensor& x) {
   require_layer(x.defined() && x.rank() == 5 && x.size(2) == own_.size(), "GatherDepth",
                 "expects this rank's " + std::to_string(own_.size()) + " of " + std::to_string(depth_) +
                     " depth planes [B, C, d, H, W], got " + (x.defined() ? x.str() : std::string("(undefined)")));
-  dist::CommLayerScope scope(label_);
+  parallel::CommLayerScope scope(label_);
   std::vector<int64_t> planes;
-  for (int r = 0; r < row_.size(); ++r) planes.push_back(dist::balanced_range(depth_, row_.size(), r).size());
+  for (int r = 0; r < row_.size(); ++r) planes.push_back(parallel::balanced_range(depth_, row_.size(), r).size());
   const Tensor mine = depth_major(x);
   Tensor all = Tensor::empty(mine.shape().with(0, depth_), mine.dtype());
   row_.all_gatherv(mine, all, planes);
@@ -55,10 +55,10 @@ Tensor GatherDepth::backward(const Tensor& dy) {
   require_layer(dy.defined() && dy.rank() == 5 && dy.size(2) == depth_, "GatherDepth",
                 "dy must hold all " + std::to_string(depth_) + " depth planes, got " +
                     (dy.defined() ? dy.str() : std::string("(undefined)")));
-  return dist::slice_planes(dy.to_host(), own_).to(dy.device());
+  return parallel::slice_planes(dy.to_host(), own_).to(dy.device());
 }
 
-Handover::Handover(dist::Communicator& row, int64_t global_depth, std::unique_ptr<Module> layer)
+Handover::Handover(parallel::Communicator& row, int64_t global_depth, std::unique_ptr<Module> layer)
     : gather_(row, global_depth) {
   layer_ = &register_module("", std::move(layer));
 }

@@ -14,7 +14,7 @@ namespace gridnn::nn {
 class GatherDepth : public Module {
  public:
   // `row` splits `global_depth` planes (balanced, DESIGN §4); it must outlive the layer.
-  GatherDepth(dist::Communicator& row, int64_t global_depth);
+  GatherDepth(parallel::Communicator& row, int64_t global_depth);
 
   Tensor forward(const Tensor& x) override;    // [B, C, own planes, H, W] -> [B, C, D, H, W]
   Tensor backward(const Tensor& dy) override;  // [B, C, D, H, W] -> [B, C, own planes, H, W]
@@ -22,16 +22,16 @@ class GatherDepth : public Module {
 
  private:
   std::string label_ = "GatherDepth";
-  dist::Communicator& row_;
+  parallel::Communicator& row_;
   int64_t depth_;
-  dist::Range own_;
+  parallel::Range own_;
 };
 
 // A layer that runs on the whole volume, replicated on the row, fed by depth slabs: gathers
 // them first. Its parameters keep the layer's own names (no extra level).
 class Handover : public Module {
  public:
-  Handover(dist::Communicator& row, int64_t global_depth, std::unique_ptr<Module> layer);
+  Handover(parallel::Communicator& row, int64_t global_depth, std::unique_ptr<Module> layer);
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;  // undefined when the layer returns none
   void on_named(const std::string& name) override { gather_.on_named(name); }

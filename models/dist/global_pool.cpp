@@ -7,7 +7,7 @@
 
 namespace gridnn::nn {
 
-DistGlobalAvgPool3d::DistGlobalAvgPool3d(dist::Communicator& row, int64_t global_positions)
+DistGlobalAvgPool3d::DistGlobalAvgPool3d(parallel::Communicator& row, int64_t global_positions)
     : row_(row), global_positions_(global_positions) {
   require_layer(global_positions > 0, "DistGlobalAvgPool3d",
                 "global_positions (D * H * W of the whole volume) must be > 0, got " +
@@ -18,7 +18,7 @@ Tensor DistGlobalAvgPool3d::forward(const Tensor& x) {
   require_layer(x.defined() && x.rank() == 5, "DistGlobalAvgPool3d",
                 "expects a [B, C, D_r, H, W] slab, got " +
                     (x.defined() ? x.str() : std::string("(undefined)")));
-  dist::CommLayerScope scope(comm_label_);
+  parallel::CommLayerScope scope(comm_label_);
   const int64_t b = x.size(0), c = x.size(1), local = x.size(2) * x.size(3) * x.size(4);
   input_shape_ = x.shape();
   Tensor y = Tensor::empty({b, c}, x.dtype(), x.device());

@@ -22,7 +22,7 @@ namespace gridnn::nn {
 
 class DistGlobalAvgPool3d : public Module {
  public:
-  DistGlobalAvgPool3d(dist::Communicator& row, int64_t global_positions);
+  DistGlobalAvgPool3d(parallel::Communicator& row, int64_t global_positions);
 
   Tensor forward(const Tensor& x) override;    // [B, C, D_r, H, W] -> [B, C] (replicated)
   Tensor backward(const Tensor& dy) override;  // [B, C] -> [B, C, D_r, H, W]
@@ -32,7 +32,7 @@ class DistGlobalAvgPool3d : public Module {
   void on_named(const std::string& name) override { set_comm_label(name); }
 
  private:
-  dist::Communicator& row_;
+  parallel::Communicator& row_;
   int64_t global_positions_;
   std::string comm_label_ = "GlobalAvgPool3d";
   Shape input_shape_;

@@ -14,7 +14,7 @@ namespace {
 
 }  // namespace
 
-DistLinear::DistLinear(dist::Communicator& row, int64_t in_features, int64_t out_features,
+DistLinear::DistLinear(parallel::Communicator& row, int64_t in_features, int64_t out_features,
                        bool bias, Device device)
     : row_(row), in_(in_features), out_(out_features) {
   require_layer(in_features > 0 && out_features > 0, "DistLinear",
@@ -24,7 +24,7 @@ DistLinear::DistLinear(dist::Communicator& row, int64_t in_features, int64_t out
                 std::to_string(out_features) + " outputs split over " + std::to_string(row.size()) +
                     " row ranks leave a rank without rows; the largest usable Pr is " +
                     std::to_string(out_features));
-  block_ = dist::balanced_range(out_, row.size(), row.rank());
+  block_ = parallel::balanced_range(out_, row.size(), row.rank());
   weight_ = &register_parameter("weight", Tensor::zeros({block_.size(), in_}, DType::f32, device));
   if (bias) bias_ = &register_parameter("bias", Tensor::zeros({block_.size()}, DType::f32, device));
 }
@@ -46,7 +46,7 @@ void DistLinear::reset_parameters(uint64_t seed, const std::string& prefix) {
 std::vector<int64_t> DistLinear::block_rows() const {
   std::vector<int64_t> rows(size_t(row_.size()));
   for (int i = 0; i < row_.size(); ++i)
-    rows[size_t(i)] = dist::balanced_range(out_, row_.size(), i).size();
+    rows[size_t(i)] = parallel::balanced_range(out_, row_.size(), i).size();
   return rows;
 }
 
@@ -67,7 +67,7 @@ Tensor DistLinear::forward(const Tensor& x) {
                     "; flatten the input or change in_features");
   require_layer(x.device() == weight_->value.device(), name(),
                 "input " + x.str() + " is not on the weight's device " + weight_->value.str());
-  dist::CommLayerScope scope(comm_label_);
+  parallel::CommLayerScope scope(comm_label_);
   input_ = x;
   const int64_t b = x.size(0);
   Tensor yt_block = Tensor::empty({block_.size(), b}, x.dtype(), x.device());
@@ -94,7 +94,7 @@ Tensor DistLinear::backward(const Tensor& dy) {
                 "dy " + (dy.defined() ? dy.str() : std::string("undefined")) +
                     " does not match the output [" + std::to_string(b) + ", " +
                     std::to_string(out_) + "] of the last forward");
-  dist::CommLayerScope scope(comm_label_);
+  parallel::CommLayerScope scope(comm_label_);
   Tensor dx = Tensor::zeros(input_.shape(), dy.dtype(), dy.device());
   if (b > 0) {
     // The forward's gather, reversed: this rank's rows of dY^T (dY is replicated: a split).
@@ -113,7 +113,7 @@ Tensor DistLinear::backward(const Tensor& dy) {
 }
 
 NamedTensors DistLinear::gather(bool grads) {
-  dist::CommLayerScope scope(comm_label_);
+  parallel::CommLayerScope scope(comm_label_);
   const std::vector<int64_t> rows = block_rows();
   NamedTensors out;
   const Tensor& w = grads ? weight_->grad : weight_->value;
@@ -133,7 +133,7 @@ NamedTensors DistLinear::gather_parameters() { return gather(false); }
 NamedTensors DistLinear::gather_gradients() { return gather(true); }
 
 Tensor DistLinear::gather_whole(const Tensor& block) {
-  dist::CommLayerScope scope(comm_label_);
+  parallel::CommLayerScope scope(comm_label_);
   Tensor whole = Tensor::empty(whole_shape(block), block.dtype(), block.device());
   row_.all_gatherv(block, whole, block_rows());
   return whole;

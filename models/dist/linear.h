@@ -44,7 +44,7 @@ namespace gridnn::nn {
 
 class DistLinear : public Module, public RowSplitParameters {
  public:
-  DistLinear(dist::Communicator& row, int64_t in_features, int64_t out_features, bool bias = true,
+  DistLinear(parallel::Communicator& row, int64_t in_features, int64_t out_features, bool bias = true,
              Device device = Device::cpu());
 
   Tensor forward(const Tensor& x) override;    // x [B, in] -> y [B, out], both replicated over row
@@ -53,7 +53,7 @@ class DistLinear : public Module, public RowSplitParameters {
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
   // The rows of the global weight and bias this rank holds.
-  dist::Range block() const { return block_; }
+  parallel::Range block() const { return block_; }
 
   // Collective over the row: the full parameters ("weight" [out, in], "bias" [out]) on every
   // rank, or (gather_gradients) their gradients' blocks stacked the same way.
@@ -81,9 +81,9 @@ class DistLinear : public Module, public RowSplitParameters {
   NamedTensors gather(bool grads);
   const Tensor& identity(int64_t n, const Tensor& like);
 
-  dist::Communicator& row_;
+  parallel::Communicator& row_;
   int64_t in_, out_;
-  dist::Range block_;
+  parallel::Range block_;
   std::string comm_label_ = "Linear";
   Parameter* weight_;
   Parameter* bias_ = nullptr;

@@ -20,42 +20,42 @@ class DistMaxPool3d : public Module {
  public:
   // stride {0, 0, 0} means stride = kernel (as MaxPool3d). `row` splits the depth of
   // global_in_depth planes and must outlive the layer.
-  DistMaxPool3d(dist::Communicator& row, Triple3 kernel, Triple3 stride, Triple3 padding,
+  DistMaxPool3d(parallel::Communicator& row, Triple3 kernel, Triple3 stride, Triple3 padding,
                 int64_t global_in_depth, std::string layer = "DistMaxPool3d");
-  DistMaxPool3d(dist::Communicator& row, int64_t kernel, int64_t stride, int64_t padding,
+  DistMaxPool3d(parallel::Communicator& row, int64_t kernel, int64_t stride, int64_t padding,
                 int64_t global_in_depth, std::string layer = "DistMaxPool3d");
 
   Tensor forward(const Tensor& x) override;   // own input planes -> own output planes
   Tensor backward(const Tensor& dy) override;  // -> dx of the own input planes
 
-  const dist::DepthHalo& halo() const { return exchange_.halo(); }
+  const parallel::DepthHalo& halo() const { return exchange_.halo(); }
   const std::string& layer_name() const { return exchange_.layer(); }
   void set_layer_name(std::string layer) { exchange_.set_layer(std::move(layer)); }
   void on_named(const std::string& name) override { set_layer_name(name); }
 
  private:
   MaxPool3d local_;  // depth padding 0 over the extended slab
-  dist::HaloExchange exchange_;
+  parallel::HaloExchange exchange_;
 };
 
 class DistAvgPool3d : public Module {
  public:
-  DistAvgPool3d(dist::Communicator& row, Triple3 kernel, Triple3 stride, Triple3 padding,
+  DistAvgPool3d(parallel::Communicator& row, Triple3 kernel, Triple3 stride, Triple3 padding,
                 int64_t global_in_depth, std::string layer = "DistAvgPool3d");
-  DistAvgPool3d(dist::Communicator& row, int64_t kernel, int64_t stride, int64_t padding,
+  DistAvgPool3d(parallel::Communicator& row, int64_t kernel, int64_t stride, int64_t padding,
                 int64_t global_in_depth, std::string layer = "DistAvgPool3d");
 
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
 
-  const dist::DepthHalo& halo() const { return exchange_.halo(); }
+  const parallel::DepthHalo& halo() const { return exchange_.halo(); }
   const std::string& layer_name() const { return exchange_.layer(); }
   void set_layer_name(std::string layer) { exchange_.set_layer(std::move(layer)); }
   void on_named(const std::string& name) override { set_layer_name(name); }
 
  private:
   AvgPool3d local_;
-  dist::HaloExchange exchange_;
+  parallel::HaloExchange exchange_;
 };
 
 }  // namespace gridnn::nn

@@ -15,7 +15,7 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 }  // namespace
 
-GradientSync::GradientSync(dist::ProcessGrid& grid, std::vector<std::pair<std::string, nn::Parameter*>> params,
+GradientSync::GradientSync(parallel::ProcessGrid& grid, std::vector<std::pair<std::string, nn::Parameter*>> params,
                            int64_t bucket_bytes)
     : bucket_bytes_(bucket_bytes) {
   std::reverse(params.begin(), params.end());  // about the order backward finishes them
@@ -23,13 +23,13 @@ GradientSync::GradientSync(dist::ProcessGrid& grid, std::vector<std::pair<std::s
   for (auto& [name, p] : params) {
     GRIDNN_REQUIRE(p->grad.dtype() == DType::f32, "gradient sync: parameter ", name, " has a ",
                    dtype_name(p->grad.dtype()), " gradient; only f32 is supported");
-    dist::Communicator* comm = p->reduction == nn::GradientReduction::stage ? &grid.stage_comm() : &grid.col();
+    parallel::Communicator* comm = p->reduction == nn::GradientReduction::stage ? &grid.stage_comm() : &grid.col();
     if (comm->size() > 1) ordered.emplace_back(p, comm);
   }
   assign(ordered);
 }
 
-GradientSync::GradientSync(dist::ProcessGrid& grid, nn::Module& model, int64_t bucket_bytes)
+GradientSync::GradientSync(parallel::ProcessGrid& grid, nn::Module& model, int64_t bucket_bytes)
     : GradientSync(grid, model.named_parameters(), bucket_bytes) {
   model_ = &model;
   index_slots();
@@ -76,7 +76,7 @@ void GradientSync::index_slots() {
 }
 
 void GradientSync::rebuild_in_ready_order() {
-  std::unordered_map<const nn::Parameter*, dist::Communicator*> comm_of;
+  std::unordered_map<const nn::Parameter*, parallel::Communicator*> comm_of;
   std::vector<CommOf> old_order;
   for (const Bucket& b : buckets_)
     for (nn::Parameter* p : b.params) {
@@ -114,7 +114,7 @@ void GradientSync::unpack(Bucket& b) {
 }
 
 void GradientSync::reduce() {
-  dist::CommLayerScope scope("gradients");
+  parallel::CommLayerScope scope("gradients");
   for (Bucket& b : buckets_) {
     pack(b);
     b.comm->all_reduce(b.flat);
@@ -123,7 +123,7 @@ void GradientSync::reduce() {
 }
 
 void GradientSync::start(Bucket& b) {
-  dist::CommLayerScope scope("gradients");
+  parallel::CommLayerScope scope("gradients");
   pack(b);
   b.pending = b.comm->start_all_reduce(b.flat);
   start_order_.push_back(int64_t(&b - buckets_.data()));

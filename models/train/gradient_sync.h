@@ -42,10 +42,10 @@ class GradientSync : public nn::BackwardObserver {
  public:
   static constexpr int64_t kDefaultBucketBytes = int64_t(4) << 20;
 
-  GradientSync(dist::ProcessGrid& grid, std::vector<std::pair<std::string, nn::Parameter*>> params,
+  GradientSync(parallel::ProcessGrid& grid, std::vector<std::pair<std::string, nn::Parameter*>> params,
                int64_t bucket_bytes = kDefaultBucketBytes);
   // For `model`'s parameters, and able to overlap with its backward.
-  GradientSync(dist::ProcessGrid& grid, nn::Module& model, int64_t bucket_bytes = kDefaultBucketBytes);
+  GradientSync(parallel::ProcessGrid& grid, nn::Module& model, int64_t bucket_bytes = kDefaultBucketBytes);
   ~GradientSync() override;
 
   // Sums every gradient over its communicator (nothing on a 1x1 grid), after backward.
@@ -69,14 +69,14 @@ class GradientSync : public nn::BackwardObserver {
 
  private:
   struct Bucket {
-    dist::Communicator* comm;
+    parallel::Communicator* comm;
     std::vector<nn::Parameter*> params;
     int64_t elements = 0;
     Tensor flat;  // allocated on first use, on the parameters' device
     int64_t waiting = 0;  // overlap: parameters not ready yet
-    std::unique_ptr<dist::PendingAllReduce> pending;
+    std::unique_ptr<parallel::PendingAllReduce> pending;
   };
-  using CommOf = std::pair<nn::Parameter*, dist::Communicator*>;
+  using CommOf = std::pair<nn::Parameter*, parallel::Communicator*>;
   // Buckets of at most bucket_bytes_, contiguous in the given order, one communicator and
   // one device each; then the slots that overlap needs (when a model is known).
   void assign(const std::vector<CommOf>& ordered);

@@ -8,13 +8,13 @@
 
 namespace gridnn::train {
 
-BatchShard batch_shard(const dist::ProcessGrid& grid, int64_t batch, int64_t depth) {
-  const dist::GridShape& g = grid.shape();
+BatchShard batch_shard(const parallel::ProcessGrid& grid, int64_t batch, int64_t depth) {
+  const parallel::GridShape& g = grid.shape();
   GRIDNN_REQUIRE(batch >= g.cols, "--batch ", batch, " is smaller than the grid's ", g.cols,
                  " batch shards (--grid ", g.str(), "): every shard needs a sample; use --batch >= ", g.cols);
   GRIDNN_REQUIRE(depth >= g.rows, "--input depth ", depth, " is smaller than the grid's ", g.rows,
                  " depth slabs (--grid ", g.str(), ")");
-  return {dist::balanced_range(batch, g.cols, grid.col_rank()), dist::balanced_range(depth, g.rows, grid.row_rank())};
+  return {parallel::balanced_range(batch, g.cols, grid.col_rank()), parallel::balanced_range(depth, g.rows, grid.row_rank())};
 }
 
 data::LoaderOptions shard_loader(data::LoaderOptions o, const BatchShard& shard) {
@@ -41,8 +41,8 @@ data::Batch take_shard(const data::Batch& full, const BatchShard& shard) {
   return out;
 }
 
-Tensor gather_rows(dist::ProcessGrid& grid, const Tensor& local) {
-  dist::Communicator& col = grid.col();
+Tensor gather_rows(parallel::ProcessGrid& grid, const Tensor& local) {
+  parallel::Communicator& col = grid.col();
   if (col.size() == 1) return local;
   // Every shard's row count first: the last batch of an epoch may be uneven.
   Tensor counts = Tensor::zeros({col.size()}, DType::i64);
@@ -56,7 +56,7 @@ Tensor gather_rows(dist::ProcessGrid& grid, const Tensor& local) {
   return out;
 }
 
-double sum_over_batch(dist::ProcessGrid& grid, double value) {
+double sum_over_batch(parallel::ProcessGrid& grid, double value) {
   if (grid.col().size() == 1) return value;
   // gridnn's tensors have no f64: the value travels as two floats, its f32 rounding and the
   // rest, which keeps about 48 of its bits.

@@ -13,20 +13,20 @@
 namespace gridnn::train {
 
 struct BatchShard {
-  dist::Range rows;   // of the global batch
-  dist::Range depth;  // of each sample
+  parallel::Range rows;   // of the global batch
+  parallel::Range depth;  // of each sample
 };
 
 // Throws gridnn::Error when a rank would hold no rows or no planes, saying what to change.
-BatchShard batch_shard(const dist::ProcessGrid& grid, int64_t batch, int64_t depth);
+BatchShard batch_shard(const parallel::ProcessGrid& grid, int64_t batch, int64_t depth);
 // The loader options that read just this shard.
 data::LoaderOptions shard_loader(data::LoaderOptions options, const BatchShard& shard);
 // This rank's part of a whole batch (x [B, C, D, H, W], y [B]; copies).
 data::Batch take_shard(const data::Batch& full, const BatchShard& shard);
 // Every batch shard's rows of `local` ([rows, ...], replicated over the row) stacked in
 // col order: the global batch's. A 1x1 grid returns `local`.
-Tensor gather_rows(dist::ProcessGrid& grid, const Tensor& local);
+Tensor gather_rows(parallel::ProcessGrid& grid, const Tensor& local);
 // The sum of `value` over the batch shards (the col communicator), to about 48 bits.
-double sum_over_batch(dist::ProcessGrid& grid, double value);
+double sum_over_batch(parallel::ProcessGrid& grid, double value);
 
 }  // namespace gridnn::train

@@ -4,11 +4,11 @@
 #include <cstdio>
 
 #include "core/error.h"
-#include "parallel/cost_model.h"
+#include "plan/cost_model.h"
 
 namespace gridnn::train {
 
-dist::GridShape choose_grid(const TrainOptions& o, int procs, std::string* why) {
+parallel::GridShape choose_grid(const TrainOptions& o, int procs, std::string* why) {
   plan::Network net;
   if (o.model == "resattnet3d") {
     plan::ResAttNetShape s;

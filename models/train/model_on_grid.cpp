@@ -13,12 +13,12 @@
 
 namespace gridnn::train {
 
-std::unique_ptr<nn::LayerFactory> layers_for(dist::ProcessGrid& grid) {
+std::unique_ptr<nn::LayerFactory> layers_for(parallel::ProcessGrid& grid) {
   if (grid.shape().rows == 1 && grid.shape().cols == 1) return std::make_unique<nn::LayerFactory>();
   return std::make_unique<nn::GridLayerFactory>(grid);
 }
 
-ModelOnGrid::ModelOnGrid(const TrainOptions& o, dist::ProcessGrid& grid)
+ModelOnGrid::ModelOnGrid(const TrainOptions& o, parallel::ProcessGrid& grid)
     : grid_(grid), device_(Device::parse(o.device)), classes_(o.classes), layers_(layers_for(grid)) {
   require_device(device_);
   model_ = build_model(o, *layers_);
@@ -100,7 +100,7 @@ double ModelOnGrid::forward_backward(const data::Batch& shard, int64_t global_ro
   *logits = model_->forward(shard.x.to(device_));
   double loss;
   {
-    dist::CommLayerScope scope("loss");
+    parallel::CommLayerScope scope("loss");
     loss_.forward(*logits, shard.y.to(device_));
     loss = sum_over_batch(grid_, loss_.loss_sum()) / double(global_rows);
   }

@@ -28,13 +28,13 @@
 namespace gridnn::train {
 
 // The layers for `grid`: the single-process ones on a 1x1 grid, else models/dist/'s.
-std::unique_ptr<nn::LayerFactory> layers_for(dist::ProcessGrid& grid);
+std::unique_ptr<nn::LayerFactory> layers_for(parallel::ProcessGrid& grid);
 
 class ModelOnGrid {
  public:
   // Builds the model (initialized from options.seed, or from options.init_from), moves it to
   // the device, sets the precision, and makes the optimizer.
-  ModelOnGrid(const TrainOptions& options, dist::ProcessGrid& grid);
+  ModelOnGrid(const TrainOptions& options, parallel::ProcessGrid& grid);
 
   // Returns the mean loss over the global batch (`global_rows` samples); `logits` gets this
   // rank's rows.
@@ -70,7 +70,7 @@ class ModelOnGrid {
   const Device& device() const { return device_; }
 
  private:
-  dist::ProcessGrid& grid_;
+  parallel::ProcessGrid& grid_;
   Device device_;
   int64_t classes_;
   std::unique_ptr<nn::LayerFactory> layers_;

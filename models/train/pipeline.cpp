@@ -47,12 +47,12 @@ constexpr int kMaxRank = 6;
 
 }  // namespace
 
-Pipeline::Pipeline(nn::Module& model, dist::ProcessGrid& grid, place::Placement placement, int micro_batches)
+Pipeline::Pipeline(nn::Module& model, parallel::ProcessGrid& grid, plan::Placement placement, int micro_batches)
     : model_(model), net_(as_blocks(model)), grid_(grid), placement_(std::move(placement)),
       micro_batches_(micro_batches) {
   const int stages = grid.shape().stages;
   GRIDNN_REQUIRE(micro_batches >= 1, "--micro-batches must be at least 1, got ", micro_batches);
-  place::validate(placement_, int(net_.block_count()), stages, net_.block_names());
+  plan::validate(placement_, int(net_.block_count()), stages, net_.block_names());
   GRIDNN_REQUIRE(placement_.partitions() == stages, "the placement has ", placement_.partitions(),
                  " partitions but the grid ", grid.shape().str(), " has ", stages,
                  " stages; give --stages ", placement_.partitions(), " or another placement");
@@ -100,15 +100,15 @@ void Pipeline::send(const Tensor& t, int to_partition, int tag) {
   for (int d = 0; d < t.rank(); ++d) header[size_t(d) + 1] = t.size(d);
   const Tensor h = Tensor::from_vector(header, Shape{kMaxRank + 1});
   Tensor none;
-  dist::CommLayerScope scope("pipeline");
-  dist::Communicator& pipe = grid_.pipe();
+  parallel::CommLayerScope scope("pipeline");
+  parallel::Communicator& pipe = grid_.pipe();
   pipe.send_recv(h, group_of(to_partition), none, -1, tag + 1);
   pipe.send_recv(t, group_of(to_partition), none, -1, tag);
 }
 
 Tensor Pipeline::receive(int from_partition, int tag) {
-  dist::Communicator& pipe = grid_.pipe();
-  dist::CommLayerScope scope("pipeline");
+  parallel::Communicator& pipe = grid_.pipe();
+  parallel::CommLayerScope scope("pipeline");
   Tensor header = Tensor::empty(Shape{kMaxRank + 1}, DType::i64);
   pipe.send_recv(Tensor(), -1, header, group_of(from_partition), tag + 1);
   const int64_t* h = header.data<int64_t>();
@@ -119,7 +119,7 @@ Tensor Pipeline::receive(int from_partition, int tag) {
 }
 
 void Pipeline::share_outputs(Tensor* logits, double* loss) {
-  dist::Communicator& pipe = grid_.pipe();
+  parallel::Communicator& pipe = grid_.pipe();
   const int root = group_of(placement_.partitions() - 1);
   Tensor sizes = Tensor::from_vector(std::vector<int64_t>{last() ? logits->size(0) : 0, last() ? logits->size(1) : 0},
                                      Shape{2});
@@ -140,7 +140,7 @@ double Pipeline::forward_backward(const data::Batch& shard, int64_t global_rows,
   const int M = micro_batches_;
   // Every shard has at least M rows (checked by ModelOnGrid for every rank alike).
   GRIDNN_REQUIRE(rows >= M, "pipeline: ", M, " micro-batches need at least as many rows per batch shard, got ", rows);
-  const int64_t offset = dist::balanced_range(global_rows, grid_.shape().cols, grid_.col_rank()).begin;
+  const int64_t offset = parallel::balanced_range(global_rows, grid_.shape().cols, grid_.col_rank()).begin;
   const Tensor x = first() ? shard.x.to(device_) : Tensor();
   const Tensor y = last() ? shard.y.to(device_) : Tensor();
 
@@ -167,7 +167,7 @@ double Pipeline::forward_backward(const data::Batch& shard, int64_t global_rows,
                   "--batch)");
     }
     if (last()) {
-      dist::CommLayerScope scope("loss");
+      parallel::CommLayerScope scope("loss");
       loss.forward(out, take_rows(y, micro_rows[size_t(m)]));
       loss_sum += loss.loss_sum();
       dlogits[size_t(m)] = loss.backward(global_rows);
@@ -184,7 +184,7 @@ double Pipeline::forward_backward(const data::Batch& shard, int64_t global_rows,
   }
   double mean = 0;
   {
-    dist::CommLayerScope scope("loss");
+    parallel::CommLayerScope scope("loss");
     if (last()) mean = sum_over_batch(grid_, loss_sum) / double(global_rows);
     share_outputs(logits, &mean);
   }
@@ -228,7 +228,7 @@ double Pipeline::evaluate(const data::Batch& shard, nn::SoftmaxCrossEntropy& los
 }
 
 void Pipeline::share_model() {
-  dist::Communicator& pipe = grid_.pipe();
+  parallel::Communicator& pipe = grid_.pipe();
   for (auto& [name, t] : model_tensors(model_)) {
     Tensor view = t;  // shares the storage: the broadcast writes into the model
     pipe.broadcast(view, group_of(partition_of_block(net_.block_of(name))));
@@ -236,7 +236,7 @@ void Pipeline::share_model() {
 }
 
 void Pipeline::share_gradients() {
-  dist::Communicator& pipe = grid_.pipe();
+  parallel::Communicator& pipe = grid_.pipe();
   for (auto& [name, p] : model_.named_parameters()) pipe.broadcast(p->grad, group_of(partition_of_block(net_.block_of(name))));
 }
 
@@ -251,9 +251,9 @@ NamedTensors Pipeline::full_optimizer_state(const optim::Optimizer& optimizer) {
     if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
     by_name.emplace(name, t);
   }
-  dist::Communicator& pipe = grid_.pipe();
+  parallel::Communicator& pipe = grid_.pipe();
   Tensor count = Tensor::from_vector(std::vector<int64_t>{int64_t(kinds.size()), -int64_t(kinds.size())}, Shape{2});
-  pipe.all_reduce(count, dist::ReduceOp::max);
+  pipe.all_reduce(count, parallel::ReduceOp::max);
   GRIDNN_REQUIRE(count.data<int64_t>()[0] == -count.data<int64_t>()[1],
                  "pipeline: the stages' optimizers hold different kinds of state; they must take the same steps");
   NamedTensors all;

@@ -1,5 +1,5 @@
 // Pipeline stages (DESIGN §7): the network's coarse blocks (models/nets/blocks.h) cut into K
-// contiguous partitions by a placement (parallel/placement.h); partition k runs on the ranks
+// contiguous partitions by a placement (plan/placement.h); partition k runs on the ranks
 // of stage group device[k] of the grid Ps x Pr x Pc (Ps = K), each stage on its own Pr x Pc
 // grid exactly as an unpipelined run (domain and batch parallelism inside the stage).
 //
@@ -44,7 +44,7 @@
 #include "models/nets/blocks.h"
 #include "models/optim/optimizer.h"
 #include "models/train/options.h"
-#include "parallel/placement.h"
+#include "plan/placement.h"
 #include "parallel/process_grid.h"
 
 namespace gridnn::train {
@@ -54,9 +54,9 @@ class Pipeline {
   // `model` must be a BlockNetwork (ResAttNet3D, Mlp). The placement needs one partition per
   // stage of `grid` on distinct stage groups; micro_batches >= 1. Throws gridnn::Error
   // saying what to change.
-  Pipeline(nn::Module& model, dist::ProcessGrid& grid, place::Placement placement, int micro_batches);
+  Pipeline(nn::Module& model, parallel::ProcessGrid& grid, plan::Placement placement, int micro_batches);
 
-  const place::Placement& placement() const { return placement_; }
+  const plan::Placement& placement() const { return placement_; }
   int partition() const { return partition_; }  // this rank's
   bool first() const { return partition_ == 0; }
   bool last() const { return partition_ + 1 == placement_.partitions(); }
@@ -97,8 +97,8 @@ class Pipeline {
 
   nn::Module& model_;
   nn::BlockNetwork& net_;
-  dist::ProcessGrid& grid_;
-  place::Placement placement_;
+  parallel::ProcessGrid& grid_;
+  plan::Placement placement_;
   int micro_batches_;
   int partition_ = 0;
   size_t begin_ = 0, end_ = 0;  // this partition's blocks
@@ -107,17 +107,17 @@ class Pipeline {
 
 // Blocks dealt to `stages` partitions in equal counts (the first ones one more), partition k
 // on stage group k.
-place::Placement even_placement(const nn::BlockNetwork& net, int stages);
+plan::Placement even_placement(const nn::BlockNetwork& net, int stages);
 // The block profile of the options' network on this process (the single-process layers):
 // each block's forward and backward seconds (median of `repeats`) on `rows` samples, the
 // bytes of its output, of its parameters with their gradients and optimizer state, and of
 // the activations it keeps for backward (estimated as its input and output).
-place::Profile profile_blocks(const TrainOptions& options, int64_t rows, int repeats = 3);
+plan::Profile profile_blocks(const TrainOptions& options, int64_t rows, int repeats = 3);
 // The placement options.placement asks for, for the grid's Ps stages: "" or "even", a
-// placement file (parallel/placement.h, docs/placement.md), or "auto": world rank 0 profiles
+// placement file (plan/placement.h, docs/placement.md), or "auto": world rank 0 profiles
 // the blocks at this run's micro-batch size and GABRA places them on Ps identical devices
 // (links: 2 µs, 10 GB/s); the result is shared with every rank. Collective over the world.
-place::Placement choose_placement(const TrainOptions& options, const nn::BlockNetwork& net,
-                                  dist::ProcessGrid& grid);
+plan::Placement choose_placement(const TrainOptions& options, const nn::BlockNetwork& net,
+                                  parallel::ProcessGrid& grid);
 
 }  // namespace gridnn::train

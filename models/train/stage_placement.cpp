@@ -7,29 +7,29 @@
 
 #include "core/error.h"
 #include "models/train/pipeline.h"
-#include "parallel/gabra.h"
+#include "plan/gabra.h"
 
 namespace gridnn::train {
 
-place::Placement even_placement(const nn::BlockNetwork& net, int stages) {
+plan::Placement even_placement(const nn::BlockNetwork& net, int stages) {
   const int blocks = int(net.block_count());
   GRIDNN_REQUIRE(stages >= 1 && stages <= blocks, "--stages ", stages, ": the network has ", blocks,
                  " blocks, so between 1 and ", blocks, " stages");
-  place::Placement p;
+  plan::Placement p;
   p.blocks = net.block_names();
   for (int k = 0; k < stages; ++k) {
-    p.first_block.push_back(int(dist::balanced_range(blocks, stages, k).begin));
+    p.first_block.push_back(int(parallel::balanced_range(blocks, stages, k).begin));
     p.device.push_back(k);
   }
   return p;
 }
 
-place::Profile profile_blocks(const TrainOptions& options, int64_t rows, int repeats) {
+plan::Profile profile_blocks(const TrainOptions& options, int64_t rows, int repeats) {
   // Batch norm needs two values per channel, which one sample of a 1-voxel activation (the
   // last stages) does not give: below two rows, measure two and halve.
   if (rows < 2) {
-    place::Profile p = profile_blocks(options, 2, repeats);
-    for (place::BlockProfile& b : p.blocks) {
+    plan::Profile p = profile_blocks(options, 2, repeats);
+    for (plan::BlockProfile& b : p.blocks) {
       b.forward_s /= 2;
       b.backward_s /= 2;
       b.activation_bytes /= 2;
@@ -57,7 +57,7 @@ place::Profile profile_blocks(const TrainOptions& options, int64_t rows, int rep
 
   // Optimizer state per parameter value: SGD with momentum keeps one buffer, Adam two.
   const double state_copies = options.optimizer.kind == "sgd" ? (options.optimizer.momentum > 0 ? 1 : 0) : 2;
-  place::Profile profile;
+  plan::Profile profile;
   profile.micro_batches = 1;
   profile.blocks.resize(n);
   std::vector<std::vector<double>> fwd(n), bwd(n);
@@ -81,7 +81,7 @@ place::Profile profile_blocks(const TrainOptions& options, int64_t rows, int rep
     }
   }
   for (size_t i = 0; i < n; ++i) {
-    place::BlockProfile& b = profile.blocks[i];
+    plan::BlockProfile& b = profile.blocks[i];
     b.name = net.blocks()[i].name;
     b.forward_s = median(fwd[i]);
     b.backward_s = bwd[i].empty() ? 2 * b.forward_s : median(bwd[i]);
@@ -96,13 +96,13 @@ place::Profile profile_blocks(const TrainOptions& options, int64_t rows, int rep
   return profile;
 }
 
-place::Placement choose_placement(const TrainOptions& options, const nn::BlockNetwork& net, dist::ProcessGrid& grid) {
+plan::Placement choose_placement(const TrainOptions& options, const nn::BlockNetwork& net, parallel::ProcessGrid& grid) {
   const int stages = grid.shape().stages;
   const std::string& how = options.placement;
   if (how.empty() || how == "even") return even_placement(net, stages);
   if (how != "auto") {
-    place::Placement p = place::read_placement(how);
-    place::validate(p, int(net.block_count()), stages, net.block_names());
+    plan::Placement p = plan::read_placement(how);
+    plan::validate(p, int(net.block_count()), stages, net.block_names());
     GRIDNN_REQUIRE(p.partitions() == stages, "--placement ", how, " has ", p.partitions(),
                    " partitions, but the run has ", stages, " stages (--stages or --grid PsxPrxPc)");
     return p;
@@ -114,13 +114,13 @@ place::Placement choose_placement(const TrainOptions& options, const nn::BlockNe
   if (grid.world_rank() == 0) {
     try {
       const int64_t rows = std::max<int64_t>(1, options.batch / grid.shape().cols / options.micro_batches);
-      place::Profile profile = profile_blocks(options, rows);
+      plan::Profile profile = profile_blocks(options, rows);
       profile.micro_batches = options.micro_batches;
       profile.recompute = true;  // Pipeline re-runs the forward of all micro-batches but the last
-      const place::Cluster cluster = place::uniform_cluster(stages, 2e-6, 10e9);
-      place::GaOptions ga;
+      const plan::Cluster cluster = plan::uniform_cluster(stages, 2e-6, 10e9);
+      plan::GaOptions ga;
       ga.seed = options.seed;
-      const place::SearchResult best = place::gabra(profile, cluster, stages, ga);
+      const plan::SearchResult best = plan::gabra(profile, cluster, stages, ga);
       for (int k = 0; k < stages; ++k) {
         cuts.data<int64_t>()[k] = best.placement.first_block[size_t(k)];
         cuts.data<int64_t>()[stages + k] = best.placement.device[size_t(k)];
@@ -136,13 +136,13 @@ place::Placement choose_placement(const TrainOptions& options, const nn::BlockNe
   GRIDNN_REQUIRE(cuts.data<int64_t>()[2 * stages] == 0, "--placement auto: profiling the blocks on rank 0 failed",
                  failure.empty() ? std::string(" (its message is on rank 0's output)") : ": " + failure,
                  "; give a placement file or --placement even");
-  place::Placement p;
+  plan::Placement p;
   p.blocks = net.block_names();
   for (int k = 0; k < stages; ++k) {
     p.first_block.push_back(int(cuts.data<int64_t>()[k]));
     p.device.push_back(int(cuts.data<int64_t>()[stages + k]));
   }
-  place::validate(p, int(net.block_count()), stages, p.blocks);
+  plan::validate(p, int(net.block_count()), stages, p.blocks);
   return p;
 }
 

@@ -51,11 +51,11 @@ void require_finite(double loss, const RunState& state) {
 
 }  // namespace
 
-Trainer::Trainer(TrainOptions options, std::FILE* out, dist::ProcessGrid* grid)
+Trainer::Trainer(TrainOptions options, std::FILE* out, parallel::ProcessGrid* grid)
     : options_(std::move(options)) {
   validate(options_);
   if (!grid) {
-    own_grid_ = dist::ProcessGrid::single();
+    own_grid_ = parallel::ProcessGrid::single();
     grid = own_grid_.get();
   }
   grid_ = grid;
@@ -157,7 +157,7 @@ Metrics Trainer::evaluate() {
   lo.drop_last = false;
   data::BatchLoader loader(*data_.val, shard_loader(lo, shard_));
   MetricsAccumulator acc;
-  dist::CommLayerScope scope("validation");
+  parallel::CommLayerScope scope("validation");
   for (int64_t b = 0; b < loader.batches_per_epoch(); ++b) {
     data::Batch batch = loader.next();
     Tensor logits;
@@ -218,15 +218,15 @@ Metrics Trainer::run(int64_t stop_at_step) {
   summary.update(metrics_json(last));
   log_json(summary.dump());
   say(summary.dump());
-  if (options_.comm_report) say(dist::comm_log().report());
+  if (options_.comm_report) say(parallel::comm_log().report());
   return last;
 }
 
 void dump_step(const TrainOptions& options, const std::string& batch_file, const std::string& out_file,
-               dist::ProcessGrid* grid) {
-  std::unique_ptr<dist::ProcessGrid> own;
+               parallel::ProcessGrid* grid) {
+  std::unique_ptr<parallel::ProcessGrid> own;
   if (!grid) {
-    own = dist::ProcessGrid::single();
+    own = parallel::ProcessGrid::single();
     grid = own.get();
   }
   SafetensorsFile in = load_safetensors(batch_file);

@@ -38,7 +38,7 @@ class Trainer {
   // options.checkpoint_dir (a fresh start when there is none); with options.init_from,
   // loads weights. `out` receives progress and results (on the first rank only). `grid`:
   // the process grid to train on (must outlive the trainer); null for one process.
-  explicit Trainer(TrainOptions options, std::FILE* out = stdout, dist::ProcessGrid* grid = nullptr);
+  explicit Trainer(TrainOptions options, std::FILE* out = stdout, parallel::ProcessGrid* grid = nullptr);
   ~Trainer();
 
   // Trains to the end (options.steps, or options.epochs) or, when stop_at_step >= 0, until
@@ -67,8 +67,8 @@ class Trainer {
   void say(const std::string& line);  // a line on `out` (first rank)
 
   TrainOptions options_;
-  std::unique_ptr<dist::ProcessGrid> own_grid_;  // when none was given
-  dist::ProcessGrid* grid_;
+  std::unique_ptr<parallel::ProcessGrid> own_grid_;  // when none was given
+  parallel::ProcessGrid* grid_;
   bool leader_;                                  // world rank 0: reports and writes files
   std::FILE* out_;                               // null on the other ranks
   BatchShard shard_;                             // this rank's rows and depth planes
@@ -88,6 +88,6 @@ class Trainer {
 // On a grid, every rank takes its shard of the batch and the first rank writes the file the
 // 1x1 run writes.
 void dump_step(const TrainOptions& options, const std::string& batch_file, const std::string& out_file,
-               dist::ProcessGrid* grid = nullptr);
+               parallel::ProcessGrid* grid = nullptr);
 
 }  // namespace gridnn::train

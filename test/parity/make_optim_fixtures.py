@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes test/parity/fixtures/optim.safetensors: three steps of torch.optim.SGD, Adam and
 AdamW (PyTorch 1.13, float32 on the CPU, the default single-tensor path) on a few random
-parameters with given per-step gradients and learning rates, for test/optim/
+parameters with given per-step gradients and learning rates, for test/models/optim/
 test_optim.cpp to repeat with gridnn's optimizers (relative error <= 1e-6 per tensor).
 
 Tensor names:

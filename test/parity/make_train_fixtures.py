@@ -2,7 +2,7 @@
 """Writes test/parity/fixtures/resattnet_step.safetensors: one training step of a small
 ResAttNet3D (depth 18, width 2, attention after layer3 and layer4, 1 input channel, 3
 classes) in PyTorch, float64 on the CPU, stored as float32, for gridnn-train --dump-step
-to match (test/train/test_train_parity.cpp; fp32 CPU, relative error <= 1e-4 per tensor).
+to match (test/models/train/test_train_parity.cpp; fp32 CPU, relative error <= 1e-4 per tensor).
 
 Tensors:
   init.<name>            the weights and buffers the step starts from (PyTorch names); the

@@ -57,7 +57,7 @@ inline train::TrainOptions tiny_resattnet() {
 
 // This rank's shard (rows and depth slab) of one batch of 8 synthetic 24x24x20 volumes of 3
 // classes: the input of a single step of the tiny networks on `grid`.
-inline data::Batch tiny_batch_shard(dist::ProcessGrid& grid) {
+inline data::Batch tiny_batch_shard(parallel::ProcessGrid& grid) {
   data::SyntheticDataset d({8, 0, 3, 1, Shape{24, 24, 20}, 7, 0.15f});
   data::LoaderOptions lo;
   lo.batch = 8;

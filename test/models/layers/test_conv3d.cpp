@@ -1,0 +1,316 @@
+// Conv3d on the CPU: the ops of kernels/conv3d.h against direct double-precision loops
+// (forward, backward data, filter, bias) on odd sizes, strides, padding at the edges and
+// batches 1 and 3; the layer against central differences; accumulation of the parameter
+// gradients; PyTorch's initialization bounds; and the error messages.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/conv3d.h"
+#include "kernels/elementwise.h"
+#include "models/layers/conv3d.h"
+#include "test/support/conv3d_cases.h"
+#include "test/support/layer_check.h"
+#include "test/support/random_tensor.h"
+#include "test/support/tensor_compare.h"
+
+namespace gridnn {
+namespace {
+
+using ops::Triple;
+
+using Case = test::Conv3dCase;
+const std::vector<Case>& cases() { return test::conv3d_cases(); }
+
+ops::Conv3dGeometry geometry_of(const Case& k) {
+  return ops::conv3d_geometry("test", k.c, k.o, k.kernel, k.stride, k.padding, k.in);
+}
+Shape x_shape(const Case& k) { return {k.n, k.c, k.in[0], k.in[1], k.in[2]}; }
+Shape w_shape(const Case& k) { return {k.o, k.c, k.kernel[0], k.kernel[1], k.kernel[2]}; }
+
+Tensor from_doubles(const std::vector<double>& v, const Shape& shape) {
+  return Tensor::from_vector(std::vector<float>(v.begin(), v.end()), shape);
+}
+
+// ---- direct references, in double -----------------------------------------------------
+
+// Calls f(x_index, w_index, y_index) for every product x * w that contributes to an
+// output: the direct definition of the convolution (batch, output channel, three output
+// coordinates, input channel, three kernel taps), taps that land in the padding skipped.
+template <class F>
+void for_each_tap(const ops::Conv3dGeometry& g, int64_t batch, F&& f) {
+  const int64_t C = g.in_channels, O = g.out_channels;
+  const int64_t D = g.in_size[0], H = g.in_size[1], W = g.in_size[2];
+  const int64_t Do = g.out_size[0], Ho = g.out_size[1], Wo = g.out_size[2];
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t od = 0; od < Do; ++od)
+        for (int64_t oh = 0; oh < Ho; ++oh)
+          for (int64_t ow = 0; ow < Wo; ++ow)
+            for (int64_t c = 0; c < C; ++c)
+              for (int64_t a = 0; a < g.kernel[0]; ++a)
+                for (int64_t b = 0; b < g.kernel[1]; ++b)
+                  for (int64_t e = 0; e < g.kernel[2]; ++e) {
+                    const int64_t id = od * g.stride[0] - g.padding[0] + a;
+                    const int64_t ih = oh * g.stride[1] - g.padding[1] + b;
+                    const int64_t iw = ow * g.stride[2] - g.padding[2] + e;
+                    if (id < 0 || id >= D || ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                    const int64_t xi = (((n * C + c) * D + id) * H + ih) * W + iw;
+                    const int64_t wi = (((o * C + c) * g.kernel[0] + a) * g.kernel[1] + b) * g.kernel[2] + e;
+                    const int64_t yi = (((n * O + o) * Do + od) * Ho + oh) * Wo + ow;
+                    f(xi, wi, yi);
+                  }
+}
+
+std::vector<double> ref_forward(const Tensor& x, const Tensor& w, const Tensor& bias,
+                                const ops::Conv3dGeometry& g) {
+  const int64_t batch = x.size(0), P = g.out_volume();
+  auto xv = test::to_doubles(x), wv = test::to_doubles(w);
+  std::vector<double> y(size_t(batch * g.out_channels * P), 0.0);
+  for_each_tap(g, batch, [&](int64_t xi, int64_t wi, int64_t yi) { y[size_t(yi)] += xv[size_t(xi)] * wv[size_t(wi)]; });
+  if (bias.defined()) {
+    auto bv = test::to_doubles(bias);
+    for (size_t i = 0; i < y.size(); ++i) y[i] += bv[(i / size_t(P)) % size_t(g.out_channels)];
+  }
+  return y;
+}
+
+std::vector<double> ref_backward_data(const Tensor& dy, const Tensor& w, const ops::Conv3dGeometry& g) {
+  const int64_t batch = dy.size(0);
+  auto dyv = test::to_doubles(dy), wv = test::to_doubles(w);
+  std::vector<double> dx(size_t(batch * g.in_channels * g.in_volume()), 0.0);
+  for_each_tap(g, batch, [&](int64_t xi, int64_t wi, int64_t yi) { dx[size_t(xi)] += dyv[size_t(yi)] * wv[size_t(wi)]; });
+  return dx;
+}
+
+std::vector<double> ref_backward_filter(const Tensor& x, const Tensor& dy, const ops::Conv3dGeometry& g) {
+  auto xv = test::to_doubles(x), dyv = test::to_doubles(dy);
+  std::vector<double> dw(size_t(g.out_channels * g.col_rows()), 0.0);
+  for_each_tap(g, x.size(0), [&](int64_t xi, int64_t wi, int64_t yi) { dw[size_t(wi)] += xv[size_t(xi)] * dyv[size_t(yi)]; });
+  return dw;
+}
+
+std::vector<double> ref_backward_bias(const Tensor& dy) {
+  const int64_t N = dy.size(0), O = dy.size(1), P = dy.numel() / (N * O);
+  auto dyv = test::to_doubles(dy);
+  std::vector<double> db(size_t(O), 0.0);
+  for (int64_t i = 0; i < dy.numel(); ++i) db[size_t((i / P) % O)] += dyv[size_t(i)];
+  return db;
+}
+
+constexpr test::Tolerance kTol{1e-4, 1e-4};
+
+// Runs every op on case k and compares with the references.
+void check_ops_against_reference(const Case& k) {
+  SCOPED_TRACE(k.name);
+  const ops::Conv3dGeometry g = geometry_of(k);
+  Tensor x = test::random_tensor(x_shape(k), 1), w = test::random_tensor(w_shape(k), 2);
+  Tensor bias = test::random_tensor({k.o}, 3);
+  const Shape y_shape = ops::conv3d_output_shape(g, k.n);
+
+  Tensor y = Tensor::empty(y_shape);
+  ops::fill(y, std::nan(""));  // y is overwritten, never read
+  ops::conv3d_forward(x, w, bias, g, y);
+  EXPECT_TRUE(test::tensors_close(y, from_doubles(ref_forward(x, w, bias, g), y_shape), kTol)) << "forward";
+  ops::conv3d_forward(x, w, Tensor(), g, y);
+  EXPECT_TRUE(test::tensors_close(y, from_doubles(ref_forward(x, w, Tensor(), g), y_shape), kTol))
+      << "forward without bias";
+
+  Tensor dy = test::random_tensor(y_shape, 4);
+  Tensor dx = Tensor::empty(x.shape());
+  ops::fill(dx, std::nan(""));  // dx is overwritten
+  ops::conv3d_backward_data(dy, w, g, dx);
+  EXPECT_TRUE(test::tensors_close(dx, from_doubles(ref_backward_data(dy, w, g), x.shape()), kTol))
+      << "backward data";
+
+  // dw and db accumulate onto what they held.
+  Tensor dw = test::random_tensor(w.shape(), 5), dw0 = dw.clone();
+  ops::conv3d_backward_filter(x, dy, g, dw);
+  std::vector<double> dw_ref = ref_backward_filter(x, dy, g), dw0v = test::to_doubles(dw0);
+  for (size_t i = 0; i < dw_ref.size(); ++i) dw_ref[i] += dw0v[i];
+  EXPECT_TRUE(test::tensors_close(dw, from_doubles(dw_ref, w.shape()), kTol)) << "backward filter";
+
+  Tensor db = test::random_tensor({k.o}, 6), db0 = db.clone();
+  ops::conv3d_backward_bias(dy, db);
+  std::vector<double> db_ref = ref_backward_bias(dy), db0v = test::to_doubles(db0);
+  for (size_t i = 0; i < db_ref.size(); ++i) db_ref[i] += db0v[i];
+  EXPECT_TRUE(test::tensors_close(db, from_doubles(db_ref, {k.o}), kTol)) << "backward bias";
+}
+
+TEST(Conv3dOps, OutputSizeFollowsTheFormula) {
+  auto g = ops::conv3d_geometry("t", 1, 1, {7, 3, 1}, {2, 2, 1}, {3, 1, 0}, {64, 9, 5});
+  EXPECT_EQ(g.out_size[0], 32);  // (64 + 6 - 7) / 2 + 1
+  EXPECT_EQ(g.out_size[1], 5);   // (9 + 2 - 3) / 2 + 1
+  EXPECT_EQ(g.out_size[2], 5);
+  EXPECT_EQ(ops::conv3d_output_shape(g, 2), (Shape{2, 1, 32, 5, 5}));
+}
+
+TEST(Conv3dOps, MatchDirectLoops) {
+  for (const Case& k : cases()) check_ops_against_reference(k);
+}
+
+// One output depth plane per column slab: the slab loop (vol2col of a plane range, the
+// strided GEMMs, col2vol restricted to the depths a slab reads) must give the same results.
+TEST(Conv3dOps, MatchDirectLoopsOneDepthPlanePerSlab) {
+  const int64_t previous = kernels::cpu::conv3d_set_column_budget(1);
+  for (const Case& k : cases()) check_ops_against_reference(k);
+  kernels::cpu::conv3d_set_column_budget(previous);
+}
+
+TEST(Conv3dOps, AreDeterministic) {
+  const Case& k = cases().back();  // threaded loops
+  const ops::Conv3dGeometry g = geometry_of(k);
+  Tensor x = test::random_tensor(x_shape(k), 1), w = test::random_tensor(w_shape(k), 2);
+  Tensor dy = test::random_tensor(ops::conv3d_output_shape(g, k.n), 4);
+  Tensor dx1 = Tensor::empty(x.shape()), dx2 = Tensor::empty(x.shape());
+  Tensor dw1 = Tensor::zeros(w.shape()), dw2 = Tensor::zeros(w.shape());
+  ops::conv3d_backward_data(dy, w, g, dx1);
+  ops::conv3d_backward_data(dy, w, g, dx2);
+  ops::conv3d_backward_filter(x, dy, g, dw1);
+  ops::conv3d_backward_filter(x, dy, g, dw2);
+  EXPECT_TRUE(test::tensors_equal(dx1, dx2));
+  EXPECT_TRUE(test::tensors_equal(dw1, dw2));
+}
+
+// ---- the layer -----------------------------------------------------------------------
+
+std::unique_ptr<nn::Conv3d> layer_for(const Case& k, bool bias = true) {
+  auto conv = std::make_unique<nn::Conv3d>(k.c, k.o, k.kernel, k.stride, k.padding, bias);
+  conv->initialize(11);
+  return conv;
+}
+
+TEST(Conv3dLayer, ForwardAndBackwardMatchReferences) {
+  for (const Case& k : {cases()[2], cases()[5]}) {
+    SCOPED_TRACE(k.name);
+    auto conv = layer_for(k);
+    Tensor x = test::random_tensor(x_shape(k), 21);
+    Tensor y = conv->forward(x);
+    const auto& g = conv->geometry();
+    EXPECT_TRUE(test::tensors_close(
+        y, from_doubles(ref_forward(x, conv->weight().value, conv->bias()->value, g), y.shape()), kTol));
+    Tensor dy = test::random_tensor(y.shape(), 22);
+    Tensor dx = conv->backward(dy);
+    EXPECT_TRUE(test::tensors_close(dx, from_doubles(ref_backward_data(dy, conv->weight().value, g), x.shape()), kTol));
+    EXPECT_TRUE(test::tensors_close(conv->weight().grad,
+                                    from_doubles(ref_backward_filter(x, dy, g), conv->weight().value.shape()), kTol));
+    EXPECT_TRUE(test::tensors_close(conv->bias()->grad, from_doubles(ref_backward_bias(dy), {k.o}), kTol));
+  }
+}
+
+TEST(Conv3dLayer, GradientsMatchCentralDifferences) {
+  for (const Case& k : cases()) {
+    SCOPED_TRACE(k.name);
+    auto conv = layer_for(k);
+    Tensor x = test::random_tensor(x_shape(k), 31);
+    EXPECT_TRUE(test::check_layer_gradients(*conv, x));
+  }
+  const Case& k = cases()[5];
+  auto no_bias = layer_for(k, false);
+  Tensor x = test::random_tensor(x_shape(k), 32);
+  EXPECT_TRUE(test::check_layer_gradients(*no_bias, x)) << "without bias";
+}
+
+TEST(Conv3dLayer, ParameterGradientsAccumulateDataGradientOverwrites) {
+  const Case& k = cases()[6];
+  auto conv = layer_for(k);
+  Tensor x = test::random_tensor(x_shape(k), 41);
+  Tensor y = conv->forward(x);
+  Tensor dy = test::random_tensor(y.shape(), 42);
+  Tensor dx1 = conv->backward(dy);
+  Tensor dw1 = conv->weight().grad.clone(), db1 = conv->bias()->grad.clone();
+  conv->forward(x);
+  Tensor dx2 = conv->backward(dy);
+  ops::scale(dw1, 2.0f);
+  ops::scale(db1, 2.0f);
+  EXPECT_TRUE(test::tensors_close(conv->weight().grad, dw1, kTol)) << "dw after two backwards = 2x";
+  EXPECT_TRUE(test::tensors_close(conv->bias()->grad, db1, kTol)) << "db after two backwards = 2x";
+  EXPECT_TRUE(test::tensors_equal(dx1, dx2)) << "dx is not accumulated";
+  conv->zero_grad();
+  for (double v : test::to_doubles(conv->weight().grad)) ASSERT_EQ(v, 0.0);
+}
+
+TEST(Conv3dLayer, ParametersFollowPyTorchNamesAndInitialization) {
+  nn::Conv3d conv(4, 6, Triple{3, 2, 1});
+  auto params = conv.named_parameters();
+  ASSERT_EQ(params.size(), 2u);
+  EXPECT_EQ(params[0].first, "weight");
+  EXPECT_EQ(params[0].second->value.shape(), (Shape{6, 4, 3, 2, 1}));
+  EXPECT_EQ(params[1].first, "bias");
+  EXPECT_EQ(params[1].second->value.shape(), (Shape{6}));
+  EXPECT_EQ(nn::Conv3d(4, 6, 3, 1, 1, false).named_parameters().size(), 1u);
+
+  conv.initialize(3);
+  const double bound = 1.0 / std::sqrt(4.0 * 3 * 2 * 1);
+  for (auto& [name, p] : params) {
+    auto v = test::to_doubles(p->value);
+    double lo = 1e9, hi = -1e9;
+    for (double e : v) {
+      lo = std::min(lo, e);
+      hi = std::max(hi, e);
+    }
+    EXPECT_GE(lo, -bound) << name;
+    EXPECT_LT(hi, bound) << name;
+    EXPECT_GT(hi - lo, bound * (name == "weight" ? 1.5 : 0.2)) << name << ": values should spread";
+  }
+}
+
+// ---- errors --------------------------------------------------------------------------
+
+// Runs f, expects gridnn::Error whose message contains every one of `parts`.
+template <class F>
+void expect_error(F&& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no error thrown";
+  } catch (const Error& e) {
+    for (const std::string& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << "'" << p << "' not in: " << e.what();
+  }
+}
+
+TEST(Conv3dLayer, BadInputsNameTheLayerAndShapes) {
+  nn::Conv3d conv(3, 4, 3, 1, 0);
+  conv.initialize(1);
+  expect_error([&] { conv.forward(test::random_tensor({2, 5, 6, 6, 6}, 1)); },
+               {"Conv3d", "[2, 5, 6, 6, 6]", "5 channels", "expects 3", "[4, 3, 3, 3, 3]"});
+  expect_error([&] { conv.forward(test::random_tensor({3, 6, 6, 6}, 1)); }, {"Conv3d", "5-D", "[3, 6, 6, 6]"});
+  expect_error([&] { conv.forward(test::random_tensor({1, 3, 6, 2, 6}, 1)); },
+               {"Conv3d", "[1, 3, 6, 2, 6]", "larger than the padded input", "height", "kernel [3, 3, 3]"});
+  expect_error([&] { conv.backward(test::random_tensor({1, 4, 4, 4, 4}, 1)); }, {"Conv3d", "before forward"});
+  conv.forward(test::random_tensor({1, 3, 6, 6, 6}, 1));
+  expect_error([&] { conv.backward(test::random_tensor({1, 4, 3, 4, 4}, 1)); },
+               {"Conv3d", "[1, 4, 3, 4, 4]", "[1, 4, 4, 4, 4]"});
+  expect_error([&] { nn::Conv3d(3, 4, Triple{3, 0, 3}); }, {"Conv3d", "[3, 0, 3]"});
+  expect_error([&] { nn::Conv3d(0, 4, 3); }, {"Conv3d", "positive"});
+}
+
+TEST(Conv3dOps, BadArgumentsNameTheOpAndShapes) {
+  const auto g = ops::conv3d_geometry("t", 2, 3, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {4, 4, 4});
+  Tensor x = test::random_tensor({1, 2, 4, 4, 4}, 1), w = test::random_tensor({3, 2, 3, 3, 3}, 2);
+  Tensor y = Tensor::empty({1, 3, 4, 4, 4});
+  Tensor bad_w = test::random_tensor({3, 2, 3, 3, 1}, 2);
+  expect_error([&] { ops::conv3d_forward(x, bad_w, Tensor(), g, y); },
+               {"conv3d_forward", "[3, 2, 3, 3, 1]", "[3, 2, 3, 3, 3]"});
+  Tensor bad_y = Tensor::empty({1, 3, 4, 4, 5});
+  expect_error([&] { ops::conv3d_forward(x, w, Tensor(), g, bad_y); }, {"conv3d_forward", "[1, 3, 4, 4, 5]"});
+  expect_error([&] { ops::conv3d_forward(x, w, test::random_tensor({4}, 3), g, y); }, {"conv3d_forward", "bias"});
+  Tensor dx = Tensor::empty({1, 2, 4, 4, 3});
+  expect_error([&] { ops::conv3d_backward_data(y, w, g, dx); }, {"conv3d_backward_data", "[1, 2, 4, 4, 3]"});
+  Tensor dw = Tensor::zeros({3, 2, 3, 3, 3}, DType::bf16);
+  expect_error([&] { ops::conv3d_backward_filter(x, y, g, dw); }, {"conv3d_backward_filter", "f32"});
+  Tensor db = Tensor::zeros({2});
+  expect_error([&] { ops::conv3d_backward_bias(y, db); }, {"conv3d_backward_bias", "[2]", "[3]"});
+  expect_error([&] { ops::conv3d_geometry("probe", 1, 1, {3, 3, 3}, {1, 0, 1}, {0, 0, 0}, {4, 4, 4}); },
+               {"probe", "stride [1, 0, 1]"});
+  expect_error([&] { ops::conv3d_geometry("probe", 1, 1, {5, 3, 3}, {1, 1, 1}, {0, 0, 0}, {4, 4, 4}); },
+               {"probe", "larger than the padded input", "depth"});
+  expect_error([&] { ops::conv3d_geometry("probe", 1, 1, {3, 3, 3}, {1, 1, 1}, {-1, 0, 0}, {4, 4, 4}); },
+               {"probe", "negative"});
+}
+
+}  // namespace
+}  // namespace gridnn

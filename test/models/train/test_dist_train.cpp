@@ -1,0 +1,174 @@
+// Grid invariance (DESIGN §4), under mpiexec -n 1, 2, 4: on every grid Pr x Pc with
+// Pr * Pc = the job's size, a training step of a small ResAttNet3D (--dump-step: logits,
+// loss, every gradient, every updated parameter and buffer) equals the single-process step;
+// three trainer steps end at the single-process weights; two runs on one grid are bitwise
+// equal; a run saved on a grid resumes on one process (and the other way) and ends where the
+// uninterrupted run ends. fp32 on the CPU: relative error <= 1e-4 per tensor, measured as
+// test/support/grid_invariance.h says.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "core/safetensors.h"
+#include "models/data/synthetic.h"
+#include "models/train/trainer.h"
+#include "parallel/process_grid.h"
+#include "test/support/grid_invariance.h"
+#include "test/support/mpi_main.h"
+#include "test/support/tensor_compare.h"
+
+namespace gridnn {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Every Pr x Pc with Pr * Pc = n.
+std::vector<parallel::GridShape> grids(int n) {
+  std::vector<parallel::GridShape> out;
+  for (int rows = 1; rows <= n; ++rows)
+    if (n % rows == 0) out.push_back({1, rows, n / rows});
+  return out;
+}
+
+using test::as_map;
+using test::expect_close;
+train::TrainOptions tiny() { return test::tiny_resattnet(); }
+train::TrainOptions tiny_mlp() { return test::tiny_mlp(); }
+
+// A folder every rank names alike (rank 0 makes and removes it).
+fs::path shared_dir(const std::string& what) {
+  return fs::temp_directory_path() / ("gridnn_dist_train_" + what);
+}
+
+class DistTrain : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    world_ = parallel::ProcessGrid::create({1, test::world_size(), 1});
+  }
+  static void TearDownTestSuite() { world_.reset(); }
+  static inline std::unique_ptr<parallel::ProcessGrid> world_;
+};
+
+void dump_step_on_every_grid(const train::TrainOptions& options, const std::string& model) {
+  const fs::path dir = shared_dir("dump_" + model);
+  auto world = parallel::ProcessGrid::create({1, test::world_size(), 1});
+  if (test::world_rank() == 0) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    // A batch from the synthetic set and the 1x1 step, on rank 0 alone.
+    const auto& o = options;
+    data::SyntheticDataset d({8, 0, 3, 1, Shape{24, 24, 20}, 7, 0.15f});
+    data::BatchLoader loader(d, {8, false, true, 7, false, 0, -1, {}, false});
+    const data::Batch b = loader.next();
+    save_safetensors((dir / "batch.safetensors").string(), {{"x", b.x}, {"y", b.y}});
+    train::dump_step(o, (dir / "batch.safetensors").string(), (dir / "1x1.safetensors").string());
+  }
+  world->world().barrier();
+  for (const parallel::GridShape& shape : grids(test::world_size())) {
+    auto grid = parallel::ProcessGrid::create(shape);
+    const std::string out = (dir / (shape.str() + ".safetensors")).string();
+    train::dump_step(options, (dir / "batch.safetensors").string(), out, grid.get());
+    if (test::world_rank() == 0)
+      expect_close(load_safetensors(out).tensors, load_safetensors((dir / "1x1.safetensors").string()).tensors,
+                   model + " on grid " + shape.str());
+  }
+  world->world().barrier();
+  if (test::world_rank() == 0) fs::remove_all(dir);
+}
+
+TEST_F(DistTrain, DumpStepOnEveryGridEqualsOneProcess) { dump_step_on_every_grid(tiny(), "resattnet3d"); }
+
+TEST_F(DistTrain, MlpDumpStepOnEveryGridEqualsOneProcess) { dump_step_on_every_grid(tiny_mlp(), "mlp"); }
+
+TEST_F(DistTrain, ThreeStepsEqualOneProcessAndRepeatBitwise) {
+  std::FILE* null = std::fopen("/dev/null", "w");
+  std::map<std::string, Tensor> single;
+  if (test::world_rank() == 0) {
+    train::Trainer t(tiny(), null);
+    t.run();
+    single = as_map(train::model_tensors(t.model()));
+  }
+  for (const parallel::GridShape& shape : grids(test::world_size())) {
+    auto grid = parallel::ProcessGrid::create(shape);
+    std::map<std::string, Tensor> first;
+    for (int run = 0; run < 2; ++run) {
+      train::Trainer t(tiny(), null, grid.get());
+      t.run();
+      auto weights = as_map(t.whole_model_tensors());
+      if (run == 0) {
+        first = weights;
+        if (test::world_rank() == 0) expect_close(weights, single, "3 steps on " + shape.str());
+      } else {
+        for (const auto& [name, w] : weights)
+          EXPECT_TRUE(test::tensors_equal(w, first.at(name))) << shape.str() << " run 2: " << name;
+      }
+    }
+  }
+  std::fclose(null);
+}
+
+TEST_F(DistTrain, ResumesOnAnotherGrid) {
+  std::FILE* null = std::fopen("/dev/null", "w");
+  const fs::path dir = shared_dir("resume");
+  auto options = [&](const std::string& sub, int64_t steps) {
+    return test::resuming(tiny(), (dir / sub).string(), steps);
+  };
+  if (test::world_rank() == 0) fs::remove_all(dir);
+  world_->world().barrier();
+  const parallel::GridShape whole = grids(test::world_size()).back();  // 1 x P: pure batch
+  const parallel::GridShape rows = grids(test::world_size()).size() > 1 ? grids(test::world_size())[1] : whole;
+  auto grid = parallel::ProcessGrid::create(rows);
+  // Saved on the grid after 2 steps, resumed on one process for a third (fp32 drift between
+  // grids grows about twofold a step: the 1e-4 bound holds for three steps) ...
+  train::Trainer(options("a", 2), null, grid.get()).run();
+  // ... and saved on one process, resumed on the grid.
+  std::map<std::string, Tensor> uninterrupted, resumed_single;
+  if (test::world_rank() == 0) {
+    train::Trainer whole_run(options("ref", 3), null);
+    whole_run.run();
+    uninterrupted = as_map(train::model_tensors(whole_run.model()));
+    train::Trainer resumed(options("a", 3), null);
+    EXPECT_EQ(resumed.state().step, 2);
+    resumed.run();
+    resumed_single = as_map(train::model_tensors(resumed.model()));
+    expect_close(resumed_single, uninterrupted, "saved on " + rows.str() + ", resumed on 1x1");
+    train::Trainer(options("b", 2), null).run();
+  }
+  world_->world().barrier();
+  auto back = parallel::ProcessGrid::create(whole);
+  train::Trainer resumed_grid(options("b", 3), null, back.get());
+  EXPECT_EQ(resumed_grid.state().step, 2);
+  resumed_grid.run();
+  const auto resumed_weights = as_map(resumed_grid.whole_model_tensors());
+  if (test::world_rank() == 0)
+    expect_close(resumed_weights, uninterrupted,
+                 "saved on 1x1, resumed on " + whole.str());
+  world_->world().barrier();
+  if (test::world_rank() == 0) fs::remove_all(dir);
+  std::fclose(null);
+}
+
+TEST_F(DistTrain, GradientTrafficIsOneAllReducePerBucket) {
+  auto grid = parallel::ProcessGrid::create({1, 1, test::world_size()});
+  auto o = tiny();
+  train::ModelOnGrid net(o, *grid);
+  data::SyntheticDataset d({8, 0, 3, 1, Shape{24, 24, 20}, 7, 0.15f});
+  data::LoaderOptions lo;
+  lo.batch = 8;
+  const auto shard = train::batch_shard(*grid, 8, 24);
+  data::BatchLoader loader(d, train::shard_loader(lo, shard));
+  parallel::comm_log().clear();
+  Tensor logits;
+  net.forward_backward(loader.next(), 8, &logits);
+  int64_t params = 0;
+  for (auto& [name, p] : net.model().named_parameters()) params += p->value.numel();
+  // Pure batch parallelism: every gradient once over the stage (= col), and nothing else but
+  // the batch norms' statistics and the loss.
+  const int64_t expected = test::world_size() > 1 ? params : 0;
+  EXPECT_EQ(parallel::comm_log().elements("", "all_reduce", "gradients"), expected);
+  EXPECT_EQ(parallel::comm_log().elements("", "all_gather", ""), 0);
+}
+
+}  // namespace
+}  // namespace gridnn

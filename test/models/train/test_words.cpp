@@ -1,0 +1,146 @@
+// The cost model's words against a real run (DESIGN §6, issue 6): under mpiexec -n 2 and 4,
+// one ModelOnGrid::forward_backward of a small ResAttNet3D (and an MLP) on the grids 1 x P,
+// P x 1 and (at 4) 2 x 2; every rank compares what its communicators counted (CommLog, summed
+// by layer, communicator and operation, entries of 0 elements left out) with
+// plan::gridnn_calls for its own position (row, col): halo planes and batch rows depend on the
+// rank, so each rank is checked against its own prediction, exactly. The gradient all-reduce
+// appears there per group ("gradients" over stage and col); its total must also be the
+// model's parameter count wherever both groups have more than one rank, or the count of the
+// group that does.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <sstream>
+
+#include "models/data/synthetic.h"
+#include "models/train/grid_batch.h"
+#include "models/train/model_on_grid.h"
+#include "models/train/whole_state.h"
+#include "plan/cost_model.h"
+#include "parallel/process_grid.h"
+#include "test/support/grid_invariance.h"
+#include "test/support/mpi_main.h"
+
+namespace gridnn {
+namespace {
+
+using Counts = std::map<plan::CommKey, int64_t>;
+
+std::vector<parallel::GridShape> shapes(int n) {
+  std::vector<parallel::GridShape> out{{1, 1, n}, {1, n, 1}};
+  if (n == 4) out.push_back({1, 2, 2});
+  return out;
+}
+
+Counts counted() {
+  Counts out;
+  for (const parallel::CommRecord& r : parallel::comm_log().records()) out[{r.layer, r.comm, r.op}] += r.elements;
+  return out;
+}
+
+Counts without_zeros(Counts c) {
+  for (auto it = c.begin(); it != c.end();) it = it->second == 0 ? c.erase(it) : std::next(it);
+  return c;
+}
+
+std::string str(const Counts& c) {
+  std::ostringstream s;
+  for (const auto& [key, n] : c)
+    s << "  " << std::get<0>(key) << " | " << std::get<1>(key) << " | " << std::get<2>(key) << " | " << n << "\n";
+  return s.str();
+}
+
+// Every key of either side whose counts differ, with both numbers.
+void expect_equal(const Counts& got, const Counts& want, const std::string& where) {
+  Counts keys = got;
+  keys.insert(want.begin(), want.end());
+  int bad = 0;
+  for (const auto& [key, unused] : keys) {
+    const int64_t g = got.count(key) ? got.at(key) : 0, w = want.count(key) ? want.at(key) : 0;
+    if (g != w) ++bad;
+    EXPECT_EQ(g, w) << where << ": " << std::get<0>(key) << " " << std::get<1>(key) << " " << std::get<2>(key)
+                    << " (counted vs predicted)";
+  }
+  if (bad) ADD_FAILURE() << where << ": counted\n" << str(got) << "predicted\n" << str(want);
+}
+
+// The parameters this rank holds (1.5D layers: its row blocks), or of the whole model.
+int64_t parameters(train::ModelOnGrid& net) {
+  int64_t n = 0;
+  for (auto& [name, p] : net.model().named_parameters()) n += p->value.numel();
+  return n;
+}
+int64_t whole_parameters(train::ModelOnGrid& net) {
+  const train::WholeState whole(net.model());
+  int64_t n = 0;
+  for (auto& [name, p] : net.model().named_parameters()) n += whole.shape(name, p->value).numel();
+  return n;
+}
+
+TEST(Words, ResAttNetPredictionEqualsTheCounts) {
+  const int n = test::world_size();
+  for (const parallel::GridShape& shape : shapes(n)) {
+    auto grid = parallel::ProcessGrid::create(shape);
+    train::TrainOptions o;
+    o.resattnet.width = 2;  // at 4 rows layer2.0 hands over; at 2 rows layer4.0
+    o.classes = 3;
+    o.input = {24, 24, 20};
+    o.batch = 8;
+    train::ModelOnGrid net(o, *grid);
+    const data::Batch batch = test::tiny_batch_shard(*grid);
+    parallel::comm_log().clear();
+    Tensor logits;
+    net.forward_backward(batch, 8, &logits);
+
+    const plan::Network model = plan::resattnet3d({18, 2, 1, 3, {24, 24, 20}, true, true});
+    EXPECT_EQ(model.weights(), whole_parameters(net)) << shape.str();
+    const plan::Grid g{shape.rows, shape.cols};
+    const Counts want = without_zeros(
+        plan::comm_elements(plan::gridnn_calls(model, 8, g, grid->row_rank(), grid->col_rank())));
+    const std::string where = shape.str() + " rank (" + std::to_string(grid->row_rank()) + ", " +
+                              std::to_string(grid->col_rank()) + ")";
+    expect_equal(without_zeros(counted()), want, where);
+
+    // The gradients: every parameter (block) this rank holds once, in whichever group
+    // reduces it.
+    int64_t grads = 0;
+    for (const char* comm : {"stage", "col"}) {
+      const auto it = want.find({"gradients", comm, "all_reduce"});
+      if (it != want.end()) grads += it->second;
+    }
+    if (shape.rows == 1 || shape.cols > 1) {  // 1 x P: all over col (= the stage)
+      EXPECT_EQ(grads, parameters(net)) << where;
+    }
+  }
+}
+
+TEST(Words, MlpPredictionEqualsTheCounts) {
+  const int n = test::world_size();
+  for (const parallel::GridShape& shape : shapes(n)) {
+    auto grid = parallel::ProcessGrid::create(shape);
+    train::TrainOptions o;
+    o.model = "mlp";
+    o.mlp_hidden = {16, 8};
+    o.classes = 3;
+    o.input = {8, 6, 5};
+    o.batch = 6;
+    train::ModelOnGrid net(o, *grid);
+    data::SyntheticDataset d({6, 0, 3, 1, Shape{8, 6, 5}, 7, 0.15f});
+    data::LoaderOptions lo;
+    lo.batch = 6;
+    data::BatchLoader loader(d, train::shard_loader(lo, train::batch_shard(*grid, 6, 8)));
+    const data::Batch batch = loader.next();
+    parallel::comm_log().clear();
+    Tensor logits;
+    net.forward_backward(batch, 6, &logits);
+
+    const plan::Network model = plan::mlp({8 * 6 * 5, 16, 8, 3});
+    EXPECT_EQ(model.weights(), whole_parameters(net)) << shape.str();
+    const Counts want = without_zeros(plan::comm_elements(plan::gridnn_mlp_calls(
+        model, 6, {1, 8, 6, 5}, plan::Grid{shape.rows, shape.cols}, grid->row_rank(), grid->col_rank())));
+    expect_equal(without_zeros(counted()), want, shape.str() + " rank " + std::to_string(test::world_rank()));
+  }
+}
+
+}  // namespace
+}  // namespace gridnn

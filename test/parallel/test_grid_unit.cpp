@@ -1,0 +1,224 @@
+// Single-process parts of the process grid and the communicators (label unit, no MPI):
+// GridShape::parse, balanced_range, the self communicator, CommLog and CommLayerScope.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "parallel/process_grid.h"
+#include "test/support/error_message.h"
+
+namespace gridnn::parallel {
+namespace {
+
+using test::error_message;
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+TEST(GridShape, ParsesRowsByColsAndStages) {
+  GridShape g = GridShape::parse("2x4");
+  EXPECT_EQ(g.stages, 1);
+  EXPECT_EQ(g.rows, 2);
+  EXPECT_EQ(g.cols, 4);
+  EXPECT_EQ(g.size(), 8);
+  EXPECT_EQ(g.str(), "2x4");
+  GridShape h = GridShape::parse("3x2x5");
+  EXPECT_EQ(h.stages, 3);
+  EXPECT_EQ(h.rows, 2);
+  EXPECT_EQ(h.cols, 5);
+  EXPECT_EQ(h.size(), 30);
+  EXPECT_EQ(h.str(), "3x2x5");
+  EXPECT_EQ(GridShape::parse("1x1x1").str(), "1x1");  // one stage reads as PrxPc
+  EXPECT_EQ(GridShape::parse("12x1").rows, 12);
+}
+
+TEST(GridShape, RejectsMalformedTextSayingTheFormat) {
+  for (const char* bad : {"", "2", "2x", "x2", "0x2", "2x0", "a", "2x2x2x2", "2 x2", "-1x2", "2X2", "2x2 ", "1x0x1",
+                          "99999999x1"}) {
+    std::string m = error_message([&] { GridShape::parse(bad); });
+    EXPECT_TRUE(contains(m, "PrxPc or PsxPrxPc")) << "\"" << bad << "\": " << m;
+    EXPECT_TRUE(contains(m, std::string("\"") + bad + "\"")) << m;
+  }
+}
+
+TEST(BalancedRange, FirstPartsTakeTheRemainder) {
+  std::vector<std::pair<int64_t, int64_t>> got;
+  for (int i = 0; i < 3; ++i) got.emplace_back(balanced_range(10, 3, i).begin, balanced_range(10, 3, i).end);
+  EXPECT_EQ(got, (std::vector<std::pair<int64_t, int64_t>>{{0, 4}, {4, 7}, {7, 10}}));
+  EXPECT_EQ(balanced_range(2, 4, 0).size(), 1);
+  EXPECT_EQ(balanced_range(2, 4, 1).size(), 1);
+  EXPECT_EQ(balanced_range(2, 4, 2).size(), 0);
+  EXPECT_EQ(balanced_range(2, 4, 3).begin, 2);
+  EXPECT_EQ(balanced_range(0, 1, 0).size(), 0);
+}
+
+TEST(BalancedRange, PartsTileTheRangeAndDifferByAtMostOne) {
+  for (int64_t n = 0; n < 40; ++n)
+    for (int parts = 1; parts <= 9; ++parts) {
+      int64_t next = 0, lo = n, hi = 0;
+      for (int i = 0; i < parts; ++i) {
+        Range r = balanced_range(n, parts, i);
+        EXPECT_EQ(r.begin, next) << n << " " << parts << " " << i;
+        next = r.end;
+        lo = std::min(lo, r.size());
+        hi = std::max(hi, r.size());
+      }
+      EXPECT_EQ(next, n);
+      EXPECT_LE(hi - lo, 1);
+    }
+}
+
+TEST(BalancedRange, RejectsPartsOutsideTheSplit) {
+  EXPECT_TRUE(contains(error_message([] { balanced_range(10, 3, 3); }), "part 3 of 3"));
+  EXPECT_TRUE(contains(error_message([] { balanced_range(10, 0, 0); }), "balanced_range"));
+}
+
+TEST(ProcessGrid, SingleIsOneProcessWithNamedSelfCommunicators) {
+  auto g = ProcessGrid::single();
+  EXPECT_EQ(g->shape().size(), 1);
+  EXPECT_EQ(g->world_rank(), 0);
+  EXPECT_EQ(g->row().size(), 1);
+  EXPECT_EQ(g->col().size(), 1);
+  EXPECT_EQ(g->stage_comm().size(), 1);
+  EXPECT_EQ(g->world().size(), 1);
+  EXPECT_EQ(g->row().name(), "row");
+  EXPECT_EQ(g->col().name(), "col");
+  EXPECT_EQ(g->stage_comm().name(), "stage");
+  EXPECT_EQ(g->world().name(), "world");
+}
+
+TEST(ProcessGrid, WithoutMpiRunningOnlyTheOneByOneGridExists) {
+  auto g = ProcessGrid::create(GridShape::parse("1x1"));
+  EXPECT_EQ(g->world().size(), 1);
+  std::string m = error_message([] { ProcessGrid::create(GridShape::parse("2x2")); });
+  EXPECT_TRUE(contains(m, "--grid 2x2 needs 4 processes")) << m;
+}
+
+TEST(ProcessGrid, RankMapping) {
+  GridShape s = GridShape::parse("2x3x4");  // Ps 2, Pr 3, Pc 4
+  EXPECT_EQ(ProcessGrid::world_rank_of(s, 0, 0, 0), 0);
+  EXPECT_EQ(ProcessGrid::world_rank_of(s, 0, 1, 0), 1);  // rows consecutive
+  EXPECT_EQ(ProcessGrid::world_rank_of(s, 0, 0, 1), 3);
+  EXPECT_EQ(ProcessGrid::world_rank_of(s, 1, 0, 0), 12);
+  EXPECT_EQ(ProcessGrid::world_rank_of(s, 1, 2, 3), 23);
+}
+
+// ---- the self communicator ---------------------------------------------------------------
+
+TEST(SelfCommunicator, CollectivesAreCopies) {
+  auto c = make_self_communicator("self");
+  EXPECT_EQ(c->rank(), 0);
+  EXPECT_EQ(c->size(), 1);
+  Tensor t = Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2});
+  c->all_reduce(t);
+  c->all_reduce(t, ReduceOp::max);
+  c->broadcast(t, 0);
+  EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
+  Tensor out = Tensor::zeros({2, 2});
+  c->all_gather(t, out);
+  EXPECT_EQ(out.to_vector<float>(), t.to_vector<float>());
+  Tensor out2 = Tensor::zeros({2, 2});
+  c->all_gatherv(t, out2, {2});
+  EXPECT_EQ(out2.to_vector<float>(), t.to_vector<float>());
+  Tensor rs = Tensor::zeros({2, 2});
+  c->reduce_scatter(t, rs);
+  EXPECT_EQ(rs.to_vector<float>(), t.to_vector<float>());
+  Tensor rsv = Tensor::zeros({2, 2});
+  c->reduce_scatterv(t, rsv, {2});
+  EXPECT_EQ(rsv.to_vector<float>(), t.to_vector<float>());
+  Tensor recv = Tensor::zeros({2, 2});
+  c->send_recv(t, 0, recv, 0, 7);
+  EXPECT_EQ(recv.to_vector<float>(), t.to_vector<float>());
+  Tensor none;
+  c->send_recv(none, -1, none, -1, 0);
+  c->barrier();
+  // Gathering a tensor into itself (the usual in-place gather) leaves it as it is.
+  c->all_gather(t, t);
+  EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
+}
+
+TEST(SelfCommunicator, ErrorsNameTheCommunicatorAndTheOperation) {
+  auto c = make_self_communicator("row");
+  Tensor t = Tensor::zeros({2, 3});
+  Tensor wrong = Tensor::zeros({3, 3});
+  std::string m = error_message([&] { c->all_gather(t, wrong); });
+  EXPECT_TRUE(contains(m, "all_gather on communicator \"row\"")) << m;
+  EXPECT_TRUE(contains(m, "must have 2 rows")) << m;
+  Tensor other_cols = Tensor::zeros({2, 4});
+  m = error_message([&] { c->reduce_scatter(t, other_cols); });
+  EXPECT_TRUE(contains(m, "reduce_scatter on communicator \"row\"")) << m;
+  EXPECT_TRUE(contains(m, "differ in dimension 1")) << m;
+  m = error_message([&] { c->broadcast(t, 1); });
+  EXPECT_TRUE(contains(m, "broadcast on communicator \"row\"")) << m;
+  EXPECT_TRUE(contains(m, "root rank 1 is outside")) << m;
+  Tensor h = Tensor::zeros({4}, DType::f16);
+  m = error_message([&] { c->all_reduce(h); });
+  EXPECT_TRUE(contains(m, "all_reduce on communicator \"row\"")) << m;
+  EXPECT_TRUE(contains(m, "cannot reduce f16")) << m;
+  Tensor none;
+  m = error_message([&] { c->send_recv(t, 0, none, -1, 0); });
+  EXPECT_TRUE(contains(m, "send_recv on communicator \"row\"")) << m;
+  m = error_message([&] { c->all_gatherv(t, t, {2, 0}); });
+  EXPECT_TRUE(contains(m, "one per rank needs 1")) << m;
+  m = error_message([&] { c->all_reduce(none); });
+  EXPECT_TRUE(contains(m, "undefined tensor")) << m;
+}
+
+// ---- counting --------------------------------------------------------------------------------
+
+TEST(CommLog, RecordsEveryCallWithItsLayer) {
+  comm_log().clear();
+  auto c = make_self_communicator("stage");
+  Tensor t = Tensor::zeros({3, 4});
+  Tensor out = Tensor::zeros({3, 4});
+  {
+    CommLayerScope outer("block1");
+    c->all_reduce(t);
+    {
+      CommLayerScope inner("block1.conv");
+      EXPECT_EQ(CommLayerScope::current(), "block1.conv");
+      c->all_gather(t, out);
+      c->broadcast(t, 0);
+    }
+    EXPECT_EQ(CommLayerScope::current(), "block1");
+    c->all_reduce(t);
+  }
+  EXPECT_EQ(CommLayerScope::current(), "");
+  c->reduce_scatter(t, out);
+  const auto& r = comm_log().records();
+  ASSERT_EQ(r.size(), 5u);
+  EXPECT_EQ(r[0].comm, "stage");
+  EXPECT_EQ(r[0].op, "all_reduce");
+  EXPECT_EQ(r[0].layer, "block1");
+  EXPECT_EQ(r[0].elements, 12);
+  EXPECT_EQ(r[0].bytes, 48);
+  EXPECT_EQ(r[1].layer, "block1.conv");
+  EXPECT_EQ(r[4].layer, "");
+  EXPECT_EQ(comm_log().elements("stage", "all_reduce"), 24);
+  EXPECT_EQ(comm_log().elements("stage", "all_reduce", "block1"), 24);
+  EXPECT_EQ(comm_log().elements("", "", "block1.conv"), 24);
+  EXPECT_EQ(comm_log().elements("row", ""), 0);
+  EXPECT_EQ(comm_log().elements("", ""), 60);
+  std::string report = comm_log().report();
+  EXPECT_TRUE(contains(report, "block1.conv")) << report;
+  EXPECT_TRUE(contains(report, "(no layer)")) << report;
+  EXPECT_TRUE(contains(report, "total")) << report;
+  EXPECT_TRUE(contains(report, "operation")) << report;
+  comm_log().clear();
+  EXPECT_TRUE(comm_log().records().empty());
+}
+
+TEST(CommLog, ReportHasOneRowPerLayerCommunicatorAndOperation) {
+  CommLog log;
+  log.add({"col", "all_reduce", "fc", 100, 400, 0.5});
+  log.add({"col", "all_reduce", "fc", 100, 400, 0.25});
+  log.add({"row", "all_gather", "fc", 10, 40, 0.125});
+  std::string report = log.report();
+  // header, two rows, total
+  EXPECT_EQ(std::count(report.begin(), report.end(), '\n'), 4) << report;
+  EXPECT_TRUE(contains(report, "200")) << report;
+  EXPECT_TRUE(contains(report, "210")) << report;
+  EXPECT_EQ(log.elements("col", "all_reduce", "fc"), 200);
+}
+
+}  // namespace
+}  // namespace gridnn::parallel

@@ -1,0 +1,36 @@
+// The convolution geometries the CPU tests (test/models/layers/test_conv3d.cpp) and the GPU tests
+// (test/kernels/test_gpu_conv3d.cpp) both run: pointwise (the GEMM-only path), 1x1x1 with
+// stride 2 (inputs never read), 3x3x3 with padding 1, the stem's 7x7x7 stride 2 padding 3
+// on a small volume, a non-cubic kernel with mixed strides, stride 2 on odd sizes, a kernel
+// exactly as large as the padded input (one output voxel), and one large enough that the
+// CPU loops run on several OpenMP threads.
+#pragma once
+
+#include <vector>
+
+#include "kernels/conv3d.h"
+
+namespace gridnn::test {
+
+struct Conv3dCase {
+  const char* name;
+  int64_t n, c, o;  // batch, input and output channels
+  ops::Triple kernel, stride, padding, in;
+};
+
+inline const std::vector<Conv3dCase>& conv3d_cases() {
+  static const std::vector<Conv3dCase> all = {
+      {"pointwise", 2, 3, 4, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {3, 4, 5}},
+      {"1x1x1_stride2", 1, 3, 2, {1, 1, 1}, {2, 2, 2}, {0, 0, 0}, {5, 4, 7}},
+      {"3x3x3_pad1", 3, 2, 3, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {5, 6, 4}},
+      {"7x7x7_stride2_pad3", 1, 1, 4, {7, 7, 7}, {2, 2, 2}, {3, 3, 3}, {9, 8, 7}},
+      {"7x7x7_stride2_pad3_batch", 2, 2, 3, {7, 7, 7}, {2, 2, 2}, {3, 3, 3}, {5, 7, 6}},
+      {"noncubic", 2, 2, 3, {3, 1, 2}, {1, 2, 1}, {1, 0, 1}, {4, 5, 6}},
+      {"stride2_odd", 3, 3, 2, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {7, 5, 9}},
+      {"kernel_fills_padded_input", 1, 2, 2, {4, 3, 3}, {1, 1, 1}, {0, 1, 0}, {4, 1, 3}},
+      {"large_enough_for_threads", 2, 4, 5, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {12, 10, 11}},
+  };
+  return all;
+}
+
+}  // namespace gridnn::test

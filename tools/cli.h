@@ -1,0 +1,34 @@
+// What the gridnn-* programs share: reading sizes from the command line, and the shape of
+// their main() (errors become one line on stderr and a non-zero exit status; under MPI one
+// failing rank ends the whole job).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace gridnn::cli {
+
+// "32x48x40" -> {32, 48, 40}: three positive integers joined by 'x'. Otherwise a
+// gridnn::Error "<flag>: expected DxHxW with positive integers (e.g. 32x32x32), got '...'".
+std::array<int64_t, 3> parse_size(const std::string& flag, const std::string& text);
+
+// The process a program runs as: its world rank and size, and its place among the ranks of
+// its node (`--device cuda` gives rank i of a node GPU i).
+struct Process {
+  int rank = 0, size = 1;
+  int node_rank = 0, node_size = 1;
+};
+
+// Runs `body` as the main() of a program that may run under mpiexec: in MPI builds inside
+// an MpiSession (an exception on any rank ends the job with "gridnn: rank R failed: <why>";
+// alone, "gridnn: error: <why>" and exit status 1), without MPI as one process with the
+// same single-process message. Returns body's exit status.
+int run_mpi_program(int* argc, char*** argv, const std::function<int(const Process&)>& body);
+
+// Runs `body` as the main() of a single-process program: an exception prints
+// "<program>: error: <why>" on stderr and returns 1.
+int run_program(const char* program, const std::function<int()>& body);
+
+}  // namespace gridnn::cli

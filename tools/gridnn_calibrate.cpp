@@ -1,0 +1,167 @@
+// gridnn-calibrate: measures the α–β cost model's parameters on the machine at hand and saves
+// them as JSON for `gridnn-plan --calibration` (plan/calibration.h, DESIGN §6):
+//   - all-reduce, all-gather and reduce-scatter sweeps on the grid's row, col and world
+//     communicators (halo exchanges on row too), ping-pong between world ranks 0 and 1; α, β
+//     fitted per communicator kind ("row", "col", "world", "pingpong") where it has >= 2 ranks;
+//   - each layer of the model timed forward+backward at each local batch (every rank at once,
+//     as in training; the max over the ranks).
+// Rank 0 writes the file (atomically) and prints a summary table.
+//
+//   mpiexec -n 4 gridnn-calibrate --grid 2x2 --width 8 --input 32x32x32 --batches 1,2,4 --out calib.json
+//   gridnn-plan --calibration calib.json --procs 32 --batch 256 --width 8 --input 32x32x32
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <ctime>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "core/error.h"
+#include "models/calibrate/layer_timing.h"
+#include "plan/calibration.h"
+#include "parallel/process_grid.h"
+#include "tools/cli.h"
+
+namespace {
+
+using namespace gridnn;
+
+struct Cli {
+  std::string grid = "1x1", model = "resattnet3d", input = "32x32x32", out, machine;
+  plan::ResAttNetShape shape;
+  std::vector<int64_t> mlp_sizes{1024, 512, 10};
+  std::vector<int64_t> batches{1, 2, 4};
+  std::vector<int64_t> sizes{1, 16, 256, 4096, 65536, 1048576};
+  int reps = 10, layer_reps = 3;
+  bool no_layers = false;
+};
+
+std::string today_utc() {
+  const std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return buf;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+// The max over the world of every layer's times (all ranks time the same layers and batches).
+void max_over_world(plan::ComputeTables& tables, parallel::Communicator& world) {
+  std::vector<float> v;
+  for (auto& [name, t] : tables)
+    for (auto& [b, s] : t.seconds) v.push_back(float(s));
+  if (v.empty() || world.size() == 1) return;
+  Tensor worst = Tensor::from_vector(v, Shape{int64_t(v.size())});
+  world.all_reduce(worst, parallel::ReduceOp::max);
+  const std::vector<float> w = worst.to_vector<float>();
+  size_t i = 0;
+  for (auto& [name, t] : tables)
+    for (auto& [b, s] : t.seconds) s = double(w[i++]);
+}
+
+int run(const Cli& c, parallel::ProcessGrid& grid) {
+  const bool root = grid.world_rank() == 0;
+  plan::Calibration cal;
+  cal.machine = c.machine.empty() ? host_name() : c.machine;
+  cal.date = today_utc();
+  cal.grid = grid.shape().str();
+  cal.procs = grid.shape().size();
+  const plan::TimingOptions timing{2, c.reps};
+
+  // Communication: every rank runs the same sweeps in the same order.
+  struct Kind {
+    const char* name;
+    parallel::Communicator* comm;
+    std::vector<const char*> ops;
+  };
+  const std::vector<Kind> kinds{
+      {"row", &grid.row(), {"all_reduce", "all_gather", "reduce_scatter", "halo"}},
+      {"col", &grid.col(), {"all_reduce", "all_gather", "reduce_scatter"}},
+      {"world", &grid.world(), {"all_reduce", "all_gather", "reduce_scatter"}},
+      {"pingpong", &grid.world(), {"pingpong"}}};
+  for (const Kind& k : kinds) {
+    if (k.comm->size() < 2) continue;
+    if (root) std::fprintf(stderr, "gridnn-calibrate: timing %s (%d ranks)...\n", k.name, k.comm->size());
+    std::vector<plan::CommSample> samples;
+    for (const char* op : k.ops) {
+      auto s = plan::time_comm_op(*k.comm, op, c.sizes, timing);
+      samples.insert(samples.end(), s.begin(), s.end());
+    }
+    cal.comm[k.name] = plan::fit_alpha_beta(samples);
+  }
+
+  // Compute: the model's layers at each local batch.
+  if (!c.no_layers) {
+    plan::ResAttNetShape shape = c.shape;
+    shape.input = cli::parse_size("--input", c.input);
+    const plan::Network net = c.model == "mlp" ? plan::mlp(c.mlp_sizes) : plan::resattnet3d(shape);
+    cal.model = net.name + (c.model == "mlp" ? "" : ", width " + std::to_string(shape.width) + ", input " + c.input);
+    if (root)
+      std::fprintf(stderr, "gridnn-calibrate: timing %zu layers of %s at %zu batches...\n", net.layers.size(),
+                   cal.model.c_str(), c.batches.size());
+    calibrate::LayerTimingOptions lo;
+    lo.reps = c.layer_reps;
+    cal.compute = calibrate::time_layers(net, c.batches, lo);
+    max_over_world(cal.compute, grid.world());
+  }
+
+  if (root) {
+    plan::write_calibration(cal, c.out);
+    std::printf("gridnn-calibrate: %s, grid %s (%d processes), %s -> %s\n", cal.machine.c_str(), cal.grid.c_str(),
+                cal.procs, cal.date.c_str(), c.out.c_str());
+    std::printf("%-9s %6s %8s %10s %14s %10s\n", "kind", "ranks", "samples", "alpha us", "bandwidth GB/s",
+                "residual");
+    for (const auto& [kind, f] : cal.comm)
+      std::printf("%-9s %6d %8zu %10.2f %14.3f %9.1f%%\n", kind.c_str(), f.samples.front().procs,
+                  f.samples.size(), f.alpha * 1e6, f.beta > 0 ? 4.0 / f.beta / 1e9 : 0.0, 100 * f.residual);
+    if (cal.comm.empty()) std::printf("(one process: no communication measured)\n");
+    if (!cal.compute.empty()) {
+      double total = 0;
+      for (const auto& [name, t] : cal.compute) total += t.seconds.begin()->second;
+      std::printf("compute: %zu layers of %s, forward+backward at batch %lld: %.4f s in all\n",
+                  cal.compute.size(), cal.model.c_str(), static_cast<long long>(c.batches.front()), total);
+    }
+  }
+  return 0;
+}
+
+const char* const kDescription =
+    "gridnn-calibrate: measure alpha, beta (per communicator) and per-layer compute times on this "
+    "machine for gridnn-plan --calibration.\n\n"
+    "  mpiexec -n 4 gridnn-calibrate --grid 2x2 --width 8 --input 32x32x32 --out calib.json\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{kDescription};
+  Cli c;
+  app.add_option("--grid", c.grid, "process grid PrxPc (Pr*Pc = the number of processes)")->capture_default_str();
+  app.add_option("--model", c.model, "resattnet3d or mlp")
+      ->check(CLI::IsMember({"resattnet3d", "mlp"}))->capture_default_str();
+  app.add_option("--depth", c.shape.depth, "ResAttNet3D depth (18 or 34)")->capture_default_str();
+  app.add_option("--width", c.shape.width, "ResAttNet3D width w")->capture_default_str();
+  app.add_option("--input", c.input, "input volume DxHxW")->capture_default_str();
+  app.add_option("--in-channels", c.shape.in_channels, "input channels")->capture_default_str();
+  app.add_option("--classes", c.shape.classes, "classes")->capture_default_str();
+  app.add_option("--mlp-sizes", c.mlp_sizes, "MLP sizes: in hidden... classes")->delimiter(',');
+  app.add_option("--batches", c.batches, "local batches to time each layer at")->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  app.add_option("--sizes", c.sizes, "message sizes in 4-byte elements")->delimiter(',')->check(CLI::PositiveNumber);
+  app.add_option("--reps", c.reps, "timed repetitions per message size (median)")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--layer-reps", c.layer_reps, "timed repetitions per layer and batch (median)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_flag("--no-layers", c.no_layers, "skip the per-layer compute timing");
+  app.add_option("--machine", c.machine, "machine description stored in the file (default: host name)");
+  app.add_option("--out", c.out, "the calibration file to write (JSON)")->required();
+  CLI11_PARSE(app, argc, argv);
+  return cli::run_mpi_program(&argc, &argv, [&](const cli::Process&) {
+    auto grid = parallel::ProcessGrid::create(parallel::GridShape::parse(c.grid));
+    return run(c, *grid);
+  });
+}
