@@ -1,4 +1,4 @@
-// Training-step speedup per grid shape (DESIGN §6, §8; issue 6): one Google Benchmark per
+// Training-step speedup per grid shape (docs/design.md §6, §8): one Google Benchmark per
 // factorization Pr x Pc of the job's P ranks (1 x P, pure batch, first), after the
 // single-process run (1 x 1 on rank 0 while the others wait). Each runs a warm-up step, then
 // `--steps` timed training steps (ModelOnGrid::forward_backward + update): a step's time is
@@ -15,13 +15,13 @@
 //   words_meas        received words per step, max over ranks, in the α–β convention of
 //                     plan/cost_model.h, from every rank's CommLog (see count_step();
 //                     the halo's received words from CommRecord::received)
-//   words_pred        the same predicted: max over ranks of plan::gridnn_calls' (MLP:
-//                     gridnn_mlp_calls') words
+//   words_pred        the same predicted: max over ranks of the words of the step the
+//                     network describes there (models/train/step_plan.h)
 //   words_exact       1 when the halo words were counted where they arrive (below), 0 when
 //                     that count disagreed with the sends and the mirror rule stood in
 //   comm_s_meas       CommLog seconds per step (waiting included), max over ranks, median
-//   comm_s_pred       plan::estimate(..., as_gridnn_runs()).comm_s() with --alpha and
-//                     --bandwidth (MLP: the same sum over gridnn_mlp_calls)
+//   comm_s_pred       plan::estimate_ranks(...).comm_s() of those descriptions with --alpha
+//                     and --bandwidth
 // The 1 x 1 run makes no calls (single-process layers): its words are 0. Speedups are over
 // one process: with OMP_NUM_THREADS=1 that is one core, whatever the machine has.
 #include <benchmark/benchmark.h>
@@ -40,6 +40,7 @@
 #include "models/data/synthetic.h"
 #include "models/train/grid_batch.h"
 #include "models/train/model_on_grid.h"
+#include "models/train/step_plan.h"
 #include "parallel/communicator.h"
 #include "plan/cost_model.h"
 #include "parallel/mpi_session.h"
@@ -124,24 +125,16 @@ Config take_flags(int* argc, char** argv, bool reporting) {
 
 // ---- the model's prediction ---------------------------------------------------------------
 
-plan::Network network(const Config& c) {
-  if (c.model == "mlp") {
-    std::vector<int64_t> sizes{c.input * c.input * c.input};
-    sizes.insert(sizes.end(), c.hidden.begin(), c.hidden.end());
-    sizes.push_back(c.classes);
-    return plan::mlp(sizes);
-  }
-  plan::ResAttNetShape s;
-  s.width = c.width;
-  s.classes = c.classes;
-  s.input = {c.input, c.input, c.input};
-  return plan::resattnet3d(s);
-}
-
-std::vector<plan::CommCall> predicted_calls(const Config& c, const plan::Network& net, plan::Grid g, int r,
-                                            int col) {
-  if (c.model == "mlp") return plan::gridnn_mlp_calls(net, c.batch, {1, c.input, c.input, c.input}, g, r, col);
-  return plan::gridnn_calls(net, c.batch, g, r, col);
+train::TrainOptions options_of(const Config& c) {
+  train::TrainOptions o;
+  o.model = c.model;
+  o.resattnet.width = c.width;
+  o.mlp_hidden = c.hidden;
+  o.classes = c.classes;
+  o.input = {c.input, c.input, c.input};
+  o.batch = c.batch;
+  o.progress = false;
+  return o;
 }
 
 struct Prediction {
@@ -149,32 +142,19 @@ struct Prediction {
   double comm_s = 0;  // the α–β seconds (each call: the most any rank receives)
 };
 
+// From the network's own description of its step on every rank (models/train/step_plan.h).
 Prediction predict(const Config& c, plan::Grid g) {
-  const plan::Network net = network(c);
   plan::Machine m;
   m.alpha = c.alpha;
   m.beta = 4.0 / c.bandwidth;
+  const std::vector<plan::RankStep> ranks = train::describe_grid(options_of(c), {1, g.rows, g.cols});
   Prediction p;
-  std::vector<std::vector<plan::CommCall>> ranks;
-  for (int col = 0; col < g.cols; ++col)
-    for (int r = 0; r < g.rows; ++r) {
-      ranks.push_back(predicted_calls(c, net, g, r, col));
-      double w = 0;
-      for (const plan::CommCall& call : ranks.back()) w += call.words;
-      p.words = std::max(p.words, w);
-    }
-  if (c.model == "resattnet3d") {
-    p.comm_s = plan::estimate(net, c.batch, g, m, plan::as_gridnn_runs()).comm_s();
-  } else {  // estimate() runs ResAttNet3D only: the same sum over the MLP's calls
-    for (size_t i = 0; i < ranks.front().size(); ++i) {
-      double w = 0, msgs = 0;
-      for (const auto& calls : ranks) {
-        w = std::max(w, calls[i].words);
-        msgs = std::max(msgs, calls[i].messages);
-      }
-      p.comm_s += m.alpha * msgs + m.beta * w;
-    }
+  for (const plan::RankStep& r : ranks) {
+    double w = 0;
+    for (const plan::CommCall& call : r.calls) w += call.words;
+    p.words = std::max(p.words, w);
   }
+  p.comm_s = plan::estimate_ranks(ranks, g, m).comm_s();
   return p;
 }
 
@@ -242,7 +222,7 @@ struct StepCount {
   bool words_exact = true;
 };
 
-// The words world rank w received in the α–β convention of gridnn_calls (cost_model.h):
+// The words world rank w received in the α–β convention of plan::CommCall (cost_model.h):
 //   all_reduce       2(p−1)/p·n
 //   all_gather(v)    the other members' blocks of the same call (the k-th gather on that
 //                    communicator: collectives run in the same order on every member)
@@ -369,14 +349,7 @@ void run_grid(benchmark::State& state, const Config& c, parallel::GridShape shap
     own = parallel::ProcessGrid::single();
     grid = own.get();
   }
-  train::TrainOptions o;
-  o.model = c.model;
-  o.resattnet.width = c.width;
-  o.mlp_hidden = c.hidden;
-  o.classes = c.classes;
-  o.input = {c.input, c.input, c.input};
-  o.batch = c.batch;
-  o.progress = false;
+  const train::TrainOptions o = options_of(c);
   std::unique_ptr<train::ModelOnGrid> net;
   data::Batch batch;
   if (active) {

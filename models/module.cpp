@@ -80,7 +80,7 @@ void Module::zero_grad() {
 }
 
 void Module::name_modules(const std::string& name) {
-  on_named(name);
+  if (!name.empty()) name_ = name;
   for (auto& [child_name, child] : children_)
     child->name_modules(child_name.empty() ? name : name.empty() ? child_name : name + "." + child_name);
 }
@@ -112,6 +112,18 @@ void Module::set_math_mode(ops::MathMode math) {
 
 void Module::initialize(uint64_t seed) { initialize_with_prefix(seed, ""); }
 
+ops::RandomKey Module::parameter_key(uint64_t seed, const std::string& prefix, const std::string& name,
+                                     const Parameter& p) {
+  const int64_t row = p.value.rank() > 0 && p.value.size(0) > 0 ? p.value.numel() / p.value.size(0) : 0;
+  return ops::RandomKey::named(seed, prefix + name, p.layout.first_row * row);
+}
+
+Shape Module::describe(const Shape& input, plan::RankStep& /*step*/) const {
+  require_layer(children_.empty(), name_.empty() ? "Module" : name_,
+                "a container must describe how its children run (override describe)");
+  return input;
+}
+
 void Module::initialize_with_prefix(uint64_t seed, const std::string& prefix) {
   reset_parameters(seed, prefix);
   for (auto& [name, child] : children_) child->initialize_with_prefix(seed, child_prefix(prefix, name));
@@ -127,6 +139,12 @@ Tensor Sequential::backward(const Tensor& dy) {
   Tensor g = dy;
   for (auto it = children().rbegin(); it != children().rend(); ++it) g = it->second->run_backward(g);
   return g;
+}
+
+Shape Sequential::describe(const Shape& input, plan::RankStep& step) const {
+  Shape s = input;
+  for (const auto& [name, child] : children()) s = child->describe(s, step);
+  return s;
 }
 
 void require_layer(bool cond, const std::string& layer, const std::string& what) {

@@ -15,23 +15,33 @@
 
 #include "core/tensor.h"
 #include "kernels/math_mode.h"
+#include "kernels/random.h"
+#include "parallel/communicator.h"
+#include "plan/cost_model.h"
 
 namespace gridnn::nn {
 
-// Where a parameter's gradient is summed on a process grid (DESIGN §4). Each rank's
-// backward leaves only its share of the gradient in `grad`; the trainer then all-reduces it
-// over:
-//   stage  every rank of the stage (weights replicated on the stage whose ranks see
-//          different data: convolutions and batch norm on depth slabs and batch shards)
-//   col    the ranks of other batch shards only (a row block of a 1.5D Linear, or a layer
-//          whose ranks in a row compute the same gradient from replicated features)
-enum class GradientReduction { stage, col };
+// How a parameter lies on a process grid, declared by the layer that owns it (each layer
+// of models/dist/ states its distribution; docs/design.md §4). On one process every field
+// keeps its default.
+struct ParameterLayout {
+  // Whole on every rank (null), or dimension 0 split in balanced blocks over the ranks of
+  // `rows_over` (the 1.5D Linear's row blocks): this rank holds rows [first_row, first_row +
+  // value.size(0)) of the whole tensor's `whole_rows`. Checkpoints hold the whole tensor.
+  parallel::Communicator* rows_over = nullptr;
+  int64_t whole_rows = 0, first_row = 0;
+  // The ranks whose gradients of this parameter are summed after backward: those that hold
+  // it and computed their part of its gradient from different data (null: none, one
+  // process). Depth slabs and batch shards sum over the stage; a layer replicated on the
+  // row, and a row block, over the batch shards (col).
+  parallel::Communicator* grad_sum_over = nullptr;
+};
 
 // A learnable tensor and the gradient backward adds into (same shape, dtype, device).
 struct Parameter {
   Tensor value;
   Tensor grad;
-  GradientReduction reduction = GradientReduction::stage;
+  ParameterLayout layout = {};
 };
 
 class Module;
@@ -83,10 +93,20 @@ class Module {
 
   void zero_grad();
   // Tells this module and every descendant its full state_dict name ("layer1.0.conv1"; the
-  // root gets `name`): layers that communicate label their traffic with it (comm report).
+  // root gets `name`). Errors, the communication report (CommLayerScope) and the cost
+  // model's layers go by it.
   void name_modules(const std::string& name = "");
-  // Called by name_modules.
-  virtual void on_named(const std::string& /*name*/) {}
+  // The full name, or before name_modules the layer's kind ("BatchNorm3d").
+  const std::string& name() const { return name_; }
+
+  // What one training step of this module computes and communicates, for the cost model
+  // (plan/cost_model.h, docs/design.md §6): given the shape of its input as one process
+  // would see it for this rank's samples ([b, C, D, H, W], b the batch shard's samples),
+  // appends its layers (the whole layer's shape and the share of it this rank computes)
+  // and this rank's collectives, in the order they run, to `step`, and returns its
+  // output's shape. Layers describe themselves beside their forward and backward; a
+  // parameter-free module without children passes its input through unrecorded.
+  virtual Shape describe(const Shape& input, plan::RankStep& step) const;
   // Moves every parameter (value and grad) and buffer to `device`; the Parameter and buffer
   // objects stay where they are, so pointers to them remain valid.
   void to(const Device& device);
@@ -102,7 +122,8 @@ class Module {
   ops::MathMode math_mode() const { return math_; }
 
   // Draws every parameter from its PyTorch default initializer, keyed by (seed, full
-  // parameter name), so the values do not depend on construction order or on the grid.
+  // parameter name, element index in the whole tensor), so the values do not depend on
+  // construction order or on the grid.
   void initialize(uint64_t seed);
 
  protected:
@@ -118,9 +139,15 @@ class Module {
     return ref;
   }
 
+  // A module named `kind` until name_modules names it.
+  explicit Module(std::string kind) : name_(std::move(kind)) {}
   // Leaves override this: draw own parameters; `prefix` is this module's full name with
   // a trailing dot ("layer1.0.conv1."), empty for the root.
   virtual void reset_parameters(uint64_t /*seed*/, const std::string& /*prefix*/) {}
+  // The random key of parameter `p` (registered as prefix + name): its values are those
+  // of the whole tensor's elements, also when this rank holds a row block of it.
+  static ops::RandomKey parameter_key(uint64_t seed, const std::string& prefix, const std::string& name,
+                                      const Parameter& p);
   // Called after train()/eval() changed the mode (for children too).
   virtual void on_mode_change() {}
   // Called after to() moved the parameters and buffers (for children too): a layer with
@@ -143,23 +170,9 @@ class Module {
   std::vector<std::pair<std::string, std::unique_ptr<Parameter>>> parameters_;
   std::vector<std::pair<std::string, std::unique_ptr<Tensor>>> buffers_;
   std::vector<std::pair<std::string, std::unique_ptr<Module>>> children_;
+  std::string name_;
   bool training_ = true;
   ops::MathMode math_ = ops::MathMode::fp32;
-};
-
-// A module whose parameters are row blocks of larger tensors split over ranks (the 1.5D
-// DistLinear of models/dist/): how the whole tensor — of a parameter, its gradient or
-// optimizer state shaped like it — is made from this rank's block, and the block from the
-// whole, so state_dicts and checkpoints hold what the single-process module holds
-// (models/train/whole_state.h).
-class RowSplitParameters {
- public:
-  virtual ~RowSplitParameters() = default;
-  // Collective over the ranks that hold the blocks.
-  virtual Tensor gather_whole(const Tensor& block) = 0;
-  // This rank's rows of `whole` (a copy; no communication).
-  virtual Tensor take_block(const Tensor& whole) const = 0;
-  virtual Shape whole_shape(const Tensor& block) const = 0;
 };
 
 // Children run in order; backward runs them in reverse. Children are named "0", "1", ...
@@ -173,6 +186,7 @@ class Sequential : public Module {
   }
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
+  Shape describe(const Shape& input, plan::RankStep& step) const override;
 };
 
 // Throws gridnn::Error "<layer>: <what>" unless `cond`: the shape and argument checks of

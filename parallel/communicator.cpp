@@ -221,10 +221,36 @@ class SelfCommunicator final : public Communicator {
   void barrier() override { record(*this, "barrier", 0, DType::f32, Clock::now()); }
 };
 
+// A rank's place in a group that does not run: layers are built on it to describe what
+// they would communicate (the cost model), and any data it was asked to move is a bug.
+class PlanningCommunicator final : public Communicator {
+ public:
+  PlanningCommunicator(std::string name, int rank, int size) : Communicator(std::move(name), rank, size) {}
+  void all_reduce(Tensor&, ReduceOp) override { refuse("all_reduce"); }
+  void all_gather(const Tensor&, Tensor&) override { refuse("all_gather"); }
+  void all_gatherv(const Tensor&, Tensor&, const std::vector<int64_t>&) override { refuse("all_gatherv"); }
+  void reduce_scatter(const Tensor&, Tensor&) override { refuse("reduce_scatter"); }
+  void reduce_scatterv(const Tensor&, Tensor&, const std::vector<int64_t>&) override { refuse("reduce_scatterv"); }
+  void broadcast(Tensor&, int) override { refuse("broadcast"); }
+  void send_recv(const Tensor&, int, Tensor&, int, int) override { refuse("send_recv"); }
+  void barrier() override { refuse("barrier"); }
+
+ private:
+  [[noreturn]] void refuse(const char* op) const {
+    throw Error(where(*this, op) + ": a planning grid describes a run and moves no data");
+  }
+};
+
 }  // namespace
 
 std::unique_ptr<Communicator> make_self_communicator(const std::string& name) {
   return std::make_unique<SelfCommunicator>(name);
+}
+
+std::unique_ptr<Communicator> make_planning_communicator(const std::string& name, int rank, int size) {
+  GRIDNN_REQUIRE(size >= 1 && rank >= 0 && rank < size, "planning communicator ", name, ": rank ", rank,
+                 " is not one of ", size);
+  return std::make_unique<PlanningCommunicator>(name, rank, size);
 }
 
 // ---- the log --------------------------------------------------------------------------------

@@ -3,16 +3,15 @@
 // One Communicator per group of ranks (the grid's row_comm, col_comm, stage and world,
 // DESIGN §4). Every call is collective over the group unless it says otherwise, takes
 // contiguous tensors whose dtype and shapes agree across the ranks, and works on any
-// device: the MPI backend stages device tensors through host memory; an NCCL backend
-// would take them directly. Outputs are passed in.
+// device: the MPI backend stages device tensors through pinned host memory, the NCCL
+// backend (nccl_communicator.h) takes them directly. Outputs are passed in.
 //
 // Every call is recorded in comm_log(): communicator, operation, layer (the innermost
 // CommLayerScope), elements and bytes this rank contributed, and seconds spent, so
 // `gridnn-train --comm-report` can print a per-layer table and tests can compare the
 // counts with DESIGN §4's formulas.
 //
-// Pairing (Megatron's rule, DESIGN §10): all_gather in a forward goes with reduce_scatter in
-// the backward; a copy (replication) goes with an all_reduce of its gradient.
+// The layers use them in forward/backward pairs (Megatron's rule): parallel/mappings.h.
 #pragma once
 
 #include <cstdint>
@@ -83,6 +82,10 @@ class Communicator {
 
 // A group of one: every collective is a copy (or nothing). Works without MPI.
 std::unique_ptr<Communicator> make_self_communicator(const std::string& name);
+// Rank `rank` of a group of `size` that does not run: it has a rank and a size, and every
+// call is an error. Layers built on it describe their communication for the cost model
+// (ProcessGrid::planned).
+std::unique_ptr<Communicator> make_planning_communicator(const std::string& name, int rank, int size);
 
 // ---- counting ---------------------------------------------------------------------------
 

@@ -2,10 +2,10 @@
 #include "parallel/halo.h"
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
 #include "core/error.h"
+#include "kernels/layout.h"
 
 namespace gridnn::parallel {
 namespace {
@@ -25,27 +25,11 @@ std::string window_str(const DepthWindow& w) {
          ", padding " + std::to_string(w.padding) + " along depth";
 }
 
-// Checks that a and b are [B, C, *, H, W] host tensors of one dtype with equal B, C, H, W.
-void check_planes(const char* op, const Tensor& a, int64_t a_first, const Tensor& b,
-                  int64_t b_first, int64_t count) {
-  GRIDNN_REQUIRE(a.defined() && b.defined() && a.rank() == 5 && b.rank() == 5, op,
-                 ": expects 5-D [B, C, D, H, W] tensors");
-  GRIDNN_REQUIRE(a.device().is_cpu() && b.device().is_cpu(), op, ": expects host tensors, got ",
-                 a.str(), " and ", b.str());
-  GRIDNN_REQUIRE(a.dtype() == b.dtype() && a.size(0) == b.size(0) && a.size(1) == b.size(1) &&
-                     a.size(3) == b.size(3) && a.size(4) == b.size(4),
-                 op, ": ", a.str(), " and ", b.str(), " differ in dtype or in B, C, H, W");
-  GRIDNN_REQUIRE(count >= 0 && a_first >= 0 && a_first + count <= a.size(2) && b_first >= 0 &&
-                     b_first + count <= b.size(2),
-                 op, ": planes [", a_first, ", ", a_first + count, ") of ", a.str(), " and [",
-                 b_first, ", ", b_first + count, ") of ", b.str(), " are out of range");
-}
-
 // The received buffer for each entry of `transfers`, shaped [B, C, planes, H, W] like `like`.
 std::vector<Tensor> buffers_for(const std::vector<PlaneTransfer>& transfers, const Tensor& like) {
   std::vector<Tensor> out;
   for (const PlaneTransfer& t : transfers)
-    out.push_back(Tensor::empty(like.shape().with(2, t.planes.size()), like.dtype()));
+    out.push_back(Tensor::empty(like.shape().with(2, t.planes.size()), like.dtype(), like.device()));
   return out;
 }
 
@@ -138,110 +122,52 @@ HaloExchange::HaloExchange(Communicator& row, DepthHalo halo, std::string layer)
                  row_.size());
 }
 
-Tensor HaloExchange::extend(const Tensor& x_in, float padding_value) {
+Tensor HaloExchange::extend(const Tensor& x, float padding_value) {
   const Range mine = halo_.input.owned();
-  GRIDNN_REQUIRE(x_in.defined() && x_in.rank() == 5 && x_in.size(2) == mine.size(), layer_,
+  GRIDNN_REQUIRE(x.defined() && x.rank() == 5 && x.size(2) == mine.size(), layer_,
                  ": expects this rank's depth slab [B, C, ", mine.size(), ", H, W] (planes [",
                  mine.begin, ", ", mine.end, ") of ", halo_.input.global, "), got ",
-                 x_in.defined() ? x_in.str() : std::string("undefined"));
-  const Tensor x = x_in.to_host();  // device tensors: staged through the host
-  Tensor ext = Tensor::empty(x.shape().with(2, halo_.extended_planes()), x.dtype());
+                 x.defined() ? x.str() : std::string("undefined"));
+  Tensor ext = Tensor::empty(x.shape().with(2, halo_.extended_planes()), x.dtype(), x.device());
   const int64_t base = halo_.needed.begin;  // global plane of the extended slab's plane 0
 
   std::vector<Tensor> outgoing;
   for (const PlaneTransfer& t : halo_.sends)
-    outgoing.push_back(slice_planes(x, {t.planes.begin - mine.begin, t.planes.end - mine.begin}));
+    outgoing.push_back(ops::slice(x, 2, t.planes.begin - mine.begin, t.planes.size()));
   std::vector<Tensor> incoming = buffers_for(halo_.receives, x);
   exchange(row_, halo_.sends, outgoing, halo_.receives, incoming, kHaloTag);
 
-  fill_planes(ext, 0, halo_.padding_before(), padding_value);
-  fill_planes(ext, halo_.extended_planes() - halo_.padding_after(), halo_.padding_after(),
-              padding_value);
+  ops::fill_slices(ext, 2, 0, halo_.padding_before(), padding_value);
+  ops::fill_slices(ext, 2, halo_.extended_planes() - halo_.padding_after(), halo_.padding_after(), padding_value);
   const Range own_needed = intersect(halo_.needed, mine);
-  copy_planes(x, own_needed.begin - mine.begin, ext, own_needed.begin - base, own_needed.size());
+  ops::copy_slices(x, 2, own_needed.begin - mine.begin, ext, own_needed.begin - base, own_needed.size());
   for (size_t i = 0; i < incoming.size(); ++i)
-    copy_planes(incoming[i], 0, ext, halo_.receives[i].planes.begin - base,
-                halo_.receives[i].planes.size());
-  return x_in.device().is_cpu() ? ext : ext.to(x_in.device());
+    ops::copy_slices(incoming[i], 2, 0, ext, halo_.receives[i].planes.begin - base, halo_.receives[i].planes.size());
+  return ext;
 }
 
-Tensor HaloExchange::return_gradient(const Tensor& d_ext_in) {
+Tensor HaloExchange::return_gradient(const Tensor& d_ext) {
   const Range mine = halo_.input.owned();
-  GRIDNN_REQUIRE(d_ext_in.defined() && d_ext_in.rank() == 5 &&
-                     d_ext_in.size(2) == halo_.extended_planes(),
-                 layer_, ": expects the gradient of the extended slab [B, C, ",
-                 halo_.extended_planes(), ", H, W], got ",
-                 d_ext_in.defined() ? d_ext_in.str() : std::string("undefined"));
-  const Tensor d_ext = d_ext_in.to_host();
+  GRIDNN_REQUIRE(d_ext.defined() && d_ext.rank() == 5 && d_ext.size(2) == halo_.extended_planes(), layer_,
+                 ": expects the gradient of the extended slab [B, C, ", halo_.extended_planes(), ", H, W], got ",
+                 d_ext.defined() ? d_ext.str() : std::string("undefined"));
   const int64_t base = halo_.needed.begin;
 
   // What this rank received in the forward goes back to its owner; what it sent comes back.
   std::vector<Tensor> outgoing;
   for (const PlaneTransfer& t : halo_.receives)
-    outgoing.push_back(slice_planes(d_ext, {t.planes.begin - base, t.planes.end - base}));
+    outgoing.push_back(ops::slice(d_ext, 2, t.planes.begin - base, t.planes.size()));
   std::vector<Tensor> incoming = buffers_for(halo_.sends, d_ext);
   exchange(row_, halo_.receives, outgoing, halo_.sends, incoming, kHaloGradientTag);
 
   // dx = own planes' gradient (zero for owned planes no owned output reads), then the
   // returned gradients in rank order: a fixed order of addition.
-  Tensor dx = Tensor::zeros(d_ext.shape().with(2, mine.size()), d_ext.dtype());
+  Tensor dx = Tensor::zeros(d_ext.shape().with(2, mine.size()), d_ext.dtype(), d_ext.device());
   const Range own_needed = intersect(halo_.needed, mine);
-  copy_planes(d_ext, own_needed.begin - base, dx, own_needed.begin - mine.begin, own_needed.size());
+  ops::copy_slices(d_ext, 2, own_needed.begin - base, dx, own_needed.begin - mine.begin, own_needed.size());
   for (size_t i = 0; i < incoming.size(); ++i)
-    add_planes(incoming[i], 0, dx, halo_.sends[i].planes.begin - mine.begin,
-               halo_.sends[i].planes.size());
-  return d_ext_in.device().is_cpu() ? dx : dx.to(d_ext_in.device());
-}
-
-// ---- plane helpers ----------------------------------------------------------------------
-
-void copy_planes(const Tensor& src, int64_t src_first, Tensor& dst, int64_t dst_first, int64_t count) {
-  check_planes("copy_planes", src, src_first, dst, dst_first, count);
-  if (count == 0) return;
-  const size_t esize = dtype_size(src.dtype());
-  const int64_t bc = src.size(0) * src.size(1), plane = src.size(3) * src.size(4);
-  const int64_t ds = src.size(2), dd = dst.size(2);
-  const auto* s = static_cast<const unsigned char*>(src.raw());
-  auto* d = static_cast<unsigned char*>(dst.raw());
-  for (int64_t i = 0; i < bc; ++i)
-    std::memcpy(d + size_t((i * dd + dst_first) * plane) * esize,
-                s + size_t((i * ds + src_first) * plane) * esize, size_t(count * plane) * esize);
-}
-
-void add_planes(const Tensor& src, int64_t src_first, Tensor& dst, int64_t dst_first, int64_t count) {
-  check_planes("add_planes", src, src_first, dst, dst_first, count);
-  if (count == 0) return;
-  const int64_t bc = src.size(0) * src.size(1), plane = src.size(3) * src.size(4);
-  const int64_t ds = src.size(2), dd = dst.size(2);
-  GRIDNN_DISPATCH_FLOATING(src.dtype(), "add_planes", [&] {
-    const scalar_t* s = src.data<scalar_t>();
-    scalar_t* d = dst.data<scalar_t>();
-    for (int64_t i = 0; i < bc; ++i) {
-      const scalar_t* sp = s + (i * ds + src_first) * plane;
-      scalar_t* dp = d + (i * dd + dst_first) * plane;
-      for (int64_t j = 0; j < count * plane; ++j)
-        dp[j] = scalar_t(float(dp[j]) + float(sp[j]));
-    }
-  });
-}
-
-void fill_planes(Tensor& t, int64_t first, int64_t count, float value) {
-  check_planes("fill_planes", t, first, t, first, count);
-  if (count == 0) return;
-  const int64_t bc = t.size(0) * t.size(1), plane = t.size(3) * t.size(4), dt = t.size(2);
-  GRIDNN_DISPATCH_FLOATING(t.dtype(), "fill_planes", [&] {
-    scalar_t* p = t.data<scalar_t>();
-    const scalar_t v = scalar_t(value);
-    for (int64_t i = 0; i < bc; ++i)
-      std::fill(p + (i * dt + first) * plane, p + (i * dt + first + count) * plane, v);
-  });
-}
-
-Tensor slice_planes(const Tensor& t, Range planes) {
-  GRIDNN_REQUIRE(t.defined() && t.rank() == 5, "slice_planes: expects a 5-D tensor");
-  Tensor out = Tensor::empty(t.shape().with(2, planes.size()), t.dtype());
-  copy_planes(t, planes.begin, out, 0, planes.size());
-  return out;
+    ops::add_slices(incoming[i], 2, 0, dx, halo_.sends[i].planes.begin - mine.begin, halo_.sends[i].planes.size());
+  return dx;
 }
 
 }  // namespace gridnn::parallel

@@ -18,8 +18,8 @@
 // who add them to their own. Both are point-to-point send_recv on the row communicator, and
 // every rank works out the same plan, so sends and receives always match.
 //
-// Device tensors are staged through host copies (pack, exchange and unpack run on the host);
-// a device path with strided copies on the GPU is future work.
+// Planes are packed and unpacked on the tensor's own device (kernels/layout.h); the
+// communicator carries device tensors itself (NCCL, or MPI through pinned buffers).
 #pragma once
 
 #include <cstdint>
@@ -91,6 +91,7 @@ class HaloExchange {
   HaloExchange(Communicator& row, DepthHalo halo, std::string layer);
 
   const DepthHalo& halo() const { return halo_; }
+  Communicator& row() const { return row_; }
   const std::string& layer() const { return layer_; }
   void set_layer(std::string layer) { layer_ = std::move(layer); }
 
@@ -109,17 +110,5 @@ class HaloExchange {
   DepthHalo halo_;
   std::string layer_;
 };
-
-// ---- planes along dimension 2 of [B, C, D, H, W] (host tensors) --------------------------
-
-// dst planes [dst_first, dst_first + count) = src planes [src_first, src_first + count).
-// Same B, C, H, W and dtype; both on the host.
-void copy_planes(const Tensor& src, int64_t src_first, Tensor& dst, int64_t dst_first, int64_t count);
-// dst planes [dst_first, ...) += src planes [src_first, ...) (floating dtypes).
-void add_planes(const Tensor& src, int64_t src_first, Tensor& dst, int64_t dst_first, int64_t count);
-// Planes [first, first + count) of t = value (floating dtypes).
-void fill_planes(Tensor& t, int64_t first, int64_t count, float value);
-// A new host tensor [B, C, planes.size(), H, W] holding planes [planes.begin, planes.end) of t.
-Tensor slice_planes(const Tensor& t, Range planes);
 
 }  // namespace gridnn::parallel

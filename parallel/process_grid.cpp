@@ -147,6 +147,24 @@ std::unique_ptr<ProcessGrid> ProcessGrid::single() {
 }
 
 
+std::unique_ptr<ProcessGrid> ProcessGrid::planned(const GridShape& shape, int stage, int row, int col) {
+  GRIDNN_REQUIRE(shape.stages >= 1 && shape.rows >= 1 && shape.cols >= 1 && stage >= 0 && stage < shape.stages &&
+                     row >= 0 && row < shape.rows && col >= 0 && col < shape.cols,
+                 "planned grid ", shape.str(), ": position (", stage, ", ", row, ", ", col, ") is outside it");
+  std::unique_ptr<ProcessGrid> g(new ProcessGrid());
+  g->shape_ = shape;
+  g->s_ = stage;
+  g->r_ = row;
+  g->c_ = col;
+  g->world_rank_ = world_rank_of(shape, stage, row, col);
+  g->row_ = make_planning_communicator("row", row, shape.rows);
+  g->col_ = make_planning_communicator("col", col, shape.cols);
+  g->stage_ = make_planning_communicator("stage", col * shape.rows + row, shape.rows * shape.cols);
+  g->pipe_ = make_planning_communicator("pipe", stage, shape.stages);
+  g->world_ = make_planning_communicator("world", g->world_rank_, shape.size());
+  return g;
+}
+
 std::unique_ptr<ProcessGrid> ProcessGrid::create(const GridShape& shape, CommBackend backend,
                                                  const Device& device) {
   GRIDNN_REQUIRE(shape.stages >= 1 && shape.rows >= 1 && shape.cols >= 1, "--grid ", shape.str(),

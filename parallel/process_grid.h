@@ -53,6 +53,9 @@ class ProcessGrid {
                                              const Device& device = Device::cpu());
   // One process, no MPI calls.
   static std::unique_ptr<ProcessGrid> single();
+  // The place (stage, row, col) of a grid that does not run (planning communicators): the
+  // layers a run would build there describe its communication for the cost model.
+  static std::unique_ptr<ProcessGrid> planned(const GridShape& shape, int stage, int row, int col);
 
   const GridShape& shape() const { return shape_; }
   int stage() const { return s_; }

@@ -62,18 +62,11 @@ struct Network {
   int64_t weights() const;
 };
 
-// AlexNet as in Krizhevsky et al. 2012 (two-group conv2/4/5, 227² input, ~61M weights).
+// AlexNet as in Krizhevsky et al. 2012 (two-group conv2/4/5, 227² input, ~61M weights): the
+// paper's network. gridnn's own networks describe themselves (nn::Module::describe).
 Network alexnet();
-struct ResAttNetShape {
-  int depth = 18;
-  int64_t width = 16, in_channels = 1, classes = 2;
-  std::array<int64_t, 3> input{32, 32, 32};
-  bool attention3 = true, attention4 = true;
-};
-// The layers of models/nets/resattnet3d.h, in forward order.
-Network resattnet3d(const ResAttNetShape& shape);
-// fc1..fcK over sizes {in, hidden..., classes}.
-Network mlp(const std::vector<int64_t>& sizes);
+// A fully connected layer d_in -> d_out with bias (weights d_in·d_out + d_out).
+LayerShape fc_layer(const std::string& name, int64_t d_in, int64_t d_out);
 
 // One layer's measured forward+backward seconds by local batch (a calibration run,
 // plan/calibration.h). at(b): linear between the measured batches; beyond them
@@ -108,10 +101,6 @@ struct Strategy {
   LayerUse conv = LayerUse::domain;  // convolutions, pooling, BN, attention
   LayerUse fc = LayerUse::model;
   bool paper_convention = true;      // see the header comment
-  // As gridnn itself runs the network (gridnn_calls below; conv and fc are then ignored):
-  // each layer's terms are its calls' received words (max over the ranks), plus the layers
-  // "loss" and "gradients". ResAttNet3D (resattnet3d()) only.
-  bool gridnn_runtime = false;
 };
 // The paper's strategies by equation.
 Strategy pure_batch();           // Eq. 4 (on 1 x P)
@@ -119,7 +108,6 @@ Strategy pure_model();           // Eq. 3 (on P x 1)
 Strategy pure_domain();          // Eq. 7 (on P x 1)
 Strategy model_batch();          // Eq. 8: convolutions batch, FC on the grid
 Strategy model_batch_domain();   // Eq. 9: convolutions domain over Pr, FC on the grid
-Strategy as_gridnn_runs();       // gridnn's own distribution (gridnn_runtime)
 
 struct Grid {
   int rows = 1, cols = 1;  // Pr x Pc
@@ -179,26 +167,15 @@ double optimal_fc_rows(const Network& net, int64_t batch, int procs, const Strat
 
 // ---- the words of a real run -----------------------------------------------------------
 //
-// gridnn itself (models/dist/factory.cpp, models/train/) runs a network on Pr x Pc not quite
-// as any of the paper's strategies above: convolutions, pooling, batch norm and attention are
-// domain-split while their depth is >= Pr (> 1), else replicated on the row after a hand-over
-// that all-gathers the depth slabs ("<layer> (gather)"); batch norm all-reduces [C + 3]
-// (sum(x) and the count's digits) and [2, C] forward and [2, C] backward over the stage (split) or col
-// (replicated; recorded even where col has one rank); a fully connected layer is 1.5D when
-// Pr > 1 and it has at least Pr outputs (DistLinear: its Y blocks all-gathered forward, dX
-// all-reduced backward over the row, each rank's row block of W and b a gradient over col),
-// else replicated; the replicated and 1.5D layers' gradients are all-reduced over col, the
-// split layers' over the stage ("gradients", skipped where the group has one rank); the loss
-// sum is all-reduced over col (2 floats, "loss", skipped on one batch shard).
-//
-// gridnn_calls lists what rank (row, col) contributes to each collective of one
-// ModelOnGrid::forward_backward in CommLog's convention (parallel/communicator.h: all_reduce
-// the tensor's elements, all_gatherv this rank's block, reduce_scatterv the whole input,
-// send_recv what it sends). Halo planes and batch rows depend on the rank (balanced ranges,
-// the first ones get one more), so the calls do too. Gradients are given per group (their sum
-// over buckets: the bucket size splits them, the total does not change). A 1 x 1 grid runs
-// the single-process layers: no calls. The networks must come from resattnet3d() (mlp()
-// layers carry no depth: use gridnn_mlp_calls).
+// gridnn runs a network on Pr x Pc not quite as any of the paper's strategies above (depth
+// slabs while the depth allows, hand-overs to replicated layers, 1.5D linear layers where
+// each row rank gets an output, synchronized batch norm; docs/design.md §4). Its modules
+// describe one training step of one rank themselves (nn::Module::describe): the work of
+// each layer on the rank (its depth slab, its row block: the layer's shape as the rank runs
+// it) and every collective the rank takes part in, in CommLog's convention
+// (parallel/communicator.h) — so the words predicted here are the words the communicators
+// count (test/models/train/test_words.cpp). On one process the layers are the network's
+// own, whole.
 struct CommCall {
   std::string layer;     // CommLayerScope label: state_dict name, "<name> (gather)", "loss", "gradients"
   std::string comm;      // "row", "col", "stage"
@@ -210,12 +187,28 @@ struct CommCall {
   // less this rank's block, send_recv the halo planes this rank receives; messages as above.
   double words = 0, messages = 0;
 };
-std::vector<CommCall> gridnn_calls(const Network& net, int64_t batch, Grid grid, int row, int col);
-// An MLP run by gridnn (models/nets/mlp.h) on an input [B, C, D, H, W] (D = depth, split over
-// the rows: one unlabelled "GatherDepth" all_gatherv when Pr > 1), fc layers 1.5D or
-// replicated as above.
-std::vector<CommCall> gridnn_mlp_calls(const Network& mlp, int64_t batch, std::array<int64_t, 4> input_cdhw,
-                                       Grid grid, int row, int col);
+// A call of `op` with this rank's `elements` on a communicator of `procs` ranks, of which
+// it receives `received` words (all_gatherv, reduce_scatterv, send_recv; all_reduce counts
+// its own 2(p−1)/p·elements): words and messages in the α–β convention.
+CommCall make_call(const std::string& layer, const std::string& comm, const std::string& op, int64_t elements,
+                   int procs, double received = 0);
+
+// One training step on one rank: its layers in forward order, each as the rank runs it (a
+// measured compute table of the whole layer is scaled by the FLOP ratio), and its
+// collectives in order.
+struct RankStep {
+  int row = 0, col = 0;
+  int64_t samples = 0;  // this rank's batch shard
+  std::vector<LayerShape> layers;
+  std::vector<CommCall> calls;
+};
+// One step of the whole grid from every rank's description: each layer's terms are its
+// calls (a "<layer> (gather)" counts to its layer) with the most words and messages any rank
+// has in them (every rank makes the same calls in the same order), then "loss" and
+// "gradients"; compute is the slowest rank's part of each layer on its samples.
+PlanCost estimate_ranks(const std::vector<RankStep>& ranks, Grid grid, const Machine& m);
+// The layers of a description as a Network (for the paper's strategies).
+Network network_of(const RankStep& step, const std::string& name);
 // (layer, comm, op) -> elements summed over the calls: what CommLog::elements(comm, op, layer)
 // reports after one step.
 using CommKey = std::tuple<std::string, std::string, std::string>;

@@ -30,6 +30,34 @@ std::array<int64_t, 3> parse_size(const std::string& flag, const std::string& te
   return {v[0], v[1], v[2]};
 }
 
+void add_model_flags(CLI::App& app, ModelFlags& f, bool paper) {
+  app.add_option("--model", f.model, paper ? "resattnet3d, mlp or alexnet" : "resattnet3d or mlp")
+      ->check(paper ? CLI::IsMember({"resattnet3d", "mlp", "alexnet"}) : CLI::IsMember({"resattnet3d", "mlp"}))
+      ->capture_default_str();
+  app.add_option("--depth", f.run.resattnet.depth, "ResAttNet3D depth (18 or 34)")->capture_default_str();
+  app.add_option("--width", f.run.resattnet.width, "ResAttNet3D width w")->capture_default_str();
+  app.add_option("--input", f.input, "input volume DxHxW")->capture_default_str();
+  app.add_option("--in-channels", f.run.in_channels, "input channels")->capture_default_str();
+  app.add_option("--classes", f.run.classes, "classes")->capture_default_str();
+  app.add_option("--mlp-sizes", f.mlp_sizes, "MLP sizes: in hidden... classes")->delimiter(',');
+}
+
+train::TrainOptions model_options(const ModelFlags& f, int64_t batch) {
+  train::TrainOptions o = f.run;
+  const auto size = parse_size("--input", f.input);
+  o.input.assign(size.begin(), size.end());
+  o.batch = batch;
+  if (f.model == "mlp") {  // the sizes as given: the input features, hidden sizes, classes
+    GRIDNN_REQUIRE(f.mlp_sizes.size() >= 2, "--mlp-sizes: give at least the input and output sizes");
+    o.model = "mlp";
+    o.in_channels = 1;
+    o.input = {f.mlp_sizes.front(), 1, 1};
+    o.mlp_hidden.assign(f.mlp_sizes.begin() + 1, f.mlp_sizes.end() - 1);
+    o.classes = f.mlp_sizes.back();
+  }
+  return o;
+}
+
 int run_mpi_program(int* argc, char*** argv, const std::function<int(const Process&)>& body) {
 #if GRIDNN_HAVE_MPI
   return MpiSession::run(argc, argv, [&](MpiSession& session) {

@@ -7,12 +7,31 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "models/train/options.h"
 
 namespace gridnn::cli {
 
 // "32x48x40" -> {32, 48, 40}: three positive integers joined by 'x'. Otherwise a
 // gridnn::Error "<flag>: expected DxHxW with positive integers (e.g. 32x32x32), got '...'".
 std::array<int64_t, 3> parse_size(const std::string& flag, const std::string& text);
+
+// The network flags of the programs that plan or measure a run (gridnn-plan,
+// gridnn-calibrate): --model resattnet3d|mlp (and alexnet where `paper` is set), --depth,
+// --width, --input, --in-channels, --classes, --mlp-sizes (in, hidden..., classes).
+struct ModelFlags {
+  std::string model = "resattnet3d";
+  std::string input = "32x32x32";
+  train::TrainOptions run;  // depth, width, channels, classes
+  std::vector<int64_t> mlp_sizes{1024, 512, 10};
+};
+void add_model_flags(CLI::App& app, ModelFlags& flags, bool paper);
+// The training options of the network the flags name (gridnn::Error for a bad --input or
+// --mlp-sizes), with `batch` samples per step.
+train::TrainOptions model_options(const ModelFlags& flags, int64_t batch);
 
 // The process a program runs as: its world rank and size, and its place among the ranks of
 // its node (`--device cuda` gives rank i of a node GPU i).

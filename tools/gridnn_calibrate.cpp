@@ -1,5 +1,5 @@
 // gridnn-calibrate: measures the α–β cost model's parameters on the machine at hand and saves
-// them as JSON for `gridnn-plan --calibration` (plan/calibration.h, DESIGN §6):
+// them as JSON for `gridnn-plan --calibration` (plan/calibration.h, docs/design.md §6):
 //   - all-reduce, all-gather and reduce-scatter sweeps on the grid's row, col and world
 //     communicators (halo exchanges on row too), ping-pong between world ranks 0 and 1; α, β
 //     fitted per communicator kind ("row", "col", "world", "pingpong") where it has >= 2 ranks;
@@ -9,8 +9,6 @@
 //
 //   mpiexec -n 4 gridnn-calibrate --grid 2x2 --width 8 --input 32x32x32 --batches 1,2,4 --out calib.json
 //   gridnn-plan --calibration calib.json --procs 32 --batch 256 --width 8 --input 32x32x32
-#include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <ctime>
 #include <string>
@@ -18,7 +16,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "models/calibrate/layer_timing.h"
+#include "models/train/step_plan.h"
+#include "models/train/timing.h"
 #include "plan/calibration.h"
 #include "parallel/process_grid.h"
 #include "tools/cli.h"
@@ -28,9 +27,8 @@ namespace {
 using namespace gridnn;
 
 struct Cli {
-  std::string grid = "1x1", model = "resattnet3d", input = "32x32x32", out, machine;
-  plan::ResAttNetShape shape;
-  std::vector<int64_t> mlp_sizes{1024, 512, 10};
+  std::string grid = "1x1", out, machine;
+  cli::ModelFlags model;
   std::vector<int64_t> batches{1, 2, 4};
   std::vector<int64_t> sizes{1, 16, 256, 4096, 65536, 1048576};
   int reps = 10, layer_reps = 3;
@@ -97,16 +95,16 @@ int run(const Cli& c, parallel::ProcessGrid& grid) {
 
   // Compute: the model's layers at each local batch.
   if (!c.no_layers) {
-    plan::ResAttNetShape shape = c.shape;
-    shape.input = cli::parse_size("--input", c.input);
-    const plan::Network net = c.model == "mlp" ? plan::mlp(c.mlp_sizes) : plan::resattnet3d(shape);
-    cal.model = net.name + (c.model == "mlp" ? "" : ", width " + std::to_string(shape.width) + ", input " + c.input);
+    const train::TrainOptions run = cli::model_options(c.model, c.batches.front());
+    const plan::Network net = train::network_of(run);
+    cal.model = net.name + (run.model == "mlp" ? "" : ", width " + std::to_string(run.resattnet.width) + ", input " +
+                                                          c.model.input);
     if (root)
       std::fprintf(stderr, "gridnn-calibrate: timing %zu layers of %s at %zu batches...\n", net.layers.size(),
                    cal.model.c_str(), c.batches.size());
-    calibrate::LayerTimingOptions lo;
-    lo.reps = c.layer_reps;
-    cal.compute = calibrate::time_layers(net, c.batches, lo);
+    train::TimingOptions layer_timing;
+    layer_timing.reps = c.layer_reps;
+    cal.compute = train::time_layers(run, c.batches, layer_timing);
     max_over_world(cal.compute, grid.world());
   }
 
@@ -141,14 +139,7 @@ int main(int argc, char** argv) {
   CLI::App app{kDescription};
   Cli c;
   app.add_option("--grid", c.grid, "process grid PrxPc (Pr*Pc = the number of processes)")->capture_default_str();
-  app.add_option("--model", c.model, "resattnet3d or mlp")
-      ->check(CLI::IsMember({"resattnet3d", "mlp"}))->capture_default_str();
-  app.add_option("--depth", c.shape.depth, "ResAttNet3D depth (18 or 34)")->capture_default_str();
-  app.add_option("--width", c.shape.width, "ResAttNet3D width w")->capture_default_str();
-  app.add_option("--input", c.input, "input volume DxHxW")->capture_default_str();
-  app.add_option("--in-channels", c.shape.in_channels, "input channels")->capture_default_str();
-  app.add_option("--classes", c.shape.classes, "classes")->capture_default_str();
-  app.add_option("--mlp-sizes", c.mlp_sizes, "MLP sizes: in hidden... classes")->delimiter(',');
+  cli::add_model_flags(app, c.model, false);
   app.add_option("--batches", c.batches, "local batches to time each layer at")->delimiter(',')
       ->check(CLI::PositiveNumber);
   app.add_option("--sizes", c.sizes, "message sizes in 4-byte elements")->delimiter(',')->check(CLI::PositiveNumber);

@@ -10,12 +10,12 @@
 // its communicator kinds (--calibration-kind, default "world": the grid's traffic mixes row
 // and col, world is their common bound; --alpha/--beta/--bandwidth given explicitly override
 // them) and the measured per-layer compute tables (layers without one use --flops).
-#include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+#include "models/train/step_plan.h"
 #include "plan/calibration.h"
 #include "plan/cost_model.h"
 #include "tools/cli.h"
@@ -97,24 +97,15 @@ void print_explain(const PlanCost& p) {
 
 int main(int argc, char** argv) {
   CLI::App app{"gridnn-plan: the alpha-beta model's cost of one training step on every Pr x Pc "
-               "grid of P processes (DESIGN section 6)"};
-  std::string model = "resattnet3d", input = "32x32x32", conv_use, calibration_file,
-              calibration_kind = "world";
-  ResAttNetShape shape;
-  std::vector<int64_t> mlp_sizes{1024, 512, 10};
+               "grid of P processes (docs/design.md section 6)"};
+  std::string conv_use, calibration_file, calibration_kind = "world";
+  gridnn::cli::ModelFlags flags;
   int64_t batch = 32;
   int procs = 4;
   Machine machine;
   double bandwidth = 0;
   bool json = false, explain = false, physical = false;
-  app.add_option("--model", model, "resattnet3d, mlp or alexnet")
-      ->check(CLI::IsMember({"resattnet3d", "mlp", "alexnet"}))->capture_default_str();
-  app.add_option("--depth", shape.depth, "ResAttNet3D depth (18 or 34)")->capture_default_str();
-  app.add_option("--width", shape.width, "ResAttNet3D width w")->capture_default_str();
-  app.add_option("--input", input, "input volume DxHxW")->capture_default_str();
-  app.add_option("--in-channels", shape.in_channels, "input channels")->capture_default_str();
-  app.add_option("--classes", shape.classes, "classes")->capture_default_str();
-  app.add_option("--mlp-sizes", mlp_sizes, "MLP sizes: in hidden... classes")->delimiter(',');
+  gridnn::cli::add_model_flags(app, flags, true);
   app.add_option("--batch", batch, "global batch B")->capture_default_str();
   app.add_option("--procs", procs, "processes P")->capture_default_str();
   auto* alpha = app.add_option("--alpha", machine.alpha, "latency, s per message")->capture_default_str();
@@ -132,7 +123,8 @@ int main(int argc, char** argv) {
   app.add_option("--conv", conv_use,
                  "how convolutions use the grid rows: domain or batch (default: batch for "
                  "alexnet, the paper's setting; domain otherwise); gridnn: as gridnn-train runs "
-                 "resattnet3d (hand-overs, replicated fc, BN counts, loss; plan/cost_model.h)")
+                 "the network, from its own description (hand-overs, 1.5D or replicated fc, "
+                 "batch-norm sums, loss, gradients; plan/cost_model.h)")
       ->check(CLI::IsMember({"domain", "batch", "gridnn"}));
   app.add_flag("--physical", physical,
                "count the gradient sent back from the first FC layer to batch-parallel layers "
@@ -143,10 +135,12 @@ int main(int argc, char** argv) {
 
   return gridnn::cli::run_program("gridnn-plan", [&] {
     if (bandwidth > 0) machine.beta = 4.0 / bandwidth;
-    shape.input = gridnn::cli::parse_size("--input", input);
-    const Network net = model == "alexnet" ? alexnet()
-                        : model == "mlp"   ? mlp(mlp_sizes)
-                                           : resattnet3d(shape);
+    const std::string& model = flags.model;
+    const gridnn::train::TrainOptions run = gridnn::cli::model_options(flags, batch);
+    if (conv_use.empty()) conv_use = model == "alexnet" ? "batch" : "domain";
+    if (conv_use == "gridnn" && model == "alexnet")
+      throw gridnn::Error("--conv gridnn: gridnn runs resattnet3d and mlp, not the paper's alexnet");
+    const Network net = model == "alexnet" ? alexnet() : gridnn::train::network_of(run);
     CalibrationUse cal;
     if (!calibration_file.empty()) {
       const Calibration c = read_calibration(calibration_file);
@@ -163,13 +157,11 @@ int main(int argc, char** argv) {
     }
     const CalibrationUse* used = calibration_file.empty() ? nullptr : &cal;
     Strategy strategy = model_batch_domain();
-    if (conv_use.empty()) conv_use = model == "alexnet" ? "batch" : "domain";
-    if (conv_use == "gridnn" && model != "resattnet3d")
-      throw std::invalid_argument("--conv gridnn: resattnet3d only");
     strategy.conv = conv_use == "batch" ? LayerUse::batch : LayerUse::domain;
     strategy.paper_convention = !physical;
-    strategy.gridnn_runtime = conv_use == "gridnn";
-    const std::vector<PlanCost> plans = sweep(net, batch, procs, machine, strategy);
+    const std::vector<PlanCost> plans = conv_use == "gridnn" ? gridnn::train::sweep_grids(run, procs, machine)
+                                                             : sweep(net, batch, procs, machine, strategy);
+    GRIDNN_REQUIRE(!plans.empty(), "no grid of ", procs, " processes fits --batch ", batch, " and the input depth");
     const size_t best = best_index(plans);
     if (json) {
       print_json(net, plans, best, batch, machine, explain, used);

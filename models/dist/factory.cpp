@@ -2,31 +2,24 @@
 #include "models/dist/factory.h"
 
 #include "models/dist/attention.h"
-#include "models/dist/batchnorm3d.h"
-#include "models/dist/conv3d.h"
-#include "models/dist/gather_depth.h"
+#include "models/dist/domain_parallel.h"
 #include "models/dist/global_pool.h"
 #include "models/dist/linear.h"
-#include "models/dist/pool3d.h"
+#include "models/dist/replicated.h"
+#include "models/layers/batchnorm3d.h"
 
 namespace gridnn::nn {
 
 std::unique_ptr<Module> GridLayerFactory::replicated(std::unique_ptr<Module> layer, int64_t in_depth) const {
-  for (auto& [name, p] : layer->named_parameters()) p->reduction = GradientReduction::col;
-  if (!split(in_depth)) return layer;
-  return std::make_unique<Handover>(grid_.row(), in_depth, std::move(layer));
+  return std::make_unique<Replicated>(grid_, std::move(layer), split(in_depth) ? in_depth : 0);
 }
 
 std::unique_ptr<Module> GridLayerFactory::conv3d(int64_t in, int64_t out, int64_t kernel, int64_t stride,
                                                  int64_t padding, bool bias, int64_t in_depth,
                                                  bool input_gradient) const {
-  const int64_t out_depth = window_output_depth(in_depth, kernel, stride, padding);
-  if (split(in_depth) && split(out_depth)) {
-    auto conv = std::make_unique<DistConv3d>(grid_.row(), in, out, kernel, stride, padding, bias, in_depth,
-                                             "conv k" + std::to_string(kernel) + " s" + std::to_string(stride));
-    conv->set_input_gradient(input_gradient);
-    return conv;
-  }
+  if (split(in_depth) && split(window_output_depth(in_depth, kernel, stride, padding)))
+    return domain_conv3d(grid_, in, out, {kernel, kernel, kernel}, {stride, stride, stride},
+                         {padding, padding, padding}, bias, in_depth, input_gradient);
   return replicated(LayerFactory::conv3d(in, out, kernel, stride, padding, bias, in_depth, input_gradient),
                     in_depth);
 }
@@ -34,21 +27,20 @@ std::unique_ptr<Module> GridLayerFactory::conv3d(int64_t in, int64_t out, int64_
 std::unique_ptr<Module> GridLayerFactory::maxpool3d(int64_t kernel, int64_t stride, int64_t padding,
                                                     int64_t in_depth) const {
   if (split(in_depth) && split(window_output_depth(in_depth, kernel, stride, padding)))
-    return std::make_unique<DistMaxPool3d>(grid_.row(), kernel, stride, padding, in_depth, "maxpool");
+    return domain_max_pool3d(grid_, {kernel, kernel, kernel}, {stride, stride, stride}, {padding, padding, padding},
+                             in_depth);
   return replicated(LayerFactory::maxpool3d(kernel, stride, padding, in_depth), in_depth);
 }
 
 // Statistics over every rank that holds different values: the whole stage while the depth
 // is split, the batch shards once the activation is replicated on the row.
 std::unique_ptr<Module> GridLayerFactory::batchnorm3d(int64_t channels, int64_t depth) const {
-  if (split(depth)) return std::make_unique<SyncBatchNorm3d>(grid_.stage_comm(), channels);
-  auto bn = std::make_unique<SyncBatchNorm3d>(grid_.col(), channels);
-  for (auto& [name, p] : bn->named_parameters()) p->reduction = GradientReduction::col;
-  return bn;
+  return std::make_unique<BatchNorm3d>(channels, 1e-5, 0.1, Device::cpu(),
+                                       split(depth) ? &grid_.stage_comm() : &grid_.col());
 }
 
 std::unique_ptr<Module> GridLayerFactory::attention(int64_t channels, int64_t depth) const {
-  if (split(depth)) return std::make_unique<DistSelfAttention3d>(grid_.row(), channels, depth);
+  if (split(depth)) return std::make_unique<DistSelfAttention3d>(grid_, channels, depth);
   return replicated(LayerFactory::attention(channels, depth), depth);
 }
 
@@ -57,19 +49,9 @@ std::unique_ptr<Module> GridLayerFactory::global_avg_pool(int64_t positions, int
   return LayerFactory::global_avg_pool(positions, depth);
 }
 
-// Fully connected layers see replicated features. With several row ranks and at least one
-// output per rank, 1.5D (DESIGN §4): rank r holds row block r of W and b, the Y blocks are
-// all-gathered over the row, dX all-reduced over it, and the blocks' gradients summed over
-// the batch shards (col). Otherwise every rank of a row holds the whole layer and computes
-// the same gradient: summed over the batch shards only.
 std::unique_ptr<Module> GridLayerFactory::linear(int64_t in, int64_t out) const {
-  std::unique_ptr<Module> fc;
-  if (grid_.row().size() > 1 && out >= grid_.row().size())
-    fc = std::make_unique<DistLinear>(grid_.row(), in, out);
-  else
-    fc = LayerFactory::linear(in, out);
-  for (auto& [name, p] : fc->named_parameters()) p->reduction = GradientReduction::col;
-  return fc;
+  if (grid_.row().size() > 1 && out >= grid_.row().size()) return std::make_unique<DistLinear>(grid_, in, out);
+  return replicated(LayerFactory::linear(in, out), 0);
 }
 
 std::unique_ptr<Module> GridLayerFactory::whole_volume(int64_t depth) const {

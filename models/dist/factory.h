@@ -1,15 +1,19 @@
-// The layers of a process grid (DESIGN §4) for networks built through nn::LayerFactory:
-// convolutions and pooling split by depth over the grid's rows (halo exchange), synchronized
-// batch norm over the stage, self-attention with keys and values gathered over the row, the
-// global pooling as the hand-over to replicated features, and the classifier on replicated
-// features (its gradient summed over the batch shards only).
+// The layers of a process grid (docs/design.md §4) for networks built through
+// nn::LayerFactory: which distributed form of models/dist/ stands in for each
+// single-process layer. The layers themselves state their distribution (what they split
+// over which axis, their halo, whom their gradients are summed over); this factory only
+// chooses, by the activation's depth:
 //
-// An activation of depth d is split over the Pr rows while d >= Pr (every rank owns a
-// plane). A layer whose output would be thinner gathers its input first (GatherDepth) and
-// runs replicated on every rank of the row, as does everything after it; replicated layers'
-// gradients are summed over the batch shards only, and their batch norms synchronize over
-// the col communicator. So any input runs on any Pr up to its depth, and the result is the
-// 1x1 run's.
+//   an activation of global depth d is split over the Pr rows while d >= Pr > 1 (every rank
+//   owns a plane): convolution and pooling domain-parallel (DomainParallel), batch norm
+//   synchronized over the stage, attention with keys and values gathered over the row,
+//   global pooling the hand-over to replicated features;
+//   a layer whose output would be thinner gathers its input first and runs replicated on
+//   every rank of the row (Replicated), as does everything after it (batch norm then
+//   synchronized over the batch shards, col);
+//   fully connected layers on replicated features: 1.5D (DistLinear) with Pr > 1 row ranks
+//   and at least Pr outputs, else replicated.
+// So any input runs on any Pr up to its depth, and the result is the 1x1 run's.
 #pragma once
 
 #include "models/nets/layer_factory.h"
@@ -34,8 +38,7 @@ class GridLayerFactory : public LayerFactory {
  private:
   // Whether an activation of this (global) depth is split over the rows.
   bool split(int64_t depth) const { return grid_.shape().rows > 1 && depth >= grid_.shape().rows; }
-  // A layer replicated on the row: gathers a split input first; its gradients are summed
-  // over the batch shards only.
+  // `layer` run whole on every rank of the row, its input gathered first when split.
   std::unique_ptr<Module> replicated(std::unique_ptr<Module> layer, int64_t in_depth) const;
   parallel::ProcessGrid& grid_;
 };

@@ -1,14 +1,15 @@
-// nn::DistGlobalAvgPool3d: local sums, all_reduce over the row, scale (see the header).
+// DistGlobalAvgPool3d: local sums, all_reduce over the row, scale (see the header).
 #include "models/dist/global_pool.h"
 
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/reduce.h"
+#include "models/layers/pool3d.h"
 
 namespace gridnn::nn {
 
 DistGlobalAvgPool3d::DistGlobalAvgPool3d(parallel::Communicator& row, int64_t global_positions)
-    : row_(row), global_positions_(global_positions) {
+    : Module("GlobalAvgPool3d"), row_(row), global_positions_(global_positions) {
   require_layer(global_positions > 0, "DistGlobalAvgPool3d",
                 "global_positions (D * H * W of the whole volume) must be > 0, got " +
                     std::to_string(global_positions));
@@ -18,7 +19,7 @@ Tensor DistGlobalAvgPool3d::forward(const Tensor& x) {
   require_layer(x.defined() && x.rank() == 5, "DistGlobalAvgPool3d",
                 "expects a [B, C, D_r, H, W] slab, got " +
                     (x.defined() ? x.str() : std::string("(undefined)")));
-  parallel::CommLayerScope scope(comm_label_);
+  parallel::CommLayerScope scope(name());
   const int64_t b = x.size(0), c = x.size(1), local = x.size(2) * x.size(3) * x.size(4);
   input_shape_ = x.shape();
   Tensor y = Tensor::empty({b, c}, x.dtype(), x.device());
@@ -29,6 +30,14 @@ Tensor DistGlobalAvgPool3d::forward(const Tensor& x) {
   row_.all_reduce(y);  // the sums over the whole volume, replicated (backward: a copy)
   ops::scale(y, float(1.0 / double(global_positions_)));
   return y;
+}
+
+Shape DistGlobalAvgPool3d::describe(const Shape& in, plan::RankStep& step) const {
+  require_layer(in.rank() == 5, name(), "cannot run on an input " + in.str());
+  step.layers.push_back(
+      pool_layer_shape(name(), plan::LayerKind::global_pool, in, Shape{in[0], in[1]}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}));
+  step.calls.push_back(plan::make_call(name(), "row", "all_reduce", in[0] * in[1], row_.size()));
+  return {in[0], in[1]};
 }
 
 Tensor DistGlobalAvgPool3d::backward(const Tensor& dy) {

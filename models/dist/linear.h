@@ -1,94 +1,55 @@
-// nn::DistLinear: a Linear layer split 1.5D (the Linear row of DESIGN §4's table).
+// A Linear layer split 1.5D over the grid's row (docs/design.md §4): Linear(in -> out) whose
+// output rows are dealt to the Pr ranks of the row.
 //
-// Distribution. The layer is Linear(in -> out) with global parameters "weight" [out, in] and
-// "bias" [out]. Rank r of `row` (size Pr) holds row block r of them: rows
-// balanced_range(out, Pr, r) of the weight ([out_r, in]) and of the bias ([out_r]),
-// registered under the global names "weight" / "bias" (with block shapes). Every rank of the
-// row holds the full input features X [B, in] of its B samples (replicated over the row,
-// e.g. by DistGlobalAvgPool3d) and ends with the full output Y [B, out] (replicated).
+// Distribution. Rank r of the row holds row block r of the weight and bias: rows
+// balanced_range(out, Pr, r), a single-process Linear(in -> out_r) registered under this
+// layer's own name (so its parameters are "weight" [out_r, in] and "bias" [out_r]), whose
+// ParameterLayout says which rows of the whole tensors it holds: checkpoints and state dicts
+// hold the whole tensors (models/train/whole_state.h), and initialize(seed) draws each
+// block's elements as the whole layer's. Every rank of the row holds the full input
+// features X [B, in] of its B samples (replicated over the row, e.g. by the global pooling
+// before it) and ends with the full output Y [B, out] (replicated):
 //
-//   forward   Y_r^T = W_r X^T + b_r 1^T [out_r, B]; all_gatherv of the Y_r^T over row
-//             (B * out_r elements sent) stacks the row blocks of Y^T [out, B]; Y = (Y^T)^T.
-//   backward  dY (replicated) -> dY_r^T, this rank's rows of dY^T (the gather's backward: a
-//             split, no communication, because every row rank holds the same dY);
-//             dX = dY_r W_r, partial over the row's blocks -> all_reduce over row
-//             (B * in elements; the backward of the replicated input, a copy);
-//             dW_r += dY_r^T X, db_r += sum_b dY_r: local, this rank's batch shard only —
-//             the trainer all-reduces them over col_comm (the ranks holding the same
-//             block r for other batch shards), not over the stage.
-// When the layer below is also 1.5D, dX could be reduce-scattered instead of all-reduced
-// (DESIGN §4); this layer always all-reduces (its input is replicated).
-//
-// The transposes Y^T -> Y and dY -> dY^T are fp32 GEMMs with an identity matrix
-// ([B, B]): exact for finite values (each result is one product by 1 plus exact zeros;
-// a NaN or inf in a column spreads over that column), B * B * out multiply-adds.
-//
-// Checkpoints and state_dicts. named_parameters() yields the blocks; gather_parameters()
-// (collective over the row) returns the full "weight" / "bias" on every rank, and
-// scatter_parameters() (no communication) copies this rank's block out of full tensors —
-// the mapping to and from the single-process layer's tensors. initialize(seed) draws each
-// block's elements from their global flat indices (ops::RandomKey offsets), so the blocks
-// of a freshly initialized DistLinear are those of Linear::initialize(seed).
+//   forward   gather <-> own block (parallel/mappings.h): Y_r = X W_r^T + b_r [B, out_r];
+//             all_gatherv over the row along the features (B out_r elements sent) -> Y
+//   backward  dY is the same on every rank of the row: its own block dY_r, no communication;
+//             dX = dY_r W_r is this rank's partial sum -> the copy <-> all-reduce pair:
+//             all_reduce over the row (B in elements); dW_r += dY_r^T X, db_r += sum dY_r
+//             from this rank's batch shard, summed over col after backward (grad_sum_over)
+// When the layer below is also 1.5D, dX could be reduce-scattered instead; this layer always
+// all-reduces (its input is replicated). Labelled with the layer's name ("Linear" until
+// named).
 #pragma once
 
 #include <cstdint>
-#include <map>
-#include <string>
 
-#include "core/safetensors.h"
-#include "models/module.h"
-#include "parallel/communicator.h"
+#include "models/layers/linear.h"
+#include "parallel/mappings.h"
 #include "parallel/process_grid.h"
 
 namespace gridnn::nn {
 
-class DistLinear : public Module, public RowSplitParameters {
+class DistLinear : public Module {
  public:
-  DistLinear(parallel::Communicator& row, int64_t in_features, int64_t out_features, bool bias = true,
+  // Needs at least one output row per row rank (out >= Pr).
+  DistLinear(parallel::ProcessGrid& grid, int64_t in_features, int64_t out_features, bool bias = true,
              Device device = Device::cpu());
 
   Tensor forward(const Tensor& x) override;    // x [B, in] -> y [B, out], both replicated over row
   Tensor backward(const Tensor& dy) override;  // dy [B, out] -> dx [B, in], both replicated
+  Shape describe(const Shape& input, plan::RankStep& step) const override;
 
-  int64_t in_features() const { return in_; }
+  int64_t in_features() const { return layer_->in_features(); }
   int64_t out_features() const { return out_; }
-  // The rows of the global weight and bias this rank holds.
-  parallel::Range block() const { return block_; }
-
-  // Collective over the row: the full parameters ("weight" [out, in], "bias" [out]) on every
-  // rank, or (gather_gradients) their gradients' blocks stacked the same way.
-  NamedTensors gather_parameters();
-  NamedTensors gather_gradients();
-  // No communication: copies this rank's block of the full "weight" (and "bias") into the
-  // parameters. gridnn::Error when a name is missing or a shape is not the global one.
-  void scatter_parameters(const std::map<std::string, Tensor>& full);
-
-  // RowSplitParameters: blocks of rows of the weight or bias (or of tensors shaped like them).
-  Tensor gather_whole(const Tensor& block) override;
-  Tensor take_block(const Tensor& whole) const override;
-  Shape whole_shape(const Tensor& block) const override;
-
-  const std::string& comm_label() const { return comm_label_; }
-  void set_comm_label(std::string label) { comm_label_ = std::move(label); }
-  void on_named(const std::string& name) override { set_comm_label(name); }
-
- protected:
-  void reset_parameters(uint64_t seed, const std::string& prefix) override;
+  // The rows of the whole weight and bias this rank holds.
+  parallel::Range block() const { return outputs_.own(); }
+  Linear& block_layer() { return *layer_; }
 
  private:
-  std::string name() const;
-  std::vector<int64_t> block_rows() const;  // out_i of every row rank
-  NamedTensors gather(bool grads);
-  const Tensor& identity(int64_t n, const Tensor& like);
-
+  Linear* layer_;
   parallel::Communicator& row_;
-  int64_t in_, out_;
-  parallel::Range block_;
-  std::string comm_label_ = "Linear";
-  Parameter* weight_;
-  Parameter* bias_ = nullptr;
-  Tensor input_;
-  Tensor identity_;  // [n, n], for the transposes (cached per batch size)
+  int64_t out_;
+  parallel::BlockSplit outputs_;  // along the features (dimension 1) of Y
 };
 
 }  // namespace gridnn::nn

@@ -26,6 +26,11 @@ Tensor Flatten::forward(const Tensor& x) {
   return x.reshape({x.size(0), x.size(0) == 0 ? 0 : x.numel() / x.size(0)});
 }
 
+Shape Flatten::describe(const Shape& in, plan::RankStep& /*step*/) const {
+  require_layer(in.rank() >= 1, "Flatten", "needs a batch dimension, got " + in.str());
+  return {in[0], in[0] == 0 ? 0 : in.numel() / in[0]};
+}
+
 Tensor Flatten::backward(const Tensor& dy) {
   require_layer(dy.numel() == input_shape_.numel(), "Flatten",
                 "dy " + dy.shape().str() + " does not match the input " + input_shape_.str());

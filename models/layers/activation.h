@@ -8,6 +8,7 @@ namespace gridnn::nn {
 // y = max(x, 0); backward passes dy where the input was positive.
 class ReLU : public Module {
  public:
+  ReLU() : Module("ReLU") {}
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
 
@@ -18,8 +19,10 @@ class ReLU : public Module {
 // [N, d1, d2, ...] -> [N, d1 * d2 * ...] (a view); backward restores the shape.
 class Flatten : public Module {
  public:
+  Flatten() : Module("Flatten") {}
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
+  Shape describe(const Shape& input, plan::RankStep& step) const override;
 
  private:
   Shape input_shape_;

@@ -21,14 +21,14 @@ void scale_by_tensor(const Tensor& scalar, const Tensor& in, Tensor& out, float 
 // ---- PointwiseConv3d -------------------------------------------------------------------
 
 PointwiseConv3d::PointwiseConv3d(int64_t in_channels, int64_t out_channels, Device device)
-    : in_(in_channels), out_(out_channels) {
+    : Module("PointwiseConv3d"), in_(in_channels), out_(out_channels) {
   require_layer(in_ > 0 && out_ > 0, "PointwiseConv3d",
                 "channels must be > 0, got " + std::to_string(in_) + " -> " + std::to_string(out_));
   weight_ = &register_parameter("weight", Tensor::zeros({out_, in_, 1, 1, 1}, DType::f32, device));
   bias_ = &register_parameter("bias", Tensor::zeros({out_}, DType::f32, device));
 }
 
-std::string PointwiseConv3d::name() const {
+std::string PointwiseConv3d::label() const {
   return "PointwiseConv3d(" + std::to_string(in_) + " -> " + std::to_string(out_) + ")";
 }
 
@@ -36,12 +36,12 @@ Tensor PointwiseConv3d::weight_matrix() const { return weight_->value.reshape({o
 
 void PointwiseConv3d::reset_parameters(uint64_t seed, const std::string& prefix) {
   const float bound = 1.0f / std::sqrt(float(in_));  // kaiming_uniform(a = sqrt(5)), fan_in = in
-  ops::uniform_(weight_->value, -bound, bound, ops::RandomKey::named(seed, prefix + "weight"));
-  ops::uniform_(bias_->value, -bound, bound, ops::RandomKey::named(seed, prefix + "bias"));
+  ops::uniform_(weight_->value, -bound, bound, parameter_key(seed, prefix, "weight", *weight_));
+  ops::uniform_(bias_->value, -bound, bound, parameter_key(seed, prefix, "bias", *bias_));
 }
 
 Tensor PointwiseConv3d::forward(const Tensor& x) {
-  require_layer(x.defined() && x.rank() == 5 && x.size(1) == in_, name(),
+  require_layer(x.defined() && x.rank() == 5 && x.size(1) == in_, label(),
                 "expects input [B, " + std::to_string(in_) + ", D, H, W], got " +
                     (x.defined() ? x.str() : std::string("undefined")));
   input_ = x;
@@ -58,9 +58,9 @@ Tensor PointwiseConv3d::forward(const Tensor& x) {
 }
 
 Tensor PointwiseConv3d::backward(const Tensor& dy) {
-  require_layer(input_.defined(), name(), "backward called before forward");
+  require_layer(input_.defined(), label(), "backward called before forward");
   const Shape expected{input_.size(0), out_, input_.size(2), input_.size(3), input_.size(4)};
-  require_layer(dy.shape() == expected, name(),
+  require_layer(dy.shape() == expected, label(),
                 "dy " + dy.str() + " does not match the output " + expected.str() + " of the last forward");
   const int64_t b = input_.size(0), n = input_.size(2) * input_.size(3) * input_.size(4);
   Tensor dx = Tensor::empty(input_.shape(), dy.dtype(), dy.device());
@@ -76,9 +76,62 @@ Tensor PointwiseConv3d::backward(const Tensor& dy) {
   return dx;
 }
 
+// ---- the attention core ----------------------------------------------------------------
+
+Tensor attention_forward(const Tensor& x, Tensor q, Tensor k, Tensor v, const Parameter& gamma, ops::MathMode m,
+                         AttentionCore& core) {
+  const int64_t b = q.size(0), c = v.size(1), nq = q.size(2), n = k.size(2);
+  core.q = std::move(q);
+  core.k = std::move(k);
+  core.v = std::move(v);
+  core.attention = Tensor::empty({b, nq, n}, x.dtype(), x.device());
+  core.o = Tensor::empty({b, c, nq}, x.dtype(), x.device());
+  Tensor y = x.clone();
+  if (x.numel() == 0) return y;
+  ops::gemm_batched(core.q, core.k, core.attention, ops::gemm_options(true, false, 0.0f, m));  // S = Q^T K
+  ops::softmax_forward(core.attention, core.attention);  // A = softmax over keys, in place
+  ops::gemm_batched(core.v, core.attention, core.o, ops::gemm_options(false, true, 0.0f, m));  // O = V A^T
+  scale_by_tensor(gamma.value, core.o, y, 1.0f);  // y = x + gamma O
+  return y;
+}
+
+AttentionGradients attention_backward(const Tensor& dy, Parameter& gamma, ops::MathMode m,
+                                      const AttentionCore& core) {
+  const int64_t b = core.q.size(0), c8 = core.q.size(1), nq = core.q.size(2);
+  const int64_t c = core.v.size(1), n = core.k.size(2);
+  const Tensor dym = dy.reshape({b, c, nq});
+
+  // y = gamma O + x: dgamma += sum(dy * O), dO = gamma dy.
+  Tensor prod = Tensor::empty(dym.shape(), dy.dtype(), dy.device());
+  ops::mul(dym, core.o, prod);
+  ops::axpy(1.0f, ops::sum_all(prod), gamma.grad);
+  Tensor d_o = Tensor::empty(dym.shape(), dy.dtype(), dy.device());
+  scale_by_tensor(gamma.value, dym, d_o, 0.0f);
+
+  // O = V A^T: dV = dO A, dA = dO^T V.
+  AttentionGradients g;
+  g.dv = Tensor::empty({b, c, n}, dy.dtype(), dy.device());
+  ops::gemm_batched(d_o, core.attention, g.dv, ops::gemm_options(false, false, 0.0f, m));
+  Tensor ds = Tensor::empty({b, nq, n}, dy.dtype(), dy.device());
+  ops::gemm_batched(d_o, core.v, ds, ops::gemm_options(true, false, 0.0f, m));
+  // A = softmax(S) by rows: dS = A * (dA - rowsum(dA * A)), in dA's place.
+  ops::softmax_backward(core.attention, ds, ds);
+  // S = Q^T K: dQ = K dS^T, dK = Q dS.
+  g.dq = Tensor::empty({b, c8, nq}, dy.dtype(), dy.device());
+  ops::gemm_batched(core.k, ds, g.dq, ops::gemm_options(false, true, 0.0f, m));
+  g.dk = Tensor::empty({b, c8, n}, dy.dtype(), dy.device());
+  ops::gemm_batched(core.q, ds, g.dk, ops::gemm_options(false, false, 0.0f, m));
+  return g;
+}
+
+double attention_macs(int64_t channels, int64_t queries, int64_t positions, int64_t projected) {
+  const double c = double(channels), c8 = double(channels / 8);
+  return double(projected) * (2 * c * c8 + c * c) + double(queries) * double(positions) * (c8 + c);
+}
+
 // ---- SelfAttention3d -------------------------------------------------------------------
 
-SelfAttention3d::SelfAttention3d(int64_t channels, Device device) : channels_(channels) {
+SelfAttention3d::SelfAttention3d(int64_t channels, Device device) : Module("SelfAttention3d"), channels_(channels) {
   require_layer(channels >= 8 && channels % 8 == 0, "SelfAttention3d(" + std::to_string(channels) + ")",
                 "channels must be a positive multiple of 8 (queries and keys have channels / 8), got " +
                     std::to_string(channels));
@@ -88,70 +141,53 @@ SelfAttention3d::SelfAttention3d(int64_t channels, Device device) : channels_(ch
   value_ = &register_module("value", std::make_unique<PointwiseConv3d>(channels, channels, device));
 }
 
-std::string SelfAttention3d::name() const { return "SelfAttention3d(" + std::to_string(channels_) + ")"; }
+std::string SelfAttention3d::label() const { return "SelfAttention3d(" + std::to_string(channels_) + ")"; }
 
 void SelfAttention3d::reset_parameters(uint64_t, const std::string&) { ops::fill(gamma_->value, 0.0); }
 
 Tensor SelfAttention3d::forward(const Tensor& x) {
-  require_layer(x.defined() && x.rank() == 5 && x.size(1) == channels_, name(),
+  require_layer(x.defined() && x.rank() == 5 && x.size(1) == channels_, label(),
                 "expects input [B, " + std::to_string(channels_) + ", D, H, W], got " +
                     (x.defined() ? x.str() : std::string("undefined")) + "; check the channel count");
-  require_layer(x.device() == gamma_->value.device(), name(),
+  require_layer(x.device() == gamma_->value.device(), label(),
                 "input " + x.str() + " is not on the parameters' device " + gamma_->value.str());
   const int64_t b = x.size(0), c = channels_, c8 = channels_ / 8;
   const int64_t n = x.size(2) * x.size(3) * x.size(4);
-  const ops::MathMode m = math_mode();
   input_shape_ = x.shape();
-  q_ = query_->forward(x).reshape({b, c8, n});
-  k_ = key_->forward(x).reshape({b, c8, n});
-  v_ = value_->forward(x).reshape({b, c, n});
-  attention_ = Tensor::empty({b, n, n}, x.dtype(), x.device());
-  o_ = Tensor::empty({b, c, n}, x.dtype(), x.device());
-  Tensor y = x.clone();
-  if (x.numel() == 0) return y;
-  ops::gemm_batched(q_, k_, attention_, ops::gemm_options(true, false, 0.0f, m));  // S = Q^T K
-  ops::softmax_forward(attention_, attention_);                    // A = softmax over keys, in place
-  ops::gemm_batched(v_, attention_, o_, ops::gemm_options(false, true, 0.0f, m));  // O = V A^T
-  scale_by_tensor(gamma_->value, o_, y, 1.0f);                     // y = x + gamma O
-  return y;
+  Tensor q = query_->forward(x).reshape({b, c8, n});
+  Tensor k = key_->forward(x).reshape({b, c8, n});
+  Tensor v = value_->forward(x).reshape({b, c, n});
+  return attention_forward(x, std::move(q), std::move(k), std::move(v), *gamma_, math_mode(), core_);
 }
 
 Tensor SelfAttention3d::backward(const Tensor& dy) {
-  require_layer(attention_.defined(), name(), "backward called before forward");
-  require_layer(dy.shape() == input_shape_, name(),
+  require_layer(core_.attention.defined(), label(), "backward called before forward");
+  require_layer(dy.shape() == input_shape_, label(),
                 "dy " + dy.str() + " does not match the output " + input_shape_.str() + " of the last forward");
-  const int64_t b = input_shape_[0], c = channels_, c8 = channels_ / 8, n = attention_.size(1);
-  const ops::MathMode m = math_mode();
   if (dy.numel() == 0) return Tensor::zeros(input_shape_, dy.dtype(), dy.device());
-  Tensor dym = dy.reshape({b, c, n});
-
-  // y = gamma O + x: dgamma += sum(dy * O), dO = gamma dy.
-  Tensor prod = Tensor::empty(dym.shape(), dy.dtype(), dy.device());
-  ops::mul(dym, o_, prod);
-  ops::axpy(1.0f, ops::sum_all(prod), gamma_->grad);
-  Tensor d_o = Tensor::empty(dym.shape(), dy.dtype(), dy.device());
-  scale_by_tensor(gamma_->value, dym, d_o, 0.0f);
-
-  // O = V A^T: dV = dO A, dA = dO^T V.
-  Tensor dv = Tensor::empty({b, c, n}, dy.dtype(), dy.device());
-  ops::gemm_batched(d_o, attention_, dv, ops::gemm_options(false, false, 0.0f, m));
-  Tensor ds = Tensor::empty({b, n, n}, dy.dtype(), dy.device());
-  ops::gemm_batched(d_o, v_, ds, ops::gemm_options(true, false, 0.0f, m));
-  // A = softmax(S) by rows: dS = A * (dA - rowsum(dA * A)), in dA's place.
-  ops::softmax_backward(attention_, ds, ds);
-  // S = Q^T K: dQ = K dS^T, dK = Q dS.
-  Tensor dq = Tensor::empty({b, c8, n}, dy.dtype(), dy.device());
-  ops::gemm_batched(k_, ds, dq, ops::gemm_options(false, true, 0.0f, m));
-  Tensor dk = Tensor::empty({b, c8, n}, dy.dtype(), dy.device());
-  ops::gemm_batched(q_, ds, dk, ops::gemm_options(false, false, 0.0f, m));
-
+  const AttentionGradients g = attention_backward(dy, *gamma_, math_mode(), core_);
   // dx = dy + Wq^T dQ + Wk^T dK + Wv^T dV (the convolutions add their weight gradients).
   const Shape& s = input_shape_;
+  const int64_t b = s[0], c = channels_, c8 = channels_ / 8;
   Tensor dx = Tensor::empty(s, dy.dtype(), dy.device());
-  ops::add(dy, query_->backward(dq.reshape({b, c8, s[2], s[3], s[4]})), dx);
-  ops::add(dx, key_->backward(dk.reshape({b, c8, s[2], s[3], s[4]})), dx);
-  ops::add(dx, value_->backward(dv.reshape({b, c, s[2], s[3], s[4]})), dx);
+  ops::add(dy, query_->backward(g.dq.reshape({b, c8, s[2], s[3], s[4]})), dx);
+  ops::add(dx, key_->backward(g.dk.reshape({b, c8, s[2], s[3], s[4]})), dx);
+  ops::add(dx, value_->backward(g.dv.reshape({b, c, s[2], s[3], s[4]})), dx);
   return dx;
+}
+
+Shape SelfAttention3d::describe(const Shape& in, plan::RankStep& step) const {
+  require_layer(in.rank() == 5 && in[1] == channels_, name(), "cannot run on an input " + in.str());
+  const int64_t c = channels_, c8 = c / 8, n = in[2] * in[3] * in[4];
+  plan::LayerShape l;
+  l.name = name();
+  l.kind = plan::LayerKind::attention;
+  l.in_channels = l.out_channels = c;
+  l.in_size = l.out_size = {in[2], in[3], in[4]};
+  l.weights = 2 * (c * c8 + c8) + c * c + c + 1;
+  l.forward_flops = 2.0 * attention_macs(c, n, n, n);
+  step.layers.push_back(l);
+  return in;
 }
 
 }  // namespace gridnn::nn

@@ -41,13 +41,36 @@ class PointwiseConv3d : public Module {
   void reset_parameters(uint64_t seed, const std::string& prefix) override;
 
  private:
-  std::string name() const;
+  std::string label() const;     // "PointwiseConv3d(in -> out)"
   Tensor weight_matrix() const;  // [out, in] view of the weight
   int64_t in_, out_;
   Parameter* weight_;
   Parameter* bias_;
   Tensor input_;
 };
+
+// The attention itself, shared by SelfAttention3d and the distributed layer
+// (models/dist/attention.h): for queries Q [B, C/8, Nq] of Nq positions, keys K [B, C/8, N]
+// and values V [B, C, N] of N >= Nq positions (N = Nq on one process; a rank's slab of
+// queries against every position's keys and values on a grid):
+//   A = softmax over keys of Q^T K  [B, Nq, N]     O = V A^T  [B, C, Nq]     y = x + gamma O
+// attention_forward keeps Q, K, V, A and O in `core` for attention_backward, which adds
+// sum(dy * O) to gamma's gradient and returns dQ, dK, dV (dK, dV for all N positions: on a
+// grid each rank's are partial sums of the keys' and values' gradients).
+struct AttentionCore {
+  Tensor q, k, v, attention, o;
+};
+struct AttentionGradients {
+  Tensor dq, dk, dv;
+};
+// x, y: [B, C, Nq] views (any shape with those elements); gamma [1].
+Tensor attention_forward(const Tensor& x, Tensor q, Tensor k, Tensor v, const Parameter& gamma,
+                         ops::MathMode math, AttentionCore& core);
+AttentionGradients attention_backward(const Tensor& dy, Parameter& gamma, ops::MathMode math,
+                                      const AttentionCore& core);
+// Multiply-adds of one sample of the attention of Nq queries over N positions with C channels,
+// the projections of `projected` positions included (the cost model's forward FLOPs / 2).
+double attention_macs(int64_t channels, int64_t queries, int64_t positions, int64_t projected);
 
 class SelfAttention3d : public Module {
  public:
@@ -56,28 +79,34 @@ class SelfAttention3d : public Module {
 
   Tensor forward(const Tensor& x) override;   // [B, C, D, H, W] -> same shape
   Tensor backward(const Tensor& dy) override;
+  Shape describe(const Shape& input, plan::RankStep& step) const override;
 
+  int64_t channels() const { return channels_; }
+  PointwiseConv3d& query() { return *query_; }
+  PointwiseConv3d& key() { return *key_; }
+  PointwiseConv3d& value() { return *value_; }
+  Parameter& gamma() { return *gamma_; }
   // The attention matrices of the last forward, [B, N, N] (row i: query position i).
-  const Tensor& attention() const { return attention_; }
+  const Tensor& attention() const { return core_.attention; }
+  // "SelfAttention3d(C)", for errors.
+  std::string label() const;
+
+ protected:
+  void reset_parameters(uint64_t seed, const std::string& prefix) override;
 
  private:
-  std::string name() const;
   int64_t channels_;
   Parameter* gamma_;
   PointwiseConv3d* query_;
   PointwiseConv3d* key_;
   PointwiseConv3d* value_;
-  // Kept by forward for backward, [B, ., N] views.
-  Shape input_shape_;
-  Tensor q_, k_, v_, attention_, o_;
-
- protected:
-  void reset_parameters(uint64_t seed, const std::string& prefix) override;
+  Shape input_shape_;  // of the last forward
+  AttentionCore core_;
 };
 
 // out (+)= scalar * in for a one-element device tensor `scalar` (gamma), without reading it
 // on the host: a batch of rank-1 products [1, 1] x [1, N] (exact: one multiply per
-// element); beta 0 overwrites out, 1 adds. Shared with the distributed attention.
+// element); beta 0 overwrites out, 1 adds.
 void scale_by_tensor(const Tensor& scalar, const Tensor& in, Tensor& out, float beta);
 
 }  // namespace gridnn::nn

@@ -1,13 +1,29 @@
 // nn::BatchNorm3d on the steps of kernels/batchnorm.h (see the header for the semantics).
 #include "models/layers/batchnorm3d.h"
 
+#include <vector>
+
 #include "kernels/batchnorm.h"
 #include "kernels/elementwise.h"
 
 namespace gridnn::nn {
 
-BatchNorm3d::BatchNorm3d(int64_t num_features, double eps, double momentum, Device device)
-    : channels_(num_features), eps_(eps), momentum_(momentum) {
+std::array<float, 3> count_digits(int64_t count) {
+  constexpr int64_t B = kCountDigitBase;
+  GRIDNN_REQUIRE(count >= 0 && count < B * B * B, "BatchNorm3d: ", count,
+                 " values per channel on one rank; fewer than 2^36 are supported");
+  return {float(count % B), float(count / B % B), float(count / (B * B))};
+}
+
+int64_t count_from_digits(const float* d) {
+  constexpr int64_t B = kCountDigitBase;
+  return int64_t(d[0]) + B * int64_t(d[1]) + B * B * int64_t(d[2]);
+}
+
+BatchNorm3d::BatchNorm3d(int64_t num_features, double eps, double momentum, Device device,
+                         parallel::Communicator* statistics_over)
+    : Module("BatchNorm3d"), statistics_over_(statistics_over), channels_(num_features), eps_(eps),
+      momentum_(momentum) {
   require_layer(num_features >= 1, "BatchNorm3d",
                 "num_features must be >= 1, got " + std::to_string(num_features));
   require_layer(eps > 0, "BatchNorm3d", "eps must be > 0");
@@ -21,6 +37,50 @@ BatchNorm3d::BatchNorm3d(int64_t num_features, double eps, double momentum, Devi
       &register_buffer("num_batches_tracked", Tensor::empty(Shape{}, DType::i64, device));
   reset_parameters(0, "");
   on_device_change(device);
+  if (statistics_over) {
+    require_layer(statistics_over->size() <= kMaxCountRanks, "BatchNorm3d",
+                  "statistics over " + std::to_string(statistics_over->size()) + " ranks; at most " +
+                      std::to_string(kMaxCountRanks) + " are supported");
+    weight_->layout.grad_sum_over = bias_->layout.grad_sum_over = statistics_over;
+  }
+}
+
+int64_t BatchNorm3d::reduce_mean_sums(Tensor& sums, int64_t local_count) {
+  if (!statistics_over_) return local_count;
+  parallel::CommLayerScope scope(name());
+  const int64_t C = channels_;
+  const std::array<float, 3> digits = count_digits(local_count);
+  Tensor message = Tensor::empty({C + 3}, DType::f32, sums.device());
+  Tensor mean_sums = sums.narrow(0, 1).reshape({C});  // sum(x); row 1 is not used yet
+  message.narrow(0, C).copy_from(mean_sums);
+  message.narrow(C, 3).copy_from(Tensor::from_vector(std::vector<float>(digits.begin(), digits.end()), {3}));
+  statistics_over_->all_reduce(message);
+  mean_sums.copy_from(message.narrow(0, C));
+  const std::vector<float> total = message.narrow(C, 3).to_vector<float>();
+  return count_from_digits(total.data());
+}
+
+void BatchNorm3d::reduce_sums(Tensor& sums) {
+  if (!statistics_over_) return;
+  parallel::CommLayerScope scope(name());
+  statistics_over_->all_reduce(sums);
+}
+
+Shape BatchNorm3d::describe(const Shape& in, plan::RankStep& step) const {
+  require_layer(in.rank() == 5 && in[1] == channels_, name(), "cannot run on an input " + in.str());
+  plan::LayerShape l;
+  l.name = name();
+  l.kind = plan::LayerKind::bn;
+  l.in_channels = l.out_channels = channels_;
+  l.in_size = l.out_size = {in[2], in[3], in[4]};
+  l.weights = 2 * channels_;
+  l.forward_flops = 4.0 * double(channels_) * double(in[2] * in[3] * in[4]);
+  step.layers.push_back(l);
+  if (statistics_over_)
+    for (int64_t n : {channels_ + 3, 2 * channels_, 2 * channels_})
+      step.calls.push_back(
+          plan::make_call(name(), statistics_over_->name(), "all_reduce", n, statistics_over_->size()));
+  return in;
 }
 
 void BatchNorm3d::on_device_change(const Device& device) {

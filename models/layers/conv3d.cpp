@@ -15,7 +15,7 @@ std::string triple_str(const Conv3d::Triple& t) {
 
 Conv3d::Conv3d(int64_t in_channels, int64_t out_channels, Triple kernel, Triple stride,
                Triple padding, bool bias)
-    : in_channels_(in_channels), out_channels_(out_channels), kernel_(kernel), stride_(stride),
+    : Module("Conv3d"), in_channels_(in_channels), out_channels_(out_channels), kernel_(kernel), stride_(stride),
       padding_(padding) {
   require_layer(in_channels > 0 && out_channels > 0, "Conv3d",
                 "channel counts must be positive, got in " + std::to_string(in_channels) +
@@ -40,8 +40,8 @@ void Conv3d::reset_parameters(uint64_t seed, const std::string& prefix) {
   // and the same bound for the bias.
   const int64_t fan_in = in_channels_ * kernel_[0] * kernel_[1] * kernel_[2];
   const float bound = float(1.0 / std::sqrt(double(fan_in)));
-  ops::uniform_(weight_->value, -bound, bound, ops::RandomKey::named(seed, prefix + "weight"));
-  if (bias_) ops::uniform_(bias_->value, -bound, bound, ops::RandomKey::named(seed, prefix + "bias"));
+  ops::uniform_(weight_->value, -bound, bound, parameter_key(seed, prefix, "weight", *weight_));
+  if (bias_) ops::uniform_(bias_->value, -bound, bound, parameter_key(seed, prefix, "bias", *bias_));
 }
 
 Tensor Conv3d::forward(const Tensor& x) {
@@ -58,6 +58,28 @@ Tensor Conv3d::forward(const Tensor& x) {
   ops::conv3d_forward(x, weight_->value, bias_ ? bias_->value : Tensor(), geometry_, y, math_mode());
   input_ = x;
   return y;
+}
+
+Shape Conv3d::describe(const Shape& in, plan::RankStep& step) const {
+  require_layer(in.rank() == 5 && in[1] == in_channels_, name(), "cannot run on an input " + in.str());
+  const ops::Conv3dGeometry g = ops::conv3d_geometry(name(), in_channels_, out_channels_, kernel_, stride_,
+                                                     padding_, {in[2], in[3], in[4]});
+  const int64_t taps = kernel_[0] * kernel_[1] * kernel_[2];
+  plan::LayerShape l;
+  l.name = name();
+  l.kind = plan::LayerKind::conv;
+  l.in_channels = in_channels_;
+  l.out_channels = out_channels_;
+  l.in_size = {in[2], in[3], in[4]};
+  l.out_size = {g.out_size[0], g.out_size[1], g.out_size[2]};
+  l.kernel = kernel_[0];
+  l.stride = stride_[0];
+  l.padding = padding_[0];
+  l.weights = out_channels_ * in_channels_ * taps + (bias_ ? out_channels_ : 0);
+  l.forward_flops = 2.0 * double(out_channels_ * in_channels_ * taps) * double(g.out_volume());
+  l.input_gradient = input_gradient_;
+  step.layers.push_back(l);
+  return {in[0], out_channels_, g.out_size[0], g.out_size[1], g.out_size[2]};
 }
 
 Tensor Conv3d::backward(const Tensor& dy) {

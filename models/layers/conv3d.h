@@ -24,6 +24,7 @@ class Conv3d : public Module {
 
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
+  Shape describe(const Shape& input, plan::RankStep& step) const override;
 
   // Whether backward computes dx (default). The first layer of a network, whose input is
   // data, can skip it: backward then returns an undefined tensor.
@@ -31,6 +32,7 @@ class Conv3d : public Module {
 
   Parameter& weight() { return *weight_; }
   Parameter* bias() { return bias_; }  // null without bias
+  bool input_gradient() const { return input_gradient_; }
   // The geometry of the last forward (input size included).
   const ops::Conv3dGeometry& geometry() const { return geometry_; }
 

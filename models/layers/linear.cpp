@@ -12,7 +12,7 @@
 namespace gridnn::nn {
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Device device)
-    : in_(in_features), out_(out_features) {
+    : Module("Linear"), in_(in_features), out_(out_features) {
   require_layer(in_features > 0 && out_features > 0, "Linear",
                 "in_features and out_features must be > 0, got " + std::to_string(in_features) + " and " +
                     std::to_string(out_features));
@@ -20,21 +20,21 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Device devi
   if (bias) bias_ = &register_parameter("bias", Tensor::zeros({out_}, DType::f32, device));
 }
 
-std::string Linear::name() const {
+std::string Linear::label() const {
   return "Linear(" + std::to_string(in_) + ", " + std::to_string(out_) + ")";
 }
 
 void Linear::reset_parameters(uint64_t seed, const std::string& prefix) {
   const float bound = 1.0f / std::sqrt(float(in_));
-  ops::uniform_(weight_->value, -bound, bound, ops::RandomKey::named(seed, prefix + "weight"));
-  if (bias_) ops::uniform_(bias_->value, -bound, bound, ops::RandomKey::named(seed, prefix + "bias"));
+  ops::uniform_(weight_->value, -bound, bound, parameter_key(seed, prefix, "weight", *weight_));
+  if (bias_) ops::uniform_(bias_->value, -bound, bound, parameter_key(seed, prefix, "bias", *bias_));
 }
 
 Tensor Linear::forward(const Tensor& x) {
-  require_layer(x.defined() && x.rank() == 2 && x.size(1) == in_, name(),
+  require_layer(x.defined() && x.rank() == 2 && x.size(1) == in_, label(),
                 "expects input [N, " + std::to_string(in_) + "], got " + (x.defined() ? x.str() : "undefined") +
                     "; flatten the input or change in_features");
-  require_layer(x.device() == weight_->value.device(), name(),
+  require_layer(x.device() == weight_->value.device(), label(),
                 "input " + x.str() + " is not on the weight's device " + weight_->value.str());
   input_ = x;
   const int64_t n = x.size(0);
@@ -54,9 +54,16 @@ Tensor Linear::forward(const Tensor& x) {
   return y;
 }
 
+Shape Linear::describe(const Shape& in, plan::RankStep& step) const {
+  require_layer(in.rank() == 2 && in[1] == in_, label(), "cannot run on an input " + in.str());
+  step.layers.push_back(plan::fc_layer(name(), in_, out_));
+  if (!bias_) step.layers.back().weights -= out_;
+  return {in[0], out_};
+}
+
 Tensor Linear::backward(const Tensor& dy) {
-  require_layer(input_.defined(), name(), "backward called before forward");
-  require_layer(dy.rank() == 2 && dy.size(0) == input_.size(0) && dy.size(1) == out_, name(),
+  require_layer(input_.defined(), label(), "backward called before forward");
+  require_layer(dy.rank() == 2 && dy.size(0) == input_.size(0) && dy.size(1) == out_, label(),
                 "dy " + dy.str() + " does not match the output [" + std::to_string(input_.size(0)) + ", " +
                     std::to_string(out_) + "] of the last forward");
   Tensor dx = Tensor::empty(input_.shape(), dy.dtype(), dy.device());

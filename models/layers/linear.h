@@ -17,15 +17,18 @@ class Linear : public Module {
 
   Tensor forward(const Tensor& x) override;   // x [N, in] -> [N, out]
   Tensor backward(const Tensor& dy) override;  // dy [N, out] -> dx [N, in]; dW += dy^T x, db += sum_n dy
+  Shape describe(const Shape& input, plan::RankStep& step) const override;
 
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
+  Parameter& weight() { return *weight_; }
+  Parameter* bias() { return bias_; }  // null without bias
 
  protected:
   void reset_parameters(uint64_t seed, const std::string& prefix) override;
 
  private:
-  std::string name() const;
+  std::string label() const;  // "Linear(in, out)"
 
   int64_t in_, out_;
   Parameter* weight_;

@@ -30,8 +30,27 @@ void check_dy(const char* layer, const Shape& input, const Shape& expected, cons
 
 }  // namespace
 
+plan::LayerShape pool_layer_shape(const std::string& name, plan::LayerKind kind, const Shape& in, const Shape& out,
+                                  const Triple3& kernel, const Triple3& stride, const Triple3& padding) {
+  plan::LayerShape l;
+  l.name = name;
+  l.kind = kind;
+  l.in_channels = l.out_channels = in[1];
+  l.in_size = {in[2], in[3], in[4]};
+  l.out_size = {1, 1, 1};
+  if (out.rank() == 5) l.out_size = {out[2], out[3], out[4]};
+  l.kernel = kernel[0];
+  l.stride = stride[0];
+  l.padding = padding[0];
+  const double taps = double(kernel[0] * kernel[1] * kernel[2]);
+  const double voxels = double(kind == plan::LayerKind::global_pool ? in[2] * in[3] * in[4]
+                                                                    : l.out_size[0] * l.out_size[1] * l.out_size[2]);
+  l.forward_flops = (kind == plan::LayerKind::global_pool ? 1.0 : taps) * double(in[1]) * voxels;
+  return l;
+}
+
 MaxPool3d::MaxPool3d(Triple3 kernel, Triple3 stride, Triple3 padding)
-    : params_(make_params("MaxPool3d", kernel, stride, padding)) {}
+    : Module("MaxPool3d"), params_(make_params("MaxPool3d", kernel, stride, padding)) {}
 MaxPool3d::MaxPool3d(int64_t kernel, int64_t stride, int64_t padding)
     : MaxPool3d(Triple3{kernel, kernel, kernel}, Triple3{stride, stride, stride},
                 Triple3{padding, padding, padding}) {}
@@ -46,6 +65,13 @@ Tensor MaxPool3d::forward(const Tensor& x) {
   return y;
 }
 
+Shape MaxPool3d::describe(const Shape& in, plan::RankStep& step) const {
+  const Shape out = ops::pool3d_output_shape(name().c_str(), in, params_);
+  step.layers.push_back(
+      pool_layer_shape(name(), plan::LayerKind::pool, in, out, params_.kernel, params_.stride, params_.padding));
+  return out;
+}
+
 Tensor MaxPool3d::backward(const Tensor& dy) {
   check_dy("MaxPool3d", input_shape_, argmax_.defined() ? argmax_.shape() : Shape{}, dy);
   Tensor dx = Tensor::empty(input_shape_, dy.dtype(), dy.device());
@@ -54,7 +80,7 @@ Tensor MaxPool3d::backward(const Tensor& dy) {
 }
 
 AvgPool3d::AvgPool3d(Triple3 kernel, Triple3 stride, Triple3 padding)
-    : params_(make_params("AvgPool3d", kernel, stride, padding)) {}
+    : Module("AvgPool3d"), params_(make_params("AvgPool3d", kernel, stride, padding)) {}
 AvgPool3d::AvgPool3d(int64_t kernel, int64_t stride, int64_t padding)
     : AvgPool3d(Triple3{kernel, kernel, kernel}, Triple3{stride, stride, stride},
                 Triple3{padding, padding, padding}) {}
@@ -64,6 +90,13 @@ Tensor AvgPool3d::forward(const Tensor& x) {
   ops::avg_pool3d_forward(x, params_, y);
   input_shape_ = x.shape();
   return y;
+}
+
+Shape AvgPool3d::describe(const Shape& in, plan::RankStep& step) const {
+  const Shape out = ops::pool3d_output_shape(name().c_str(), in, params_);
+  step.layers.push_back(
+      pool_layer_shape(name(), plan::LayerKind::pool, in, out, params_.kernel, params_.stride, params_.padding));
+  return out;
 }
 
 Tensor AvgPool3d::backward(const Tensor& dy) {
@@ -84,6 +117,13 @@ Tensor GlobalAvgPool3d::forward(const Tensor& x) {
   ops::global_avg_pool3d_forward(x, y);
   input_shape_ = x.shape();
   return y;
+}
+
+Shape GlobalAvgPool3d::describe(const Shape& in, plan::RankStep& step) const {
+  require_layer(in.rank() == 5, name(), "cannot run on an input " + in.str());
+  step.layers.push_back(
+      pool_layer_shape(name(), plan::LayerKind::global_pool, in, Shape{in[0], in[1]}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}));
+  return {in[0], in[1]};
 }
 
 Tensor GlobalAvgPool3d::backward(const Tensor& dy) {

@@ -14,6 +14,12 @@ namespace gridnn::nn {
 
 using Triple3 = std::array<int64_t, 3>;  // depth, height, width
 
+// The cost model's record of a pooling window (kind pool) or of global average pooling
+// (kind global_pool: `output` {1, 1, 1}) over `input` [b, C, D, H, W] (this rank's).
+plan::LayerShape pool_layer_shape(const std::string& name, plan::LayerKind kind, const Shape& input,
+                                  const Shape& output, const Triple3& kernel, const Triple3& stride,
+                                  const Triple3& padding);
+
 class MaxPool3d : public Module {
  public:
   // stride {0, 0, 0} (the default) means stride = kernel, as PyTorch's stride=None.
@@ -22,6 +28,7 @@ class MaxPool3d : public Module {
 
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
+  Shape describe(const Shape& input, plan::RankStep& step) const override;
   const ops::Pool3dParams& params() const { return params_; }
   // The argmax of the last forward: flat index into each input volume (PyTorch's indices).
   const Tensor& indices() const { return argmax_; }
@@ -39,6 +46,7 @@ class AvgPool3d : public Module {
 
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
+  Shape describe(const Shape& input, plan::RankStep& step) const override;
   const ops::Pool3dParams& params() const { return params_; }
 
  private:
@@ -48,8 +56,10 @@ class AvgPool3d : public Module {
 
 class GlobalAvgPool3d : public Module {
  public:
+  GlobalAvgPool3d() : Module("GlobalAvgPool3d") {}
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
+  Shape describe(const Shape& input, plan::RankStep& step) const override;
 
  private:
   Shape input_shape_;

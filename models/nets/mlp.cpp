@@ -10,7 +10,7 @@
 namespace gridnn::nn {
 
 Mlp::Mlp(const MlpConfig& config, const LayerFactory& layers)
-    : config_(config), relus_(config.sizes.size() > 2 ? config.sizes.size() - 2 : 0) {
+    : Module("MLP"), config_(config), relus_(config.sizes.size() > 2 ? config.sizes.size() - 2 : 0) {
   GRIDNN_REQUIRE(config.sizes.size() >= 2, "MLP: give at least the input and output sizes, got ",
                  config.sizes.size(), " sizes");
   for (size_t i = 0; i < config.sizes.size(); ++i)
@@ -35,10 +35,24 @@ Tensor Mlp::backward(const Tensor& dlogits) {
   return g;
 }
 
+Shape Mlp::describe(const Shape& input, plan::RankStep& step) const {
+  Shape s = input;
+  if (whole_) s = whole_->describe(s, step);
+  s = flatten_.describe(s, step);
+  const size_t first = step.layers.size();
+  for (const Module* fc : fcs_) s = fc->describe(s, step);
+  if (first < step.layers.size()) step.layers[first].input_gradient = false;
+  return s;
+}
+
 Tensor Mlp::forward_block(size_t i, const Tensor& input) {
   Tensor h = input;
   if (i == 0) {
-    const Tensor x = whole_ ? whole_->forward(input) : input;
+    Tensor x = input;
+    if (whole_) {
+      parallel::CommLayerScope scope(whole_->name());
+      x = whole_->forward(input);
+    }
     require_layer(x.defined() && x.rank() >= 2 && x.numel() / std::max<int64_t>(x.size(0), 1) == config_.sizes[0],
                   "MLP", "expects [B, ...] with " + std::to_string(config_.sizes[0]) +
                              " features per sample, got " + (x.defined() ? x.str() : std::string("(undefined)")));
@@ -53,7 +67,9 @@ Tensor Mlp::backward_block(size_t i, const Tensor& dy) {
   g = fcs_.at(i)->run_backward(g);
   if (i > 0) return g;
   g = flatten_.backward(g);
-  return whole_ ? whole_->run_backward(g) : g;
+  if (!whole_) return g;
+  parallel::CommLayerScope scope(whole_->name());
+  return whole_->run_backward(g);
 }
 
 }  // namespace gridnn::nn

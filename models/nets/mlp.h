@@ -29,6 +29,9 @@ class Mlp : public Module, public BlockNetwork {
 
   Tensor forward(const Tensor& input) override;  // [B, ...] with in features -> [B, classes]
   Tensor backward(const Tensor& dlogits) override;
+  // The input's gather (on a grid), then fc1..fcK; the first layer's input gradient is not
+  // needed (its input is data), which the paper's strategies take into account.
+  Shape describe(const Shape& input, plan::RankStep& step) const override;
 
   const MlpConfig& config() const { return config_; }
 

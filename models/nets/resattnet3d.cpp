@@ -31,7 +31,8 @@ std::string describe(const ResAttNetConfig& c) {
 // ---- BasicBlock ------------------------------------------------------------------------
 
 BasicBlock::BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride, int64_t in_depth,
-                       const LayerFactory& layers) {
+                       const LayerFactory& layers)
+    : Module("BasicBlock") {
   const int64_t mid_depth = window_output_depth(in_depth, 3, stride, 1);
   conv1_ = &register_module("conv1", layers.conv3d(in_channels, out_channels, 3, stride, 1, false, in_depth));
   bn1_ = &register_module("bn1", layers.batchnorm3d(out_channels, mid_depth));
@@ -52,6 +53,12 @@ Tensor BasicBlock::forward(const Tensor& x) {
   return relu_out_.forward(residual_add(h, shortcut));
 }
 
+Shape BasicBlock::describe(const Shape& in, plan::RankStep& step) const {
+  const Shape h = bn2_->describe(conv2_->describe(bn1_->describe(conv1_->describe(in, step), step), step), step);
+  if (downsample_) downsample_->describe(in, step);
+  return h;
+}
+
 Tensor BasicBlock::backward(const Tensor& dy) {
   const Tensor d = relu_out_.backward(dy);  // reaches both branches unchanged
   // run_backward: each layer reports when its gradients are final (GradientSync overlaps).
@@ -62,7 +69,8 @@ Tensor BasicBlock::backward(const Tensor& dy) {
 
 // ---- ResAttNet3D -----------------------------------------------------------------------
 
-ResAttNet3D::ResAttNet3D(const ResAttNetConfig& config, const LayerFactory& layers) : config_(config) {
+ResAttNet3D::ResAttNet3D(const ResAttNetConfig& config, const LayerFactory& layers)
+    : Module("ResAttNet3D"), config_(config) {
   validate(config);
   const int64_t w = config.width;
   // The global size of the activation at hand, each side shrinking as the depth does.
@@ -75,7 +83,7 @@ ResAttNet3D::ResAttNet3D(const ResAttNetConfig& config, const LayerFactory& laye
                                                     config.input_gradient));
   shrink(7, 2, 3);
   bn1_ = &register_module("bn1", layers.batchnorm3d(w, depth));
-  maxpool_ = layers.maxpool3d(3, 2, 1, depth);
+  maxpool_ = &register_module("maxpool", layers.maxpool3d(3, 2, 1, depth));
   shrink(3, 2, 1);
 
   const std::array<int, 4> blocks = config.depth == 18 ? std::array<int, 4>{2, 2, 2, 2}
@@ -106,7 +114,7 @@ ResAttNet3D::ResAttNet3D(const ResAttNetConfig& config, const LayerFactory& laye
       add_block("att4", Part::attention, att4_);
     }
   }
-  avgpool_ = layers.global_avg_pool(size[0] * size[1] * size[2], size[0]);
+  avgpool_ = &register_module("avgpool", layers.global_avg_pool(size[0] * size[1] * size[2], size[0]));
   fc_ = &register_module("fc", layers.linear(channels, config.classes));
   add_block("head", Part::head, nullptr);
 }
@@ -120,10 +128,10 @@ void ResAttNet3D::add_block(std::string name, Part part, Module* module) {
   block_parts_.emplace_back(part, module);
 }
 
-void ResAttNet3D::on_named(const std::string& name) {
-  const std::string prefix = name.empty() ? "" : name + ".";
-  maxpool_->name_modules(prefix + "maxpool");
-  avgpool_->name_modules(prefix + "avgpool");
+Shape ResAttNet3D::describe(const Shape& input, plan::RankStep& step) const {
+  Shape s = input;
+  for (const auto& [name, child] : children()) s = child->describe(s, step);
+  return s;
 }
 
 Tensor ResAttNet3D::forward(const Tensor& x) {

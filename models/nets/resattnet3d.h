@@ -54,6 +54,7 @@ class BasicBlock : public Module {
 
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
+  Shape describe(const Shape& input, plan::RankStep& step) const override;
 
  private:
   Module* conv1_;
@@ -81,9 +82,8 @@ class ResAttNet3D : public Module, public BlockNetwork {
   const std::vector<BlockInfo>& blocks() const override { return blocks_; }
   Tensor forward_block(size_t i, const Tensor& x) override;
   Tensor backward_block(size_t i, const Tensor& dy) override;
-
-  // Names the unregistered layers too ("maxpool", "avgpool": they may communicate).
-  void on_named(const std::string& name) override;
+  // Its children in order: conv1, bn1, maxpool, layer1..layer4 with att3 and att4, avgpool, fc.
+  Shape describe(const Shape& input, plan::RankStep& step) const override;
 
  private:
   enum class Part { stem, residual, attention, head };
@@ -92,15 +92,15 @@ class ResAttNet3D : public Module, public BlockNetwork {
   ResAttNetConfig config_;
   std::vector<BlockInfo> blocks_;
   std::vector<std::pair<Part, Module*>> block_parts_;  // per block: its kind and module
-  // Registered in PyTorch's state_dict order; the parameter-free layers are members that
-  // are not registered (they have no state to name).
+  // Registered in PyTorch's state_dict order (torchvision's ResNet registers its pooling
+  // layers too; they have no state). The ReLU is a member: no state, no communication.
   Module* conv1_;
   Module* bn1_;
   ReLU relu_;
-  std::unique_ptr<Module> maxpool_;
+  Module* maxpool_;
   Module* att3_ = nullptr;
   Module* att4_ = nullptr;
-  std::unique_ptr<Module> avgpool_;
+  Module* avgpool_;
   Module* fc_;
 };
 

@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <regex>
-#include <sstream>
 
 #include "core/error.h"
 #include "models/train/whole_state.h"
@@ -57,12 +56,6 @@ int64_t metadata_int(const std::map<std::string, std::string>& meta, const std::
 
 }  // namespace
 
-NamedTensors model_tensors(nn::Module& model) {
-  NamedTensors out;
-  for (auto& [name, p] : model.named_parameters()) out.emplace_back(name, p->value);
-  for (auto& [name, b] : model.named_buffers()) out.emplace_back(name, *b);
-  return out;
-}
 
 std::string save_checkpoint(const std::string& dir, nn::Module& model, const optim::Optimizer& optimizer,
                             const RunState& state, int keep) {
@@ -140,44 +133,6 @@ std::map<std::string, Tensor> read_weights(const std::string& path) {
   for (auto& [name, t] : file.tensors)
     if (name.rfind(kOptimizerPrefix, 0) != 0) model.emplace(name, t);
   return model;
-}
-
-void load_model_tensors(nn::Module& model, const std::map<std::string, Tensor>& tensors,
-                        const std::string& source) {
-  // Files hold whole tensors; a grid may hold row blocks of some (WholeState).
-  const WholeState whole(model);
-  std::vector<std::string> missing, misshaped, unexpected;
-  std::map<std::string, bool> known;
-  for (auto& [name, target] : model_tensors(model)) {
-    known[name] = true;
-    const Shape shape = whole.shape(name, target);
-    auto it = tensors.find(name);
-    if (it == tensors.end()) {
-      missing.push_back(name + " " + shape.str());
-    } else if (it->second.shape() != shape || it->second.dtype() != target.dtype()) {
-      misshaped.push_back(name + ": file has " + it->second.str() + ", model needs " + shape.str() + " " +
-                          dtype_name(target.dtype()));
-    }
-  }
-  for (const auto& [name, t] : tensors)
-    if (!known.count(name)) unexpected.push_back(name + " " + t.shape().str());
-  if (!missing.empty() || !misshaped.empty() || !unexpected.empty()) {
-    std::ostringstream msg;
-    msg << source << " does not match the model:";
-    auto list = [&](const char* what, const std::vector<std::string>& names) {
-      if (names.empty()) return;
-      msg << "\n  " << what << " (" << names.size() << "):";
-      for (const auto& n : names) msg << "\n    " << n;
-    };
-    list("missing", missing);
-    list("mis-shaped", misshaped);
-    list("unexpected", unexpected);
-    msg << "\ncheck --model, --depth, --width, --classes and the attention switches";
-    throw Error(msg.str());
-  }
-  const std::map<std::string, Tensor> local = whole.local(tensors);
-  for (auto& [name, p] : model.named_parameters()) p->value.copy_from(local.at(name));
-  for (auto& [name, b] : model.named_buffers()) b->copy_from(local.at(name));
 }
 
 }  // namespace gridnn::train

@@ -21,6 +21,7 @@
 #include "core/safetensors.h"
 #include "models/module.h"
 #include "models/optim/optimizer.h"
+#include "models/train/whole_state.h"
 
 namespace gridnn::train {
 
@@ -48,7 +49,7 @@ std::string save_checkpoint(const std::string& dir, nn::Module& model, const opt
                             const RunState& state, int keep = 2);
 
 // As above with the tensors given: the whole model's and optimizer state's, which a grid
-// or a pipeline gathers first (WholeState, Pipeline).
+// or a pipeline gathers first (whole_state.h, the pipeline).
 std::string save_checkpoint(const std::string& dir, const NamedTensors& model, const NamedTensors& optimizer_state,
                             int64_t optimizer_steps, const RunState& state, int keep = 2);
 
@@ -58,19 +59,8 @@ Checkpoint read_checkpoint(const std::string& path);
 // files are reported on stderr and skipped.
 std::optional<Checkpoint> latest_checkpoint(const std::string& dir);
 
-// Copies `tensors` (whole, as the single-process model holds them) into the model's
-// parameters and buffers (any device; converted to the parameter's device), this rank's
-// row blocks where the model splits a tensor (WholeState). Strict: every name of the model
-// must be present with its whole shape and dtype, and no other names may appear; otherwise
-// a gridnn::Error lists every missing, unexpected and mis-shaped tensor and names `source`.
-void load_model_tensors(nn::Module& model, const std::map<std::string, Tensor>& tensors,
-                        const std::string& source);
-
 // The weights in `path` for --init-from: every tensor of a plain weights file (exported
 // from PyTorch), or the model tensors of a gridnn checkpoint (its optimizer state left out).
 std::map<std::string, Tensor> read_weights(const std::string& path);
-
-// The model's parameters and buffers by name (state_dict order).
-NamedTensors model_tensors(nn::Module& model);
 
 }  // namespace gridnn::train

@@ -15,22 +15,21 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 }  // namespace
 
-GradientSync::GradientSync(parallel::ProcessGrid& grid, std::vector<std::pair<std::string, nn::Parameter*>> params,
-                           int64_t bucket_bytes)
+GradientSync::GradientSync(std::vector<std::pair<std::string, nn::Parameter*>> params, int64_t bucket_bytes)
     : bucket_bytes_(bucket_bytes) {
   std::reverse(params.begin(), params.end());  // about the order backward finishes them
   std::vector<CommOf> ordered;
   for (auto& [name, p] : params) {
     GRIDNN_REQUIRE(p->grad.dtype() == DType::f32, "gradient sync: parameter ", name, " has a ",
                    dtype_name(p->grad.dtype()), " gradient; only f32 is supported");
-    parallel::Communicator* comm = p->reduction == nn::GradientReduction::stage ? &grid.stage_comm() : &grid.col();
-    if (comm->size() > 1) ordered.emplace_back(p, comm);
+    parallel::Communicator* comm = p->layout.grad_sum_over;
+    if (comm && comm->size() > 1) ordered.emplace_back(p, comm);
   }
   assign(ordered);
 }
 
-GradientSync::GradientSync(parallel::ProcessGrid& grid, nn::Module& model, int64_t bucket_bytes)
-    : GradientSync(grid, model.named_parameters(), bucket_bytes) {
+GradientSync::GradientSync(nn::Module& model, int64_t bucket_bytes)
+    : GradientSync(model.named_parameters(), bucket_bytes) {
   model_ = &model;
   index_slots();
 }

@@ -1,7 +1,9 @@
-// Gradient synchronization on a process grid (DESIGN §4): after backward, every parameter's
-// gradient is summed over the ranks that share it — the whole stage for weights replicated
-// there (convolutions, batch norm, attention), the col communicator for the others
-// (Parameter::reduction) — so that every rank's optimizer then takes the same step.
+// Gradient synchronization on a process grid (docs/design.md §4): after backward, every
+// parameter's gradient is summed over the ranks its layer declared (ParameterLayout::
+// grad_sum_over: the whole stage for weights replicated there and computed from depth slabs,
+// the col communicator for layers replicated on the row and for row blocks), so that every
+// rank's optimizer then takes the same step. Parameters without one (one process) and groups
+// of one rank are left alone.
 //
 // Gradients travel in buckets of about `bucket_bytes`, packed into one flat tensor per
 // bucket, one all-reduce per bucket. Counted in the comm log under the layer "gradients".
@@ -34,7 +36,7 @@
 #include <vector>
 
 #include "models/module.h"
-#include "parallel/process_grid.h"
+#include "parallel/communicator.h"
 
 namespace gridnn::train {
 
@@ -42,13 +44,13 @@ class GradientSync : public nn::BackwardObserver {
  public:
   static constexpr int64_t kDefaultBucketBytes = int64_t(4) << 20;
 
-  GradientSync(parallel::ProcessGrid& grid, std::vector<std::pair<std::string, nn::Parameter*>> params,
-               int64_t bucket_bytes = kDefaultBucketBytes);
+  explicit GradientSync(std::vector<std::pair<std::string, nn::Parameter*>> params,
+                        int64_t bucket_bytes = kDefaultBucketBytes);
   // For `model`'s parameters, and able to overlap with its backward.
-  GradientSync(parallel::ProcessGrid& grid, nn::Module& model, int64_t bucket_bytes = kDefaultBucketBytes);
+  explicit GradientSync(nn::Module& model, int64_t bucket_bytes = kDefaultBucketBytes);
   ~GradientSync() override;
 
-  // Sums every gradient over its communicator (nothing on a 1x1 grid), after backward.
+  // Sums every gradient over its communicator (nothing on one process), after backward.
   void reduce();
 
   // Overlapped (see above): before backward; notifications (as an observer); after it.

@@ -1,6 +1,8 @@
-// --grid auto: the grid the cost model (plan/cost_model.h, DESIGN §6) finds fastest for
-// this run's network and batch on `procs` processes, among the grids this run can use
-// (every batch shard needs a sample, every depth slab a plane of the input).
+// --grid auto: the grid the cost model (plan/cost_model.h, docs/design.md §6) finds fastest
+// for this run's network and batch on `procs` processes, among the grids this run can use
+// (every batch shard needs a sample, every depth slab a plane of the input). Each grid is
+// estimated from the network's own description of its step there (step_plan.h): the words
+// test_words checks against a real run.
 #pragma once
 
 #include <string>

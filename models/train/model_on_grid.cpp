@@ -52,27 +52,44 @@ void ModelOnGrid::set_gradient_sync(bool overlap, int64_t bucket_bytes) {
   // A pipeline's backward runs block by block between messages: its gradients are summed
   // after it (the overlap follows the whole model's backward).
   overlap_ = overlap && !pipeline_;
-  sync_ = pipeline_ ? std::make_unique<GradientSync>(grid_, pipeline_->parameters(), bucket_bytes)
-                    : std::make_unique<GradientSync>(grid_, *model_, bucket_bytes);
+  sync_ = pipeline_ ? std::make_unique<GradientSync>(pipeline_->parameters(), bucket_bytes)
+                    : std::make_unique<GradientSync>(*model_, bucket_bytes);
 }
 
 NamedTensors ModelOnGrid::whole_model_tensors() {
   if (pipeline_) pipeline_->share_model();
-  return WholeState(*model_).model_tensors();
+  return train::whole_model_tensors(*model_);
 }
 
 NamedTensors ModelOnGrid::whole_gradients() {
   if (pipeline_) pipeline_->share_gradients();
-  return WholeState(*model_).gradients();
+  return train::whole_gradients(*model_);
 }
 
+namespace {
+// The parameter an optimizer state entry "<param>.<what>" belongs to.
+nn::Parameter* owner_of(const std::map<std::string, nn::Parameter*>& params, const std::string& entry) {
+  const size_t dot = entry.rfind('.');
+  auto it = dot == std::string::npos ? params.end() : params.find(entry.substr(0, dot));
+  return it == params.end() ? nullptr : it->second;
+}
+}  // namespace
+
 NamedTensors ModelOnGrid::whole_optimizer_state() {
-  const NamedTensors state = pipeline_ ? pipeline_->full_optimizer_state(*optimizer_) : optimizer_->state();
-  return WholeState(*model_).optimizer_state(state);
+  NamedTensors state = pipeline_ ? pipeline_->full_optimizer_state(*optimizer_) : optimizer_->state();
+  std::map<std::string, nn::Parameter*> params;
+  for (auto& [name, p] : model_->named_parameters()) params[name] = p;
+  for (auto& [name, t] : state)
+    if (nn::Parameter* p = owner_of(params, name)) t = whole_of(*p, t);
+  return state;
 }
 
 std::map<std::string, Tensor> ModelOnGrid::own_optimizer_state(const std::map<std::string, Tensor>& whole) const {
-  const std::map<std::string, Tensor> all = WholeState(*model_).local(whole);
+  std::map<std::string, nn::Parameter*> params;
+  for (auto& [name, p] : model_->named_parameters()) params[name] = p;
+  std::map<std::string, Tensor> all = whole;
+  for (auto& [name, t] : all)
+    if (nn::Parameter* p = owner_of(params, name)) t = part_of(*p, t);
   if (!pipeline_) return all;
   std::map<std::string, Tensor> own;
   for (auto& [name, p] : pipeline_->parameters()) {

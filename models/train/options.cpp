@@ -130,7 +130,7 @@ void validate(const TrainOptions& o) {
   }
 }
 
-std::unique_ptr<nn::Module> build_model(const TrainOptions& o, const nn::LayerFactory& layers) {
+std::unique_ptr<nn::Module> build_model(const TrainOptions& o, const nn::LayerFactory& layers, bool initialize) {
   std::unique_ptr<nn::Module> model;
   if (o.model == "resattnet3d") {
     nn::ResAttNetConfig c = o.resattnet;
@@ -146,7 +146,8 @@ std::unique_ptr<nn::Module> build_model(const TrainOptions& o, const nn::LayerFa
     c.input_depth = o.input[0];
     model = std::make_unique<nn::Mlp>(c, layers);
   }
-  model->initialize(o.seed);
+  model->name_modules();
+  if (initialize) model->initialize(o.seed);
   return model;
 }
 

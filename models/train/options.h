@@ -38,7 +38,7 @@ struct TrainOptions {
   optim::ScheduleOptions schedule;  // schedule.base_lr is the learning rate
   DataOptions data;
 
-  std::string grid = "1x1";    // PrxPc or PsxPrxPc (DESIGN §4); the job must have Ps*Pr*Pc processes
+  std::string grid = "1x1";    // PrxPc or PsxPrxPc (docs/design.md §4); the job must have Ps*Pr*Pc processes
   // Pipeline stages (DESIGN §7, models/train/pipeline.h): Ps (also given by a PsxPrxPc
   // grid), GPipe micro-batches per step, and where the stages cut the network: "" or
   // "even", "auto" (GABRA on measured blocks) or a placement file (docs/placement.md).
@@ -68,8 +68,9 @@ TrainOptions options_from_json(const std::string& json);
 void validate(const TrainOptions& options);
 
 // The network the options describe, with the layers of `layers` (a grid's, for domain and
-// batch parallelism), initialized from options.seed.
+// batch parallelism), its modules named (state_dict names), and initialized from
+// options.seed unless `initialize` is false (a network built only to describe itself).
 std::unique_ptr<nn::Module> build_model(const TrainOptions& options,
-                                        const nn::LayerFactory& layers = nn::LayerFactory());
+                                        const nn::LayerFactory& layers = nn::LayerFactory(), bool initialize = true);
 
 }  // namespace gridnn::train

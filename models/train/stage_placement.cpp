@@ -1,12 +1,12 @@
 // Where pipeline stages cut the network: an even split, a placement file, or GABRA on a
 // measured block profile (pipeline.h).
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <vector>
 
 #include "core/error.h"
 #include "models/train/pipeline.h"
+#include "models/train/timing.h"
 #include "plan/gabra.h"
 
 namespace gridnn::train {
@@ -37,20 +37,12 @@ plan::Profile profile_blocks(const TrainOptions& options, int64_t rows, int repe
     }
     return p;
   }
-  using Clock = std::chrono::steady_clock;
-  const auto seconds_since = [](Clock::time_point t) {
-    return std::chrono::duration<double>(Clock::now() - t).count();
-  };
-  const auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   std::unique_ptr<nn::Module> model = build_model(options);  // single-process layers
-  model->to(Device::parse(options.device));
+  const Device device = Device::parse(options.device);
+  model->to(device);
   model->train();
   auto& net = dynamic_cast<nn::BlockNetwork&>(*model);
   const size_t n = net.block_count();
-  const Device device = Device::parse(options.device);
   // A random-free input: every voxel 0.5 (only the times and sizes matter).
   const Shape shape{rows, options.in_channels, options.input[0], options.input[1], options.input[2]};
   const Tensor x = Tensor::from_vector(std::vector<float>(size_t(shape.numel()), 0.5f), shape).to(device);
@@ -60,32 +52,23 @@ plan::Profile profile_blocks(const TrainOptions& options, int64_t rows, int repe
   plan::Profile profile;
   profile.micro_batches = 1;
   profile.blocks.resize(n);
-  std::vector<std::vector<double>> fwd(n), bwd(n);
-  std::vector<Tensor> outputs(n);
-  for (int rep = 0; rep <= repeats; ++rep) {  // the first round warms up
-    Tensor h = x;
-    for (size_t i = 0; i < n; ++i) {
-      const auto t = Clock::now();
-      h = net.forward_block(i, h);
-      synchronize(device);
-      if (rep) fwd[i].push_back(seconds_since(t));
-      outputs[i] = h;
-    }
-    Tensor g = Tensor::from_vector(std::vector<float>(size_t(h.numel()), 1.0f / float(h.numel())), h.shape()).to(device);
-    for (size_t i = n; i-- > 0;) {
-      const auto t = Clock::now();
-      g = net.backward_block(i, g);
-      synchronize(device);
-      if (rep) bwd[i].push_back(seconds_since(t));
-      if (!g.defined()) break;  // the stem computes no input gradient
-    }
+  // Each block on the output of the ones before it, timed forward then backward by the
+  // timing harness (timing.h).
+  TimingOptions timing;
+  timing.reps = repeats;
+  std::vector<Tensor> inputs{x};
+  for (size_t i = 0; i < n; ++i) {
+    ForwardBackward run([&net, i](const Tensor& in) { return net.forward_block(i, in); },
+                        [&net, i](const Tensor& dy) { return net.backward_block(i, dy); }, inputs.back(), device);
+    const Timing t = run.measure(timing);
+    inputs.push_back(run.forward());
+    profile.blocks[i].forward_s = t.forward_s;
+    profile.blocks[i].backward_s = t.backward_s;
   }
   for (size_t i = 0; i < n; ++i) {
     plan::BlockProfile& b = profile.blocks[i];
     b.name = net.blocks()[i].name;
-    b.forward_s = median(fwd[i]);
-    b.backward_s = bwd[i].empty() ? 2 * b.forward_s : median(bwd[i]);
-    b.activation_bytes = double(outputs[i].numel()) * 4;
+    b.activation_bytes = double(inputs[i + 1].numel()) * 4;
     const double input_bytes = i == 0 ? double(x.numel()) * 4 : profile.blocks[i - 1].activation_bytes;
     b.stash_bytes = input_bytes + b.activation_bytes;
     double parameter_bytes = 0;

@@ -1,64 +1,83 @@
-// WholeState: whole tensors from row blocks and back (see whole_state.h).
+// Whole tensors from this rank's parts and back (whole_state.h).
 #include "models/train/whole_state.h"
 
-#include <unordered_map>
+#include <sstream>
+#include <vector>
 
-#include "models/train/checkpoint.h"
+#include "parallel/mappings.h"
 
 namespace gridnn::train {
+namespace {
+parallel::BlockSplit rows_of(const nn::Parameter& p) { return {p.layout.rows_over, 0, p.layout.whole_rows, 1}; }
+}  // namespace
 
-WholeState::WholeState(nn::Module& model) : model_(model) {
-  std::unordered_map<const nn::Parameter*, nn::RowSplitParameters*> owner;
-  for (nn::Module* m : model.modules())
-    if (auto* split = dynamic_cast<nn::RowSplitParameters*>(m))
-      for (auto& [name, p] : m->named_parameters()) owner[p] = split;
-  for (auto& [name, p] : model.named_parameters())
-    if (auto it = owner.find(p); it != owner.end()) split_[name] = it->second;
+Tensor whole_of(const nn::Parameter& p, const Tensor& part) {
+  return p.layout.rows_over ? parallel::gather_blocks(part, rows_of(p)) : part;
 }
 
-nn::RowSplitParameters* WholeState::split_of(const std::string& name) const {
-  if (split_.empty()) return nullptr;
-  // The parameter's own name, or a state entry "<parameter>.<what>".
-  if (auto it = split_.find(name); it != split_.end()) return it->second;
-  const size_t dot = name.rfind('.');
-  if (dot == std::string::npos) return nullptr;
-  auto it = split_.find(name.substr(0, dot));
-  return it == split_.end() ? nullptr : it->second;
+Tensor part_of(const nn::Parameter& p, const Tensor& whole) {
+  return p.layout.rows_over ? parallel::own_block(whole, rows_of(p)) : whole;
 }
 
-NamedTensors WholeState::model_tensors() {
-  NamedTensors out = train::model_tensors(model_);
-  for (auto& [name, t] : out)
-    if (auto* split = split_of(name)) t = split->gather_whole(t);
-  return out;
+Shape whole_shape(const nn::Parameter& p, const Tensor& part) {
+  return p.layout.rows_over ? part.shape().with(0, p.layout.whole_rows) : part.shape();
 }
 
-NamedTensors WholeState::gradients() {
+NamedTensors model_tensors(nn::Module& model) {
   NamedTensors out;
-  for (auto& [name, p] : model_.named_parameters()) {
-    auto* split = split_of(name);
-    out.emplace_back(name, split ? split->gather_whole(p->grad) : p->grad);
+  for (auto& [name, p] : model.named_parameters()) out.emplace_back(name, p->value);
+  for (auto& [name, b] : model.named_buffers()) out.emplace_back(name, *b);
+  return out;
+}
+
+NamedTensors whole_model_tensors(nn::Module& model) {
+  NamedTensors out;
+  for (auto& [name, p] : model.named_parameters()) out.emplace_back(name, whole_of(*p, p->value));
+  for (auto& [name, b] : model.named_buffers()) out.emplace_back(name, *b);
+  return out;
+}
+
+NamedTensors whole_gradients(nn::Module& model) {
+  NamedTensors out;
+  for (auto& [name, p] : model.named_parameters()) out.emplace_back(name, whole_of(*p, p->grad));
+  return out;
+}
+
+void load_model_tensors(nn::Module& model, const std::map<std::string, Tensor>& tensors,
+                        const std::string& source) {
+  std::vector<std::string> missing, misshaped, unexpected;
+  std::map<std::string, bool> known;
+  auto check = [&](const std::string& name, const Shape& shape, DType dtype) {
+    known[name] = true;
+    auto it = tensors.find(name);
+    if (it == tensors.end())
+      missing.push_back(name + " " + shape.str());
+    else if (it->second.shape() != shape || it->second.dtype() != dtype)
+      misshaped.push_back(name + ": file has " + it->second.str() + ", model needs " + shape.str() + " " +
+                          dtype_name(dtype));
+  };
+  const auto parameters = model.named_parameters();
+  const auto buffers = model.named_buffers();
+  for (auto& [name, p] : parameters) check(name, whole_shape(*p, p->value), p->value.dtype());
+  for (auto& [name, b] : buffers) check(name, b->shape(), b->dtype());
+  for (const auto& [name, t] : tensors)
+    if (!known.count(name)) unexpected.push_back(name + " " + t.shape().str());
+  if (!missing.empty() || !misshaped.empty() || !unexpected.empty()) {
+    std::ostringstream msg;
+    msg << source << " does not match the model:";
+    auto list = [&](const char* what, const std::vector<std::string>& names) {
+      if (names.empty()) return;
+      msg << "\n  " << what << " (" << names.size() << "):";
+      for (const auto& n : names) msg << "\n    " << n;
+    };
+    list("missing", missing);
+    list("mis-shaped", misshaped);
+    list("unexpected", unexpected);
+    msg << "\ncheck --model, --depth, --width, --classes and the attention switches";
+    throw Error(msg.str());
   }
-  return out;
-}
-
-NamedTensors WholeState::optimizer_state(const NamedTensors& state) {
-  NamedTensors out = state;
-  for (auto& [name, t] : out)
-    if (auto* split = split_of(name)) t = split->gather_whole(t);
-  return out;
-}
-
-std::map<std::string, Tensor> WholeState::local(const std::map<std::string, Tensor>& whole) const {
-  std::map<std::string, Tensor> out = whole;
-  for (auto& [name, t] : out)
-    if (auto* split = split_of(name)) t = split->take_block(t);
-  return out;
-}
-
-Shape WholeState::shape(const std::string& name, const Tensor& local_tensor) const {
-  auto* split = split_of(name);
-  return split ? split->whole_shape(local_tensor) : local_tensor.shape();
+  for (auto& [name, p] : parameters) p->value.copy_from(part_of(*p, tensors.at(name)));
+  for (auto& [name, b] : buffers) b->copy_from(tensors.at(name));
 }
 
 }  // namespace gridnn::train

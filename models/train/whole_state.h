@@ -1,15 +1,8 @@
-// The model's tensors as the single-process model holds them, on a grid that splits some of
-// them into row blocks (the 1.5D DistLinear: nn::RowSplitParameters). Checkpoints and
-// --dump-step hold whole tensors, so a run saved on one grid resumes on any other; loading
-// cuts the whole tensors back into this rank's blocks.
-//
-//   WholeState whole(model);
-//   whole.model_tensors()      parameters and buffers, whole      (collective over the rows)
-//   whole.gradients()          each parameter's gradient, whole   (collective)
-//   whole.optimizer_state(s)   "<param>.<what>" entries, whole    (collective)
-//   whole.local(tensors)       model tensors or optimizer state, cut to this rank's blocks
-//   whole.shape(name, t)       the whole shape of a model tensor or state entry
-// Without split parameters every call returns the tensors as they are.
+// The model's tensors as one process holds them, on a grid whose layers may hold parts of
+// some (ParameterLayout: a 1.5D layer's row blocks). Checkpoints, --dump-step and state
+// dicts hold whole tensors, so a run saved on one grid resumes on any other; loading cuts
+// the whole tensors back into this rank's parts. Without split parameters every function
+// returns the tensors as they are.
 #pragma once
 
 #include <map>
@@ -20,23 +13,25 @@
 
 namespace gridnn::train {
 
-class WholeState {
- public:
-  explicit WholeState(nn::Module& model);
+// A tensor laid out like parameter `p` (its value, its gradient, or optimizer state shaped
+// like it): the whole from this rank's part (collective over the ranks p is split over),
+// this rank's part of the whole (a copy; no communication), and the whole's shape.
+Tensor whole_of(const nn::Parameter& p, const Tensor& part);
+Tensor part_of(const nn::Parameter& p, const Tensor& whole);
+Shape whole_shape(const nn::Parameter& p, const Tensor& part);
 
-  NamedTensors model_tensors();
-  NamedTensors gradients();
-  NamedTensors optimizer_state(const NamedTensors& state);
-  std::map<std::string, Tensor> local(const std::map<std::string, Tensor>& whole) const;
-  Shape shape(const std::string& name, const Tensor& local) const;
+// The model's parameters and buffers by name (state_dict order), as this rank holds them.
+NamedTensors model_tensors(nn::Module& model);
+// The same, whole (collective), and every parameter's gradient, whole (collective).
+NamedTensors whole_model_tensors(nn::Module& model);
+NamedTensors whole_gradients(nn::Module& model);
 
- private:
-  // The split module holding a model tensor or state entry ("fc1.weight",
-  // "fc1.weight.momentum_buffer"), or null.
-  nn::RowSplitParameters* split_of(const std::string& name) const;
-
-  nn::Module& model_;
-  std::map<std::string, nn::RowSplitParameters*> split_;  // parameter name -> its module
-};
+// Copies `tensors` (whole, as the single-process model holds them) into the model's
+// parameters and buffers (any device; converted to the parameter's device), this rank's
+// part where the model splits a tensor. Strict: every name of the model must be present
+// with its whole shape and dtype, and no other names may appear; otherwise a gridnn::Error
+// lists every missing, unexpected and mis-shaped tensor and names `source`.
+void load_model_tensors(nn::Module& model, const std::map<std::string, Tensor>& tensors,
+                        const std::string& source);
 
 }  // namespace gridnn::train

@@ -218,38 +218,5 @@ TEST(Calibration, ComputeTableInterpolates) {
   EXPECT_EQ(t.at(0), 0.0);
 }
 
-TEST(Calibration, CostModelUsesTheTable) {
-  ResAttNetShape shape;
-  shape.width = 8;
-  shape.input = {16, 16, 16};
-  const Network net = resattnet3d(shape);
-  const LayerShape& conv1 = net.layers.front();
-  ASSERT_EQ(conv1.name, "conv1");
-  ASSERT_EQ(conv1.out_size[0], 8);  // 16 -> 8 planes: 4 per rank on 2 rows
-  auto tables = std::make_shared<ComputeTables>();
-  (*tables)["conv1"] = {conv1.forward_flops, {{1, 0.1}, {2, 0.2}, {4, 0.5}}};
-  Machine m{2e-6, 4.0 / 6e9, 1e9, tables};
-  auto compute_of = [&](const PlanCost& p, const std::string& layer) {
-    for (const LayerCost& l : p.layers)
-      if (l.layer == layer) return l.compute_s;
-    ADD_FAILURE() << "no layer " << layer;
-    return -1.0;
-  };
-  for (const Strategy& s : {model_batch_domain(), as_gridnn_runs()}) {
-    // 2 x 2, B = 8: local batch 4, half the planes: 0.5 x 4/8.
-    EXPECT_DOUBLE_EQ(compute_of(estimate(net, 8, {2, 2}, m, s), "conv1"), 0.25);
-    // B = 6: local batch 3, interpolated 0.35, half of it.
-    EXPECT_DOUBLE_EQ(compute_of(estimate(net, 6, {2, 2}, m, s), "conv1"), 0.175);
-    // B = 16 on 1 x 2: local batch 8 (twice the largest measured), all planes.
-    EXPECT_DOUBLE_EQ(compute_of(estimate(net, 16, {1, 2}, m, s), "conv1"), 1.0);
-    // A layer without a table keeps the FLOP-rate term: bn1 at local batch 4, half its planes.
-    const LayerShape& bn1 = net.layers[1];
-    EXPECT_DOUBLE_EQ(compute_of(estimate(net, 8, {2, 2}, m, s), "bn1"), 3.0 * bn1.forward_flops * 4 * 0.5 / 1e9);
-  }
-  // Measured on a shape with half the FLOPs per sample: the time doubles.
-  (*tables)["conv1"].forward_flops = conv1.forward_flops / 2;
-  EXPECT_DOUBLE_EQ(compute_of(estimate(net, 8, {2, 2}, m, model_batch_domain()), "conv1"), 0.5);
-}
-
 }  // namespace
 }  // namespace gridnn::plan

@@ -19,13 +19,13 @@
 
 #include "kernels/elementwise.h"
 #include "models/dist/attention.h"
-#include "models/dist/batchnorm3d.h"
 #include "models/dist/global_pool.h"
 #include "models/dist/linear.h"
 #include "models/layers/attention.h"
 #include "models/layers/batchnorm3d.h"
 #include "models/layers/linear.h"
 #include "models/layers/pool3d.h"
+#include "models/train/whole_state.h"
 #include "parallel/process_grid.h"
 #include "test/support/mpi_main.h"
 #include "test/support/random_tensor.h"
@@ -128,7 +128,7 @@ TEST(DistSelfAttention3d, MatchesSingleProcessOnEveryGrid) {
     SCOPED_TRACE(trace(shape));
     auto grid = ProcessGrid::create(shape);
     const Part part = part_of(*grid, B, D);
-    nn::DistSelfAttention3d layer(grid->row(), C, D);
+    nn::DistSelfAttention3d layer(*grid, C, D);
     layer.initialize(7);
     ops::fill(find_parameter(layer, "gamma")->value, 0.7);
     ASSERT_EQ(layer.named_parameters().size(), ref.named_parameters().size());
@@ -159,11 +159,11 @@ TEST(DistSelfAttention3d, MatchesSingleProcessOnEveryGrid) {
 
 TEST(DistSelfAttention3d, RejectsAWrongSlabAndTooManyRows) {
   auto grid = ProcessGrid::create(GridShape{1, test::world_size(), 1});
-  nn::DistSelfAttention3d layer(grid->row(), 8, 5);
+  nn::DistSelfAttention3d layer(*grid, 8, 5);
   const int64_t planes = layer.planes().size();
   EXPECT_THROW(layer.forward(Tensor::zeros({1, 8, planes + 1, 2, 2})), Error);
   if (test::world_size() > 1) {
-    EXPECT_THROW(nn::DistSelfAttention3d(grid->row(), 8, test::world_size() - 1), Error);
+    EXPECT_THROW(nn::DistSelfAttention3d(*grid, 8, test::world_size() - 1), Error);
   }
 }
 
@@ -206,7 +206,7 @@ TEST(SyncBatchNorm3d, StatisticsAndGradientsAreGridInvariant) {
     SCOPED_TRACE(trace(shape));
     auto grid = ProcessGrid::create(shape);
     const Part part = part_of(*grid, B, D);
-    nn::SyncBatchNorm3d bn(grid->stage_comm(), C);
+    nn::BatchNorm3d bn(C, 1e-5, 0.1, Device::cpu(), &grid->stage_comm());
     ops::copy(gamma, bn.weight().value);
     ops::copy(beta, bn.bias().value);
 
@@ -275,7 +275,7 @@ TEST(DistLinear, RowBlocksMatchSingleProcessOnEveryGrid) {
     SCOPED_TRACE(trace(shape));
     auto grid = ProcessGrid::create(shape);
     const Range samples = parallel::balanced_range(B, shape.cols, grid->col_rank());
-    nn::DistLinear fc(grid->row(), in, out);
+    nn::DistLinear fc(*grid, in, out);
     fc.initialize(5);  // each block drawn from its global indices
     const Range block = fc.block();
     EXPECT_EQ(block.size(), parallel::balanced_range(out, shape.rows, grid->row_rank()).size());
@@ -294,7 +294,7 @@ TEST(DistLinear, RowBlocksMatchSingleProcessOnEveryGrid) {
     EXPECT_EQ(log.records().size(), 2u);
 
     // dW_r, db_r: summed over col_comm (the batch shards), stacked over the row.
-    NamedTensors grads = fc.gather_gradients();
+    NamedTensors grads = train::whole_gradients(fc);
     ASSERT_EQ(grads.size(), 2u);
     for (auto& [name, g] : grads) {
       SCOPED_TRACE(name);
@@ -304,15 +304,15 @@ TEST(DistLinear, RowBlocksMatchSingleProcessOnEveryGrid) {
 
     // Checkpoints: the full tensors gathered, and a fresh layer loaded from them.
     std::map<std::string, Tensor> full;
-    for (auto& [name, t] : fc.gather_parameters()) {
+    for (auto& [name, t] : train::whole_model_tensors(fc)) {
       EXPECT_TRUE(test::tensors_equal(t, find_parameter(ref, name)->value)) << name;
       full[name] = t;
     }
-    nn::DistLinear loaded(grid->row(), in, out);
-    loaded.scatter_parameters(full);
+    nn::DistLinear loaded(*grid, in, out);
+    train::load_model_tensors(loaded, full, "the gathered tensors");
     EXPECT_TRUE(test::tensors_equal(loaded.forward(rows_of(x, samples)), y));
     full.erase("bias");
-    EXPECT_THROW(loaded.scatter_parameters(full), Error);
+    EXPECT_THROW(train::load_model_tensors(loaded, full, "the gathered tensors"), Error);
   }
 }
 

@@ -13,8 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "models/dist/conv3d.h"
-#include "models/dist/pool3d.h"
+#include "models/dist/domain_parallel.h"
 #include "models/layers/conv3d.h"
 #include "models/layers/pool3d.h"
 #include "parallel/halo.h"
@@ -138,11 +137,13 @@ TEST_P(DistConv, MatchesSingleProcessSlabsAndGradients) {
   const uint64_t seed = 1234;
 
   nn::Conv3d reference(c.in, c.out, c.kernel, c.stride, c.padding, c.bias);
-  nn::DistConv3d conv(grid->row(), c.in, c.out, c.kernel, c.stride, c.padding, c.bias, c.depth, layer);
+  auto conv_layer = nn::domain_conv3d(*grid, c.in, c.out, c.kernel, c.stride, c.padding, c.bias, c.depth,
+                                      c.input_gradient);
+  nn::Module& conv = *conv_layer;
+  conv.name_modules(layer);
   reference.initialize(seed);
   conv.initialize(seed);
   reference.set_input_gradient(c.input_gradient);
-  conv.set_input_gradient(c.input_gradient);
 
   // Same state_dict names and values as the single-process layer.
   auto ref_params = reference.named_parameters(), params = conv.named_parameters();
@@ -221,11 +222,12 @@ TEST_P(DistPool, MatchesSingleProcessSlabs) {
   std::unique_ptr<nn::Module> reference, pool;
   if (c.max) {
     reference = std::make_unique<nn::MaxPool3d>(c.kernel, c.stride, c.padding);
-    pool = std::make_unique<nn::DistMaxPool3d>(grid->row(), c.kernel, c.stride, c.padding, c.depth, layer);
+    pool = nn::domain_max_pool3d(*grid, c.kernel, c.stride, c.padding, c.depth);
   } else {
     reference = std::make_unique<nn::AvgPool3d>(c.kernel, c.stride, c.padding);
-    pool = std::make_unique<nn::DistAvgPool3d>(grid->row(), c.kernel, c.stride, c.padding, c.depth, layer);
+    pool = nn::domain_avg_pool3d(*grid, c.kernel, c.stride, c.padding, c.depth);
   }
+  pool->name_modules(layer);
   // Max pooling over negative values: zero padding planes would win at the edges.
   const Tensor x = c.max ? test::random_tensor({c.batch, c.channels, c.depth, c.h, c.w}, 21, -2.0f, -1.0f)
                          : test::random_tensor({c.batch, c.channels, c.depth, c.h, c.w}, 21);
@@ -309,13 +311,13 @@ TEST(DepthHalo, ThinSlabIsAnErrorNamingTheLayerAndTheLargestPr) {
   const int parts = grid->shape().rows;
   if (parts == 4) {  // the brief's case: depth 4 over 4 ranks with k7 s2
     const std::string m = test::error_message(
-        [&] { nn::DistConv3d conv(grid->row(), 1, 2, 7, 2, 3, true, 4, "stem.conv"); });
+        [&] { nn::domain_conv3d(*grid, 1, 2, {7, 7, 7}, {2, 2, 2}, {3, 3, 3}, true, 4, true, "stem.conv"); });
     EXPECT_NE(m.find("stem.conv"), std::string::npos) << m;
     EXPECT_NE(m.find("largest usable Pr for this layer is 2"), std::string::npos) << m;
   }
   if (parts >= 2) {  // one plane fewer than ranks
     const std::string m = test::error_message([&] {
-      nn::DistMaxPool3d pool(grid->row(), 3, 1, 1, parts - 1, "layer2.pool");
+      nn::domain_max_pool3d(*grid, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, parts - 1, "layer2.pool");
     });
     EXPECT_NE(m.find("layer2.pool"), std::string::npos) << m;
     EXPECT_NE(m.find("largest usable Pr for this layer is " + std::to_string(parts - 1)),
@@ -323,18 +325,18 @@ TEST(DepthHalo, ThinSlabIsAnErrorNamingTheLayerAndTheLargestPr) {
         << m;
   } else {
     EXPECT_EQ(test::error_message(
-                  [&] { nn::DistConv3d conv(grid->row(), 1, 2, 7, 2, 3, true, 4, "stem.conv"); }),
+                  [&] { nn::domain_conv3d(*grid, 1, 2, {7, 7, 7}, {2, 2, 2}, {3, 3, 3}, true, 4, true, "stem.conv"); }),
               "(no error)");
   }
 }
 
 TEST(DepthHalo, WrongSlabDepthIsAnError) {
   auto grid = row_grid();
-  nn::DistConv3d conv(grid->row(), 1, 2, 3, 1, 1, true, 8, "layer1.conv");
+  auto conv = nn::domain_conv3d(*grid, 1, 2, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, true, 8, true, "layer1.conv");
   const int64_t own = balanced(8, grid->shape().rows, grid->row_rank()).end -
                       balanced(8, grid->shape().rows, grid->row_rank()).begin;
   const std::string m =
-      test::error_message([&] { conv.forward(Tensor::zeros({1, 1, own + 1, 3, 3})); });
+      test::error_message([&] { conv->forward(Tensor::zeros({1, 1, own + 1, 3, 3})); });
   EXPECT_NE(m.find("layer1.conv"), std::string::npos) << m;
 }
 

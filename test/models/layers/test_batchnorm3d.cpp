@@ -275,19 +275,23 @@ class SharedAllReduce {
   std::vector<float> sum_, result_;
 };
 
-class SplitBatchNorm3d : public nn::BatchNorm3d {
+// Rank `rank` of the threads sharing `shared`: a communicator that can all-reduce.
+class ThreadCommunicator : public parallel::Communicator {
  public:
-  SplitBatchNorm3d(int64_t channels, SharedAllReduce* comm) : BatchNorm3d(channels), comm_(comm) {}
-
- protected:
-  int64_t reduce_mean_sums(Tensor& sums, int64_t local) override {
-    comm_->all_reduce(sums);
-    return SharedAllReduce::kRanks * local;
-  }
-  void reduce_sums(Tensor& sums) override { comm_->all_reduce(sums); }
+  ThreadCommunicator(SharedAllReduce& shared, int rank)
+      : Communicator("stage", rank, SharedAllReduce::kRanks), shared_(shared) {}
+  void all_reduce(Tensor& t, parallel::ReduceOp) override { shared_.all_reduce(t); }
+  void all_gather(const Tensor&, Tensor&) override { unused(); }
+  void all_gatherv(const Tensor&, Tensor&, const std::vector<int64_t>&) override { unused(); }
+  void reduce_scatter(const Tensor&, Tensor&) override { unused(); }
+  void reduce_scatterv(const Tensor&, Tensor&, const std::vector<int64_t>&) override { unused(); }
+  void broadcast(Tensor&, int) override { unused(); }
+  void send_recv(const Tensor&, int, Tensor&, int, int) override { unused(); }
+  void barrier() override { unused(); }
 
  private:
-  SharedAllReduce* comm_;
+  [[noreturn]] static void unused() { throw Error("batch norm only all-reduces"); }
+  SharedAllReduce& shared_;
 };
 
 TEST(BatchNorm3d, SplitBatchWithAllReducedSumsMatchesTheWholeBatch) {
@@ -297,8 +301,9 @@ TEST(BatchNorm3d, SplitBatchWithAllReducedSumsMatchesTheWholeBatch) {
   set_affine(whole, 42);
   Tensor y = whole.forward(x), dx = whole.backward(dy);
 
-  SharedAllReduce comm;
-  SplitBatchNorm3d a(3, &comm), b(3, &comm);
+  SharedAllReduce shared;
+  ThreadCommunicator rank0(shared, 0), rank1_comm(shared, 1);
+  nn::BatchNorm3d a(3, 1e-5, 0.1, Device::cpu(), &rank0), b(3, 1e-5, 0.1, Device::cpu(), &rank1_comm);
   set_affine(a, 42);
   set_affine(b, 42);
   Tensor ya, yb, dxa, dxb;

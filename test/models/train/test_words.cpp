@@ -1,12 +1,13 @@
-// The cost model's words against a real run (DESIGN §6, issue 6): under mpiexec -n 2 and 4,
-// one ModelOnGrid::forward_backward of a small ResAttNet3D (and an MLP) on the grids 1 x P,
-// P x 1 and (at 4) 2 x 2; every rank compares what its communicators counted (CommLog, summed
-// by layer, communicator and operation, entries of 0 elements left out) with
-// plan::gridnn_calls for its own position (row, col): halo planes and batch rows depend on the
-// rank, so each rank is checked against its own prediction, exactly. The gradient all-reduce
-// appears there per group ("gradients" over stage and col); its total must also be the
-// model's parameter count wherever both groups have more than one rank, or the count of the
-// group that does.
+// The cost model's words against a real run (docs/design.md §6): under mpiexec -n 2 and 4,
+// one training step of a small ResAttNet3D (and an MLP) on the grids 1 x P, P x 1 and (at 4)
+// 2 x 2; every rank compares what its communicators counted (CommLog, summed by layer,
+// communicator and operation, entries of 0 elements left out) with the step the network
+// describes for its own position (row, col) — the live model's (train::describe_step) and
+// the one built on a planning grid, as `--grid auto` and gridnn-plan estimate it
+// (train::describe_grid): halo planes and batch rows depend on the rank, so each rank is
+// checked against its own prediction, exactly. The gradient all-reduce appears there per
+// group ("gradients" over stage and col); its total must also be the model's parameter
+// count wherever both groups have more than one rank, or the count of the group that does.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -15,6 +16,7 @@
 #include "models/data/synthetic.h"
 #include "models/train/grid_batch.h"
 #include "models/train/model_on_grid.h"
+#include "models/train/step_plan.h"
 #include "models/train/whole_state.h"
 #include "plan/cost_model.h"
 #include "parallel/process_grid.h"
@@ -71,10 +73,22 @@ int64_t parameters(train::ModelOnGrid& net) {
   return n;
 }
 int64_t whole_parameters(train::ModelOnGrid& net) {
-  const train::WholeState whole(net.model());
   int64_t n = 0;
-  for (auto& [name, p] : net.model().named_parameters()) n += whole.shape(name, p->value).numel();
+  for (auto& [name, p] : net.model().named_parameters()) n += train::whole_shape(*p, p->value).numel();
   return n;
+}
+
+// What rank (row, col) of `shape` describes for one step of `o`: the live model's, which
+// must equal the planning grid's.
+Counts predicted(train::ModelOnGrid& net, const train::TrainOptions& o, const parallel::GridShape& shape,
+                 const parallel::ProcessGrid& grid) {
+  const Shape sample{o.in_channels, o.input[0], o.input[1], o.input[2]};
+  const plan::RankStep live =
+      train::describe_step(net.model(), shape, grid.row_rank(), grid.col_rank(), o.batch, sample);
+  const plan::RankStep planned = train::describe_grid(o, shape).at(size_t(grid.row_rank() * shape.cols + grid.col_rank()));
+  const Counts want = without_zeros(plan::comm_elements(live.calls));
+  EXPECT_EQ(without_zeros(plan::comm_elements(planned.calls)), want) << "the planning grid's description";
+  return want;
 }
 
 TEST(Words, ResAttNetPredictionEqualsTheCounts) {
@@ -92,11 +106,8 @@ TEST(Words, ResAttNetPredictionEqualsTheCounts) {
     Tensor logits;
     net.forward_backward(batch, 8, &logits);
 
-    const plan::Network model = plan::resattnet3d({18, 2, 1, 3, {24, 24, 20}, true, true});
-    EXPECT_EQ(model.weights(), whole_parameters(net)) << shape.str();
-    const plan::Grid g{shape.rows, shape.cols};
-    const Counts want = without_zeros(
-        plan::comm_elements(plan::gridnn_calls(model, 8, g, grid->row_rank(), grid->col_rank())));
+    EXPECT_EQ(train::network_of(o).weights(), whole_parameters(net)) << shape.str();
+    const Counts want = predicted(net, o, shape, *grid);
     const std::string where = shape.str() + " rank (" + std::to_string(grid->row_rank()) + ", " +
                               std::to_string(grid->col_rank()) + ")";
     expect_equal(without_zeros(counted()), want, where);
@@ -134,10 +145,8 @@ TEST(Words, MlpPredictionEqualsTheCounts) {
     Tensor logits;
     net.forward_backward(batch, 6, &logits);
 
-    const plan::Network model = plan::mlp({8 * 6 * 5, 16, 8, 3});
-    EXPECT_EQ(model.weights(), whole_parameters(net)) << shape.str();
-    const Counts want = without_zeros(plan::comm_elements(plan::gridnn_mlp_calls(
-        model, 6, {1, 8, 6, 5}, plan::Grid{shape.rows, shape.cols}, grid->row_rank(), grid->col_rank())));
+    EXPECT_EQ(train::network_of(o).weights(), whole_parameters(net)) << shape.str();
+    const Counts want = predicted(net, o, shape, *grid);
     expect_equal(without_zeros(counted()), want, shape.str() + " rank " + std::to_string(test::world_rank()));
   }
 }

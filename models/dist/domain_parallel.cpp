@@ -1,0 +1,90 @@
+// DomainParallel: the halo exchange around a single-process layer (see the header).
+#include "models/dist/domain_parallel.h"
+
+#include <limits>
+
+#include "models/layers/conv3d.h"
+#include "models/layers/pool3d.h"
+
+namespace gridnn::nn {
+
+DomainParallel::DomainParallel(parallel::ProcessGrid& grid, std::unique_ptr<Module> layer,
+                               parallel::DepthWindow window, int64_t global_in_depth, float padding_value,
+                               const std::string& kind)
+    : Module(kind),
+      exchange_(grid.row(),
+                parallel::plan_depth_halo(kind, global_in_depth, window, grid.row().size(), grid.row().rank()), kind),
+      padding_value_(padding_value) {
+  layer_ = &register_module("", std::move(layer));
+  for (auto& [name, p] : layer_->named_parameters()) p->layout.grad_sum_over = &grid.stage_comm();
+}
+
+Tensor DomainParallel::forward(const Tensor& x) {
+  parallel::CommLayerScope scope(name());
+  exchange_.set_layer(name());
+  return layer_->forward(exchange_.extend(x, padding_value_));  // halo planes in, own planes out
+}
+
+Tensor DomainParallel::backward(const Tensor& dy) {
+  parallel::CommLayerScope scope(name());
+  const Tensor d_extended = layer_->backward(dy);  // weight gradients: this rank's part only
+  if (!d_extended.defined()) return d_extended;
+  return exchange_.return_gradient(d_extended);  // halo gradients back to their owners
+}
+
+Shape DomainParallel::describe(const Shape& in, plan::RankStep& step) const {
+  const parallel::DepthHalo& h = exchange_.halo();
+  require_layer(in.rank() == 5 && in[2] == h.input.owned().size(), name(),
+                "cannot run on an input " + in.str() + " (a slab of " + std::to_string(h.input.owned().size()) +
+                    " planes)");
+  const Shape out = layer_->describe(in.with(2, h.extended_planes()), step);
+  const int64_t plane = in[0] * in[1] * in[3] * in[4];  // elements of one input plane of the shard
+  int64_t sent = 0, received = 0;
+  for (const parallel::PlaneTransfer& t : h.sends) sent += t.planes.size();
+  for (const parallel::PlaneTransfer& t : h.receives) received += t.planes.size();
+  const int procs = exchange_.row().size();
+  step.calls.push_back(plan::make_call(name(), "row", "send_recv", sent * plane, procs, double(received * plane)));
+  if (step.layers.back().input_gradient)
+    step.calls.push_back(plan::make_call(name(), "row", "send_recv", received * plane, procs, double(sent * plane)));
+  return out;
+}
+
+namespace {
+// The halo window along depth; also checks PyTorch's rule for pooling (padding at most half
+// the kernel) along depth, which the wrapped layer (depth padding 0) no longer sees.
+parallel::DepthWindow pool_window(const std::string& name, const Triple3& kernel, const Triple3& stride,
+                                  const Triple3& padding) {
+  require_layer(padding[0] >= 0 && 2 * padding[0] <= kernel[0], name,
+                "depth padding " + std::to_string(padding[0]) + " must be at most half the kernel " +
+                    std::to_string(kernel[0]));
+  return {kernel[0], stride == Triple3{0, 0, 0} ? kernel[0] : stride[0], padding[0]};
+}
+// H and W pad as given; the extended slab's padding planes stand in for the depth padding.
+Triple3 without_depth(const Triple3& padding) { return {0, padding[1], padding[2]}; }
+}  // namespace
+
+std::unique_ptr<DomainParallel> domain_conv3d(parallel::ProcessGrid& grid, int64_t in_channels, int64_t out_channels,
+                                              Triple3 kernel, Triple3 stride, Triple3 padding, bool bias,
+                                              int64_t global_in_depth, bool input_gradient, const std::string& name) {
+  auto conv = std::make_unique<Conv3d>(in_channels, out_channels, kernel, stride, without_depth(padding), bias);
+  conv->set_input_gradient(input_gradient);
+  return std::make_unique<DomainParallel>(grid, std::move(conv),
+                                          parallel::DepthWindow{kernel[0], stride[0], padding[0]}, global_in_depth,
+                                          0.0f, name);
+}
+
+std::unique_ptr<DomainParallel> domain_max_pool3d(parallel::ProcessGrid& grid, Triple3 kernel, Triple3 stride,
+                                                  Triple3 padding, int64_t global_in_depth, const std::string& name) {
+  const parallel::DepthWindow w = pool_window(name, kernel, stride, padding);
+  return std::make_unique<DomainParallel>(grid, std::make_unique<MaxPool3d>(kernel, stride, without_depth(padding)), w,
+                                          global_in_depth, -std::numeric_limits<float>::infinity(), name);
+}
+
+std::unique_ptr<DomainParallel> domain_avg_pool3d(parallel::ProcessGrid& grid, Triple3 kernel, Triple3 stride,
+                                                  Triple3 padding, int64_t global_in_depth, const std::string& name) {
+  const parallel::DepthWindow w = pool_window(name, kernel, stride, padding);
+  return std::make_unique<DomainParallel>(grid, std::make_unique<AvgPool3d>(kernel, stride, without_depth(padding)), w,
+                                          global_in_depth, 0.0f, name);
+}
+
+}  // namespace gridnn::nn

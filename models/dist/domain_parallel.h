@@ -1,0 +1,70 @@
+// Convolution and pooling on depth slabs (domain parallelism, docs/design.md §4): one wrapper
+// around the single-process layer, for Conv3d, MaxPool3d and AvgPool3d alike.
+//
+// Distribution. The activation's depth is split over the grid's row (parallel/halo.h's
+// DepthSplit): rank r holds input planes balanced_range(D_in, Pr, r) and computes output
+// planes balanced_range(D_out, Pr, r) of every sample of its batch shard; H, W, channels whole.
+// The wrapped layer is the single-process one with no depth padding; it runs on the
+// "extended slab" the halo exchange builds (the input planes its output planes read: its
+// own, its neighbours' and padding planes outside the volume, filled with `padding_value`):
+//
+//   forward:  x (own planes) --halo.extend--> extended slab --layer--> y (own output planes)
+//   backward: dy --layer backward--> d(extended slab) --halo.return_gradient--> dx (own planes)
+//
+// The halo pair of parallel/mappings.h, labelled with the layer's name. Weights (a
+// convolution's) are replicated on the stage; each rank's backward adds its partial
+// gradients (from its own output planes), summed over the stage after backward
+// (grad_sum_over). Parameter names, shapes and initialization are the single-process
+// layer's (it is registered under the wrapper's own name). A depth too thin for the row's
+// size is an error at construction naming the layer and the largest usable Pr.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+
+#include "models/module.h"
+#include "parallel/halo.h"
+#include "parallel/process_grid.h"
+
+namespace gridnn::nn {
+
+class DomainParallel : public Module {
+ public:
+  // `layer`: the single-process layer with depth padding 0; `window`: the layer's own kernel,
+  // stride and padding along depth; `global_in_depth`: D_in of the whole volume. The grid
+  // must outlive the layer.
+  DomainParallel(parallel::ProcessGrid& grid, std::unique_ptr<Module> layer, parallel::DepthWindow window,
+                 int64_t global_in_depth, float padding_value, const std::string& kind);
+
+  Tensor forward(const Tensor& x) override;    // [B, C, own input planes, H, W] -> own output planes
+  Tensor backward(const Tensor& dy) override;  // undefined when the layer computes no input gradient
+  Shape describe(const Shape& input, plan::RankStep& step) const override;
+
+  const parallel::DepthHalo& halo() const { return exchange_.halo(); }
+  Module& layer() { return *layer_; }
+
+ private:
+  Module* layer_;
+  parallel::HaloExchange exchange_;
+  float padding_value_;
+};
+
+// The domain-parallel forms of the single-process layers (their arguments, per dimension
+// {depth, height, width}, plus the global input depth): convolution (zero padding) and
+// pooling (max pooling pads with -inf, average pooling with zeros and counts them, as
+// PyTorch does; a pooling stride {0, 0, 0} is the kernel). `name` names the layer until
+// name_modules names it (errors at construction say it).
+using Triple3 = std::array<int64_t, 3>;
+std::unique_ptr<DomainParallel> domain_conv3d(parallel::ProcessGrid& grid, int64_t in_channels, int64_t out_channels,
+                                              Triple3 kernel, Triple3 stride, Triple3 padding, bool bias,
+                                              int64_t global_in_depth, bool input_gradient = true,
+                                              const std::string& name = "Conv3d");
+std::unique_ptr<DomainParallel> domain_max_pool3d(parallel::ProcessGrid& grid, Triple3 kernel, Triple3 stride,
+                                                  Triple3 padding, int64_t global_in_depth,
+                                                  const std::string& name = "MaxPool3d");
+std::unique_ptr<DomainParallel> domain_avg_pool3d(parallel::ProcessGrid& grid, Triple3 kernel, Triple3 stride,
+                                                  Triple3 padding, int64_t global_in_depth,
+                                                  const std::string& name = "AvgPool3d");
+
+}  // namespace gridnn::nn

@@ -1,0 +1,69 @@
+// The cost model's view of a training step, from the live network (step_plan.h).
+#include "models/train/step_plan.h"
+
+#include <map>
+
+#include "core/error.h"
+#include "models/dist/factory.h"
+
+namespace gridnn::train {
+
+plan::RankStep describe_step(nn::Module& model, const parallel::GridShape& grid, int row, int col, int64_t batch,
+                             const Shape& sample) {
+  GRIDNN_REQUIRE(sample.rank() == 4, "describe_step: a sample is [C, D, H, W], got ", sample.str());
+  plan::RankStep step;
+  step.row = row;
+  step.col = col;
+  step.samples = parallel::balanced_range(batch, grid.cols, col).size();
+  const int64_t planes = parallel::balanced_range(sample[1], grid.rows, row).size();
+  model.describe(Shape{step.samples, sample[0], planes, sample[2], sample[3]}, step);
+  // The loss over the global batch (train::sum_over_batch), and the gradients.
+  if (grid.cols > 1) step.calls.push_back(plan::make_call("loss", "col", "all_reduce", 2, grid.cols));
+  std::map<std::string, std::pair<int64_t, int>> gradients;  // communicator -> elements, size
+  for (auto& [name, p] : model.named_parameters()) {
+    const parallel::Communicator* comm = p->layout.grad_sum_over;
+    if (!comm || comm->size() < 2) continue;
+    gradients[comm->name()].first += p->grad.numel();
+    gradients[comm->name()].second = comm->size();
+  }
+  for (const auto& [comm, n] : gradients)
+    step.calls.push_back(plan::make_call("gradients", comm, "all_reduce", n.first, n.second));
+  return step;
+}
+
+std::vector<plan::RankStep> describe_grid(const TrainOptions& o, const parallel::GridShape& grid) {
+  const Shape sample{o.in_channels, o.input[0], o.input[1], o.input[2]};
+  std::vector<plan::RankStep> steps;
+  for (int r = 0; r < grid.rows; ++r) {
+    const parallel::GridShape one_stage{1, grid.rows, grid.cols};
+    auto planned = parallel::ProcessGrid::planned(one_stage, 0, r, 0);
+    std::unique_ptr<nn::LayerFactory> layers;
+    if (grid.rows * grid.cols == 1)
+      layers = std::make_unique<nn::LayerFactory>();
+    else
+      layers = std::make_unique<nn::GridLayerFactory>(*planned);
+    std::unique_ptr<nn::Module> model = build_model(o, *layers, false);
+    for (int c = 0; c < grid.cols; ++c) steps.push_back(describe_step(*model, one_stage, r, c, o.batch, sample));
+  }
+  return steps;
+}
+
+plan::PlanCost estimate_grid(const TrainOptions& o, const parallel::GridShape& grid, const plan::Machine& m) {
+  return plan::estimate_ranks(describe_grid(o, grid), plan::Grid{grid.rows, grid.cols}, m);
+}
+
+std::vector<plan::PlanCost> sweep_grids(const TrainOptions& o, int procs, const plan::Machine& m) {
+  GRIDNN_REQUIRE(procs >= 1, "the number of processes must be >= 1, got ", procs);
+  std::vector<plan::PlanCost> plans;
+  for (int rows = 1; rows <= procs; ++rows)
+    if (procs % rows == 0 && procs / rows <= o.batch && rows <= o.input[0])
+      plans.push_back(estimate_grid(o, {1, rows, procs / rows}, m));
+  return plans;
+}
+
+plan::Network network_of(const TrainOptions& o) {
+  const std::vector<plan::RankStep> one = describe_grid(o, {1, 1, 1});
+  return plan::network_of(one.front(), o.model == "mlp" ? "MLP" : "ResAttNet3D-" + std::to_string(o.resattnet.depth));
+}
+
+}  // namespace gridnn::train

@@ -1,0 +1,37 @@
+// One training step as the cost model sees it (plan/cost_model.h, docs/design.md §6), from
+// the live network: its modules describe their layers and collectives (nn::Module::
+// describe), and the step adds its own — the loss summed over the batch shards and the
+// gradients summed over the ranks each layer declared. What `--grid auto` and gridnn-plan
+// estimate, and what test_words compares with the communicators' counts.
+#pragma once
+
+#include <vector>
+
+#include "models/module.h"
+#include "models/train/options.h"
+#include "parallel/process_grid.h"
+#include "plan/cost_model.h"
+
+namespace gridnn::train {
+
+// The step of `model` (built for this grid) on rank (row, col) of `grid`: its batch shard of
+// `batch` samples of shape `sample` [C, D, H, W] (rows balanced over Pc, depth planes over
+// Pr), the loss all-reduce over col, then one gradient all-reduce per communicator that
+// sums gradients (each bucket of GradientSync is a part of it), in the order of the
+// communicators' names.
+plan::RankStep describe_step(nn::Module& model, const parallel::GridShape& grid, int row, int col, int64_t batch,
+                             const Shape& sample);
+// The step on every rank (row, col) of `grid` (its stages ignored: one stage) of the network
+// `options` build: built once per row on a planning grid (parallel::ProcessGrid::planned),
+// not initialized.
+std::vector<plan::RankStep> describe_grid(const TrainOptions& options, const parallel::GridShape& grid);
+// The same, estimated: plan::estimate_ranks over every rank.
+plan::PlanCost estimate_grid(const TrainOptions& options, const parallel::GridShape& grid, const plan::Machine& m);
+// Every factorization Pr x Pc of `procs` (Pr ascending) the run can use — each batch shard
+// needs a sample (Pc <= batch), each depth slab a plane of the input (Pr <= D) — estimated.
+std::vector<plan::PlanCost> sweep_grids(const TrainOptions& options, int procs, const plan::Machine& m);
+// The network `options` build as one process runs it: its layers' shapes, for the paper's
+// strategies (plan::estimate with plan::Strategy), named "ResAttNet3D-18" or "MLP".
+plan::Network network_of(const TrainOptions& options);
+
+}  // namespace gridnn::train

@@ -1,0 +1,204 @@
+// The cost model on gridnn's own networks, from their own description (models/train/
+// step_plan.h, nn::Module::describe): the paper's strategies on the layers ResAttNet3D and
+// the MLP describe (closed forms derived here for a few layers on small grids), gridnn's own
+// distribution as the modules run it (the hand-over, the loss, the gradients), measured
+// compute tables in both, and the timing of the layers for those tables.
+// (test_words.cpp checks the described words against a real run.)
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+
+#include "models/train/step_plan.h"
+#include "models/train/timing.h"
+#include "plan/cost_model.h"
+
+namespace gridnn::train {
+namespace {
+
+using namespace gridnn::plan;
+
+const Machine kPaper{2e-6, 4.0 / 6e9, 0};
+
+double words_of(const PlanCost& plan, const std::string& layer) {
+  for (const LayerCost& l : plan.layers)
+    if (l.layer == layer) return l.words();
+  ADD_FAILURE() << "no layer " << layer;
+  return -1;
+}
+
+const LayerCost& layer_of(const PlanCost& plan, const std::string& layer) {
+  for (const LayerCost& l : plan.layers)
+    if (l.layer == layer) return l;
+  throw std::runtime_error("no layer " + layer);
+}
+
+double compute_of(const PlanCost& p, const std::string& layer) { return layer_of(p, layer).compute_s; }
+
+TrainOptions resattnet(int64_t width, int64_t classes, std::vector<int64_t> input, int64_t batch) {
+  TrainOptions o;
+  o.resattnet.width = width;
+  o.classes = classes;
+  o.input = std::move(input);
+  o.batch = batch;
+  return o;
+}
+
+// An MLP over `sizes` = {in, hidden..., classes}, its input [1, in, 1, 1].
+TrainOptions mlp(const std::vector<int64_t>& sizes, int64_t batch) {
+  TrainOptions o;
+  o.model = "mlp";
+  o.input = {sizes.front(), 1, 1};
+  o.mlp_hidden.assign(sizes.begin() + 1, sizes.end() - 1);
+  o.classes = sizes.back();
+  o.batch = batch;
+  return o;
+}
+
+TEST(StepPlan, PureModelIsEquationThreeForAnMlp) {
+  const Network net = network_of(mlp({1024, 512, 10}, 64));
+  const double B = 64, P = 4;
+  const PlanCost plan = estimate(net, 64, Grid{4, 1}, kPaper, pure_model());
+  // fc1: gather Y (no dX: the input is data); fc2: all-reduce dX, gather Y; no weight traffic.
+  EXPECT_DOUBLE_EQ(words_of(plan, "fc1"), (P - 1) / P * B * 512);
+  EXPECT_DOUBLE_EQ(words_of(plan, "fc2"), 2 * (P - 1) / P * B * 512 + (P - 1) / P * B * 10);
+}
+
+// ResAttNet3D-18, width 8, 1 -> 2 classes, 32³, B = 8: conv1 (1 -> 8, k7 s2 p3, no input
+// gradient), layer1.0.conv1 (8 -> 8, k3 s1 p1 on 8³), bn1 (8 channels on 16³), fc (64 -> 2).
+class ResAttNetWords : public ::testing::Test {
+ protected:
+  Network net = network_of(resattnet(8, 2, {32, 32, 32}, 8));
+  PlanCost on(int rows, int cols) { return estimate(net, 8, Grid{rows, cols}, kPaper, model_batch_domain()); }
+};
+
+TEST_F(ResAttNetWords, TheNetworkDescribesItsLayersInForwardOrder) {
+  EXPECT_EQ(net.name, "ResAttNet3D-18");
+  ASSERT_EQ(net.layers.size(), 45u);
+  EXPECT_EQ(net.layers[0].name, "conv1");
+  EXPECT_FALSE(net.layers[0].input_gradient);
+  EXPECT_EQ(net.layers[1].name, "bn1");
+  EXPECT_EQ(net.layers[2].name, "maxpool");
+  EXPECT_EQ(net.layers[3].name, "layer1.0.conv1");
+  EXPECT_EQ(net.layers.back().name, "fc");
+  EXPECT_EQ(net.layers[net.layers.size() - 2].name, "avgpool");
+}
+
+TEST_F(ResAttNetWords, OneByTwoIsPureBatch) {
+  const PlanCost p = on(1, 2);
+  EXPECT_DOUBLE_EQ(words_of(p, "conv1"), 2 * 0.5 * 2744);          // 8·1·7³ weights
+  EXPECT_DOUBLE_EQ(words_of(p, "layer1.0.conv1"), 2 * 0.5 * 1728); // 8·8·3³
+  // sum(x) and the count's 3 digits, second-pass sums, dy sums, γ β
+  EXPECT_DOUBLE_EQ(words_of(p, "bn1"), 2 * 0.5 * (8 + 3 + 3 * 16));
+  EXPECT_DOUBLE_EQ(words_of(p, "fc"), 2 * 0.5 * 130);              // 64·2 + 2
+}
+
+TEST_F(ResAttNetWords, TwoByOneIsPureDomainWithTheFcOnTheRows) {
+  const PlanCost p = on(2, 1);
+  // Halo of 3 planes of 1·32·32 words for 8 samples, forward only; weights over 2.
+  EXPECT_DOUBLE_EQ(words_of(p, "conv1"), 3 * 8 * 32 * 32 + 2744);
+  // 1 plane of 8·8·8 each way for 8 samples.
+  EXPECT_DOUBLE_EQ(words_of(p, "layer1.0.conv1"), 2 * (8 * 8 * 8 * 8) + 1728);
+  // Y gathered (half of 8·2), dX all-reduced (2 · half of 8·64), no W traffic (Pc = 1).
+  EXPECT_DOUBLE_EQ(words_of(p, "fc"), 0.5 * 8 * 2 + 2 * 0.5 * 8 * 64);
+}
+
+TEST_F(ResAttNetWords, TwoByTwoSplitsBothWays) {
+  const PlanCost p = on(2, 2);
+  EXPECT_DOUBLE_EQ(words_of(p, "conv1"), 3 * 4 * 32 * 32 + 2 * 0.75 * 2744);
+  EXPECT_EQ(layer_of(p, "conv1").terms.size(), 2u);
+  EXPECT_DOUBLE_EQ(words_of(p, "layer1.0.conv1"), 2 * (4 * 8 * 8 * 8) + 2 * 0.75 * 1728);
+  EXPECT_DOUBLE_EQ(words_of(p, "bn1"), 2 * 0.75 * (8 + 3 + 3 * 16));
+  EXPECT_DOUBLE_EQ(words_of(p, "fc"), 0.5 * 4 * 2 + 2 * 0.5 * 4 * 64 + 2 * 0.5 * 65);
+  // conv1's messages: one halo, an all-reduce over 4 ranks (2·⌈log2 4⌉).
+  double messages = 0;
+  for (const CommTerm& t : layer_of(p, "conv1").terms) messages += t.messages;
+  EXPECT_DOUBLE_EQ(messages, 1 + 4);
+}
+
+// gridnn's own distribution, as the modules describe it (test_words.cpp checks the elements
+// against a real run): ResAttNet3D-18, width 2, 24x24x20, B = 8. layer2.0.conv1 (2 -> 4, k3
+// s2 on 6x6x5 -> 3 planes) is handed over on 4 x 1: its input gathered (the rank owning 1 of
+// the 6 planes receives 5 of 8·2·6·5 words) and its weights reduced over col, which has one
+// rank.
+TEST(StepPlan, GridnnsOwnRunCountsTheHandoverTheLossAndTheGradients) {
+  const TrainOptions o = resattnet(2, 3, {24, 24, 20}, 8);
+  const PlanCost p41 = estimate_grid(o, {1, 4, 1}, kPaper);
+  EXPECT_DOUBLE_EQ(words_of(p41, "layer2.0.conv1"), 5 * 8 * 2 * 6 * 5);
+  EXPECT_EQ(layer_of(p41, "layer2.0.conv1").terms.size(), 1u);
+  EXPECT_DOUBLE_EQ(words_of(p41, "loss"), 0);
+  EXPECT_DOUBLE_EQ(words_of(p41, "fc"), 0);  // replicated; its gradient under "gradients"
+  const PlanCost p22 = estimate_grid(o, {1, 2, 2}, kPaper);
+  EXPECT_DOUBLE_EQ(words_of(p22, "loss"), 2 * 0.5 * 2);
+  // On 1 x 2 every gradient goes over col, once: the whole net's weights.
+  const Network net = network_of(o);
+  const auto e12 = comm_elements(describe_grid(o, {1, 1, 2}).at(1).calls);
+  EXPECT_EQ(e12.at({"gradients", "col", "all_reduce"}), net.weights());
+  EXPECT_DOUBLE_EQ(words_of(estimate_grid(o, {1, 1, 2}, kPaper), "gradients"), 2 * 0.5 * double(net.weights()));
+  // 3D windows are k³ also on a side of one voxel: layer4.1.conv2 (16 -> 16 on 1x1x1).
+  for (const LayerShape& l : net.layers)
+    if (l.name == "layer4.1.conv2") {
+      EXPECT_EQ(l.weights, 16 * 16 * 27);
+    }
+  // The sweep holds the usable grids only (a sample per shard, a plane per slab).
+  const auto plans = sweep_grids(resattnet(2, 3, {24, 24, 20}, 2), 4, kPaper);
+  ASSERT_EQ(plans.size(), 2u);
+  EXPECT_EQ(plans[0].grid.rows, 2);
+  EXPECT_EQ(plans[1].grid.rows, 4);
+}
+
+TEST(StepPlan, ComputeTermUsesTheLocalBatch) {
+  const Network net = network_of(mlp({100, 10}, 64));
+  const Machine m{0, 0, 1e9};
+  // 3 x 2·100·10 FLOPs per sample; 1x4: 16 samples of the whole layer; 4x1: 64 of a quarter.
+  EXPECT_DOUBLE_EQ(estimate(net, 64, Grid{1, 4}, m, model_batch()).compute_s, 3 * 2000 * 16 / 1e9);
+  EXPECT_DOUBLE_EQ(estimate(net, 64, Grid{4, 1}, m, model_batch()).compute_s, 3 * 2000 * 16 / 1e9);
+}
+
+TEST(StepPlan, CostModelUsesTheMeasuredTable) {
+  TrainOptions o = resattnet(8, 2, {16, 16, 16}, 8);
+  const Network net = network_of(o);
+  const LayerShape& conv1 = net.layers.front();
+  ASSERT_EQ(conv1.name, "conv1");
+  ASSERT_EQ(conv1.out_size[0], 8);  // 16 -> 8 planes: 4 per rank on 2 rows
+  auto tables = std::make_shared<ComputeTables>();
+  (*tables)["conv1"] = {conv1.forward_flops, {{1, 0.1}, {2, 0.2}, {4, 0.5}}};
+  Machine m{2e-6, 4.0 / 6e9, 1e9, tables};
+  // The paper's strategy on the network's layers, and gridnn's own run.
+  auto both = [&](int64_t batch, parallel::GridShape g) {
+    o.batch = batch;
+    return std::vector<PlanCost>{estimate(net, batch, {g.rows, g.cols}, m, model_batch_domain()),
+                                 estimate_grid(o, g, m)};
+  };
+  for (int which : {0, 1}) {
+    // 2 x 2, B = 8: local batch 4, half the planes: 0.5 x 4/8.
+    EXPECT_DOUBLE_EQ(compute_of(both(8, {1, 2, 2})[which], "conv1"), 0.25);
+    // B = 6: local batch 3, interpolated 0.35, half of it.
+    EXPECT_DOUBLE_EQ(compute_of(both(6, {1, 2, 2})[which], "conv1"), 0.175);
+    // B = 16 on 1 x 2: local batch 8 (twice the largest measured), all planes.
+    EXPECT_DOUBLE_EQ(compute_of(both(16, {1, 1, 2})[which], "conv1"), 1.0);
+    // A layer without a table keeps the FLOP-rate term: bn1 at local batch 4, half its planes.
+    const LayerShape& bn1 = net.layers[1];
+    EXPECT_DOUBLE_EQ(compute_of(both(8, {1, 2, 2})[which], "bn1"), 3.0 * bn1.forward_flops * 4 * 0.5 / 1e9);
+  }
+  // Measured on a shape with half the FLOPs per sample: the time doubles.
+  (*tables)["conv1"].forward_flops = conv1.forward_flops / 2;
+  EXPECT_DOUBLE_EQ(compute_of(estimate(net, 8, {2, 2}, m, model_batch_domain()), "conv1"), 0.5);
+}
+
+TEST(StepPlan, LayerTimingIsPositive) {
+  const TrainOptions o = resattnet(8, 2, {16, 16, 16}, 8);
+  TimingOptions t;
+  t.reps = 1;
+  t.warmup = 0;
+  const ComputeTables tables = time_layers(o, {2}, t);
+  EXPECT_EQ(tables.size(), network_of(o).layers.size());
+  for (const char* name : {"conv1", "att3", "fc", "maxpool", "layer4.1.bn2"}) {
+    ASSERT_TRUE(tables.count(name)) << name;
+    const double s = tables.at(name).seconds.at(2);
+    EXPECT_TRUE(std::isfinite(s) && s > 0 && s < 10) << name << " " << s;
+  }
+}
+
+}  // namespace
+}  // namespace gridnn::train
