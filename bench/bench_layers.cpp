@@ -1,4 +1,4 @@
-// Layer throughput at the 3D-ResAttNet-18 shapes (DESIGN §5) for width w = 16, one input
+// Layer throughput at the 3D-ResAttNet-18 shapes (docs/design.md §5) for width w = 16, one input
 // channel and cubic inputs of 64 and 128: the stem convolution, max pooling, the first
 // convolution of layer1..layer4, BatchNorm3d on the layer1 activation and the attention
 // blocks att3 (on layer3's output) and att4 (on layer4's output). Batch 2 on the CPU and,
@@ -8,8 +8,9 @@
 //
 // Names: <op>/<layer>/<input size>/<device>, e.g. "conv3d_fwd/stem/64/cpu". Convolutions are
 // timed through the ops of kernels/conv3d.h (forward, backward data, backward filter
-// separately); pooling, batch norm and attention through layer.forward / layer.backward
-// (training mode; backward after one forward). On the GPU the convolutions and attention
+// separately); pooling, batch norm and attention through the timing harness of
+// models/train/timing.h, as calibration and --placement auto time them (training mode;
+// backward after one forward). On the GPU the convolutions and attention
 // also run in the reduced-precision math modes (kernels/math_mode.h), the mode joined to
 // the device: "conv3d_fwd/stem/64/cuda_tf32", "attention_bwd/att3/128/cuda_bf16" (fp32
 // cases keep the plain names, which bench/compare_torch.py selects by "^name(/|$)"). bf16 times include casting the operands to bf16 and the result
@@ -36,6 +37,7 @@
 #include "models/layers/attention.h"
 #include "models/layers/batchnorm3d.h"
 #include "models/layers/pool3d.h"
+#include "models/train/timing.h"
 
 namespace {
 using namespace gridnn;
@@ -105,23 +107,17 @@ void run_conv(benchmark::State& state, Device device, int64_t batch, const ConvC
 
 // ---- layers (forward, or backward after one forward) ----------------------------------
 
+// Through the timing harness (models/train/timing.h): one forward first (warm-up, and the
+// state backward needs), then the timed calls.
 void run_layer(benchmark::State& state, Device device, nn::Module& layer, const Shape& in_shape,
                bool backward, double per_iteration, const char* counter) {
   layer.train();
-  Tensor x = random_tensor(in_shape, device, 4);
-  Tensor y = layer.forward(x);  // warm-up, and what backward needs
-  Tensor dy = random_tensor(y.shape(), device, 5);
-  if (backward) layer.backward(dy);
-  synchronize(device);
+  train::ForwardBackward run(layer, random_tensor(in_shape, device, 4), 5);
+  run.forward();
+  if (backward) run.backward();
   for (auto _ : state) {
-    if (backward) {
-      Tensor dx = layer.backward(dy);
-      benchmark::DoNotOptimize(dx);
-    } else {
-      Tensor out = layer.forward(x);
-      benchmark::DoNotOptimize(out);
-    }
-    synchronize(device);
+    Tensor out = backward ? run.backward() : run.forward();
+    benchmark::DoNotOptimize(out);
   }
   set_counter(state, counter, per_iteration);
 }
