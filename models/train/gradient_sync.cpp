@@ -15,8 +15,9 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 }  // namespace
 
-GradientSync::GradientSync(std::vector<std::pair<std::string, nn::Parameter*>> params, int64_t bucket_bytes)
-    : bucket_bytes_(bucket_bytes) {
+GradientSync::GradientSync(nn::Module& model, std::vector<std::pair<std::string, nn::Parameter*>> params,
+                           int64_t bucket_bytes)
+    : bucket_bytes_(bucket_bytes), model_(&model) {
   std::reverse(params.begin(), params.end());  // about the order backward finishes them
   std::vector<CommOf> ordered;
   for (auto& [name, p] : params) {
@@ -26,13 +27,11 @@ GradientSync::GradientSync(std::vector<std::pair<std::string, nn::Parameter*>> p
     if (comm && comm->size() > 1) ordered.emplace_back(p, comm);
   }
   assign(ordered);
+  index_slots();
 }
 
 GradientSync::GradientSync(nn::Module& model, int64_t bucket_bytes)
-    : GradientSync(model.named_parameters(), bucket_bytes) {
-  model_ = &model;
-  index_slots();
-}
+    : GradientSync(model, model.named_parameters(), bucket_bytes) {}
 
 void GradientSync::assign(const std::vector<CommOf>& ordered) {
   buckets_.clear();
@@ -134,8 +133,6 @@ void GradientSync::advance() {
 }
 
 void GradientSync::begin() {
-  GRIDNN_REQUIRE(model_,
-                 "GradientSync::begin: overlapping needs the constructor that takes the model");
   if (!rebuilt_ && !ready_order_.empty()) {  // the order the first overlapped step observed
     rebuilt_ = true;  // every rank alike: the order comes from the module structure
     rebuild_in_ready_order();

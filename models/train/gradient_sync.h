@@ -25,7 +25,7 @@
 //              buckets become ready, which is the same on every rank); each later
 //              notification advances the started ones, so they proceed while backward goes
 //              on. finish() starts what is left, waits for all and unpacks. The result is
-//              bitwise that of reduce(). Needs the constructor that takes the model.
+//              bitwise that of reduce().
 #pragma once
 
 #include <cstdint>
@@ -44,9 +44,9 @@ class GradientSync : public nn::BackwardObserver {
  public:
   static constexpr int64_t kDefaultBucketBytes = int64_t(4) << 20;
 
-  explicit GradientSync(std::vector<std::pair<std::string, nn::Parameter*>> params,
-                        int64_t bucket_bytes = kDefaultBucketBytes);
-  // For `model`'s parameters, and able to overlap with its backward.
+  // For `params` of `model` (by default all of them), able to overlap with its backward.
+  GradientSync(nn::Module& model, std::vector<std::pair<std::string, nn::Parameter*>> params,
+               int64_t bucket_bytes = kDefaultBucketBytes);
   explicit GradientSync(nn::Module& model, int64_t bucket_bytes = kDefaultBucketBytes);
   ~GradientSync() override;
 
@@ -92,7 +92,7 @@ class GradientSync : public nn::BackwardObserver {
   void advance();
 
   int64_t bucket_bytes_;
-  nn::Module* model_ = nullptr;  // for overlap
+  nn::Module* model_;  // whose modules tell when their parameters are final
   std::vector<Bucket> buckets_;
   // Overlap: for each module, the (bucket, parameter) slots of it and its descendants; the
   // bucket of each parameter slot, and whether it is ready this step.

@@ -1,11 +1,11 @@
 // Where pipeline stages cut the network: an even split, a placement file, or GABRA on a
-// measured block profile (pipeline.h).
+// measured block profile (step.h).
 #include <algorithm>
 #include <cstdio>
 #include <vector>
 
 #include "core/error.h"
-#include "models/train/pipeline.h"
+#include "models/train/step.h"
 #include "models/train/timing.h"
 #include "plan/gabra.h"
 
@@ -99,7 +99,7 @@ plan::Placement choose_placement(const TrainOptions& options, const nn::BlockNet
       const int64_t rows = std::max<int64_t>(1, options.batch / grid.shape().cols / options.micro_batches);
       plan::Profile profile = profile_blocks(options, rows);
       profile.micro_batches = options.micro_batches;
-      profile.recompute = true;  // Pipeline re-runs the forward of all micro-batches but the last
+      profile.recompute = true;  // the step re-runs the forward of all micro-batches but the last
       const plan::Cluster cluster = plan::uniform_cluster(stages, 2e-6, 10e9);
       plan::GaOptions ga;
       ga.seed = options.seed;

@@ -1,7 +1,7 @@
 // The one timing harness of gridnn: a forward and its backward run on a fixed input, timed
 // with the device synchronized after each call. The cost model's calibration times each
 // layer with it (time_layers), `--placement auto` each block of the network
-// (profile_blocks, pipeline.h), and bench_layers its layers under Google Benchmark.
+// (profile_blocks, step.h), and bench_layers its layers under Google Benchmark.
 #pragma once
 
 #include <cstdint>

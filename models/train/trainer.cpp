@@ -69,7 +69,7 @@ Trainer::Trainer(TrainOptions options, std::FILE* out, parallel::ProcessGrid* gr
                  data_.train->sample_shape().str(), " but the model expects ", sample_shape(options_).str(),
                  " (--in-channels, --input)");
   shard_ = batch_shard(*grid_, options_.batch, options_.input[0]);
-  net_ = std::make_unique<ModelOnGrid>(options_, *grid_);
+  step_ = std::make_unique<Step>(options_, *grid_);
 
   data::LoaderOptions lo;
   lo.batch = options_.batch;
@@ -100,9 +100,9 @@ Trainer::Trainer(TrainOptions options, std::FILE* out, parallel::ProcessGrid* gr
 
 Trainer::~Trainer() = default;
 
-nn::Module& Trainer::model() { return net_->model(); }
-NamedTensors Trainer::whole_model_tensors() { return net_->whole_model_tensors(); }
-optim::Optimizer& Trainer::optimizer() { return net_->optimizer(); }
+nn::Module& Trainer::model() { return step_->model(); }
+NamedTensors Trainer::whole_model_tensors() { return step_->model_state(); }
+optim::Optimizer& Trainer::optimizer() { return step_->optimizer(); }
 
 void Trainer::say(const std::string& line) {
   if (out_) std::fprintf(out_, "%s\n", line.c_str());
@@ -113,8 +113,9 @@ void Trainer::restore(const Checkpoint& c) {
   GRIDNN_REQUIRE(saved.model == options_.model && saved.seed == options_.seed && saved.batch == options_.batch,
                  c.path, " was written by a run with --model ", saved.model, " --seed ", saved.seed,
                  " --batch ", saved.batch, "; resume with the same options or use another --checkpoint-dir");
-  load_model_tensors(model(), c.model, c.path);
-  optimizer().load_state(net_->own_optimizer_state(c.optimizer), c.optimizer_steps);
+  step_->load_state_dict({NamedTensors(c.model.begin(), c.model.end()),
+                          NamedTensors(c.optimizer.begin(), c.optimizer.end()), c.optimizer_steps},
+                         c.path);
   state_.step = c.state.step;
   state_.epoch = c.state.epoch;
   state_.batch = c.state.batch;
@@ -126,11 +127,10 @@ std::string Trainer::save() {
   // Every tensor is whole on every rank (replicated; pipeline stages exchange theirs first),
   // so the first rank writes alone; the others wait, so that no rank runs ahead of a
   // checkpoint that may yet fail.
-  const NamedTensors tensors = net_->whole_model_tensors();
-  const NamedTensors optimizer_state = net_->whole_optimizer_state();
+  const StepState s = step_->state_dict();
   std::string path = (std::filesystem::path(options_.checkpoint_dir) / "").string();
   if (leader_)
-    path = save_checkpoint(options_.checkpoint_dir, tensors, optimizer_state, optimizer().steps(), state_,
+    path = save_checkpoint(options_.checkpoint_dir, s.model, s.optimizer, s.optimizer_steps, state_,
                            options_.keep_checkpoints);
   grid_->world().barrier();
   return path;
@@ -144,9 +144,9 @@ void Trainer::log_json(const std::string& line) {
 
 double Trainer::train_step(const data::Batch& shard) {
   Tensor logits;
-  const double loss = net_->forward_backward(shard, options_.batch, &logits);
+  const double loss = step_->forward_backward(shard, options_.batch, &logits);
   require_finite(loss, state_);
-  net_->update(schedule_->lr(state_.step));
+  step_->update(schedule_->lr(state_.step));
   return loss;
 }
 
@@ -161,7 +161,7 @@ Metrics Trainer::evaluate() {
   for (int64_t b = 0; b < loader.batches_per_epoch(); ++b) {
     data::Batch batch = loader.next();
     Tensor logits;
-    const double loss_sum = sum_over_batch(*grid_, net_->evaluate(batch, &logits));
+    const double loss_sum = sum_over_batch(*grid_, step_->evaluate(batch, &logits));
     // Every rank gathers the whole batch's logits and labels and computes the same metrics.
     acc.add(gather_rows(*grid_, logits.to_host()), gather_rows(*grid_, batch.y), loss_sum);
   }
@@ -175,12 +175,11 @@ Metrics Trainer::run(int64_t stop_at_step) {
     std::fprintf(out_, "training %s on %s, grid %s, %lld steps of batch %lld (%lld per epoch), %s\n",
                  options_.model == "resattnet3d" ? describe(static_cast<nn::ResAttNet3D&>(model()).config()).c_str()
                                                   : "MLP",
-                 net_->device().str().c_str(), grid_->shape().str().c_str(), static_cast<long long>(total_steps_),
+                 step_->device().str().c_str(), grid_->shape().str().c_str(), static_cast<long long>(total_steps_),
                  static_cast<long long>(options_.batch), static_cast<long long>(loader_->batches_per_epoch()),
                  options_.optimizer.kind.c_str());
-  if (out_ && net_->pipeline())
-    std::fprintf(out_, "pipeline, %d micro-batches: %s\n", net_->pipeline()->micro_batches(),
-                 net_->pipeline()->describe().c_str());
+  if (out_ && (step_->stages() > 1 || step_->micro_batches() > 1))
+    std::fprintf(out_, "pipeline, %d micro-batches: %s\n", step_->micro_batches(), step_->describe_stages().c_str());
   const auto start = std::chrono::steady_clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   Metrics last;
@@ -246,10 +245,10 @@ void dump_step(const TrainOptions& options, const std::string& batch_file, const
   o.input = {batch.x.size(2), batch.x.size(3), batch.x.size(4)};
   validate(o);
 
-  ModelOnGrid net(o, *grid);
+  Step step(o, *grid);
   const BatchShard shard = batch_shard(*grid, o.batch, o.input[0]);
   Tensor logits;
-  const double loss = net.forward_backward(take_shard(batch, shard), o.batch, &logits);
+  const double loss = step.forward_backward(take_shard(batch, shard), o.batch, &logits);
 
   // The file the 1x1 run writes: the whole batch's logits, the summed gradients, and the
   // updated tensors (whole: gathered from pipeline stages and row blocks; the first rank
@@ -257,9 +256,9 @@ void dump_step(const TrainOptions& options, const std::string& batch_file, const
   NamedTensors out;
   out.emplace_back("logits", gather_rows(*grid, logits.to_host()));
   out.emplace_back("loss", Tensor::from_vector(std::vector<float>{float(loss)}, Shape{}));
-  for (auto& [name, g] : net.whole_gradients()) out.emplace_back("grad." + name, g.to_host());
-  net.update(optim::LrSchedule(o.schedule).lr(0));
-  for (auto& [name, t] : net.whole_model_tensors()) out.emplace_back(name, t.to_host());
+  for (auto& [name, g] : step.gradients()) out.emplace_back("grad." + name, g.to_host());
+  step.update(optim::LrSchedule(o.schedule).lr(0));
+  for (auto& [name, t] : step.model_state()) out.emplace_back(name, t.to_host());
   if (grid->world_rank() == 0)
     save_safetensors(out_file, out, {{"producer", "gridnn-train --dump-step"}, {"grid", grid->shape().str()},
                                      {"config", to_json(o)}});

@@ -1,4 +1,4 @@
-// The training loop, readable top to bottom (DESIGN §10): build the model, data and
+// The training loop, readable top to bottom (docs/design.md §10): build the model, data and
 // optimizer from TrainOptions, resume or load weights if asked, then
 //
 //   for each step: next batch -> forward -> loss -> zero_grad -> backward -> optimizer step
@@ -19,7 +19,7 @@
 #include "models/train/checkpoint.h"
 #include "models/train/grid_batch.h"
 #include "models/train/metrics.h"
-#include "models/train/model_on_grid.h"
+#include "models/train/step.h"
 #include "models/train/options.h"
 #include "models/train/progress.h"
 
@@ -56,6 +56,7 @@ class Trainer {
   // The model's tensors as the single-process run holds them (collective over the grid:
   // pipeline stages and 1.5D row blocks gathered).
   NamedTensors whole_model_tensors();
+  Step& step() { return *step_; }
   const RunState& state() const { return state_; }
   int64_t total_steps() const { return total_steps_; }
   // Saves a checkpoint now (options.checkpoint_dir must be set); returns its path.
@@ -72,7 +73,7 @@ class Trainer {
   bool leader_;                                  // world rank 0: reports and writes files
   std::FILE* out_;                               // null on the other ranks
   BatchShard shard_;                             // this rank's rows and depth planes
-  std::unique_ptr<ModelOnGrid> net_;
+  std::unique_ptr<Step> step_;
   std::unique_ptr<optim::LrSchedule> schedule_;
   Datasets data_;
   std::unique_ptr<data::BatchLoader> loader_;
