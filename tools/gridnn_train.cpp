@@ -7,7 +7,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
-#include "models/train/grid_choice.h"
+#include "models/train/step_plan.h"
 #include "models/train/trainer.h"
 #include "parallel/process_grid.h"
 #include "tools/cli.h"

@@ -1,10 +1,10 @@
 // Batch shards and the training loop's own collectives.
 #include "models/train/grid_batch.h"
 
-#include <cstring>
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/layout.h"
 
 namespace gridnn::train {
 
@@ -25,16 +25,8 @@ data::LoaderOptions shard_loader(data::LoaderOptions o, const BatchShard& shard)
 }
 
 data::Batch take_shard(const data::Batch& full, const BatchShard& shard) {
-  const Tensor rows = full.x.narrow(shard.rows.begin, shard.rows.size());
-  const Shape s = rows.shape();
   data::Batch out;
-  out.x = Tensor::empty({s[0], s[1], shard.depth.size(), s[3], s[4]}, rows.dtype());
-  const size_t plane = size_t(s[3] * s[4]) * dtype_size(rows.dtype());
-  const auto* src = static_cast<const char*>(rows.raw());
-  auto* dst = static_cast<char*>(out.x.raw());
-  for (int64_t nc = 0; nc < s[0] * s[1]; ++nc)
-    std::memcpy(dst + size_t(nc * shard.depth.size()) * plane, src + size_t(nc * s[2] + shard.depth.begin) * plane,
-                size_t(shard.depth.size()) * plane);
+  out.x = ops::slice(full.x.narrow(shard.rows.begin, shard.rows.size()), 2, shard.depth.begin, shard.depth.size());
   out.y = full.y.narrow(shard.rows.begin, shard.rows.size()).clone();
   for (int64_t r = shard.rows.begin; r < shard.rows.end && size_t(r) < full.indices.size(); ++r)
     out.indices.push_back(full.indices[size_t(r)]);

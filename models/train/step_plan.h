@@ -5,6 +5,7 @@
 // estimate, and what test_words compares with the communicators' counts.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "models/module.h"
@@ -33,5 +34,11 @@ std::vector<plan::PlanCost> sweep_grids(const TrainOptions& options, int procs, 
 // The network `options` build as one process runs it: its layers' shapes, for the paper's
 // strategies (plan::estimate with plan::Strategy), named "ResAttNet3D-18" or "MLP".
 plan::Network network_of(const TrainOptions& options);
+
+// --grid auto: the grid of `procs` processes whose step is estimated fastest, among those the
+// run can use, on one node (α 2 µs, 10 GB/s; compute is left out: it is the same on every
+// grid). A one-line account of the choice goes to *why ("2x2 of 1x4, 2x2, 4x1: predicted
+// communication 1.2 ms per step; pure batch (1x4) 2.3 ms").
+parallel::GridShape choose_grid(const TrainOptions& options, int procs, std::string* why);
 
 }  // namespace gridnn::train
