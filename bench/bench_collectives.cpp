@@ -1,4 +1,4 @@
-// Collectives on the process grid (DESIGN §4, §6; issue 6): all-reduce, all-gather and
+// Collectives on the process grid (docs/design.md §4, §6): all-reduce, all-gather and
 // reduce-scatter over the row, col and world communicators, a halo exchange (send_recv of
 // n elements to both neighbours) over row, and ping-pong between world ranks 0 and 1, at
 // 1 to 4M elements (4-byte words, powers of 4). Run under mpiexec:

@@ -1,4 +1,4 @@
-// How much of the gradient all-reduce hides behind backward (DESIGN §4): a ResAttNet3D
+// How much of the gradient all-reduce hides behind backward (docs/design.md §4): a ResAttNet3D
 // training step through train::Step, with the gradient buckets all-reduced after
 // backward (GradientSync::reduce) and overlapping it, alternating step by step in one run.
 // Overlapping runs twice: with buckets in reverse registration order (a GradientSync made

@@ -1,4 +1,4 @@
-// Placement quality of GABRA against the baselines (DESIGN §7, issue 7) on simulated
+// Placement quality of GABRA against the baselines (docs/design.md §7) on simulated
 // heterogeneous clusters: random ResAttNet-like profiles (block times, activations shrinking
 // with depth, parameters growing) on clusters of two speed classes (device 0 fast), fast
 // links inside a node and slow ones between nodes, memory that binds for the smaller devices.

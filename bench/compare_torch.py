@@ -2,7 +2,7 @@
 """Times the layers of bench/bench_layers.cpp in gridnn and in PyTorch, in one run.
 
 Same cases, shapes, batch (2 on the CPU, 8 on the GPU) and dtype (f32) as bench_layers:
-the 3D-ResAttNet-18 shapes (DESIGN §5) for width 16, one input channel, cubic inputs of 64
+the 3D-ResAttNet-18 shapes (docs/design.md §5) for width 16, one input channel, cubic inputs of 64
 and 128. Case by case, it runs the gridnn binary on that one case
 (--benchmark_format=json --benchmark_filter=^<case>(/|$) with repetitions; the median is
 taken) and then the same op in PyTorch (median of as many repetitions, each the mean of

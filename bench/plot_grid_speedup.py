@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Speedup per grid shape from bench_grid's JSON (issue 6).
+"""Speedup per grid shape from bench_grid's JSON.
 
     mpiexec -n 2 bench_grid ... --benchmark_out=p2.json --benchmark_out_format=json
     mpiexec -n 4 bench_grid ... --benchmark_out=p4.json --benchmark_out_format=json

@@ -25,7 +25,7 @@ struct Device {
 // True when gridnn was compiled with CUDA support.
 bool built_with_cuda();
 // Number of usable CUDA devices: 0 when built without CUDA or when the runtime reports
-// any error (no driver, no device, driver too old: DESIGN §11).
+// any error (no driver, no device, driver too old: docs/design.md §11).
 int cuda_device_count();
 // Throws gridnn::Error saying what to do when `d` is a CUDA device that is not usable.
 void require_device(const Device& d);

@@ -2,7 +2,7 @@
 //
 // Both are plain 16-bit containers with conversions to and from float written once
 // for host and device, so CPU and GPU produce bit-identical conversions. Arithmetic
-// is always done in float (fp32 accumulation), as DESIGN §2 asks for mixed precision.
+// is always done in float (fp32 accumulation), as docs/design.md §2 asks for mixed precision.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // Portability macros for code compiled by both the host compiler and nvcc.
 // Element-wise and reduction bodies carry GRIDNN_HD so the CPU backend loops over
-// exactly the functions the CUDA backend launches (DESIGN §3).
+// exactly the functions the CUDA backend launches (docs/design.md §3).
 #pragma once
 
 #if defined(__CUDACC__)

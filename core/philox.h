@@ -3,7 +3,7 @@
 // gridnn keys every random value by (seed, stream, element index): `stream` names what is
 // being drawn (a parameter, a sample, a dropout mask) and `index` is the element's index
 // in the *global* (unsplit) tensor. A rank that holds a slice therefore draws exactly the
-// values the single-process run draws for those elements (DESIGN §2).
+// values the single-process run draws for those elements (docs/design.md §2).
 #pragma once
 
 #include <cmath>

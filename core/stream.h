@@ -1,4 +1,4 @@
-// Explicit CUDA streams and events (CUDA builds only; DESIGN §2: communication runs on its
+// Explicit CUDA streams and events (CUDA builds only; docs/design.md §2: communication runs on its
 // own stream, ordered against compute by events).
 //
 //   cuda::Stream comm(device);            // non-blocking stream on `device`

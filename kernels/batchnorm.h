@@ -1,5 +1,5 @@
 // Batch normalization, split into steps so a distributed layer can all-reduce the
-// per-channel sums between them (DESIGN §3, §4). x is [N, C, ...] (rank >= 2); every
+// per-channel sums between them (docs/design.md §3, §4). x is [N, C, ...] (rank >= 2); every
 // per-channel tensor (shift, mean, var, invstd, weight, bias, running stats) is f32 [C];
 // every sums tensor is f32 [2, C]. x, dy, y, dx: f32, f16 or bf16 (f32 arithmetic).
 //

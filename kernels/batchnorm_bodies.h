@@ -1,4 +1,4 @@
-// Batch-normalization bodies, written once for host and device (DESIGN §3).
+// Batch-normalization bodies, written once for host and device (docs/design.md §3).
 //
 // The input is viewed as [n, c, s] (s = D*H*W). Per-channel sums are accumulated in
 // DOUBLE in a fixed order: L = reduce_lanes(s) lanes per channel, lane l taking, for each

@@ -1,4 +1,4 @@
-// 3D convolution geometry and the vol2col / col2vol index bodies (DESIGN §3).
+// 3D convolution geometry and the vol2col / col2vol index bodies (docs/design.md §3).
 //
 // The CPU backend lowers a convolution to GEMM: vol2col copies, for one sample, every
 // input value each output voxel reads into a column matrix

@@ -1,4 +1,4 @@
-// The dropout mask of one element, for host and device (DESIGN §3).
+// The dropout mask of one element, for host and device (docs/design.md §3).
 //
 // Element i keeps its value when its Philox uniform u >= p, u keyed by (seed, stream,
 // counter) with counter = (step << 40) + global index of the element. The global index

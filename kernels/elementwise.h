@@ -20,7 +20,7 @@ void mul(const Tensor& a, const Tensor& b, Tensor& out);  // out = a * b
 void axpy(float alpha, const Tensor& x, Tensor& y);       // y += alpha * x
 void scale(Tensor& x, float alpha);                       // x *= alpha
 
-// ReLU, with the forward input kept for the backward (DESIGN §10: forward and backward
+// ReLU, with the forward input kept for the backward (docs/design.md §10: forward and backward
 // side by side).
 void relu_forward(const Tensor& x, Tensor& y);                     // y = max(x, 0)
 void relu_backward(const Tensor& x, const Tensor& dy, Tensor& dx);  // dx = dy * (x > 0)

@@ -1,4 +1,4 @@
-// Element bodies, written once for host and device (DESIGN §3). The CPU backend loops
+// Element bodies, written once for host and device (docs/design.md §3). The CPU backend loops
 // over them with OpenMP; the CUDA backend launches them. Every body computes in float
 // whatever the storage type, so f16/bf16 get fp32 arithmetic.
 #pragma once

@@ -4,7 +4,7 @@
 // GPU. f16 and bf16 operands accumulate in f32 (on the CPU they are widened to f32 first).
 //
 // Precision of f32 products (GemmOptions::math, kernels/math_mode.h): fp32 by default;
-// tf32 and bf16 only when asked for (DESIGN §3). bf16 on the GPU casts A and B into bf16
+// tf32 and bf16 only when asked for (docs/design.md §3). bf16 on the GPU casts A and B into bf16
 // scratch tensors (caching allocator) and multiplies them with f32 accumulation into the
 // f32 C. The CPU emulates tf32 and bf16 by rounding A and B (scratch copies) and running
 // the fp32 GEMM: the reference the GPU's reduced-precision results are tested against.

@@ -1,4 +1,4 @@
-// The arithmetic precision of a GEMM or convolution on f32 tensors (DESIGN §3: reduced
+// The arithmetic precision of a GEMM or convolution on f32 tensors (docs/design.md §3: reduced
 // precision is an explicit option, never silent).
 //
 //   fp32  IEEE fp32 multiply-add (the default; deterministic, the CPU's and the GPU's

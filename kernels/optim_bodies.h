@@ -1,4 +1,4 @@
-// The optimizer updates of one element, for host and device (DESIGN §3): PyTorch 1.13's
+// The optimizer updates of one element, for host and device (docs/design.md §3): PyTorch 1.13's
 // single-tensor SGD, Adam and AdamW (torch/optim/sgd.py, adam.py, adamw.py), fused into one
 // pass that reads the parameter, its grad and its buffers once and writes them in place.
 //

@@ -1,4 +1,4 @@
-// 3D pooling bodies, written once for host and device (DESIGN §3): max, average and the
+// 3D pooling bodies, written once for host and device (docs/design.md §3): max, average and the
 // backward of global average pooling over [N, C, D, H, W] volumes.
 //
 // Forward bodies compute one output element; backward bodies compute one INPUT element

@@ -2,7 +2,7 @@
 //
 // Every element gets the value keyed by (key.seed, key.stream, its flat index in the full,
 // unsplit tensor), so a rank that holds part of a tensor draws exactly the values the
-// single-process run draws for those elements (grid invariance, DESIGN §2). The part is
+// single-process run draws for those elements (grid invariance, docs/design.md §2). The part is
 // described by the key:
 //   - rows [r0, r1) of dimension 0 (a batch shard, a row block of a weight):
 //     offset = r0 * (elements per row);

@@ -1,4 +1,4 @@
-// The value of element i of a random draw, for host and device (DESIGN §3).
+// The value of element i of a random draw, for host and device (docs/design.md §3).
 #pragma once
 
 #include "core/philox.h"

@@ -1,4 +1,4 @@
-// Reduction bodies, written once for host and device (DESIGN §3).
+// Reduction bodies, written once for host and device (docs/design.md §3).
 //
 // A reduction views its input as [outer, len, inner] and produces outer × inner values,
 // reducing the middle dimension. Every output is computed in the same fixed order on

@@ -1,5 +1,5 @@
 // Softmax and softmax cross-entropy bodies along the last dimension of a [rows, cols]
-// view, written once for host and device (DESIGN §3).
+// view, written once for host and device (docs/design.md §3).
 //
 // Every row is reduced in the same fixed order on both backends: kSoftmaxLanes lanes each
 // fold a strided subset of the row (lane l takes columns l, l + 32, ...), then the lanes

@@ -1,4 +1,4 @@
-// The layer API (Caffe-style, DESIGN §10): a Module computes forward(x), keeping what its
+// The layer API (Caffe-style, docs/design.md §10): a Module computes forward(x), keeping what its
 // backward needs, and backward(dy) returns dx. Activation gradients overwrite (backward
 // returns a new tensor); parameter gradients accumulate (+=) until zero_grad().
 //
@@ -49,7 +49,7 @@ class Module;
 // Learns when a module's backward has finished: Module::run_backward tells the observer
 // installed on this thread (BackwardObserverScope) after each backward it runs. Then the
 // parameter gradients of that module and of all its descendants are final for the step
-// (GradientSync starts reducing them while backward goes on, DESIGN §4).
+// (GradientSync starts reducing them while backward goes on, docs/design.md §4).
 class BackwardObserver {
  public:
   virtual ~BackwardObserver() = default;

@@ -1,7 +1,7 @@
 // Communicators: the collectives the distributed layers need, on tensors, counted.
 //
 // One Communicator per group of ranks (the grid's row_comm, col_comm, stage and world,
-// DESIGN §4). Every call is collective over the group unless it says otherwise, takes
+// docs/design.md §4). Every call is collective over the group unless it says otherwise, takes
 // contiguous tensors whose dtype and shapes agree across the ranks, and works on any
 // device: the MPI backend stages device tensors through pinned host memory, the NCCL
 // backend (nccl_communicator.h) takes them directly. Outputs are passed in.
@@ -9,7 +9,7 @@
 // Every call is recorded in comm_log(): communicator, operation, layer (the innermost
 // CommLayerScope), elements and bytes this rank contributed, and seconds spent, so
 // `gridnn-train --comm-report` can print a per-layer table and tests can compare the
-// counts with DESIGN §4's formulas.
+// counts with docs/design.md §4's formulas.
 //
 // The layers use them in forward/backward pairs (Megatron's rule): parallel/mappings.h.
 #pragma once

@@ -1,5 +1,5 @@
-// The depth split and its halo exchange (DESIGN §4), as their own component (DiHydrogen's
-// distconv, DESIGN §10): the distribution of an activation is described explicitly, and the
+// The depth split and its halo exchange (docs/design.md §4), as their own component (DiHydrogen's
+// distconv, docs/design.md §10): the distribution of an activation is described explicitly, and the
 // layers that need neighbouring planes ask HaloExchange for them.
 //
 // Distribution: activations are [B, C, D, H, W]; depth (dimension 2) is split over the Pr
@@ -13,7 +13,7 @@
 // the ones outside the volume (padding, filled with the layer's padding value). A window of
 // stride s and padding 0 over the extended slab then gives exactly the owned output planes.
 //
-// Pairing (DESIGN §10): extend() in the forward fetches planes from their owners;
+// Pairing (docs/design.md §10): extend() in the forward fetches planes from their owners;
 // return_gradient() in the backward sends the gradients of those planes back to their owners,
 // who add them to their own. Both are point-to-point send_recv on the row communicator, and
 // every rank works out the same plan, so sends and receives always match.
@@ -79,7 +79,7 @@ struct DepthHalo {
 // layer with this window over `global_in` planes (0 when the window does not fit at all).
 int largest_usable_parts(int64_t global_in, const DepthWindow& window);
 
-// The halo of rank `index` of `parts` (DESIGN §4's rule). Throws gridnn::Error naming `layer`
+// The halo of rank `index` of `parts` (docs/design.md §4's rule). Throws gridnn::Error naming `layer`
 // and the largest usable Pr when some rank would own no output or no input plane.
 DepthHalo plan_depth_halo(const std::string& layer, int64_t global_in, const DepthWindow& window,
                           int parts, int index);

@@ -17,7 +17,7 @@
 // two duplicates of the communicator, one per phase, so that ranks which find phase 1 done
 // at different moments still issue every collective in the same order.
 //
-// Waiting (DESIGN §11): MPICH busy-polls in MPI_Wait, which starves the other ranks when a
+// Waiting (docs/design.md §11): MPICH busy-polls in MPI_Wait, which starves the other ranks when a
 // node has more ranks than cores. Every call therefore starts a non-blocking operation and,
 // on an oversubscribed node, waits with MPI_Testall and a 20 µs sleep; otherwise with
 // MPI_Waitall. Oversubscribed means: the most ranks of any communicator made so far that

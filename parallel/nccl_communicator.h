@@ -4,7 +4,7 @@
 // wrapped host communicator (the MPI one of the same group), so a layer may pass either.
 // One call takes tensors of one kind: all on this communicator's device, or all on the host.
 //
-// Streams and ordering (DESIGN §2): NCCL runs on the communicator's own CUDA stream. Before
+// Streams and ordering (docs/design.md §2): NCCL runs on the communicator's own CUDA stream. Before
 // each operation that stream waits (cudaStreamWaitEvent) on an event recorded on the
 // device's compute stream, so NCCL reads what the kernels before the call wrote; after it
 // the compute stream waits on an event recorded on the NCCL stream, so the kernels after the

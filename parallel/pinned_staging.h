@@ -1,5 +1,5 @@
 // Pinned host staging for device tensors that go through a host-memory transport (the MPI
-// backend, DESIGN §4: ranks sharing a GPU, or no NCCL).
+// backend, docs/design.md §4: ranks sharing a GPU, or no NCCL).
 //
 // MPI reads and writes host bytes. A host tensor lends its own storage; a device tensor is
 // copied into a page-locked (cudaHostAlloc) buffer with cudaMemcpyAsync on its device's

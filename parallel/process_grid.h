@@ -1,13 +1,13 @@
-// The process grid of DESIGN §4: P = Ps x Pr x Pc ranks. World rank w = (s * Pc + c) * Pr + r:
+// The process grid of docs/design.md §4: P = Ps x Pr x Pc ranks. World rank w = (s * Pc + c) * Pr + r:
 // the Pr ranks of one model/domain group are consecutive (one node). Per stage:
 //   row  (size Pr): ranks sharing batch shard c; model- and domain-split traffic
 //   col  (size Pc): ranks holding model shard r on different batch shards; weight gradients
 //   stage (Pr * Pc): everything replicated on the stage (convolution, batch-norm gradients)
 //   pipe  (size Ps): the ranks at the same (r, c) of every stage, rank s; pipeline
-//         activations and their gradients cross stages on it (models/train/pipeline.h)
+//         activations and their gradients cross stages on it (models/train/step.h)
 //   world (P)
 //
-// Backends (DESIGN §4): the communicators are MPI communicators (host tensors directly,
+// Backends (docs/design.md §4): the communicators are MPI communicators (host tensors directly,
 // device tensors staged through pinned host memory), or NCCL communicators that carry device
 // tensors through NCCL and hand host tensors to an MPI communicator they wrap.
 #pragma once

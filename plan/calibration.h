@@ -1,4 +1,4 @@
-// Calibration of the α–β cost model (DESIGN §6, plan/cost_model.h) on the machine at hand:
+// Calibration of the α–β cost model (docs/design.md §6, plan/cost_model.h) on the machine at hand:
 // α and β fitted per communicator kind from timed collectives, and each layer's measured
 // forward+backward seconds by local batch. gridnn-calibrate writes it as JSON; gridnn-plan
 // --calibration reads it back; bench_collectives reuses the timing and the fit.

@@ -1,5 +1,5 @@
 // The α–β communication model of Gholami et al. (SPAA 2018) and the grid planner built on it
-// (DESIGN §6). Pure computation: no MPI, no tensors; gridnn-plan and the tests use it.
+// (docs/design.md §6). Pure computation: no MPI, no tensors; gridnn-plan and the tests use it.
 //
 // Units: α in seconds per message, β in seconds per word, sizes in words (one fp32 value = one
 // word = 4 bytes; a link of 6 GB/s is β = 4 / 6e9 s per word). Per-process words: what one
@@ -11,7 +11,7 @@
 //                                      receives; one α even where it hears from both sides)
 //   nothing to move (n = 0, p = 1)     0
 //
-// How each layer uses the grid (DESIGN §4; B global batch, the grid Pr x Pc, P = Pr·Pc):
+// How each layer uses the grid (docs/design.md §4; B global batch, the grid Pr x Pc, P = Pr·Pc):
 //   batch   B/P samples per rank, the whole layer; weights all-reduced over P        (Eq. 4)
 //   model   1.5D over Pr on B/Pc samples: Y all-gathered over Pr (forward), dX all-reduced
 //           over Pr (backward), the W block |W|/Pr all-reduced over Pc               (Eq. 3, 8)

@@ -1,4 +1,4 @@
-// GABRA (Akintoye et al., IEEE Access 2022; DESIGN §7): a genetic algorithm that places a
+// GABRA (Akintoye et al., IEEE Access 2022; docs/design.md §7): a genetic algorithm that places a
 // network's coarse blocks on the devices of a cluster as a GPipe pipeline, and the baselines
 // it is judged against. Every search scores placements with plan::simulate (placement.h).
 //

@@ -1,4 +1,4 @@
-// Pipeline placement (DESIGN §7): where the coarse blocks of a network run. A network's blocks
+// Pipeline placement (docs/design.md §7): where the coarse blocks of a network run. A network's blocks
 // (stem, each residual or attention block, head) are cut into K contiguous partitions, and
 // partition k runs on device device[k] (in gridnn-train: the k-th stage's ranks are those of
 // stage group device[k]). GPipe schedule: all micro-batch forwards, then all backwards.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU check (DESIGN §9): on a machine with an NVIDIA GPU, configure and build gridnn with
+# GPU check (docs/design.md §9): on a machine with an NVIDIA GPU, configure and build gridnn with
 # CUDA, run the `gpu` tests (every op against the CPU backend) and the `unit` tests, run
 # the benchmark binaries, and print a summary table. Meant for a bare box: no MPI, no
 # internet, maybe no ninja, cuDNN / NCCL possibly only from a Python environment's pip
@@ -8,12 +8,12 @@
 #   scripts/gpu_check.sh            # from the repository root (or anywhere)
 #   OUT=/some/dir scripts/gpu_check.sh   # also keep every log and the summary there
 #
-# Libraries the GPU image lacks (OpenBLAS and cblas.h, nlohmann-json, CLI11, GoogleTest,
-# Google Benchmark) come as Debian packages carried with the working tree, in two steps:
-#   1. here, on the Debian 12 development machine:   bash scripts/gpu_deps.sh
+# Libraries the GPU machine lacks (OpenBLAS and cblas.h, nlohmann-json, CLI11, GoogleTest,
+# Google Benchmark) come as Debian packages copied along with the working tree, in two steps:
+#   1. on a Debian 12 machine with apt:   bash scripts/gpu_deps.sh
 #      (apt-get downloads the .deb files into .gpu-deps/, git-ignored, about 13 MiB)
-#   2. on the device, through the `run` tool:  carry [".gpu-deps"],
-#      command "bash scripts/gpu_check.sh"
+#   2. copy the working tree with .gpu-deps/ along to the GPU machine and run there:
+#      bash scripts/gpu_check.sh
 # When any of those headers or libraries is missing on the machine and .gpu-deps/*.deb
 # exist, this script unpacks them (dpkg-deb -x, or Python where dpkg-deb is absent; no root,
 # no apt) into $BUILD_DIR/deps and points CMake and LD_LIBRARY_PATH there.
@@ -238,7 +238,7 @@ if [[ "$GPU_DEPS" == always || ( "$GPU_DEPS" == auto && -n "$MISSING" ) ]]; then
       fail "dependencies" "unpacking .gpu-deps failed (configure will likely fail)"
     fi
   else
-    fail "dependencies" "missing: ${MISSING:-?}; no .gpu-deps/*.deb to unpack (run 'bash scripts/gpu_deps.sh' on the Debian machine, then carry .gpu-deps)"
+    fail "dependencies" "missing: ${MISSING:-?}; no .gpu-deps/*.deb to unpack (run 'bash scripts/gpu_deps.sh' on a Debian machine, then copy .gpu-deps along)"
   fi
 else
   record "dependencies" "system${MISSING:+ (missing: $MISSING; GPU_DEPS=never)}"
@@ -330,7 +330,7 @@ else
   for b in "${BENCHES[@]}"; do
     name="$(basename "$b")"
     # The layer benchmark's CPU cases are timed on the development machines; here only
-    # the device's.
+    # the GPU's.
     filter=()
     [[ "$name" == bench_layers ]] && filter=(--benchmark_filter=cuda)
     # Google Benchmark >= 1.8 wants a unit ("0.2s"); older versions want a plain number.

@@ -2,15 +2,16 @@
 # Fetches the Debian packages that scripts/gpu_check.sh needs on the GPU machine, whose
 # image has the CUDA toolkit, CMake, ninja and Python (cuDNN and NCCL as pip wheels) but no
 # OpenBLAS, cblas.h, nlohmann-json, CLI11, GoogleTest or Google Benchmark, and no internet.
-# Run it HERE (Debian 12, apt works); the .deb files land in .gpu-deps/ at the repository
-# root (git-ignored) and travel to the device machine with the working tree:
+# Run it on a Debian 12 machine where apt works; the .deb files land in .gpu-deps/ at the
+# repository root (git-ignored) and go to the GPU machine with the working tree:
 #
-#   bash scripts/gpu_deps.sh                       # here: download into .gpu-deps/
-#   run(carry=[".gpu-deps"], command="bash scripts/gpu_check.sh")   # on the device
+#   bash scripts/gpu_deps.sh          # on the Debian machine: download into .gpu-deps/
+#   bash scripts/gpu_check.sh         # on the GPU machine, .gpu-deps/ copied along
 #
 # gpu_check.sh unpacks them (dpkg-deb -x, no root, no apt) into a prefix inside its build
-# folder when the machine lacks the headers or libraries. The total must stay well under
-# the 64 MiB that `carry` moves; this script prints it and fails above 48 MiB.
+# folder when the machine lacks the headers or libraries. Copies of a working tree to a GPU
+# machine are often limited in size (64 MiB where gridnn's checks run), so this script
+# prints the total and fails above 48 MiB.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -71,9 +72,9 @@ for deb in ./*.deb; do
   awk -v b="$(stat -c %s "$deb")" -v n="${deb#./}" 'BEGIN { printf "  %8.1f KiB  %s\n", b / 1024, n }'
 done
 total=$(du -cb ./*.deb | tail -1 | cut -f1)
-awk -v b="$total" 'BEGIN { printf "total: %.1f MiB (carry limit 64 MiB, with the working tree)\n", b / 1048576 }'
+awk -v b="$total" 'BEGIN { printf "total: %.1f MiB (copy limit 64 MiB, with the working tree)\n", b / 1048576 }'
 if ((total > LIMIT_MIB * 1048576)); then
-  echo "gpu_deps.sh: more than ${LIMIT_MIB} MiB: too close to the carry limit" >&2
+  echo "gpu_deps.sh: more than ${LIMIT_MIB} MiB: too close to the 64 MiB copy limit" >&2
   exit 1
 fi
-echo "next: on the device, run with carry [\".gpu-deps\"]: bash scripts/gpu_check.sh"
+echo "next: copy the working tree with .gpu-deps/ to the GPU machine and run there: bash scripts/gpu_check.sh"

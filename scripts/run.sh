@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh --minimal
 [[ -x /usr/local/cuda/bin/nvcc ]] && export PATH="/usr/local/cuda/bin:$PATH"
 # Idle OpenMP threads sleep instead of spinning: on a machine shared with anything else,
-# spinning made training steps 4-5x slower (DESIGN notes in bench/RESULTS.md).
+# spinning made training steps 4-5x slower (bench/RESULTS.md).
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 echo "run.sh: building gridnn-train (the first build takes a few minutes)" >&2
 # Quiet when all is well; on a failure the configure or compiler output is shown.

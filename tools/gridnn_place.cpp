@@ -1,4 +1,4 @@
-// gridnn-place: where the coarse blocks of a network run as GPipe partitions (DESIGN §7).
+// gridnn-place: where the coarse blocks of a network run as GPipe partitions (docs/design.md §7).
 // Reads a block profile and a cluster description (JSON), runs GABRA and the baselines
 // (round-robin, greedy balanced cuts, exhaustive search when it is small enough), prints each
 // one's simulated iteration time, and writes GABRA's placement (formats: docs/placement.md).
@@ -118,7 +118,7 @@ void print_json(const std::vector<SearchResult>& results, const SearchResult* op
 
 int main(int argc, char** argv) {
   CLI::App app{"gridnn-place: GABRA pipeline placement of a network's blocks on a cluster, "
-               "compared with round-robin, greedy and exhaustive placement (DESIGN section 7; "
+               "compared with round-robin, greedy and exhaustive placement (docs/design.md section 7; "
                "file formats: docs/placement.md)"};
   std::string profile_path, cluster_path, out_path, example_profile_path, example_cluster_path;
   int partitions = 0, micro_batches = 0;

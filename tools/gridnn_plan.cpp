@@ -1,6 +1,6 @@
 // gridnn-plan: for every factorization Pr x Pc of P, the α–β model's words moved,
 // communication, compute and total time of one training step, and the speedup over pure batch
-// (1 x P); marks the fastest (DESIGN §6, plan/cost_model.h).
+// (1 x P); marks the fastest (docs/design.md §6, plan/cost_model.h).
 //
 //   gridnn-plan --model alexnet --procs 32 --batch 2048 --alpha 2e-6 --bandwidth 6e9
 //   gridnn-plan --model resattnet3d --depth 18 --width 16 --input 64x64x64 --procs 8 --explain

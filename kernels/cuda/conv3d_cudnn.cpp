@@ -1,6 +1,7 @@
 // CUDA backend of kernels/conv3d.h through cuDNN's classic convolution API (Nd
-// descriptors, NCDHW; fp32 tensors, computed in the math mode asked for). Compiled only in cuDNN builds (kernels/conv3d.cmake); without
-// cuDNN, kernels/conv3d.cpp turns a CUDA tensor into an error saying how to build with it.
+// descriptors, NCDHW; fp32 tensors, computed in the math mode asked for). Compiled only in
+// cuDNN builds (kernels/CMakeLists.txt); without cuDNN, kernels/conv3d.cpp turns a CUDA
+// tensor into an error saying how to build with it.
 //
 // - One cuDNN handle per device, created on first use and bound to the device's compute
 //   stream (core/cuda_context.h), so convolutions queue behind the other kernels.
@@ -11,7 +12,7 @@
 //   same bits every run) and of an allowed math type is taken.
 // - Precision (kernels/math_mode.h): fp32 uses CUDNN_FMA_MATH and only FMA algorithms.
 //   CUDNN_DEFAULT_MATH would let cuDNN pick TF32 tensor-core kernels for fp32 data on
-//   Ampere and newer GPUs, and TF32 must never be silent (DESIGN §3). tf32 sets
+//   Ampere and newer GPUs, and TF32 must never be silent (docs/design.md §3). tf32 sets
 //   CUDNN_TENSOR_OP_MATH on the fp32 descriptors. bf16 casts the two operands into bf16
 //   scratch tensors, describes x, w and y as CUDNN_DATA_BFLOAT16 with an fp32 compute type
 //   and CUDNN_TENSOR_OP_MATH, writes the result into bf16 scratch and widens it into the

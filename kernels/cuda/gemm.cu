@@ -7,7 +7,7 @@
 //
 // Precision: operands and C in CUDA_R_32F / CUDA_R_16F / CUDA_R_16BF, alpha and beta
 // float, accumulation in f32 (CUBLAS_COMPUTE_32F). Reduced precision for f32 tensors only
-// when asked for (DESIGN §3, kernels/math_mode.h):
+// when asked for (docs/design.md §3, kernels/math_mode.h):
 //   MathMode::tf32 -> CUBLAS_COMPUTE_32F_FAST_TF32 on the f32 operands;
 //   MathMode::bf16 -> A and B cast (round to nearest even) into bf16 scratch tensors from
 //                     the caching allocator, CUDA_R_16BF inputs, CUDA_R_32F C,

@@ -6,7 +6,7 @@
 // butterfly every lane holds the value the CPU's tree (lane l takes lane l + width) leaves
 // in lane 0, because float addition and softmax_max are commutative for non-NaN values —
 // the order is fixed, not timing-dependent, so every run gives the same bits. Compiled
-// with -fmad=false (kernels/softmax_attention.cmake) so the bodies round as on the CPU;
+// with -fmad=false (kernels/CMakeLists.txt) so the bodies round as on the CPU;
 // only expf/logf may differ from the host's in the last bits.
 #include "kernels/cuda/launch.cuh"
 #include "kernels/softmax.h"

@@ -2,7 +2,7 @@
 //
 // A sample is a pure function of (dataset, index, augmentation key): no hidden state, so
 // the background loader may call load() from its thread, a resumed run reads exactly the
-// samples the uninterrupted one read, and a rank of the grid (DESIGN §4) can read just the
+// samples the uninterrupted one read, and a rank of the grid (docs/design.md §4) can read just the
 // depth slab [d_begin, d_end) of the samples of its batch shard.
 #pragma once
 

@@ -4,7 +4,7 @@
 // Epoch e visits the samples in a permutation drawn from (seed, e) (or in order without
 // shuffling); batch b of it holds permuted positions [b * batch, (b + 1) * batch). A rank
 // of the grid reads only rows [shard_begin, shard_end) of every batch and only its depth
-// slab (DESIGN §4), and sees exactly the values the single-process run sees there. The
+// slab (docs/design.md §4), and sees exactly the values the single-process run sees there. The
 // position (epoch, batch) is all the state there is: a resumed run seeks to it and
 // continues with the very same batches.
 #pragma once

@@ -1,4 +1,4 @@
-// 3D self-attention (DESIGN §5), as in 3D-ResAttNet: for x [B, C, D, H, W] and
+// 3D self-attention (docs/design.md §5), as in 3D-ResAttNet: for x [B, C, D, H, W] and
 // N = D * H * W, per sample (X the [C, N] view of the sample):
 //   Q = Wq X + bq  [C/8, N]     K = Wk X + bk  [C/8, N]     V = Wv X + bv  [C, N]
 //   A = softmax over keys of (Q^T K)  [N, N], no scaling      O = V A^T  [C, N]

@@ -6,7 +6,7 @@
 //   Tensor dlogits = loss.backward();         // (softmax - onehot) / N
 //
 // The distributed trainer passes the global batch B to backward (dlogits =
-// (softmax - onehot) / B, DESIGN §4) and all-reduces loss_sum() over col_comm.
+// (softmax - onehot) / B, docs/design.md §4) and all-reduces loss_sum() over col_comm.
 #pragma once
 
 #include <cstdint>

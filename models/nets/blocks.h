@@ -1,4 +1,4 @@
-// A network as a chain of coarse blocks (DESIGN §7): the places where pipeline stages may cut
+// A network as a chain of coarse blocks (docs/design.md §7): the places where pipeline stages may cut
 // it. ResAttNet3D's blocks are the stem, each residual block, each attention block and the
 // head; the MLP's are its fully connected layers. The network's own forward and backward run
 // the same blocks in order, so a pipelined run computes exactly what the whole network does.

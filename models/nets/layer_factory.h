@@ -1,5 +1,5 @@
 // Where a network gets its layers: the single-process layers here, the domain- and
-// batch-parallel ones of models/dist/ for a process grid (DESIGN §4). A network built
+// batch-parallel ones of models/dist/ for a process grid (docs/design.md §4). A network built
 // through a factory reads the same on one process and on a grid; parameter names do not
 // change, so checkpoints and PyTorch weights fit either.
 //

@@ -1,4 +1,4 @@
-// 3D-ResAttNet (DESIGN §5): a 3D ResNet-18/34 with self-attention after layer3 and/or
+// 3D-ResAttNet (docs/design.md §5): a 3D ResNet-18/34 with self-attention after layer3 and/or
 // layer4, for classifying volumes (the seeds' use case: Alzheimer's disease from MRI).
 //
 //   conv1 (k7 s2 p3) - bn1 - ReLU - maxpool (k3 s2 p1)

@@ -1,5 +1,5 @@
 // What one rank of a process grid holds of a batch, and the few collectives the training
-// loop itself needs (DESIGN §4): rank (r, c) holds rows balanced_range(B, Pc, c) of every
+// loop itself needs (docs/design.md §4): rank (r, c) holds rows balanced_range(B, Pc, c) of every
 // global batch, and of each of its samples the depth planes balanced_range(D, Pr, r).
 // Logits are replicated over the row (after the global pooling), so the loss needs only
 // the col communicator.

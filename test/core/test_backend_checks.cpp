@@ -1,4 +1,4 @@
-// The checking macros of the CUDA runtime, cuBLAS, cuDNN and NCCL (DESIGN §2): a failed
+// The checking macros of the CUDA runtime, cuBLAS, cuDNN and NCCL (docs/design.md §2): a failed
 // status throws the library's error type naming the call text, the library's own error
 // name, the file and the line; a success status does not throw. No GPU is needed: the
 // statuses are planted, and cudaGetErrorName, cublasGetStatusName/String,
@@ -107,7 +107,7 @@ TEST(BackendChecks, SuccessDoesNotThrow) {
 TEST(BackendChecks, LaunchCheckReportsTheLastErrorAndTheKernelName) {
   // Plant an error in the runtime's last-error slot: cudaSetDevice(-1) fails with
   // cudaErrorInvalidDevice on a GPU machine, and with the initialization error (e.g.
-  // cudaErrorInsufficientDriver, DESIGN §11) where there is no usable GPU.
+  // cudaErrorInsufficientDriver, docs/design.md §11) where there is no usable GPU.
   const cudaError_t planted = cudaSetDevice(-1);
   ASSERT_NE(planted, cudaSuccess);
   int line = 0;

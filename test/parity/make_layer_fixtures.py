@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Writes test/parity/fixtures/layers.safetensors: for every layer of the layers issue, a
+"""Writes test/parity/fixtures/layers.safetensors: for every layer of models/layers/, a
 small input, the layer's parameters, a loss weight w, the output y and the gradients of
 L = sum(y * w) with respect to the input and every parameter, all computed by PyTorch on
-the CPU in float64 and stored as float32. The C++ parity tests (test/layers/
+the CPU in float64 and stored as float32. The C++ parity tests (test/models/layers/
 test_parity.cpp) load the parameters into gridnn's layers and compare (fp32 CPU,
 relative error <= 1e-5 per tensor).
 

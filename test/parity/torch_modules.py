@@ -5,7 +5,7 @@ import torch
 
 
 class SelfAttention3d(torch.nn.Module):
-    """DESIGN §5 / models/layers/attention.h: y = gamma * V softmax(Q^T K)^T + x, with Q, K, V
+    """docs/design.md §5 / models/layers/attention.h: y = gamma * V softmax(Q^T K)^T + x, with Q, K, V
     from 1x1x1 convolutions (C -> C/8, C/8, C) and softmax over the keys."""
 
     def __init__(self, channels, gamma=0.0):
@@ -47,7 +47,7 @@ class BasicBlock(torch.nn.Module):
 
 
 class ResAttNet3D(torch.nn.Module):
-    """DESIGN §5 / models/nets/resattnet3d.h, with the same parameter and buffer names."""
+    """docs/design.md §5 / models/nets/resattnet3d.h, with the same parameter and buffer names."""
 
     def __init__(self, depth=18, width=16, in_channels=1, classes=2, att3=True, att4=True):
         super().__init__()

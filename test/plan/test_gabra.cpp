@@ -1,7 +1,7 @@
 // Pipeline placement (plan/placement.h, plan/gabra.h): the GPipe simulator against
 // schedules computed by hand, memory accounting and the penalty, validation, the JSON files,
 // exhaustive search against a brute force written differently here, and GABRA against the
-// exhaustive optimum on random small heterogeneous instances (issue 7: >= 95% of seeds, never
+// exhaustive optimum on random small heterogeneous instances (the bar: >= 95% of seeds, never
 // worse than greedy).
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // Shared by the grid-invariance tests (test_dist_train, test_pipeline): the tiny training
 // setups they run on every grid, and the comparison with the single-process run.
 //
-// Comparison (DESIGN §4, fp32 on the CPU): each tensor within 1e-4 of its own size or of 1%
+// Comparison (docs/design.md §4, fp32 on the CPU): each tensor within 1e-4 of its own size or of 1%
 // of the largest of its kind (gradients "grad.*", or weights and buffers), whichever is
 // larger: small tensors come out of sums that cancel (the attention gamma's gradient
 // ~1000-fold, test_train_parity.cpp; a batch norm's bias, which starts at 0 and is the sum of

@@ -25,7 +25,7 @@ struct Tolerance {
 // Bitwise equality of shape, dtype and bytes (for determinism tests).
 ::testing::AssertionResult tensors_equal(const Tensor& actual, const Tensor& expected);
 // max |a - ref| / max |ref| (0 when both are all zero): the per-tensor relative error of
-// DESIGN §4.
+// docs/design.md §4.
 double max_relative_error(const Tensor& actual, const Tensor& expected);
 // Any-dtype tensor (any device) as doubles on the host.
 std::vector<double> to_doubles(const Tensor& t);

@@ -1,11 +1,11 @@
-// The distributed layers of DESIGN §4 (models/dist: attention, synchronized batch norm,
+// The distributed layers of docs/design.md §4 (models/dist: attention, synchronized batch norm,
 // global pooling, 1.5D linear) against their single-process layers, on every grid the job
 // size allows: 1 x P (depth / model split over the row), P x 1 as Pc = P (batch split),
 // and 2 x 2 at 4 ranks. Every rank computes the single-process reference itself (same
 // weights, the full input) and compares its part: output and input-gradient slabs,
 // parameter gradients summed over the communicator the trainer would use (relative error
 // <= 1e-5), batch-norm running statistics; and the CommLog's element counts of one
-// forward + backward against DESIGN §4's formulas.
+// forward + backward against docs/design.md §4's formulas.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -141,7 +141,7 @@ TEST(DistSelfAttention3d, MatchesSingleProcessOnEveryGrid) {
     const Tensor dx = layer.backward(slab(dy, part));
     EXPECT_LE(max_relative_error(dx, slab(dx_ref, part)), kRel);
 
-    // DESIGN §4: K and V all-gathered over the row, dK and dV reduce-scattered back. The log
+    // docs/design.md §4: K and V all-gathered over the row, dK and dV reduce-scattered back. The log
     // counts what a rank puts in: its own B (C/8 + C) N_r for the gather, the whole
     // B (C/8 + C) N of contributions for the reduce-scatter.
     const int64_t b = part.samples.size(), nr = part.planes.size() * H * W, n = D * H * W;
@@ -150,7 +150,9 @@ TEST(DistSelfAttention3d, MatchesSingleProcessOnEveryGrid) {
     EXPECT_EQ(log.elements("row", "reduce_scatterv", "SelfAttention3d"), b * (c8 + C) * n);
     EXPECT_EQ(log.records().size(), 2u);
 
-    // Replicated parameters: the gradients summed over the stage are the 1 x 1 run's.
+    // Replicated parameters, declared by the layer as summed over the stage: the gradients
+    // summed so are the 1 x 1 run's.
+    for (auto& [name, p] : layer.named_parameters()) EXPECT_EQ(p->layout.grad_sum_over, &grid->stage_comm()) << name;
     // key.bias's is zero (softmax over keys ignores q_i . bk, the same for every key).
     expect_grads_summed_over(layer, ref, grid->stage_comm(), {"key.bias"},
                              max_abs(find_parameter(ref, "key.weight")->grad));
@@ -171,7 +173,7 @@ TEST(DistSelfAttention3d, RejectsAWrongSlabAndTooManyRows) {
 
 // The count travels as float digits beside the sums: the float sum of kMaxCountRanks
 // ranks' digits decodes to the exact sum of their counts, far beyond float's 2^24.
-TEST(SyncBatchNorm3d, CountDigitsAddExactlyAsFloats) {
+TEST(SynchronizedBatchNorm3d, CountDigitsAddExactlyAsFloats) {
   std::mt19937_64 rng(5);
   std::uniform_int_distribution<int64_t> any(0, (int64_t(1) << 36) - 1);
   for (int64_t ranks : {int64_t(1), int64_t(3), nn::kMaxCountRanks}) {
@@ -189,7 +191,7 @@ TEST(SyncBatchNorm3d, CountDigitsAddExactlyAsFloats) {
   EXPECT_THROW(nn::count_digits(int64_t(1) << 36), Error);
 }
 
-TEST(SyncBatchNorm3d, StatisticsAndGradientsAreGridInvariant) {
+TEST(SynchronizedBatchNorm3d, StatisticsAndGradientsAreGridInvariant) {
   const int64_t B = 4, C = 3, D = 5, H = 3, W = 2;
   const Tensor x = random_tensor({B, C, D, H, W}, 11, 1.0f, 4.0f);  // a mean far from 0
   const Tensor dy = random_tensor({B, C, D, H, W}, 12);
@@ -215,7 +217,7 @@ TEST(SyncBatchNorm3d, StatisticsAndGradientsAreGridInvariant) {
     EXPECT_LE(max_relative_error(y, slab(y_ref, part)), kRel);
     const Tensor dx = bn.backward(slab(dy, part));
     EXPECT_LE(max_relative_error(dx, slab(dx_ref, part)), kRel);
-    // DESIGN §4: sum(x) with the count's 3 digits, then the [2, C] second-pass sums
+    // docs/design.md §4: sum(x) with the count's 3 digits, then the [2, C] second-pass sums
     // forward; [2, C] backward: three all-reduces.
     EXPECT_EQ(parallel::comm_log().elements("stage", "all_reduce", "BatchNorm3d"), (C + 3) + 2 * 2 * C);
     EXPECT_EQ(parallel::comm_log().elements("", "", ""), (C + 3) + 2 * 2 * C);
@@ -224,6 +226,7 @@ TEST(SyncBatchNorm3d, StatisticsAndGradientsAreGridInvariant) {
     EXPECT_LE(max_relative_error(bn.running_mean(), ref.running_mean()), kRel);
     EXPECT_LE(max_relative_error(bn.running_var(), ref.running_var()), kRel);
     EXPECT_TRUE(test::tensors_equal(bn.num_batches_tracked(), ref.num_batches_tracked()));
+    for (auto& [name, p] : bn.named_parameters()) EXPECT_EQ(p->layout.grad_sum_over, &grid->stage_comm()) << name;
     expect_grads_summed_over(bn, ref, grid->stage_comm());
 
     bn.eval();  // running statistics: no communication
@@ -253,7 +256,7 @@ TEST(DistGlobalAvgPool3d, ReplicatedFeaturesAndSlabGradients) {
     EXPECT_LE(max_relative_error(y, rows_of(y_ref, part.samples)), kRel);
     const Tensor dx = pool.backward(rows_of(dy, part.samples));
     EXPECT_LE(max_relative_error(dx, slab(dx_ref, part)), kRel);
-    // DESIGN §4: the B_c x C partial sums all-reduced over the row; nothing backward.
+    // docs/design.md §4: the B_c x C partial sums all-reduced over the row; nothing backward.
     EXPECT_EQ(parallel::comm_log().elements("row", "all_reduce", "GlobalAvgPool3d"),
               part.samples.size() * C);
     EXPECT_EQ(parallel::comm_log().records().size(), 1u);
@@ -287,12 +290,19 @@ TEST(DistLinear, RowBlocksMatchSingleProcessOnEveryGrid) {
     EXPECT_LE(max_relative_error(y, rows_of(y_ref, samples)), kRel);
     const Tensor dx = fc.backward(rows_of(dy, samples));
     EXPECT_LE(max_relative_error(dx, rows_of(dx_ref, samples)), kRel);
-    // DESIGN §4: Y blocks all-gathered (B_c * out_r sent), dX all-reduced (B_c * in).
+    // docs/design.md §4: Y blocks all-gathered (B_c * out_r sent), dX all-reduced (B_c * in).
     const auto& log = parallel::comm_log();
     EXPECT_EQ(log.elements("row", "all_gatherv", "Linear"), samples.size() * block.size());
     EXPECT_EQ(log.elements("row", "all_reduce", "Linear"), samples.size() * in);
     EXPECT_EQ(log.records().size(), 2u);
 
+    // The layer declares its row blocks and their gradients' sum over col.
+    for (auto& [name, p] : fc.named_parameters()) {
+      EXPECT_EQ(p->layout.rows_over, &grid->row()) << name;
+      EXPECT_EQ(p->layout.whole_rows, out) << name;
+      EXPECT_EQ(p->layout.first_row, block.begin) << name;
+      EXPECT_EQ(p->layout.grad_sum_over, &grid->col()) << name;
+    }
     // dW_r, db_r: summed over col_comm (the batch shards), stacked over the row.
     NamedTensors grads = train::whole_gradients(fc);
     ASSERT_EQ(grads.size(), 2u);

@@ -1,4 +1,4 @@
-// Domain parallelism (DESIGN §4): DistConv3d, DistMaxPool3d and DistAvgPool3d on a depth
+// Domain parallelism (docs/design.md §4): DomainParallel convolution, max and average pooling on a depth
 // split over Pr = world size (Pc = 1) against the single-process layers. Every rank computes
 // the whole reference itself (same weights, full input) and compares its output slab and dx
 // slab with the matching planes, and the weight gradients summed over the ranks with the

@@ -127,7 +127,7 @@ TEST(Softmax, BadArgumentsNameTheOp) {
 
 // ---- SelfAttention3d -------------------------------------------------------------------
 
-// The layer's output in double, from its parameters (DESIGN §5).
+// The layer's output in double, from its parameters (docs/design.md §5).
 std::vector<double> reference_attention(nn::SelfAttention3d& att, const Tensor& x) {
   std::map<std::string, std::vector<double>> p;
   for (auto& [name, param] : att.named_parameters()) p[name] = to_doubles(param->value);

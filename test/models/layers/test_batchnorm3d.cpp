@@ -247,7 +247,7 @@ TEST(BatchNorm3d, SumsOfSplitBatchesAddUpLikeAnAllReduce) {
 }
 
 // Two "ranks" as two threads, each holding half of the batch, with an all-reduce over
-// shared memory: what the distributed layer of DESIGN §4 does through the two hooks.
+// shared memory: what the distributed layer of docs/design.md §4 does through the two hooks.
 class SharedAllReduce {
  public:
   void all_reduce(Tensor& t) {

@@ -2,7 +2,7 @@
 // PyTorch (float64) on a small input with random parameters and stored the input, the
 // parameters, a loss weight w, the output and the gradients of L = sum(y * w). Here the same
 // parameters go into gridnn's layer (fp32 CPU), and every output, input gradient, parameter
-// gradient and buffer must agree within a relative error of 1e-5 per tensor (DESIGN §9).
+// gradient and buffer must agree within a relative error of 1e-5 per tensor (docs/design.md §9).
 #include <gtest/gtest.h>
 
 #include <algorithm>

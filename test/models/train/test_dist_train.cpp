@@ -1,4 +1,4 @@
-// Grid invariance (DESIGN §4), under mpiexec -n 1, 2, 4: on every grid Pr x Pc with
+// Grid invariance (docs/design.md §4), under mpiexec -n 1, 2, 4: on every grid Pr x Pc with
 // Pr * Pc = the job's size, a training step of a small ResAttNet3D (--dump-step: logits,
 // loss, every gradient, every updated parameter and buffer) equals the single-process step;
 // three trainer steps end at the single-process weights; two runs on one grid are bitwise

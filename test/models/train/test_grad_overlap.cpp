@@ -1,4 +1,4 @@
-// Gradient synchronization overlapping backward (DESIGN §4), under mpiexec -n 1, 2, 4:
+// Gradient synchronization overlapping backward (docs/design.md §4), under mpiexec -n 1, 2, 4:
 // Communicator::start_all_reduce gives bitwise the result of all_reduce, with several in
 // flight and blocking collectives in between; and on every grid of the job's size, a
 // training step whose buckets are all-reduced while backward runs (the default) leaves

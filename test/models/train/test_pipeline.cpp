@@ -1,4 +1,4 @@
-// Pipeline stages (DESIGN §7, models/train/step.h), under mpiexec -n 1, 2, 4: on every
+// Pipeline stages (docs/design.md §7, models/train/step.h), under mpiexec -n 1, 2, 4: on every
 // grid Ps x Pr x Pc of the job (Ps > 1 stages, each stage Pr x Pc), a training step with one
 // micro-batch (--dump-step: logits, loss, every gradient, every updated tensor) equals the
 // single-process step — bitwise when each stage is one process, within the grid tests' 1e-4
