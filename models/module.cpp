@@ -114,8 +114,12 @@ void Module::initialize(uint64_t seed) { initialize_with_prefix(seed, ""); }
 
 ops::RandomKey Module::parameter_key(uint64_t seed, const std::string& prefix, const std::string& name,
                                      const Parameter& p) {
-  const int64_t row = p.value.rank() > 0 && p.value.size(0) > 0 ? p.value.numel() / p.value.size(0) : 0;
-  return ops::RandomKey::named(seed, prefix + name, p.layout.first_row * row);
+  const ParameterLayout& l = p.layout;
+  if (!l.split_over) return ops::RandomKey::named(seed, prefix + name);
+  std::vector<int64_t> origin(size_t(p.value.rank()), 0);
+  origin.at(size_t(l.split_dim)) = l.first;  // this block's place in the whole tensor
+  return ops::RandomKey::box(seed, philox_stream_id((prefix + name).c_str()),
+                             p.value.shape().with(l.split_dim, l.whole), origin);
 }
 
 Shape Module::describe(const Shape& input, plan::RankStep& /*step*/) const {

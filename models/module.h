@@ -25,11 +25,13 @@ namespace gridnn::nn {
 // of models/dist/ states its distribution; docs/design.md §4). On one process every field
 // keeps its default.
 struct ParameterLayout {
-  // Whole on every rank (null), or dimension 0 split in balanced blocks over the ranks of
-  // `rows_over` (the 1.5D Linear's row blocks): this rank holds rows [first_row, first_row +
-  // value.size(0)) of the whole tensor's `whole_rows`. Checkpoints hold the whole tensor.
-  parallel::Communicator* rows_over = nullptr;
-  int64_t whole_rows = 0, first_row = 0;
+  // Whole on every rank (null), or dimension `split_dim` split in balanced blocks over the
+  // ranks of `split_over` (the 1.5D Linear's row blocks): this rank holds slices [first,
+  // first + value.size(split_dim)) of the whole tensor's `whole` along it. Checkpoints hold
+  // the whole tensor.
+  parallel::Communicator* split_over = nullptr;
+  int split_dim = 0;
+  int64_t whole = 0, first = 0;
   // The ranks whose gradients of this parameter are summed after backward: those that hold
   // it and computed their part of its gradient from different data (null: none, one
   // process). Depth slabs and batch shards sum over the stage; a layer replicated on the

@@ -13,9 +13,9 @@ DistLinear::DistLinear(parallel::ProcessGrid& grid, int64_t in_features, int64_t
                     " row ranks leave a rank without rows; the largest usable Pr is " + std::to_string(out_features));
   layer_ = &register_module("", std::make_unique<Linear>(in_features, block().size(), bias, device));
   for (auto& [name, p] : layer_->named_parameters()) {
-    p->layout.rows_over = &row_;
-    p->layout.whole_rows = out_features;
-    p->layout.first_row = block().begin;
+    p->layout.split_over = &row_;  // rows (dimension 0) of the weight and bias
+    p->layout.whole = out_features;
+    p->layout.first = block().begin;
     p->layout.grad_sum_over = &grid.col();
   }
 }

@@ -8,19 +8,21 @@
 
 namespace gridnn::train {
 namespace {
-parallel::BlockSplit rows_of(const nn::Parameter& p) { return {p.layout.rows_over, 0, p.layout.whole_rows, 1}; }
+parallel::BlockSplit split_of(const nn::Parameter& p) {
+  return {p.layout.split_over, p.layout.split_dim, p.layout.whole, 1};
+}
 }  // namespace
 
 Tensor whole_of(const nn::Parameter& p, const Tensor& part) {
-  return p.layout.rows_over ? parallel::gather_blocks(part, rows_of(p)) : part;
+  return p.layout.split_over ? parallel::gather_blocks(part, split_of(p)) : part;
 }
 
 Tensor part_of(const nn::Parameter& p, const Tensor& whole) {
-  return p.layout.rows_over ? parallel::own_block(whole, rows_of(p)) : whole;
+  return p.layout.split_over ? parallel::own_block(whole, split_of(p)) : whole;
 }
 
 Shape whole_shape(const nn::Parameter& p, const Tensor& part) {
-  return p.layout.rows_over ? part.shape().with(0, p.layout.whole_rows) : part.shape();
+  return p.layout.split_over ? part.shape().with(p.layout.split_dim, p.layout.whole) : part.shape();
 }
 
 NamedTensors model_tensors(nn::Module& model) {

@@ -298,9 +298,10 @@ TEST(DistLinear, RowBlocksMatchSingleProcessOnEveryGrid) {
 
     // The layer declares its row blocks and their gradients' sum over col.
     for (auto& [name, p] : fc.named_parameters()) {
-      EXPECT_EQ(p->layout.rows_over, &grid->row()) << name;
-      EXPECT_EQ(p->layout.whole_rows, out) << name;
-      EXPECT_EQ(p->layout.first_row, block.begin) << name;
+      EXPECT_EQ(p->layout.split_over, &grid->row()) << name;
+      EXPECT_EQ(p->layout.split_dim, 0) << name;
+      EXPECT_EQ(p->layout.whole, out) << name;
+      EXPECT_EQ(p->layout.first, block.begin) << name;
       EXPECT_EQ(p->layout.grad_sum_over, &grid->col()) << name;
     }
     // dW_r, db_r: summed over col_comm (the batch shards), stacked over the row.
