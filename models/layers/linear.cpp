@@ -25,7 +25,9 @@ std::string Linear::label() const {
 }
 
 void Linear::reset_parameters(uint64_t seed, const std::string& prefix) {
-  const float bound = 1.0f / std::sqrt(float(in_));
+  // fan_in: the whole layer's input features, also where this one holds a block of them.
+  const ParameterLayout& l = weight_->layout;
+  const float bound = 1.0f / std::sqrt(float(l.split_over && l.split_dim == 1 ? l.whole : in_));
   ops::uniform_(weight_->value, -bound, bound, parameter_key(seed, prefix, "weight", *weight_));
   if (bias_) ops::uniform_(bias_->value, -bound, bound, parameter_key(seed, prefix, "bias", *bias_));
 }
