@@ -192,6 +192,16 @@ double LayerCost::words() const {
   return w;
 }
 
+void PlanCost::add(LayerCost c) {
+  for (const CommTerm& t : c.terms) {
+    words += t.words;
+    latency_s += t.latency_s;
+    bandwidth_s += t.bandwidth_s;
+  }
+  compute_s += c.compute_s;
+  layers.push_back(std::move(c));
+}
+
 double LayerCost::comm_s() const {
   double s = 0;
   for (const CommTerm& t : terms) s += t.seconds();
@@ -282,13 +292,7 @@ PlanCost estimate(const Network& net, int64_t batch, Grid g, const Machine& m, c
       add(all_reduce("all-reduce dW over P", l.weights, P, m));
     }
     c.compute_s = layer_compute_s(l, samples, fraction, m);
-    for (const CommTerm& t : c.terms) {
-      plan.words += t.words;
-      plan.latency_s += t.latency_s;
-      plan.bandwidth_s += t.bandwidth_s;
-    }
-    plan.compute_s += c.compute_s;
-    plan.layers.push_back(std::move(c));
+    plan.add(std::move(c));
     first = false;
   }
   return plan;
@@ -386,13 +390,7 @@ PlanCost estimate_ranks(const std::vector<RankStep>& ranks, Grid g, const Machin
       for (const RankStep& r : ranks)
         c.compute_s = std::max(c.compute_s, layer_compute_s(r.layers[i], double(r.samples), 1.0, m));
     }
-    for (const CommTerm& t : c.terms) {
-      plan.words += t.words;
-      plan.latency_s += t.latency_s;
-      plan.bandwidth_s += t.bandwidth_s;
-    }
-    plan.compute_s += c.compute_s;
-    plan.layers.push_back(std::move(c));
+    plan.add(std::move(c));
   }
   return plan;
 }

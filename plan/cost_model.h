@@ -139,6 +139,8 @@ struct PlanCost {
   double words = 0, latency_s = 0, bandwidth_s = 0, compute_s = 0;
   double comm_s() const { return latency_s + bandwidth_s; }
   double total_s() const { return comm_s() + compute_s; }
+  // Appends a layer and adds its terms and compute to the totals.
+  void add(LayerCost layer);
 };
 
 // The collectives' costs (words per process, seconds).

@@ -13,6 +13,18 @@ size_t BlockNetwork::block_of(const std::string& tensor_name) const {
   throw Error("'" + tensor_name + "' belongs to no block of the network");
 }
 
+Tensor BlockNetwork::forward_blocks(size_t begin, size_t end, const Tensor& x) {
+  Tensor h = x;
+  for (size_t i = begin; i < end; ++i) h = forward_block(i, h);
+  return h;
+}
+
+Tensor BlockNetwork::backward_blocks(size_t begin, size_t end, const Tensor& dy) {
+  Tensor g = dy;
+  for (size_t i = end; i-- > begin;) g = backward_block(i, g);
+  return g;
+}
+
 std::vector<std::string> BlockNetwork::block_names() const {
   std::vector<std::string> names;
   for (const BlockInfo& b : blocks()) names.push_back(b.name);

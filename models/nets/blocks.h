@@ -29,6 +29,10 @@ class BlockNetwork {
   virtual Tensor backward_block(size_t i, const Tensor& dy) = 0;
 
   size_t block_count() const { return blocks().size(); }
+  // Blocks [begin, end) forward in order, and their backward in reverse (a pipeline stage
+  // runs its partition's; the network its every block).
+  Tensor forward_blocks(size_t begin, size_t end, const Tensor& x);
+  Tensor backward_blocks(size_t begin, size_t end, const Tensor& dy);
   // The block a state_dict name belongs to; throws gridnn::Error when none does.
   size_t block_of(const std::string& tensor_name) const;
   std::vector<std::string> block_names() const;

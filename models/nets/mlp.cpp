@@ -23,17 +23,8 @@ Mlp::Mlp(const MlpConfig& config, const LayerFactory& layers)
   whole_ = layers.whole_volume(config.input_depth);
 }
 
-Tensor Mlp::forward(const Tensor& input) {
-  Tensor h = input;
-  for (size_t i = 0; i < fcs_.size(); ++i) h = forward_block(i, h);
-  return h;
-}
-
-Tensor Mlp::backward(const Tensor& dlogits) {
-  Tensor g = dlogits;
-  for (size_t i = fcs_.size(); i-- > 0;) g = backward_block(i, g);
-  return g;
-}
+Tensor Mlp::forward(const Tensor& input) { return forward_blocks(0, block_count(), input); }
+Tensor Mlp::backward(const Tensor& dlogits) { return backward_blocks(0, block_count(), dlogits); }
 
 Shape Mlp::describe(const Shape& input, plan::RankStep& step) const {
   Shape s = input;

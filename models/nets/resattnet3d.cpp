@@ -138,16 +138,10 @@ Tensor ResAttNet3D::forward(const Tensor& x) {
   require_layer(x.defined() && x.rank() == 5 && x.size(1) == config_.in_channels, "ResAttNet3D",
                 "expects an input [B, " + std::to_string(config_.in_channels) +
                     ", D, H, W], got " + (x.defined() ? x.str() : std::string("(undefined)")));
-  Tensor h = x;
-  for (size_t i = 0; i < blocks_.size(); ++i) h = forward_block(i, h);
-  return h;
+  return forward_blocks(0, block_count(), x);
 }
 
-Tensor ResAttNet3D::backward(const Tensor& dlogits) {
-  Tensor g = dlogits;
-  for (size_t i = blocks_.size(); i-- > 0;) g = backward_block(i, g);
-  return g;
-}
+Tensor ResAttNet3D::backward(const Tensor& dlogits) { return backward_blocks(0, block_count(), dlogits); }
 
 Tensor ResAttNet3D::forward_block(size_t i, const Tensor& x) {
   const auto& [part, module] = block_parts_.at(i);

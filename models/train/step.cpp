@@ -115,18 +115,6 @@ void Step::set_gradient_sync(bool overlap, int64_t bucket_bytes) {
   sync_ = std::make_unique<GradientSync>(*model_, partition_parameters(), bucket_bytes);
 }
 
-Tensor Step::run_forward(const Tensor& x) {
-  Tensor h = x;
-  for (size_t i = begin_; i < end_; ++i) h = net_->forward_block(i, h);
-  return h;
-}
-
-Tensor Step::run_backward(const Tensor& dy) {
-  Tensor g = dy;
-  for (size_t i = end_; i-- > begin_;) g = net_->backward_block(i, g);
-  return g;
-}
-
 double Step::forward_backward(const data::Batch& shard, int64_t global_rows, Tensor* logits) {
   model_->train();
   const int64_t rows = shard.y.size(0);
@@ -148,7 +136,7 @@ double Step::forward_backward(const data::Batch& shard, int64_t global_rows, Ten
     inputs[size_t(m)] = first() ? take_rows(x, micro_rows[size_t(m)]) : receive(partition_ - 1, kActivationTag);
     Tensor out;
     try {
-      out = run_forward(inputs[size_t(m)]);
+      out = net_->forward_blocks(begin_, end_, inputs[size_t(m)]);
     } catch (const BackendError&) {
       throw;  // a CUDA, NCCL or MPI failure: its own message says what failed
     } catch (const Error& e) {
@@ -196,7 +184,7 @@ double Step::forward_backward(const data::Batch& shard, int64_t global_rows, Ten
     if (m != M - 1) {
       std::vector<Tensor> kept;
       for (auto& [name, b] : buffers) kept.push_back(b->clone());
-      run_forward(inputs[size_t(m)]);
+      net_->forward_blocks(begin_, end_, inputs[size_t(m)]);
       for (size_t i = 0; i < buffers.size(); ++i) buffers[i].second->copy_from(kept[i]);
     }
     const Tensor dy = last() ? dlogits[size_t(m)] : receive(partition_ + 1, kGradientTag);
@@ -204,9 +192,9 @@ double Step::forward_backward(const data::Batch& shard, int64_t global_rows, Ten
     if (overlap_ && m == 0) {
       sync_->begin();
       nn::BackwardObserverScope watch(*sync_);  // buckets start as their layers finish
-      dx = run_backward(dy);
+      dx = net_->backward_blocks(begin_, end_, dy);
     } else {
-      dx = run_backward(dy);
+      dx = net_->backward_blocks(begin_, end_, dy);
     }
     if (!first()) send(dx, partition_ - 1, kGradientTag);
   }
@@ -230,7 +218,7 @@ double Step::evaluate(const data::Batch& shard, Tensor* logits) {
   model_->eval();
   double loss_sum = 0;
   Tensor h = first() ? shard.x.to(device_) : receive(partition_ - 1, kActivationTag);
-  h = run_forward(h);
+  h = net_->forward_blocks(begin_, end_, h);
   if (last()) {
     loss_.forward(h, shard.y.to(device_));
     loss_sum = loss_.loss_sum();

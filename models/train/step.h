@@ -124,8 +124,6 @@ class Step {
   int partition_of_block(size_t block) const;
   bool mine(const std::string& tensor_name) const;  // in this rank's partition
   optim::ParameterList partition_parameters();
-  Tensor run_forward(const Tensor& x);  // this partition's blocks
-  Tensor run_backward(const Tensor& dy);
   void send(const Tensor& t, int to_partition, int tag);
   Tensor receive(int from_partition, int tag);
   // Sends logits and the loss from the last partition to every stage.

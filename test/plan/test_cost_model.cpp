@@ -21,24 +21,15 @@
 #include <cmath>
 
 #include "plan/cost_model.h"
+#include "test/support/plan_terms.h"
 
 namespace gridnn::plan {
 namespace {
 
 const Machine kPaper{2e-6, 4.0 / 6e9, 0};
 
-double words_of(const PlanCost& plan, const std::string& layer) {
-  for (const LayerCost& l : plan.layers)
-    if (l.layer == layer) return l.words();
-  ADD_FAILURE() << "no layer " << layer;
-  return -1;
-}
-
-const LayerCost& layer_of(const PlanCost& plan, const std::string& layer) {
-  for (const LayerCost& l : plan.layers)
-    if (l.layer == layer) return l;
-  throw std::runtime_error("no layer " + layer);
-}
+using test::layer_of;
+using test::words_of;
 
 TEST(CostModel, CollectivesFollowThePapersConventions) {
   const Machine m{1.0, 0.5, 0};

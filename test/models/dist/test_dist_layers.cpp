@@ -27,6 +27,7 @@
 #include "models/layers/pool3d.h"
 #include "models/train/whole_state.h"
 #include "parallel/process_grid.h"
+#include "test/support/grids.h"
 #include "test/support/mpi_main.h"
 #include "test/support/random_tensor.h"
 #include "test/support/tensor_compare.h"
@@ -42,14 +43,7 @@ using test::random_tensor;
 
 constexpr double kRel = 1e-5;  // fp32 relative error per tensor
 
-// The grids of the job: 1 x P (rows), P x 1 written as Pc = P (batch), and 2 x 2 at P = 4.
-std::vector<GridShape> grids() {
-  const int p = test::world_size();
-  std::vector<GridShape> out{GridShape{1, p, 1}};
-  if (p > 1) out.push_back(GridShape{1, 1, p});
-  if (p == 4) out.push_back(GridShape{1, 2, 2});
-  return out;
-}
+std::vector<GridShape> grids() { return test::job_grids(test::world_size()); }
 
 // The part of a full [B, C, D, H, W] (CPU) tensor that grid rank (r, c) holds: samples
 // balanced over the columns, depth planes balanced over the rows.

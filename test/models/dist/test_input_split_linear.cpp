@@ -12,6 +12,7 @@
 #include "models/dist/input_split_linear.h"
 #include "models/train/whole_state.h"
 #include "plan/cost_model.h"
+#include "test/support/grids.h"
 #include "test/support/mpi_main.h"
 #include "test/support/random_tensor.h"
 #include "test/support/tensor_compare.h"
@@ -23,13 +24,7 @@ using parallel::GridShape;
 using parallel::Range;
 using test::max_relative_error;
 
-std::vector<GridShape> grids() {
-  const int p = test::world_size();
-  std::vector<GridShape> out{GridShape{1, p, 1}};
-  if (p > 1) out.push_back(GridShape{1, 1, p});
-  if (p == 4) out.push_back(GridShape{1, 2, 2});
-  return out;
-}
+std::vector<GridShape> grids() { return test::job_grids(test::world_size()); }
 
 Tensor rows_of(const Tensor& x, Range r) { return x.narrow(r.begin, r.size()).clone(); }
 Tensor columns_of(const Tensor& w, Range c) { return ops::slice(w, 1, c.begin, c.size()); }

@@ -12,6 +12,7 @@
 #include "models/train/step_plan.h"
 #include "models/train/timing.h"
 #include "plan/cost_model.h"
+#include "test/support/plan_terms.h"
 
 namespace gridnn::train {
 namespace {
@@ -20,18 +21,8 @@ using namespace gridnn::plan;
 
 const Machine kPaper{2e-6, 4.0 / 6e9, 0};
 
-double words_of(const PlanCost& plan, const std::string& layer) {
-  for (const LayerCost& l : plan.layers)
-    if (l.layer == layer) return l.words();
-  ADD_FAILURE() << "no layer " << layer;
-  return -1;
-}
-
-const LayerCost& layer_of(const PlanCost& plan, const std::string& layer) {
-  for (const LayerCost& l : plan.layers)
-    if (l.layer == layer) return l;
-  throw std::runtime_error("no layer " + layer);
-}
+using test::layer_of;
+using test::words_of;
 
 double compute_of(const PlanCost& p, const std::string& layer) { return layer_of(p, layer).compute_s; }
 
