@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU check (docs/design.md §9): on a machine with an NVIDIA GPU, configure and build gridnn with
-# CUDA, run the `gpu` tests (every op against the CPU backend) and the `unit` tests, run
-# the benchmark binaries, and print a summary table. Meant for a bare box: no MPI, no
+# CUDA, run the op harness's backend mode (every op and layer against the CPU backend) and
+# perf table, the other `gpu` tests and the `unit` tests, run the benchmark binaries, and
+# print a summary table. Meant for a bare box: no MPI, no
 # internet, maybe no ninja, cuDNN / NCCL possibly only from a Python environment's pip
 # wheels (nvidia-cudnn-cu*, nvidia-nccl-cu*).
 #
@@ -279,12 +280,14 @@ fi
 
 # ---- tests -----------------------------------------------------------------------------
 # run_tests NAME LABEL TIMEOUT PARALLEL: ctest on one label; records passed/failed/skipped.
+# Extra arguments go to ctest (-E REGEX).
 run_tests() {
   local name="$1" label="$2" limit="$3" par="$4" slug rc total failed skipped passed
+  shift 4
   slug="${name// /_}"
   local log="$LOG_DIR/$slug.log"
   step "$limit" "$slug" ctest --test-dir "$BUILD_DIR" -L "$label" --output-on-failure \
-    --no-tests=error -j "$par"
+    --no-tests=error -j "$par" "$@"
   rc=$?
   total="$(grep -oE 'tests failed out of [0-9]+' "$log" | grep -oE '[0-9]+$' | tail -1)"
   failed="$(grep -oE '[0-9]+ tests failed out of' "$log" | grep -oE '^[0-9]+' | tail -1)"
@@ -305,9 +308,33 @@ run_tests() {
   fi
 }
 
+# The op harness's backend mode (every op and layer on the GPU against the CPU) runs in one
+# process, not as ~500 ctest processes that each create a CUDA context; ctest runs the
+# other gpu tests. Its perf mode prints the GPU's timing table.
+OPS="$BUILD_DIR/test/ops/test-ops"
+if [[ -x "$OPS" ]]; then
+  banner "op harness: backend mode (cuda:0 against the CPU)"
+  step 180 op_backend "$OPS" -m backend
+  rc=$?
+  line="$(grep -E '^backend mode:|no CUDA device' "$LOG_DIR/op_backend.log" | tail -1)"
+  if ((rc == 0)) && grep -q '^backend mode:' "$LOG_DIR/op_backend.log"; then
+    record "op backend" "ok: ${line#backend mode: }"
+  else
+    fail "op backend" "${line:-exit status $rc}; failing cases: grep FAIL $LOG_DIR/op_backend.log"
+  fi
+  banner "op harness: perf mode"
+  if step 90 op_perf "$OPS" -m perf -b cuda --seconds 0.02; then
+    record "op perf" "ok (table in $LOG_DIR/op_perf.log)"
+  else
+    fail "op perf" "see $LOG_DIR/op_perf.log"
+  fi
+else
+  record "op harness" "not built"
+fi
+
 if [[ -f "$BUILD_DIR/CMakeCache.txt" ]]; then
   banner "gpu tests"
-  run_tests "gpu tests" gpu 240 4
+  run_tests "gpu tests" gpu 240 4 -E '^Ops/OpBackend\.'
   banner "unit tests"
   run_tests "unit tests" unit 150 "$JOBS"
 else
@@ -385,6 +412,7 @@ banner "summary (${SECONDS}s)"
     printf '%-20s | %s\n' "${row%%|*}" "${row#*|}"
   done
   # The tests ctest listed as failed, by label.
+  grep -E ' FAIL' "$LOG_DIR/op_backend.log" 2>/dev/null | head -20 | sed 's/^[[:space:]]*/  op backend failed: /'
   for slug in gpu_tests unit_tests; do
     [[ -f "$LOG_DIR/$slug.log" ]] || continue
     sed -n '/The following tests FAILED:/,$p' "$LOG_DIR/$slug.log" | grep -E '^[[:space:]]+[0-9]+ - ' |

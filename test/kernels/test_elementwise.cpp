@@ -1,85 +1,18 @@
-// Element-wise ops against plain double loops, for every floating dtype.
+// Element-wise ops' contracts: overlap and aliasing rules, NaN through ReLU, exact casts and
+// their rounding, errors. Their values on every dtype and size are op harness cases
+// (test/ops/cases_elementwise.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "kernels/elementwise.h"
-#include "test/support/grad_check.h"
 #include "test/support/random_tensor.h"
 #include "test/support/tensor_compare.h"
 
 namespace gridnn {
 namespace {
 using test::random_tensor;
-using test::tensors_close;
 using test::to_doubles;
-
-// Tolerance for results stored in `dtype` (one rounding of the stored value).
-test::Tolerance stored(DType dtype) {
-  if (dtype == DType::f16) return {1e-3, 1e-3};
-  if (dtype == DType::bf16) return {1e-2, 8e-3};
-  return {1e-6, 1e-6};
-}
-
-Tensor from_doubles(const std::vector<double>& v, const Shape& shape, DType dtype) {
-  std::vector<float> f(v.begin(), v.end());
-  return ops::cast(Tensor::from_vector(f, shape), dtype);
-}
-
-class ElementwiseByDtype : public ::testing::TestWithParam<DType> {};
-
-TEST_P(ElementwiseByDtype, AddMulAxpyScaleReluMatchLoops) {
-  const DType dt = GetParam();
-  const Shape shape{3, 5, 7};  // odd sizes
-  Tensor a = random_tensor(shape, 1, -2, 2, dt), b = random_tensor(shape, 2, -2, 2, dt);
-  std::vector<double> va = to_doubles(a), vb = to_doubles(b);
-  std::vector<double> sum(va.size()), prod(va.size()), ax(va.size()), sc(va.size()), re(va.size()),
-      rb(va.size());
-  for (size_t i = 0; i < va.size(); ++i) {
-    sum[i] = va[i] + vb[i];
-    prod[i] = va[i] * vb[i];
-    ax[i] = vb[i] + 0.75 * va[i];
-    sc[i] = va[i] * -1.5;
-    re[i] = va[i] > 0 ? va[i] : 0;
-    rb[i] = va[i] > 0 ? vb[i] : 0;
-  }
-  Tensor out = Tensor::empty(shape, dt);
-  ops::add(a, b, out);
-  EXPECT_TRUE(tensors_close(out, from_doubles(sum, shape, dt), stored(dt)));
-  ops::mul(a, b, out);
-  EXPECT_TRUE(tensors_close(out, from_doubles(prod, shape, dt), stored(dt)));
-  ops::relu_forward(a, out);
-  EXPECT_TRUE(tensors_close(out, from_doubles(re, shape, dt), stored(dt)));
-  ops::relu_backward(a, b, out);
-  EXPECT_TRUE(tensors_close(out, from_doubles(rb, shape, dt), stored(dt)));
-  Tensor y = b.clone();
-  ops::axpy(0.75f, a, y);
-  EXPECT_TRUE(tensors_close(y, from_doubles(ax, shape, dt), stored(dt)));
-  Tensor x = a.clone();
-  ops::scale(x, -1.5f);
-  EXPECT_TRUE(tensors_close(x, from_doubles(sc, shape, dt), stored(dt)));
-}
-
-INSTANTIATE_TEST_SUITE_P(Dtypes, ElementwiseByDtype,
-                         ::testing::Values(DType::f32, DType::f16, DType::bf16),
-                         [](const auto& p) { return std::string(dtype_name(p.param)); });
-
-TEST(Elementwise, LargeTensorsTakeTheParallelPathAndAgree) {
-  // Above kParallelGrain elements the CPU loops run on OpenMP threads.
-  const Shape shape{3, 70001};
-  Tensor a = random_tensor(shape, 21), b = random_tensor(shape, 22), out = Tensor::empty(shape);
-  std::vector<double> va = to_doubles(a), vb = to_doubles(b), sum(va.size()), re(va.size());
-  for (size_t i = 0; i < va.size(); ++i) {
-    sum[i] = va[i] + vb[i];
-    re[i] = va[i] > 0 ? va[i] : 0;
-  }
-  ops::add(a, b, out);
-  EXPECT_TRUE(tensors_close(out, from_doubles(sum, shape, DType::f32), stored(DType::f32)));
-  ops::relu_forward(a, out);
-  EXPECT_TRUE(tensors_close(out, from_doubles(re, shape, DType::f32), stored(DType::f32)));
-  Tensor h = ops::cast(a, DType::bf16);
-  EXPECT_TRUE(tensors_close(ops::cast(h, DType::f32), a, stored(DType::bf16)));
-}
 
 TEST(Elementwise, PartlyOverlappingOutputsAreRejected) {
   Tensor t = random_tensor({4, 8}, 23);
@@ -95,14 +28,6 @@ TEST(Elementwise, PartlyOverlappingOutputsAreRejected) {
   EXPECT_NO_THROW(ops::cast(as_f16, h));
 }
 
-TEST(Elementwise, InPlaceAliasingWorks) {
-  Tensor a = random_tensor({100}, 3);
-  std::vector<double> va = to_doubles(a);
-  ops::add(a, a, a);  // a = 2a
-  std::vector<double> got = to_doubles(a);
-  for (size_t i = 0; i < va.size(); ++i) EXPECT_FLOAT_EQ(float(got[i]), float(2 * va[i]));
-}
-
 TEST(Elementwise, ReluPropagatesNaNAndBackwardIsZeroAtTheKink) {
   Tensor x = Tensor::from_vector<float>({-1.0f, 0.0f, 2.0f, std::nanf("")}, {4});
   Tensor y = Tensor::empty({4});
@@ -115,28 +40,6 @@ TEST(Elementwise, ReluPropagatesNaNAndBackwardIsZeroAtTheKink) {
   Tensor dy = Tensor::from_vector<float>({5, 5, 5, 5}, {4}), dx = Tensor::empty({4});
   ops::relu_backward(x, dy, dx);
   EXPECT_EQ(dx.to_vector<float>(), (std::vector<float>{0, 0, 5, 0}));
-}
-
-TEST(Elementwise, ReluGradientMatchesCentralDifferences) {
-  Tensor x = random_tensor({4, 9}, 4);
-  Tensor w = random_tensor({4, 9}, 5);
-  Tensor y = Tensor::empty(x.shape()), dx = Tensor::empty(x.shape());
-  auto loss = [&] {
-    ops::relu_forward(x, y);
-    return test::weighted_sum(y, w);
-  };
-  ops::relu_backward(x, w, dx);
-  test::GradCheckOptions opt;
-  opt.skip = [&](int64_t i) { return std::fabs(x.data<float>()[i]) < 1e-2f; };  // the kink
-  EXPECT_TRUE(test::check_gradient(loss, x, dx, opt));
-}
-
-TEST(Fill, EveryDtype) {
-  for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64}) {
-    Tensor t = Tensor::empty({5}, dt);
-    ops::fill(t, 3.0);
-    for (double v : to_doubles(t)) EXPECT_EQ(v, 3.0) << dtype_name(dt);
-  }
 }
 
 TEST(Cast, EveryPairOfDtypes) {

@@ -1,10 +1,8 @@
-// The layout ops (kernels/layout.h) against plain index loops: every permutation of a 3-D and
-// a 5-D tensor, slabs along each dimension (copied, added, filled) for every dtype they take,
-// large enough that the CPU backend splits its rows over threads; and the errors.
+// The layout ops' contracts (kernels/layout.h): slice round-trips and empty slabs, and the
+// errors. Their values (every permutation, slabs along each dimension, every dtype) are op
+// harness cases (test/ops/cases_layout.cpp).
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <numeric>
 #include <vector>
 
 #include "kernels/elementwise.h"
@@ -17,93 +15,6 @@ namespace gridnn {
 namespace {
 using test::random_tensor;
 using test::to_doubles;
-
-// The multi-index of flat index i in `shape` (row-major).
-std::vector<int64_t> index_of(int64_t i, const Shape& shape) {
-  std::vector<int64_t> c(size_t(shape.rank()));
-  for (int k = shape.rank() - 1; k >= 0; --k) {
-    c[size_t(k)] = i % shape[k];
-    i /= shape[k];
-  }
-  return c;
-}
-int64_t flat_of(const std::vector<int64_t>& c, const Shape& shape) {
-  int64_t i = 0;
-  for (int k = 0; k < shape.rank(); ++k) i = i * shape[k] + c[size_t(k)];
-  return i;
-}
-
-TEST(Layout, EveryPermutationMatchesTheIndexLoop) {
-  for (const Shape& shape : {Shape{3, 4, 5}, Shape{2, 3, 4, 1, 5}}) {
-    const Tensor x = random_tensor(shape, 1);
-    const std::vector<double> xv = to_doubles(x);
-    std::vector<int> perm(size_t(shape.rank()));
-    std::iota(perm.begin(), perm.end(), 0);
-    do {
-      const Tensor y = ops::permute(x, perm);
-      const std::vector<double> yv = to_doubles(y);
-      ASSERT_EQ(yv.size(), xv.size());
-      for (int64_t i = 0; i < y.numel(); ++i) {
-        const std::vector<int64_t> c = index_of(i, y.shape());
-        std::vector<int64_t> src(c.size());
-        for (size_t k = 0; k < c.size(); ++k) src[size_t(perm[k])] = c[k];
-        ASSERT_EQ(yv[size_t(i)], xv[size_t(flat_of(src, shape))]) << shape.str() << " element " << i;
-      }
-    } while (std::next_permutation(perm.begin(), perm.end()));
-  }
-}
-
-TEST(Layout, PermuteEveryDtypeBitwiseAndLargeTransposes) {
-  for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64}) {
-    const Tensor x = random_tensor({67, 45, 33}, 2, -100, 100, dt);
-    const Tensor y = ops::permute(ops::permute(x, {2, 0, 1}), {1, 2, 0});
-    EXPECT_TRUE(test::tensors_equal(y, x)) << dtype_name(dt);
-  }
-  // A transpose large enough to be split over threads, against the loop.
-  const Tensor m = random_tensor({301, 257}, 3);
-  const Tensor t = ops::permute(m, {1, 0});
-  const auto mv = to_doubles(m), tv = to_doubles(t);
-  for (int64_t i = 0; i < 301; ++i)
-    for (int64_t j = 0; j < 257; ++j) ASSERT_EQ(tv[size_t(j * 301 + i)], mv[size_t(i * 257 + j)]);
-}
-
-TEST(Layout, SlabsAlongEachDimensionCopyAddAndFill) {
-  const Shape src_shape{3, 4, 9, 5, 6};
-  const Tensor src = random_tensor(src_shape, 4);
-  const auto sv = to_doubles(src);
-  for (int dim = 0; dim < 5; ++dim) {
-    SCOPED_TRACE("dim " + std::to_string(dim));
-    const Shape dst_shape = src_shape.with(dim, src_shape[dim] + 3);
-    const int64_t count = src_shape[dim] - 1, src_first = 1, dst_first = 2;
-    Tensor dst = random_tensor(dst_shape, 5);
-    const auto before = to_doubles(dst);
-    ops::copy_slices(src, dim, src_first, dst, dst_first, count);
-    auto copied = to_doubles(dst);
-    Tensor sum = Tensor::empty(dst_shape);
-    sum.copy_from(Tensor::from_vector(std::vector<float>(before.begin(), before.end()), dst_shape));
-    ops::add_slices(src, dim, src_first, sum, dst_first, count);
-    const auto added = to_doubles(sum);
-    Tensor filled = Tensor::empty(dst_shape);
-    filled.copy_from(dst);
-    ops::fill_slices(filled, dim, dst_first, count, -7.5);
-    const auto fv = to_doubles(filled);
-    for (int64_t i = 0; i < dst.numel(); ++i) {
-      std::vector<int64_t> c = index_of(i, dst_shape);
-      const int64_t k = c[size_t(dim)] - dst_first;
-      if (k >= 0 && k < count) {
-        c[size_t(dim)] = k + src_first;
-        const double s = sv[size_t(flat_of(c, src_shape))];
-        ASSERT_EQ(copied[size_t(i)], s);
-        ASSERT_EQ(added[size_t(i)], double(float(before[size_t(i)]) + float(s)));
-        ASSERT_EQ(fv[size_t(i)], -7.5);
-      } else {
-        ASSERT_EQ(copied[size_t(i)], before[size_t(i)]);
-        ASSERT_EQ(added[size_t(i)], before[size_t(i)]);
-        ASSERT_EQ(fv[size_t(i)], copied[size_t(i)]);
-      }
-    }
-  }
-}
 
 TEST(Layout, SliceIsACopyOfTheSlices) {
   const Tensor x = random_tensor({2, 3, 40, 33, 17}, 6);

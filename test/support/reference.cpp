@@ -38,7 +38,7 @@ std::vector<double> reference_reduce(ops::ReduceOp op, const Tensor& x, int dim)
         double e = v[size_t((o * len + q) * inner + in)];
         if (op == ops::ReduceOp::sum) acc += e;
         if (op == ops::ReduceOp::sum_squares) acc += e * e;
-        if (op == ops::ReduceOp::max) acc = std::max(acc, e);
+        if (op == ops::ReduceOp::max && !std::isnan(acc) && (std::isnan(e) || e > acc)) acc = e;  // NaN sticks
       }
       out[size_t(o * inner + in)] = acc;
     }

@@ -1,0 +1,99 @@
+// test-ops: the op harness from the command line (docs/design.md §9).
+//
+//   test-ops -m ref|grad|backend|perf [-o REGEX] [-b cpu|cuda] [--seconds S]
+//
+// ref, grad and backend print one line per case (OK, FAIL with what differs, or SKIP) and
+// exit 1 when any case fails; perf prints a table of time per run and memory traffic.
+// -o keeps the cases whose "op/params" name matches REGEX; -b picks the device of perf
+// and backend (default: cuda when there is one; backend without one is skipped, with
+// -b cpu it compares the CPU with itself); --seconds is perf's minimum time per case.
+#include <cstdio>
+#include <cstring>
+#include <regex>
+#include <string>
+
+#include "core/device.h"
+#include "core/error.h"
+#include "test/ops/harness.h"
+
+namespace gridnn::test {
+namespace {
+
+int usage(const char* why) {
+  std::fprintf(stderr,
+               "test-ops: %s\nusage: test-ops -m ref|grad|backend|perf [-o REGEX] [-b cpu|cuda] "
+               "[--seconds S]\n",
+               why);
+  return 2;
+}
+
+int run(int argc, char** argv) {
+  std::string mode, filter = ".*", backend;
+  double seconds = 0.2;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) return usage(("'" + a + "' needs a value").c_str());
+    const std::string v = argv[++i];
+    if (a == "-m") mode = v;
+    else if (a == "-o") filter = v;
+    else if (a == "-b") backend = v;
+    else if (a == "--seconds") seconds = std::stod(v);
+    else return usage(("unknown option '" + a + "'").c_str());
+  }
+  if (mode != "ref" && mode != "grad" && mode != "backend" && mode != "perf")
+    return usage("choose a mode with -m: ref, grad, backend or perf");
+  const bool explicit_backend = !backend.empty();
+  if (!explicit_backend) backend = cuda_device_count() > 0 ? "cuda" : "cpu";
+  if (backend != "cpu" && backend != "cuda") return usage("-b takes cpu or cuda");
+  if (cuda_device_count() == 0 && (backend == "cuda" || (mode == "backend" && !explicit_backend))) {
+    // Without a device the backend mode has nothing to compare (-b cpu compares the CPU
+    // with itself: the cases' plumbing and determinism); perf times the CPU.
+    std::printf("test-ops: no CUDA device (%s): %s mode %s\n",
+                built_with_cuda() ? "none reported by the runtime" : "built without CUDA", mode.c_str(),
+                mode == "backend" ? "skipped" : "runs on the CPU");
+    if (mode == "backend") return 0;
+    backend = "cpu";
+  }
+  const std::regex keep(filter);
+  const Device device = backend == "cuda" ? Device::cuda(0) : Device::cpu();
+  int passed = 0, failed = 0, skipped = 0;
+  if (mode == "perf")
+    std::printf("%-28s %-44s %-5s %8s %12s %10s\n", "op", "params", "dev", "runs", "us/run", "GB/s");
+  for (const OpCase& c : all_op_cases()) {
+    if (!std::regex_search(c.op + "/" + c.params, keep)) continue;
+    if (mode == "perf") {
+      const Timing t = time_case(c, device, seconds, 1);
+      std::printf("%-28s %-44s %-5s %8lld %12.2f %10.2f\n", c.op.c_str(), c.params.c_str(), backend.c_str(),
+                  static_cast<long long>(t.runs), t.seconds_per_run * 1e6,
+                  t.bytes_per_run / t.seconds_per_run / 1e9);
+      continue;
+    }
+    if ((mode == "ref" && !c.has_reference()) || (mode == "grad" && !c.has_gradient())) {
+      ++skipped;
+      continue;
+    }
+    ::testing::AssertionResult r = ::testing::AssertionSuccess();
+    try {
+      r = mode == "ref" ? check_reference(c) : mode == "grad" ? check_gradients(c) : check_backend(c, device);
+    } catch (const std::exception& e) {
+      r = ::testing::AssertionFailure() << "threw: " << e.what();
+    }
+    std::printf("  %-60s %s%s%s\n", c.name().c_str(), r ? "OK" : "FAIL", r ? "" : ": ", r ? "" : r.message());
+    (r ? passed : failed)++;
+  }
+  if (mode != "perf")
+    std::printf("%s mode: %d passed, %d failed, %d without this mode\n", mode.c_str(), passed, failed, skipped);
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace gridnn::test
+
+int main(int argc, char** argv) {
+  try {
+    return gridnn::test::run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "test-ops: %s\n", e.what());
+    return 1;
+  }
+}
