@@ -1,15 +1,14 @@
-// Softmax kernels (kernels/softmax.h) and nn::SelfAttention3d against plain double loops,
-// central-difference gradient checks, and bad-input errors.
+// Softmax kernels (kernels/softmax.h) and nn::SelfAttention3d against the double loops of
+// test/ops/reference_layers.h, central-difference gradient checks, and bad-input errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <limits>
-#include <map>
 #include <vector>
 
 #include "kernels/elementwise.h"
 #include "kernels/softmax.h"
 #include "models/layers/attention.h"
+#include "test/ops/reference_layers.h"
 #include "test/support/grad_check.h"
 #include "test/support/layer_check.h"
 #include "test/support/random_tensor.h"
@@ -19,20 +18,8 @@ namespace gridnn {
 namespace {
 
 using test::random_tensor;
+using test::reference_softmax;
 using test::to_doubles;
-
-// softmax of each row of a [rows, cols] matrix, in double.
-std::vector<double> reference_softmax(const std::vector<double>& x, int64_t rows, int64_t cols) {
-  std::vector<double> y(x.size());
-  for (int64_t r = 0; r < rows; ++r) {
-    double m = -std::numeric_limits<double>::infinity();
-    for (int64_t j = 0; j < cols; ++j) m = std::max(m, x[size_t(r * cols + j)]);
-    double s = 0;
-    for (int64_t j = 0; j < cols; ++j) s += std::exp(x[size_t(r * cols + j)] - m);
-    for (int64_t j = 0; j < cols; ++j) y[size_t(r * cols + j)] = std::exp(x[size_t(r * cols + j)] - m) / s;
-  }
-  return y;
-}
 
 Tensor from_doubles(const std::vector<double>& v, const Shape& shape) {
   std::vector<float> f(v.begin(), v.end());
@@ -72,13 +59,8 @@ TEST(Softmax, BackwardMatchesDoubleReferenceAndCentralDifferences) {
     ops::softmax_forward(x, y);
     ops::softmax_backward(y, w, dx);
     // Reference: dx = y * (dy - sum(dy * y)) from the double softmax.
-    std::vector<double> yd = reference_softmax(to_doubles(x), rows, cols), wd = to_doubles(w), ref(yd.size());
-    for (int64_t r = 0; r < rows; ++r) {
-      double dot = 0;
-      for (int64_t j = 0; j < cols; ++j) dot += wd[size_t(r * cols + j)] * yd[size_t(r * cols + j)];
-      for (int64_t j = 0; j < cols; ++j)
-        ref[size_t(r * cols + j)] = yd[size_t(r * cols + j)] * (wd[size_t(r * cols + j)] - dot);
-    }
+    const std::vector<double> yd = reference_softmax(to_doubles(x), rows, cols);
+    const std::vector<double> ref = test::reference_softmax_backward(yd, to_doubles(w), rows, cols);
     EXPECT_TRUE(test::tensors_close(dx, from_doubles(ref, shape), {1e-7, 1e-5}));
     auto loss = [&] {
       Tensor out = Tensor::empty(shape);
@@ -127,46 +109,6 @@ TEST(Softmax, BadArgumentsNameTheOp) {
 
 // ---- SelfAttention3d -------------------------------------------------------------------
 
-// The layer's output in double, from its parameters (docs/design.md §5).
-std::vector<double> reference_attention(nn::SelfAttention3d& att, const Tensor& x) {
-  std::map<std::string, std::vector<double>> p;
-  for (auto& [name, param] : att.named_parameters()) p[name] = to_doubles(param->value);
-  const int64_t b = x.size(0), c = x.size(1), c8 = c / 8, n = x.numel() / (b * c);
-  const std::vector<double> xd = to_doubles(x);
-  std::vector<double> y(xd.size());
-  for (int64_t s = 0; s < b; ++s) {
-    const double* xs = xd.data() + s * c * n;
-    auto conv = [&](const std::string& which, int64_t out) {
-      std::vector<double> r(size_t(out * n));
-      const auto& w = p[which + ".weight"];
-      const auto& bias = p[which + ".bias"];
-      for (int64_t o = 0; o < out; ++o)
-        for (int64_t i = 0; i < n; ++i) {
-          double acc = bias[size_t(o)];
-          for (int64_t k = 0; k < c; ++k) acc += w[size_t(o * c + k)] * xs[k * n + i];
-          r[size_t(o * n + i)] = acc;
-        }
-      return r;
-    };
-    std::vector<double> q = conv("query", c8), k = conv("key", c8), v = conv("value", c);
-    std::vector<double> sm(size_t(n * n));
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < n; ++j) {
-        double acc = 0;
-        for (int64_t d = 0; d < c8; ++d) acc += q[size_t(d * n + i)] * k[size_t(d * n + j)];
-        sm[size_t(i * n + j)] = acc;
-      }
-    std::vector<double> a = reference_softmax(sm, n, n);
-    for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t i = 0; i < n; ++i) {
-        double o = 0;
-        for (int64_t j = 0; j < n; ++j) o += v[size_t(ch * n + j)] * a[size_t(i * n + j)];
-        y[size_t(s * c * n + ch * n + i)] = p["gamma"][0] * o + xs[ch * n + i];
-      }
-  }
-  return y;
-}
-
 void set_gamma(nn::SelfAttention3d& att, float g) {
   for (auto& [name, param] : att.named_parameters())
     if (name == "gamma") ops::fill(param->value, g);
@@ -183,15 +125,8 @@ TEST(PointwiseConv3d, MatchesDoubleReferenceAndGradients) {
     auto params = conv.named_parameters();
     EXPECT_EQ(params[0].first, "weight");
     EXPECT_EQ(params[0].second->value.shape(), (Shape{3, 5, 1, 1, 1}));
-    std::vector<double> w = to_doubles(params[0].second->value), bias = to_doubles(params[1].second->value);
-    std::vector<double> xd = to_doubles(x), ref(size_t(b * 3 * 6));
-    for (int64_t s = 0; s < b; ++s)
-      for (int64_t o = 0; o < 3; ++o)
-        for (int64_t i = 0; i < 6; ++i) {
-          double acc = bias[size_t(o)];
-          for (int64_t c = 0; c < 5; ++c) acc += w[size_t(o * 5 + c)] * xd[size_t((s * 5 + c) * 6 + i)];
-          ref[size_t((s * 3 + o) * 6 + i)] = acc;
-        }
+    std::vector<double> ref = test::reference_pointwise_conv3d(
+        to_doubles(x), to_doubles(params[0].second->value), to_doubles(params[1].second->value), b, 5, 3, 6);
     EXPECT_TRUE(test::tensors_close(y, from_doubles(ref, y.shape()), {1e-6, 1e-5}));
     EXPECT_TRUE(test::check_layer_gradients(conv, x));
   }
@@ -240,7 +175,8 @@ TEST(SelfAttention3d, ForwardMatchesDoubleReference) {
     Tensor x = random_tensor({k.b, k.c, k.d, k.h, k.w}, 23, -2, 2);
     Tensor y = att.forward(x);
     EXPECT_EQ(y.shape(), x.shape());
-    EXPECT_TRUE(test::tensors_close(y, from_doubles(reference_attention(att, x), x.shape()), {1e-5, 1e-4}));
+    const std::vector<double> ref = test::reference_attention(x, test::parameter_values(att)).y;
+    EXPECT_TRUE(test::tensors_close(y, from_doubles(ref, x.shape()), {1e-5, 1e-4}));
     // Rows of the attention matrices sum to 1.
     const Tensor& a = att.attention();
     const int64_t n = k.d * k.h * k.w;

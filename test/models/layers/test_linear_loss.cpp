@@ -1,14 +1,15 @@
 // nn::Linear and nn::SoftmaxCrossEntropy (with the cross-entropy kernels of
-// kernels/softmax.h) against plain double loops, gradient checks, and bad-input errors.
+// kernels/softmax.h) against the double loops of test/ops/reference_layers.h, gradient
+// checks, and bad-input errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <limits>
 #include <vector>
 
 #include "kernels/elementwise.h"
 #include "models/layers/linear.h"
 #include "models/layers/loss.h"
+#include "test/ops/reference_layers.h"
 #include "test/support/error_message.h"
 #include "test/support/grad_check.h"
 #include "test/support/layer_check.h"
@@ -57,15 +58,9 @@ TEST(Linear, ForwardMatchesDoubleReference) {
       Tensor x = random_tensor({n, 13}, 4);
       Tensor y = fc.forward(x);
       auto params = fc.named_parameters();
-      std::vector<double> w = to_doubles(params[0].second->value), xd = to_doubles(x);
-      std::vector<double> b = bias ? to_doubles(params[1].second->value) : std::vector<double>(9, 0.0);
-      std::vector<double> ref(size_t(n * 9));
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t o = 0; o < 9; ++o) {
-          double acc = b[size_t(o)];
-          for (int64_t k = 0; k < 13; ++k) acc += xd[size_t(i * 13 + k)] * w[size_t(o * 13 + k)];
-          ref[size_t(i * 9 + o)] = acc;
-        }
+      std::vector<double> b = bias ? to_doubles(params[1].second->value) : std::vector<double>{};
+      std::vector<double> w = to_doubles(params[0].second->value);
+      std::vector<double> ref = test::reference_linear(to_doubles(x), w, b, n, 13, 9);
       EXPECT_TRUE(test::tensors_close(y, from_doubles(ref, {n, 9}), {1e-6, 1e-5}));
     }
 }
@@ -111,26 +106,6 @@ TEST(Linear, BadInputNamesLayerAndShapes) {
 
 Tensor labels_of(const std::vector<int64_t>& v) { return Tensor::from_vector(v, {int64_t(v.size())}); }
 
-// Mean cross-entropy and its gradient in double.
-double reference_loss(const std::vector<double>& x, const std::vector<int64_t>& labels, int64_t classes,
-                      std::vector<double>* grad, double divisor) {
-  const int64_t n = int64_t(labels.size());
-  double total = 0;
-  grad->assign(x.size(), 0.0);
-  for (int64_t i = 0; i < n; ++i) {
-    double m = -std::numeric_limits<double>::infinity();
-    for (int64_t j = 0; j < classes; ++j) m = std::max(m, x[size_t(i * classes + j)]);
-    double s = 0;
-    for (int64_t j = 0; j < classes; ++j) s += std::exp(x[size_t(i * classes + j)] - m);
-    const double lse = m + std::log(s);
-    total += lse - x[size_t(i * classes + labels[size_t(i)])];
-    for (int64_t j = 0; j < classes; ++j)
-      (*grad)[size_t(i * classes + j)] =
-          (std::exp(x[size_t(i * classes + j)] - lse) - (j == labels[size_t(i)] ? 1.0 : 0.0)) / divisor;
-  }
-  return total / double(n);
-}
-
 TEST(SoftmaxCrossEntropy, MatchesDoubleReference) {
   struct Case {
     int64_t n, classes;
@@ -142,13 +117,14 @@ TEST(SoftmaxCrossEntropy, MatchesDoubleReference) {
     for (int64_t i = 0; i < c.n; ++i) lab.push_back((i * 7 + 3) % c.classes);
     nn::SoftmaxCrossEntropy loss;
     const float l = loss.forward(logits, labels_of(lab));
-    std::vector<double> grad;
-    const double ref = reference_loss(to_doubles(logits), lab, c.classes, &grad, double(c.n));
+    const test::CrossEntropyReference r = test::reference_cross_entropy(to_doubles(logits), lab, c.classes);
+    const double ref = r.mean();
+    std::vector<double> grad = test::reference_cross_entropy_grad(r.probs, lab, c.classes, 1.0 / double(c.n));
     EXPECT_NEAR(l, ref, 1e-5 * std::max(1.0, std::fabs(ref)));
     EXPECT_NEAR(loss.loss_sum(), ref * double(c.n), 1e-5 * std::max(1.0, std::fabs(ref * c.n)));
     EXPECT_TRUE(test::tensors_close(loss.backward(), from_doubles(grad, logits.shape()), {1e-7, 1e-5}));
     // The distributed version divides by the global batch.
-    reference_loss(to_doubles(logits), lab, c.classes, &grad, 32.0);
+    grad = test::reference_cross_entropy_grad(r.probs, lab, c.classes, 1.0 / 32.0);
     EXPECT_TRUE(test::tensors_close(loss.backward(32), from_doubles(grad, logits.shape()), {1e-7, 1e-5}));
   }
 }
