@@ -5,7 +5,7 @@
 // Tolerances, as max |gpu - cpu| / max |cpu| over a tensor (max_relative_error):
 // - fp32: the two backends differ in the order of fp32 additions only (sums of at most a
 //   few thousand products): 1e-5 for GEMMs; 1e-4 for convolutions, where cuDNN may choose
-//   an FFT or Winograd algorithm whose transforms round too (as test_gpu_conv3d allows).
+//   an FFT or Winograd algorithm whose transforms round too (as the op harness's conv3d backend tolerance allows).
 // - tf32 against the CPU in fp32: each operand rounded to 10 mantissa bits (relative 2^-11,
 //   about 5e-4; the tensor cores may truncate, 2^-10), so each product moves by up to
 //   about 1e-3 of its size; for sums of products of random signs the error relative to the

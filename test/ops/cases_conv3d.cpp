@@ -1,7 +1,287 @@
+// kernels/conv3d.h: forward with and without bias, backward data (overwrites), backward
+// filter and bias (accumulate) on every geometry of test/support/conv3d_cases.h and a
+// ResNet-sized block; the forward's backward (dx, dw, db through the backward ops) against
+// central differences; the CPU's slab loop at one output depth plane per slab; the tf32 and
+// bf16 math modes against a reference on operands rounded as kernels/math_mode.h rounds
+// them; and the nn::Conv3d layer. References: test/ops/reference_conv_pool_norm.h, at the
+// tolerance of the layer's test. cuDNN sums in its own order (and may pick FFT or Winograd
+// algorithms that round in their transforms), so the backends agree within a tolerance.
+#include <cmath>
+
+#include "kernels/conv3d.h"
+#include "kernels/elementwise.h"
+#include "models/layers/conv3d.h"
 #include "test/ops/harness.h"
+#include "test/ops/layer_case.h"
+#include "test/ops/reference_conv_pool_norm.h"
+#include "test/support/conv3d_cases.h"
 
 namespace gridnn::test {
+namespace {
 
-void add_conv3d_cases(OpCases&) {}
+using ops::MathMode;
+
+// fp32: sums of up to a few thousand products on both sides (test_conv3d's tolerance, and
+// the former GPU test's against the CPU).
+constexpr Tolerance kTol{1e-4, 1e-4};
+
+// How a case runs the op: its math mode, and on the CPU at the smallest column budget, so
+// that the slab loop (vol2col of a range of output depth planes, strided GEMMs, col2vol
+// restricted to the planes a slab reads) runs one plane at a time.
+struct Variant {
+  MathMode math = MathMode::fp32;
+  bool one_plane_per_slab = false;
+  std::string name() const {
+    return (math == MathMode::fp32 ? std::string() : std::string(" ") + ops::str(math)) +
+           (one_plane_per_slab ? " one plane per slab" : "");
+  }
+};
+
+// Sets the CPU's column budget for the life of a run (it changes nothing on the GPU).
+class SlabBudget {
+ public:
+  explicit SlabBudget(bool one_plane) : set_(one_plane) {
+    if (set_) previous_ = kernels::cpu::conv3d_set_column_budget(1);
+  }
+  ~SlabBudget() {
+    if (set_) kernels::cpu::conv3d_set_column_budget(previous_);
+  }
+  SlabBudget(const SlabBudget&) = delete;
+  SlabBudget& operator=(const SlabBudget&) = delete;
+
+ private:
+  bool set_;
+  int64_t previous_ = 0;
+};
+
+// The ResNet-sized block the former GPU test added to the shared geometries.
+const Conv3dCase kResnetBlock{"resnet_block", 2, 16, 32, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {16, 16, 16}};
+
+// Central differences over thousands of outputs per loss would take seconds: the two
+// largest geometries run without a backward.
+bool large(const Conv3dCase& k) {
+  const std::string name = k.name;
+  return name == "large_enough_for_threads" || name == "resnet_block";
+}
+
+ops::Conv3dGeometry geometry_of(const Conv3dCase& k) {
+  return ops::conv3d_geometry("test", k.c, k.o, k.kernel, k.stride, k.padding, k.in);
+}
+Shape x_shape(const Conv3dCase& k) { return {k.n, k.c, k.in[0], k.in[1], k.in[2]}; }
+Shape w_shape(const Conv3dCase& k) { return {k.o, k.c, k.kernel[0], k.kernel[1], k.kernel[2]}; }
+
+// Against the CPU. tf32: the tensor cores may truncate operands that the CPU rounds to
+// nearest (2^-11 of a product either way; gemm's tf32 tolerance); bf16: cuDNN writes its
+// result as bf16 (relative 2^-9) before widening it, the CPU does not (4e-3 as the GPU
+// precision test allows), the fp32 bias added after it.
+Tolerance backend_tolerance(MathMode math) {
+  if (math == MathMode::tf32) return {2e-2, 1e-2};
+  if (math == MathMode::bf16) return {2e-2, 4e-3};
+  return kTol;
+}
+
+// A CPU copy of `t` with every value rounded as an operand in `math` (kernels/math_mode.h).
+Tensor rounded(const Tensor& t, MathMode math) {
+  if (math == MathMode::fp32) return t;
+  Tensor r = t.clone();
+  float* p = r.data<float>();
+  for (int64_t i = 0; i < r.numel(); ++i) p[i] = ops::round_operand(p[i], math);
+  return r;
+}
+
+Tensor nan_filled(const Shape& shape, const Device& device) {
+  Tensor t = Tensor::empty(shape, DType::f32, device);
+  ops::fill(t, std::nan(""));  // the op overwrites it and never reads it
+  return t;
+}
+
+Doubles plus(Doubles a, const Doubles& b) {
+  for (size_t i = 0; i < a.size(); ++i) a[i] += b[i];
+  return a;
+}
+
+OpCase conv_case(const std::string& op, const Conv3dCase& k, const std::string& what, const Variant& v) {
+  OpCase c;
+  c.op = op;
+  c.params = std::string(k.name) + what + v.name();
+  c.ref_tol = kTol;
+  c.backend_tol = backend_tolerance(v.math);
+  return c;
+}
+
+// Inputs x, w and (with bias) bias; output y. Its backward: dx, dw, db by the backward ops.
+OpCase forward_case(const Conv3dCase& k, bool bias, const Variant& v = {}) {
+  OpCase c = conv_case("conv3d_forward", k, bias ? " bias" : " no bias", v);
+  const std::string key = c.op + c.params;
+  c.make_inputs = [=] {
+    Tensors in{case_input(key, 0, x_shape(k)), case_input(key, 1, w_shape(k))};
+    if (bias) in.push_back(case_input(key, 2, {k.o}));
+    return in;
+  };
+  c.run = [=](const Tensors& in) {
+    SlabBudget budget(v.one_plane_per_slab);
+    const ops::Conv3dGeometry g = geometry_of(k);
+    Tensor y = nan_filled(ops::conv3d_output_shape(g, k.n), in[0].device());
+    ops::conv3d_forward(in[0], in[1], bias ? in[2] : Tensor(), g, y, v.math);
+    return Tensors{y};
+  };
+  c.reference = [=](const Tensors& in) {
+    return std::vector<Doubles>{reference_conv3d_forward(rounded(in[0], v.math), rounded(in[1], v.math),
+                                                         bias ? in[2] : Tensor(), geometry_of(k))};
+  };
+  // A reduced math mode rounds x and w: central differences would see its steps.
+  if (v.math == MathMode::fp32 && !large(k)) {
+    c.backward = [=](const Tensors& in, const Tensor& dy) {
+      SlabBudget budget(v.one_plane_per_slab);
+      const ops::Conv3dGeometry g = geometry_of(k);
+      const Device d = in[0].device();
+      Tensor dx = nan_filled(in[0].shape(), d);
+      Tensor dw = Tensor::zeros(in[1].shape(), DType::f32, d);
+      ops::conv3d_backward_data(dy, in[1], g, dx);
+      ops::conv3d_backward_filter(in[0], dy, g, dw);
+      Tensors grads{dx, dw};
+      if (bias) {
+        Tensor db = Tensor::zeros({k.o}, DType::f32, d);
+        ops::conv3d_backward_bias(dy, db);
+        grads.push_back(db);
+      }
+      return grads;
+    };
+    c.grad_inputs = bias ? std::vector<int>{0, 1, 2} : std::vector<int>{0, 1};
+  }
+  return c;
+}
+
+// Inputs dy, w; output dx (overwritten).
+OpCase backward_data_case(const Conv3dCase& k, const Variant& v = {}) {
+  OpCase c = conv_case("conv3d_backward_data", k, "", v);
+  const std::string key = c.op + c.params;
+  const Shape y_shape = ops::conv3d_output_shape(geometry_of(k), k.n);
+  c.make_inputs = [=] { return Tensors{case_input(key, 0, y_shape), case_input(key, 1, w_shape(k))}; };
+  c.run = [=](const Tensors& in) {
+    SlabBudget budget(v.one_plane_per_slab);
+    Tensor dx = nan_filled(x_shape(k), in[0].device());
+    ops::conv3d_backward_data(in[0], in[1], geometry_of(k), dx, v.math);
+    return Tensors{dx};
+  };
+  c.reference = [=](const Tensors& in) {
+    return std::vector<Doubles>{
+        reference_conv3d_backward_data(rounded(in[0], v.math), rounded(in[1], v.math), geometry_of(k))};
+  };
+  return c;
+}
+
+// Inputs x, dy and dw0; output dw0 + dL/dw (accumulated). In a reduced math mode dw0 is
+// zero: cuDNN's bf16 result is rounded before it is added, which a large dw0 would hide.
+OpCase backward_filter_case(const Conv3dCase& k, const Variant& v = {}) {
+  OpCase c = conv_case("conv3d_backward_filter", k, "", v);
+  const std::string key = c.op + c.params;
+  const Shape y_shape = ops::conv3d_output_shape(geometry_of(k), k.n);
+  c.make_inputs = [=] {
+    Tensor dw0 = v.math == MathMode::fp32 ? case_input(key, 2, w_shape(k)) : Tensor::zeros(w_shape(k));
+    return Tensors{case_input(key, 0, x_shape(k)), case_input(key, 1, y_shape), dw0};
+  };
+  c.run = [=](const Tensors& in) {
+    SlabBudget budget(v.one_plane_per_slab);
+    Tensor dw = in[2].clone();
+    ops::conv3d_backward_filter(in[0], in[1], geometry_of(k), dw, v.math);
+    return Tensors{dw};
+  };
+  c.reference = [=](const Tensors& in) {
+    return std::vector<Doubles>{plus(
+        reference_conv3d_backward_filter(rounded(in[0], v.math), rounded(in[1], v.math), geometry_of(k)),
+        values(in[2]))};
+  };
+  return c;
+}
+
+// Inputs dy, db0; output db0 + the sum of dy over N, D, H, W (accumulated; fp32 in every
+// math mode).
+OpCase backward_bias_case(const Conv3dCase& k) {
+  OpCase c = conv_case("conv3d_backward_bias", k, "", {});
+  const std::string key = c.op + c.params;
+  const Shape y_shape = ops::conv3d_output_shape(geometry_of(k), k.n);
+  c.make_inputs = [=] { return Tensors{case_input(key, 0, y_shape), case_input(key, 1, {k.o})}; };
+  c.run = [](const Tensors& in) {
+    Tensor db = in[1].clone();
+    ops::conv3d_backward_bias(in[0], db);
+    return Tensors{db};
+  };
+  c.reference = [](const Tensors& in) {
+    return std::vector<Doubles>{plus(reference_conv3d_backward_bias(in[0]), values(in[1]))};
+  };
+  return c;
+}
+
+// nn::Conv3d: inputs x, weight (and bias); the reference is the forward's.
+OpCase layer(const std::string& what, int64_t c_in, int64_t c_out, ops::Triple kernel, ops::Triple stride,
+             ops::Triple padding, bool bias, const Shape& x) {
+  OpCase c = layer_case(
+      "Conv3d", what + (bias ? "" : " no bias"),
+      [=] { return std::make_unique<nn::Conv3d>(c_in, c_out, kernel, stride, padding, bias); }, x);
+  c.reference = [=](const Tensors& in) {
+    const auto g = ops::conv3d_geometry("test", c_in, c_out, kernel, stride, padding, {x[2], x[3], x[4]});
+    return std::vector<Doubles>{reference_conv3d_forward(in[0], in[1], bias ? in[2] : Tensor(), g)};
+  };
+  c.ref_tol = kTol;
+  c.backend_tol = kTol;
+  return c;
+}
+
+OpCase layer(const Conv3dCase& k, bool bias = true) {
+  return layer(k.name, k.c, k.o, k.kernel, k.stride, k.padding, bias, x_shape(k));
+}
+
+bool named(const Conv3dCase& k, std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    if (std::string(k.name) == n) return true;
+  return false;
+}
+
+}  // namespace
+
+void add_conv3d_cases(OpCases& cases) {
+  std::vector<Conv3dCase> geometries = conv3d_cases();
+  geometries.push_back(kResnetBlock);
+  for (const Conv3dCase& k : geometries) {
+    cases.push_back(forward_case(k, true));
+    cases.push_back(forward_case(k, false));
+    cases.push_back(backward_data_case(k));
+    cases.push_back(backward_filter_case(k));
+    cases.push_back(backward_bias_case(k));
+  }
+
+  // The slab loop one output depth plane at a time, on geometries with several planes and
+  // taps reaching into the padding (strides, a batch, a non-cubic kernel).
+  const Variant slab{MathMode::fp32, true};
+  for (const Conv3dCase& k : conv3d_cases())
+    if (named(k, {"3x3x3_pad1", "7x7x7_stride2_pad3_batch", "noncubic", "stride2_odd"})) {
+      cases.push_back(forward_case(k, true, slab));
+      cases.push_back(backward_data_case(k, slab));
+      cases.push_back(backward_filter_case(k, slab));
+    }
+
+  // The math modes: fp32 arithmetic on operands rounded to tf32 or bf16, the bias fp32.
+  for (MathMode math : {MathMode::tf32, MathMode::bf16})
+    for (const Conv3dCase& k : conv3d_cases()) {
+      const Variant v{math, false};
+      if (named(k, {"3x3x3_pad1", "7x7x7_stride2_pad3", "stride2_odd"}))
+        cases.push_back(forward_case(k, true, v));
+      if (named(k, {"3x3x3_pad1"})) {
+        cases.push_back(backward_data_case(k, v));
+        cases.push_back(backward_filter_case(k, v));
+      }
+    }
+
+  // The layer: its test's geometries, the stem's, one without bias, and the former GPU
+  // test's (strides differing per dimension on an odd volume).
+  const std::vector<Conv3dCase>& k = conv3d_cases();
+  cases.push_back(layer(k[2]));
+  cases.push_back(layer(k[3]));
+  cases.push_back(layer(k[5]));
+  cases.push_back(layer(k[5], false));
+  cases.push_back(
+      layer("3x3x3_stride2x1x2_pad1", 2, 3, {3, 3, 3}, {2, 1, 2}, {1, 1, 1}, true, {2, 2, 5, 6, 7}));
+}
 
 }  // namespace gridnn::test

@@ -1,5 +1,5 @@
-// The convolution geometries the CPU tests (test/models/layers/test_conv3d.cpp) and the GPU tests
-// (test/kernels/test_gpu_conv3d.cpp) both run: pointwise (the GEMM-only path), 1x1x1 with
+// The convolution geometries the layer tests (test/models/layers/test_conv3d.cpp) and the op harness
+// (test/ops/cases_conv3d.cpp) both run: pointwise (the GEMM-only path), 1x1x1 with
 // stride 2 (inputs never read), 3x3x3 with padding 1, the stem's 7x7x7 stride 2 padding 3
 // on a small volume, a non-cubic kernel with mixed strides, stride 2 on odd sizes, a kernel
 // exactly as large as the padded input (one output voxel), and one large enough that the

@@ -17,6 +17,7 @@
 #include "kernels/batchnorm.h"
 #include "kernels/elementwise.h"
 #include "models/layers/batchnorm3d.h"
+#include "test/ops/reference_conv_pool_norm.h"
 #include "test/support/error_message.h"
 #include "test/support/layer_check.h"
 #include "test/support/random_tensor.h"
@@ -25,41 +26,17 @@
 namespace gridnn {
 namespace {
 
-// Per-channel statistics of x ([N, C, ...]) in double: mean and biased variance.
-struct RefStats {
-  std::vector<double> mean, var;
-  int64_t count;
-};
+// The references, in double: test/ops/reference_conv_pool_norm.h (shared with the op
+// harness). Per-channel mean and biased variance of x [N, C, ...]:
+using RefStats = test::BatchNormStats;
+constexpr auto reference_stats = &test::reference_batchnorm_stats;
 
-RefStats reference_stats(const Tensor& x) {
-  const int64_t n = x.size(0), c = x.size(1), s = x.numel() / (n * c);
-  std::vector<double> v = test::to_doubles(x);
-  RefStats r{std::vector<double>(size_t(c), 0.0), std::vector<double>(size_t(c), 0.0), n * s};
-  for (int64_t ch = 0; ch < c; ++ch) {
-    double sum = 0, sq = 0;
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t k = 0; k < s; ++k) sum += v[size_t((i * c + ch) * s + k)];
-    const double m = sum / double(r.count);
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t k = 0; k < s; ++k) sq += std::pow(v[size_t((i * c + ch) * s + k)] - m, 2);
-    r.mean[size_t(ch)] = m;
-    r.var[size_t(ch)] = sq / double(r.count);
-  }
-  return r;
-}
-
-// y = (x - mean) / sqrt(var + eps) * w + b, in double.
+// y = (x - mean) / sqrt(var + eps) * w + b.
 std::vector<double> reference_normalize(const Tensor& x, const std::vector<double>& mean,
                                         const std::vector<double>& var,
                                         const std::vector<double>& w, const std::vector<double>& b,
                                         double eps) {
-  const int64_t c = x.size(1), s = x.numel() / (x.size(0) * c);
-  std::vector<double> v = test::to_doubles(x), y(v.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    const size_t ch = size_t((int64_t(i) / s) % c);
-    y[i] = (v[i] - mean[ch]) / std::sqrt(var[ch] + eps) * w[ch] + b[ch];
-  }
-  return y;
+  return test::reference_batchnorm_normalize(x, mean, test::reference_batchnorm_invstd(var, eps), w, b);
 }
 
 Tensor from_doubles(const std::vector<double>& v, const Shape& s) {
@@ -139,15 +116,10 @@ TEST(BatchNorm3d, RunningStatisticsAfterTwoStepsByHand) {
   Tensor x1 = test::random_tensor(s, 8, -1.0f, 2.0f), x2 = test::random_tensor(s, 9, 0.0f, 5.0f);
   bn.forward(x1);
   bn.forward(x2);
-  RefStats a = reference_stats(x1), b = reference_stats(x2);
-  const double m = 0.1, n = double(a.count);
-  std::vector<double> rm, rv;
-  for (size_t c = 0; c < 3; ++c) {
-    const double rm1 = (1 - m) * 0.0 + m * a.mean[c];
-    const double rv1 = (1 - m) * 1.0 + m * a.var[c] * n / (n - 1);  // unbiased
-    rm.push_back((1 - m) * rm1 + m * b.mean[c]);
-    rv.push_back((1 - m) * rv1 + m * b.var[c] * n / (n - 1));
-  }
+  // From PyTorch's initial (0, 1), with the unbiased variance.
+  std::vector<double> rm(3, 0.0), rv(3, 1.0);
+  test::reference_batchnorm_update_running(reference_stats(x1), 0.1, rm, rv);
+  test::reference_batchnorm_update_running(reference_stats(x2), 0.1, rm, rv);
   EXPECT_TRUE(test::tensors_close(bn.running_mean(), from_doubles(rm, {3}), {1e-6, 1e-6}));
   EXPECT_TRUE(test::tensors_close(bn.running_var(), from_doubles(rv, {3}), {1e-6, 1e-6}));
   EXPECT_EQ(bn.num_batches_tracked().to_vector<int64_t>(), std::vector<int64_t>{2});
@@ -184,19 +156,11 @@ TEST(BatchNorm3d, TrainBackwardMatchesReference) {
   bn.forward(x);
   Tensor dx = bn.backward(dy);
   RefStats st = reference_stats(x);
-  std::vector<double> xv = values(x), g = values(dy), w = values(bn.weight().value);
-  const int64_t c = 3, sp = 18;
-  std::vector<double> sdy(3, 0), sdyx(3, 0), ref(xv.size());
-  auto ch = [&](size_t i) { return size_t((int64_t(i) / sp) % c); };
-  auto xhat = [&](size_t i) { return (xv[i] - st.mean[ch(i)]) / std::sqrt(st.var[ch(i)] + 1e-5); };
-  for (size_t i = 0; i < xv.size(); ++i) {
-    sdy[ch(i)] += g[i];
-    sdyx[ch(i)] += g[i] * xhat(i);
-  }
-  const double m = double(st.count);
-  for (size_t i = 0; i < xv.size(); ++i)
-    ref[i] = w[ch(i)] / std::sqrt(st.var[ch(i)] + 1e-5) *
-             (g[i] - sdy[ch(i)] / m - xhat(i) * sdyx[ch(i)] / m);
+  const std::vector<double> invstd = test::reference_batchnorm_invstd(st.var, 1e-5);
+  const std::vector<double> sums = test::reference_batchnorm_backward_sums(x, dy, st.mean, invstd);
+  const std::vector<double> ref = test::reference_batchnorm_backward_input(
+      x, dy, st.mean, invstd, values(bn.weight().value), sums, st.count, true);
+  std::vector<double> sdy(sums.begin(), sums.begin() + 3), sdyx(sums.begin() + 3, sums.end());
   EXPECT_TRUE(test::tensors_close(dx, from_doubles(ref, s), {1e-5, 1e-4}));
   EXPECT_TRUE(test::tensors_close(bn.weight().grad, from_doubles(sdyx, {3}), {1e-5, 1e-5}));
   EXPECT_TRUE(test::tensors_close(bn.bias().grad, from_doubles(sdy, {3}), {1e-5, 1e-5}));
@@ -335,12 +299,7 @@ TEST(BatchNorm3d, StatisticsAreDeterministic) {
   ops::batchnorm_channel_sums(x, Tensor(), a);
   ops::batchnorm_channel_sums(x, Tensor(), b);
   EXPECT_TRUE(test::tensors_equal(a, b));
-  std::vector<double> ref(4, 0.0), v = values(x);
-  for (size_t i = 0; i < v.size(); ++i) {
-    const size_t c = (i / (17 * 19 * 23)) % 2;
-    ref[c] += v[i];
-    ref[2 + c] += v[i] * v[i];
-  }
+  const std::vector<double> ref = test::reference_batchnorm_channel_sums(x, {});
   EXPECT_TRUE(test::tensors_close(a, from_doubles(ref, {2, 2}), {1e-4, 1e-6}));
 }
 

@@ -12,6 +12,7 @@
 #include "kernels/conv3d.h"
 #include "kernels/elementwise.h"
 #include "models/layers/conv3d.h"
+#include "test/ops/reference_conv_pool_norm.h"
 #include "test/support/conv3d_cases.h"
 #include "test/support/layer_check.h"
 #include "test/support/random_tensor.h"
@@ -35,71 +36,12 @@ Tensor from_doubles(const std::vector<double>& v, const Shape& shape) {
   return Tensor::from_vector(std::vector<float>(v.begin(), v.end()), shape);
 }
 
-// ---- direct references, in double -----------------------------------------------------
-
-// Calls f(x_index, w_index, y_index) for every product x * w that contributes to an
-// output: the direct definition of the convolution (batch, output channel, three output
-// coordinates, input channel, three kernel taps), taps that land in the padding skipped.
-template <class F>
-void for_each_tap(const ops::Conv3dGeometry& g, int64_t batch, F&& f) {
-  const int64_t C = g.in_channels, O = g.out_channels;
-  const int64_t D = g.in_size[0], H = g.in_size[1], W = g.in_size[2];
-  const int64_t Do = g.out_size[0], Ho = g.out_size[1], Wo = g.out_size[2];
-  for (int64_t n = 0; n < batch; ++n)
-    for (int64_t o = 0; o < O; ++o)
-      for (int64_t od = 0; od < Do; ++od)
-        for (int64_t oh = 0; oh < Ho; ++oh)
-          for (int64_t ow = 0; ow < Wo; ++ow)
-            for (int64_t c = 0; c < C; ++c)
-              for (int64_t a = 0; a < g.kernel[0]; ++a)
-                for (int64_t b = 0; b < g.kernel[1]; ++b)
-                  for (int64_t e = 0; e < g.kernel[2]; ++e) {
-                    const int64_t id = od * g.stride[0] - g.padding[0] + a;
-                    const int64_t ih = oh * g.stride[1] - g.padding[1] + b;
-                    const int64_t iw = ow * g.stride[2] - g.padding[2] + e;
-                    if (id < 0 || id >= D || ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
-                    const int64_t xi = (((n * C + c) * D + id) * H + ih) * W + iw;
-                    const int64_t wi = (((o * C + c) * g.kernel[0] + a) * g.kernel[1] + b) * g.kernel[2] + e;
-                    const int64_t yi = (((n * O + o) * Do + od) * Ho + oh) * Wo + ow;
-                    f(xi, wi, yi);
-                  }
-}
-
-std::vector<double> ref_forward(const Tensor& x, const Tensor& w, const Tensor& bias,
-                                const ops::Conv3dGeometry& g) {
-  const int64_t batch = x.size(0), P = g.out_volume();
-  auto xv = test::to_doubles(x), wv = test::to_doubles(w);
-  std::vector<double> y(size_t(batch * g.out_channels * P), 0.0);
-  for_each_tap(g, batch, [&](int64_t xi, int64_t wi, int64_t yi) { y[size_t(yi)] += xv[size_t(xi)] * wv[size_t(wi)]; });
-  if (bias.defined()) {
-    auto bv = test::to_doubles(bias);
-    for (size_t i = 0; i < y.size(); ++i) y[i] += bv[(i / size_t(P)) % size_t(g.out_channels)];
-  }
-  return y;
-}
-
-std::vector<double> ref_backward_data(const Tensor& dy, const Tensor& w, const ops::Conv3dGeometry& g) {
-  const int64_t batch = dy.size(0);
-  auto dyv = test::to_doubles(dy), wv = test::to_doubles(w);
-  std::vector<double> dx(size_t(batch * g.in_channels * g.in_volume()), 0.0);
-  for_each_tap(g, batch, [&](int64_t xi, int64_t wi, int64_t yi) { dx[size_t(xi)] += dyv[size_t(yi)] * wv[size_t(wi)]; });
-  return dx;
-}
-
-std::vector<double> ref_backward_filter(const Tensor& x, const Tensor& dy, const ops::Conv3dGeometry& g) {
-  auto xv = test::to_doubles(x), dyv = test::to_doubles(dy);
-  std::vector<double> dw(size_t(g.out_channels * g.col_rows()), 0.0);
-  for_each_tap(g, x.size(0), [&](int64_t xi, int64_t wi, int64_t yi) { dw[size_t(wi)] += xv[size_t(xi)] * dyv[size_t(yi)]; });
-  return dw;
-}
-
-std::vector<double> ref_backward_bias(const Tensor& dy) {
-  const int64_t N = dy.size(0), O = dy.size(1), P = dy.numel() / (N * O);
-  auto dyv = test::to_doubles(dy);
-  std::vector<double> db(size_t(O), 0.0);
-  for (int64_t i = 0; i < dy.numel(); ++i) db[size_t((i / P) % O)] += dyv[size_t(i)];
-  return db;
-}
+// The direct references, in double (test/ops/reference_conv_pool_norm.h, shared with the op
+// harness).
+constexpr auto ref_forward = &test::reference_conv3d_forward;
+constexpr auto ref_backward_data = &test::reference_conv3d_backward_data;
+constexpr auto ref_backward_filter = &test::reference_conv3d_backward_filter;
+constexpr auto ref_backward_bias = &test::reference_conv3d_backward_bias;
 
 constexpr test::Tolerance kTol{1e-4, 1e-4};
 

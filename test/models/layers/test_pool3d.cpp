@@ -6,14 +6,13 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
-#include <limits>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "core/safetensors.h"
 #include "kernels/pool3d.h"
 #include "models/layers/pool3d.h"
+#include "test/ops/reference_conv_pool_norm.h"
 #include "test/support/error_message.h"
 #include "test/support/layer_check.h"
 #include "test/support/random_tensor.h"
@@ -45,94 +44,14 @@ const std::vector<Case>& cases() {
 
 ops::Pool3dParams params_of(const Case& c) { return {c.kernel, c.stride, c.padding}; }
 
-int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p) { return (in + 2 * p - k) / s + 1; }
-
-// Textbook pooling in double. max: -inf padding, first maximum in window order; avg:
-// divide by the full kernel volume. argmax: flat index into the input volume.
-struct RefPool {
-  Shape y_shape;
-  std::vector<double> y;
-  std::vector<int64_t> argmax;
-};
-
-RefPool reference_pool(bool max, const Tensor& x, const Case& c) {
-  const Shape& s = x.shape();
-  const int64_t D = s[2], H = s[3], W = s[4];
-  const int64_t od = out_size(D, c.kernel[0], c.stride[0], c.padding[0]);
-  const int64_t oh = out_size(H, c.kernel[1], c.stride[1], c.padding[1]);
-  const int64_t ow = out_size(W, c.kernel[2], c.stride[2], c.padding[2]);
-  std::vector<double> in = test::to_doubles(x);
-  RefPool r;
-  r.y_shape = Shape{s[0], s[1], od, oh, ow};
-  for (int64_t nc = 0; nc < s[0] * s[1]; ++nc)
-    for (int64_t a = 0; a < od; ++a)
-      for (int64_t b = 0; b < oh; ++b)
-        for (int64_t e = 0; e < ow; ++e) {
-          double best = -std::numeric_limits<double>::infinity(), sum = 0;
-          int64_t best_at = -1;
-          for (int64_t i = 0; i < c.kernel[0]; ++i)
-            for (int64_t j = 0; j < c.kernel[1]; ++j)
-              for (int64_t k = 0; k < c.kernel[2]; ++k) {
-                const int64_t d = a * c.stride[0] - c.padding[0] + i;
-                const int64_t h = b * c.stride[1] - c.padding[1] + j;
-                const int64_t w = e * c.stride[2] - c.padding[2] + k;
-                if (d < 0 || d >= D || h < 0 || h >= H || w < 0 || w >= W) continue;  // padding
-                const int64_t at = (d * H + h) * W + w;
-                const double v = in[size_t(nc * D * H * W + at)];
-                sum += v;
-                if (best_at < 0 || v > best) {
-                  best = v;
-                  best_at = at;
-                }
-              }
-          r.y.push_back(max ? best : sum / double(c.kernel[0] * c.kernel[1] * c.kernel[2]));
-          r.argmax.push_back(best_at);
-        }
-  return r;
-}
-
-// Backward by scatter (fine for a reference): max sends dy to the argmax, avg spreads dy/vol.
-std::vector<double> reference_pool_backward(bool max, const Shape& xs, const RefPool& fwd,
-                                            const Tensor& dy_t, const Case& c) {
-  const int64_t D = xs[2], H = xs[3], W = xs[4], vol = D * H * W;
-  const Shape& ys = fwd.y_shape;
-  std::vector<double> dy = test::to_doubles(dy_t), dx(size_t(xs.numel()), 0.0);
-  const double kvol = double(c.kernel[0] * c.kernel[1] * c.kernel[2]);
-  int64_t o = 0;
-  for (int64_t nc = 0; nc < xs[0] * xs[1]; ++nc)
-    for (int64_t a = 0; a < ys[2]; ++a)
-      for (int64_t b = 0; b < ys[3]; ++b)
-        for (int64_t e = 0; e < ys[4]; ++e, ++o) {
-          if (max) {
-            dx[size_t(nc * vol + fwd.argmax[size_t(o)])] += dy[size_t(o)];
-            continue;
-          }
-          for (int64_t i = 0; i < c.kernel[0]; ++i)
-            for (int64_t j = 0; j < c.kernel[1]; ++j)
-              for (int64_t k = 0; k < c.kernel[2]; ++k) {
-                const int64_t d = a * c.stride[0] - c.padding[0] + i;
-                const int64_t h = b * c.stride[1] - c.padding[1] + j;
-                const int64_t w = e * c.stride[2] - c.padding[2] + k;
-                if (d < 0 || d >= D || h < 0 || h >= H || w < 0 || w >= W) continue;
-                dx[size_t(nc * vol + (d * H + h) * W + w)] += dy[size_t(o)] / kvol;
-              }
-        }
-  return dx;
-}
+// The references, in double: test/ops/reference_conv_pool_norm.h (shared with the op
+// harness), as are the distinct inputs of the max-pool gradient checks.
+using RefPool = test::PoolReference;
+using test::distinct_values;
 
 Tensor from_doubles(const std::vector<double>& v, const Shape& s) {
   std::vector<float> f(v.begin(), v.end());
   return Tensor::from_vector(f, s);
-}
-
-// Distinct values 0.01 apart in a shuffled order: no two elements of a window are within
-// the gradient check's perturbation of each other, so no argmax flips (no ties, no kinks).
-Tensor distinct_values(const Shape& s, unsigned seed) {
-  std::vector<float> v(size_t(s.numel()));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = 0.01f * float(i) - 0.005f * float(v.size());
-  std::mt19937 rng(seed);
-  std::shuffle(v.begin(), v.end(), rng);
-  return Tensor::from_vector(v, s);
 }
 
 // ---- ops against the reference ---------------------------------------------------------
@@ -141,7 +60,7 @@ TEST(Pool3dOps, MaxForwardBackwardMatchReference) {
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.name);
     Tensor x = test::random_tensor(c.x, 11);
-    RefPool ref = reference_pool(true, x, c);
+    RefPool ref = test::reference_pool3d(true, x, params_of(c));
     ASSERT_EQ(ops::pool3d_output_shape("test", c.x, params_of(c)), ref.y_shape);
     Tensor y = Tensor::empty(ref.y_shape), idx = Tensor::empty(ref.y_shape, DType::i64);
     ops::max_pool3d_forward(x, params_of(c), y, idx);
@@ -151,8 +70,8 @@ TEST(Pool3dOps, MaxForwardBackwardMatchReference) {
     Tensor dy = test::random_tensor(ref.y_shape, 12);
     Tensor dx = Tensor::empty(c.x);
     ops::max_pool3d_backward(dy, idx, params_of(c), dx);
-    EXPECT_TRUE(test::tensors_close(
-        dx, from_doubles(reference_pool_backward(true, c.x, ref, dy, c), c.x), {1e-6, 1e-6}));
+    const std::vector<double> dx_ref = test::reference_pool3d_backward(true, c.x, ref, dy, params_of(c));
+    EXPECT_TRUE(test::tensors_close(dx, from_doubles(dx_ref, c.x), {1e-6, 1e-6}));
   }
 }
 
@@ -180,15 +99,15 @@ TEST(Pool3dOps, AvgForwardBackwardMatchReference) {
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.name);
     Tensor x = test::random_tensor(c.x, 13);
-    RefPool ref = reference_pool(false, x, c);
+    RefPool ref = test::reference_pool3d(false, x, params_of(c));
     Tensor y = Tensor::empty(ref.y_shape);
     ops::avg_pool3d_forward(x, params_of(c), y);
     EXPECT_TRUE(test::tensors_close(y, from_doubles(ref.y, ref.y_shape), {1e-6, 1e-5}));
     Tensor dy = test::random_tensor(ref.y_shape, 14);
     Tensor dx = Tensor::empty(c.x);
     ops::avg_pool3d_backward(dy, params_of(c), dx);
-    EXPECT_TRUE(test::tensors_close(
-        dx, from_doubles(reference_pool_backward(false, c.x, ref, dy, c), c.x), {1e-6, 1e-5}));
+    const std::vector<double> dx_ref = test::reference_pool3d_backward(false, c.x, ref, dy, params_of(c));
+    EXPECT_TRUE(test::tensors_close(dx, from_doubles(dx_ref, c.x), {1e-6, 1e-5}));
   }
 }
 
@@ -252,20 +171,13 @@ TEST(Pool3dOps, GlobalAverageForwardBackward) {
   for (Shape s : {Shape{1, 1, 1, 1, 1}, Shape{1, 3, 5, 4, 3}, Shape{2, 4, 3, 7, 5}}) {
     SCOPED_TRACE(s.str());
     Tensor x = test::random_tensor(s, 17);
-    std::vector<double> v = test::to_doubles(x), ref;
-    const int64_t vol = s[2] * s[3] * s[4];
-    for (int64_t nc = 0; nc < s[0] * s[1]; ++nc) {
-      double sum = 0;
-      for (int64_t i = 0; i < vol; ++i) sum += v[size_t(nc * vol + i)];
-      ref.push_back(sum / double(vol));
-    }
+    const std::vector<double> ref = test::reference_global_avg_pool3d(x);
     Tensor y = Tensor::empty({s[0], s[1]});
     ops::global_avg_pool3d_forward(x, y);
     EXPECT_TRUE(test::tensors_close(y, from_doubles(ref, {s[0], s[1]}), {1e-6, 1e-5}));
     Tensor dy = test::random_tensor({s[0], s[1]}, 18), dx = Tensor::empty(s);
     ops::global_avg_pool3d_backward(dy, dx);
-    std::vector<double> d = test::to_doubles(dy), dref;
-    for (int64_t i = 0; i < s.numel(); ++i) dref.push_back(d[size_t(i / vol)] / double(vol));
+    const std::vector<double> dref = test::reference_global_avg_pool3d_backward(dy, s);
     EXPECT_TRUE(test::tensors_close(dx, from_doubles(dref, s), {1e-7, 1e-6}));
   }
 }
