@@ -8,6 +8,7 @@
 // and backend (default: cuda when there is one; backend without one is skipped, with
 // -b cpu it compares the CPU with itself); --seconds is perf's minimum time per case.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <regex>
 #include <string>
@@ -37,7 +38,12 @@ int run(int argc, char** argv) {
     if (a == "-m") mode = v;
     else if (a == "-o") filter = v;
     else if (a == "-b") backend = v;
-    else if (a == "--seconds") seconds = std::stod(v);
+    else if (a == "--seconds") {
+      char* end = nullptr;
+      seconds = std::strtod(v.c_str(), &end);
+      if (end == v.c_str() || *end != '\0' || !(seconds >= 0))
+        return usage(("--seconds takes a number of seconds >= 0, not '" + v + "'").c_str());
+    }
     else return usage(("unknown option '" + a + "'").c_str());
   }
   if (mode != "ref" && mode != "grad" && mode != "backend" && mode != "perf")
@@ -54,13 +60,19 @@ int run(int argc, char** argv) {
     if (mode == "backend") return 0;
     backend = "cpu";
   }
-  const std::regex keep(filter);
+  std::regex keep;
+  try {
+    keep = std::regex(filter);
+  } catch (const std::regex_error& e) {
+    return usage(("-o '" + filter + "' is not a regular expression: " + e.what()).c_str());
+  }
   const Device device = backend == "cuda" ? Device::cuda(0) : Device::cpu();
-  int passed = 0, failed = 0, skipped = 0;
+  int passed = 0, failed = 0, skipped = 0, matched = 0;
   if (mode == "perf")
     std::printf("%-28s %-44s %-5s %8s %12s %10s\n", "op", "params", "dev", "runs", "us/run", "GB/s");
   for (const OpCase& c : all_op_cases()) {
     if (!std::regex_search(c.op + "/" + c.params, keep)) continue;
+    ++matched;
     if (mode == "perf") {
       const Timing t = time_case(c, device, seconds, 1);
       std::printf("%-28s %-44s %-5s %8lld %12.2f %10.2f\n", c.op.c_str(), c.params.c_str(), backend.c_str(),
@@ -80,6 +92,11 @@ int run(int argc, char** argv) {
     }
     std::printf("  %-60s %s%s%s\n", c.name().c_str(), r ? "OK" : "FAIL", r ? "" : ": ", r ? "" : r.message());
     (r ? passed : failed)++;
+  }
+  if (matched == 0) {
+    std::fprintf(stderr, "test-ops: no case matches -o '%s' (names are op/params, e.g. 'conv3d_forward/3x3x3_pad1')\n",
+                 filter.c_str());
+    return 1;
   }
   if (mode != "perf")
     std::printf("%s mode: %d passed, %d failed, %d without this mode\n", mode.c_str(), passed, failed, skipped);
