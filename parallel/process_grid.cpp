@@ -76,6 +76,51 @@ CommBackend parse_comm_backend(const std::string& text) {
   throw Error("communication backend \"" + text + "\" is not auto, mpi or nccl");
 }
 
+const char* rank_order_name(RankOrder order) {
+  return order == RankOrder::rows_in_node ? "rows-in-node" : "cols-in-node";
+}
+
+RankOrder parse_rank_order(const std::string& text) {
+  if (text == "rows-in-node") return RankOrder::rows_in_node;
+  if (text == "cols-in-node") return RankOrder::cols_in_node;
+  throw Error("rank order \"" + text + "\" is not rows-in-node (row groups on consecutive ranks, the default) "
+              "or cols-in-node (column groups on consecutive ranks)");
+}
+
+std::string ProcessGrid::describe_placement(const std::vector<int>& node_of_rank) const {
+  GRIDNN_REQUIRE(int(node_of_rank.size()) == shape_.size(), "describe_placement: ", node_of_rank.size(),
+                 " node ids for a grid of ", shape_.size(), " ranks");
+  auto node = [&](int s, int r, int c) { return node_of_rank[size_t(world_rank_of(shape_, s, r, c, order_))]; };
+  // A kind of group stays in a node when every group of that kind does.
+  bool rows_inside = true, cols_inside = true;
+  for (int s = 0; s < shape_.stages; ++s)
+    for (int r = 0; r < shape_.rows; ++r)
+      for (int c = 0; c < shape_.cols; ++c) {
+        rows_inside = rows_inside && node(s, r, c) == node(s, 0, c);
+        cols_inside = cols_inside && node(s, r, c) == node(s, r, 0);
+      }
+  std::string text = std::string("rank order ") + rank_order_name(order_) + ": row groups (model/domain traffic, "
+                     "every layer) " + (rows_inside ? "inside a node" : "CROSS nodes") +
+                     "; column groups (gradient all-reduce, once per step) " +
+                     (cols_inside ? "inside a node" : "cross nodes");
+  std::vector<std::string> labels(size_t(shape_.size()));  // by world rank
+  for (int s = 0; s < shape_.stages; ++s)
+    for (int r = 0; r < shape_.rows; ++r)
+      for (int c = 0; c < shape_.cols; ++c)
+        labels[size_t(world_rank_of(shape_, s, r, c, order_))] =
+            "(" + (shape_.stages > 1 ? std::to_string(s) + "," : "") + std::to_string(r) + "," + std::to_string(c) + ")";
+  std::vector<std::string> per_node;
+  for (size_t w = 0; w < labels.size(); ++w) {
+    const size_t n = size_t(node_of_rank[w]);
+    if (per_node.size() <= n) per_node.resize(n + 1);
+    per_node[n] += " " + std::to_string(w) + "=" + labels[w];
+  }
+  text += "\nrank=(" + std::string(shape_.stages > 1 ? "stage," : "") + "row,col) by node:";
+  for (size_t n = 0; n < per_node.size(); ++n)
+    if (!per_node[n].empty()) text += "\n  node " + std::to_string(n) + ":" + per_node[n];
+  return text;
+}
+
 namespace {
 
 #if GRIDNN_HAVE_MPI && GRIDNN_HAVE_NCCL
@@ -147,7 +192,8 @@ std::unique_ptr<ProcessGrid> ProcessGrid::single() {
 }
 
 
-std::unique_ptr<ProcessGrid> ProcessGrid::planned(const GridShape& shape, int stage, int row, int col) {
+std::unique_ptr<ProcessGrid> ProcessGrid::planned(const GridShape& shape, int stage, int row, int col,
+                                                  RankOrder order) {
   GRIDNN_REQUIRE(shape.stages >= 1 && shape.rows >= 1 && shape.cols >= 1 && stage >= 0 && stage < shape.stages &&
                      row >= 0 && row < shape.rows && col >= 0 && col < shape.cols,
                  "planned grid ", shape.str(), ": position (", stage, ", ", row, ", ", col, ") is outside it");
@@ -156,7 +202,8 @@ std::unique_ptr<ProcessGrid> ProcessGrid::planned(const GridShape& shape, int st
   g->s_ = stage;
   g->r_ = row;
   g->c_ = col;
-  g->world_rank_ = world_rank_of(shape, stage, row, col);
+  g->order_ = order;
+  g->world_rank_ = world_rank_of(shape, stage, row, col, order);
   g->row_ = make_planning_communicator("row", row, shape.rows);
   g->col_ = make_planning_communicator("col", col, shape.cols);
   g->stage_ = make_planning_communicator("stage", col * shape.rows + row, shape.rows * shape.cols);
@@ -166,7 +213,7 @@ std::unique_ptr<ProcessGrid> ProcessGrid::planned(const GridShape& shape, int st
 }
 
 std::unique_ptr<ProcessGrid> ProcessGrid::create(const GridShape& shape, CommBackend backend,
-                                                 const Device& device) {
+                                                 const Device& device, RankOrder order) {
   GRIDNN_REQUIRE(shape.stages >= 1 && shape.rows >= 1 && shape.cols >= 1, "--grid ", shape.str(),
                  ": every dimension must be at least 1");
   // One process without MPI: self communicators (nothing to communicate), or, when the NCCL
@@ -207,10 +254,11 @@ std::unique_ptr<ProcessGrid> ProcessGrid::create(const GridShape& shape, CommBac
   g->shape_ = shape;
   g->world_rank_ = world_rank;
   g->backend_ = resolve_backend(backend, device, true);
-  // w = (s * Pc + c) * Pr + r
-  g->r_ = world_rank % shape.rows;
-  g->c_ = (world_rank / shape.rows) % shape.cols;
+  g->order_ = order;
+  const int in_stage = world_rank % (shape.rows * shape.cols);  // stages are outermost
   g->s_ = world_rank / (shape.rows * shape.cols);
+  g->r_ = order == RankOrder::rows_in_node ? in_stage % shape.rows : in_stage / shape.cols;
+  g->c_ = order == RankOrder::rows_in_node ? in_stage / shape.rows : in_stage % shape.cols;
 
   // Every communicator is an MPI one; with NCCL, an NCCL one wrapping it (nccl_communicator.h).
   auto make = [&](MPI_Comm comm, const char* name) -> std::unique_ptr<Communicator> {

@@ -1,11 +1,19 @@
-// The process grid of docs/design.md §4: P = Ps x Pr x Pc ranks. World rank w = (s * Pc + c) * Pr + r:
-// the Pr ranks of one model/domain group are consecutive (one node). Per stage:
+// The process grid of docs/design.md §4: P = Ps x Pr x Pc ranks. Per stage:
 //   row  (size Pr): ranks sharing batch shard c; model- and domain-split traffic
 //   col  (size Pc): ranks holding model shard r on different batch shards; weight gradients
 //   stage (Pr * Pc): everything replicated on the stage (convolution, batch-norm gradients)
 //   pipe  (size Ps): the ranks at the same (r, c) of every stage, rank s; pipeline
 //         activations and their gradients cross stages on it (models/train/step.h)
 //   world (P)
+//
+// Where each grid position runs (RankOrder, gridnn-train --rank-order). Launchers place
+// world ranks on nodes in blocks of consecutive ranks, so the order decides which groups stay
+// inside a node:
+//   rows-in-node (default)  w = (s * Pc + c) * Pr + r   a row group is Pr consecutive ranks: the
+//                           traffic of every layer stays in a node; the once-per-step
+//                           gradient all-reduce over col crosses nodes
+//   cols-in-node            w = (s * Pr + r) * Pc + c   a column group is Pc consecutive ranks
+// Stages are outermost in both.
 //
 // Backends (docs/design.md §4): the communicators are MPI communicators (host tensors directly,
 // device tensors staged through pinned host memory), or NCCL communicators that carry device
@@ -14,6 +22,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "parallel/communicator.h"
 
@@ -28,6 +37,11 @@ struct GridShape {
   static GridShape parse(const std::string& text);
   std::string str() const;  // "2x4", or "2x2x4" with stages
 };
+
+enum class RankOrder { rows_in_node, cols_in_node };
+const char* rank_order_name(RankOrder order);  // "rows-in-node", "cols-in-node"
+// Parses those names (gridnn-train --rank-order); gridnn::Error otherwise.
+RankOrder parse_rank_order(const std::string& text);
 
 // Which communicators ProcessGrid::create makes.
 //   automatic: NCCL when gridnn was built with NCCL, the job runs under MPI, `device` is a
@@ -49,19 +63,23 @@ class ProcessGrid {
   // job's size is not shape.size() ("--grid 2x2 needs 4 processes, the job has 3: ...").
   // Without MPI only the 1x1 grid exists. `device` is where this rank computes (the layers'
   // tensors); `backend` picks the communicators (above). Collective over MPI_COMM_WORLD.
+  // `order`: where each grid position runs (above).
   static std::unique_ptr<ProcessGrid> create(const GridShape& shape, CommBackend backend = CommBackend::automatic,
-                                             const Device& device = Device::cpu());
+                                             const Device& device = Device::cpu(),
+                                             RankOrder order = RankOrder::rows_in_node);
   // One process, no MPI calls.
   static std::unique_ptr<ProcessGrid> single();
   // The place (stage, row, col) of a grid that does not run (planning communicators): the
   // layers a run would build there describe its communication for the cost model.
-  static std::unique_ptr<ProcessGrid> planned(const GridShape& shape, int stage, int row, int col);
+  static std::unique_ptr<ProcessGrid> planned(const GridShape& shape, int stage, int row, int col,
+                                              RankOrder order = RankOrder::rows_in_node);
 
   const GridShape& shape() const { return shape_; }
   int stage() const { return s_; }
   int row_rank() const { return r_; }  // r: position in the model/domain group (row comm rank)
   int col_rank() const { return c_; }  // c: the batch shard (col comm rank)
   int world_rank() const { return world_rank_; }
+  RankOrder rank_order() const { return order_; }
   // The backend the communicators use: CommBackend::mpi or CommBackend::nccl (never
   // automatic; single() and a grid without MPI report mpi).
   CommBackend backend() const { return backend_; }
@@ -72,16 +90,23 @@ class ProcessGrid {
   Communicator& pipe() { return *pipe_; }
   Communicator& world() { return *world_; }
 
-  // World rank of grid position (s, r, c).
-  static int world_rank_of(const GridShape& shape, int s, int r, int c) {
-    return (s * shape.cols + c) * shape.rows + r;
+  // World rank of grid position (s, r, c) in `order`.
+  static int world_rank_of(const GridShape& shape, int s, int r, int c,
+                           RankOrder order = RankOrder::rows_in_node) {
+    return order == RankOrder::rows_in_node ? (s * shape.cols + c) * shape.rows + r
+                                            : (s * shape.rows + r) * shape.cols + c;
   }
+  // A few lines on where the grid runs: the rank order, each node's ranks and their grid
+  // positions, and whether the row and column groups stay inside a node. `node_of_rank`: the
+  // node of every world rank (collective: see node_ids()).
+  std::string describe_placement(const std::vector<int>& node_of_rank) const;
 
  private:
   ProcessGrid() = default;
   GridShape shape_;
   int s_ = 0, r_ = 0, c_ = 0, world_rank_ = 0;
   CommBackend backend_ = CommBackend::mpi;
+  RankOrder order_ = RankOrder::rows_in_node;
   std::unique_ptr<Communicator> row_, col_, stage_, pipe_, world_;
 };
 

@@ -157,6 +157,12 @@ int ceil_log2(int p) {
 CommTerm make_term(const std::string& what, double words, double messages, const Machine& m) {
   return {what, words, messages, m.alpha * messages, m.beta * words};
 }
+// `m` with the α and β of one communicator.
+Machine on_link(Machine m, const Link& link) {
+  m.alpha = link.alpha;
+  m.beta = link.beta;
+  return m;
+}
 }  // namespace
 
 CommTerm all_gather(const std::string& what, double n, int p, const Machine& m) {
@@ -221,7 +227,14 @@ LayerUse use_of(const LayerShape& l, const Strategy& s) {
 }  // namespace
 
 PlanCost estimate(const Network& net, int64_t batch, Grid g, const Machine& m, const Strategy& s) {
+  return estimate(net, batch, g, m, s, Links::flat(m));
+}
+
+PlanCost estimate(const Network& net, int64_t batch, Grid g, const Machine& m, const Strategy& s,
+                  const Links& links) {
   if (g.rows < 1 || g.cols < 1) throw std::invalid_argument("estimate: grid sides must be >= 1");
+  // The terms over Pr run on the row communicator, over Pc on col, over P on world.
+  const Machine row = on_link(m, links.row), col = on_link(m, links.col), world = on_link(m, links.world);
   const int P = g.procs(), Pr = g.rows, Pc = g.cols;
   const double per_col = double(batch) / Pc, per_proc = double(batch) / P;
   PlanCost plan;
@@ -239,11 +252,11 @@ PlanCost estimate(const Network& net, int64_t batch, Grid g, const Machine& m, c
     if (c.use == LayerUse::batch) {
       samples = per_proc;
       if (l.kind == LayerKind::bn) {
-        add(all_reduce("all-reduce BN sum(x) and count over P (forward)", l.in_channels + 3.0, P, m));
-        add(all_reduce("all-reduce BN second-pass sums over P (forward)", 2.0 * l.in_channels, P, m));
-        add(all_reduce("all-reduce BN dy sums over P (backward)", 2.0 * l.in_channels, P, m));
+        add(all_reduce("all-reduce BN sum(x) and count over P (forward)", l.in_channels + 3.0, P, world));
+        add(all_reduce("all-reduce BN second-pass sums over P (forward)", 2.0 * l.in_channels, P, world));
+        add(all_reduce("all-reduce BN dy sums over P (backward)", 2.0 * l.in_channels, P, world));
       }
-      add(all_reduce("all-reduce dW over P", l.weights, P, m));
+      add(all_reduce("all-reduce dW over P", l.weights, P, world));
       layout = Pr > 1 ? Layout::batch_split : Layout::replicated;
     } else if (c.use == LayerUse::model) {
       fraction = 1.0 / Pr;
@@ -252,44 +265,44 @@ PlanCost estimate(const Network& net, int64_t batch, Grid g, const Machine& m, c
       if (moves) {
         const double in = per_col * l.in_words();
         if (layout != Layout::replicated && !first) {
-          add(all_gather("all-gather input over Pr (forward)", in, Pr, m));
+          add(all_gather("all-gather input over Pr (forward)", in, Pr, row));
           if (l.input_gradient && !s.paper_convention)
-            add(all_gather("reduce-scatter dX over Pr (backward)", in, Pr, m));
+            add(all_gather("reduce-scatter dX over Pr (backward)", in, Pr, row));
         } else if (l.input_gradient) {
-          add(all_reduce("all-reduce dX over Pr (backward)", in, Pr, m));
+          add(all_reduce("all-reduce dX over Pr (backward)", in, Pr, row));
         }
-        add(all_gather("all-gather Y over Pr (forward)", per_col * l.out_words(), Pr, m));
+        add(all_gather("all-gather Y over Pr (forward)", per_col * l.out_words(), Pr, row));
       }
-      add(all_reduce("all-reduce dW block over Pc", double(l.weights) / Pr, Pc, m));
+      add(all_reduce("all-reduce dW block over Pc", double(l.weights) / Pr, Pc, col));
       layout = Layout::replicated;
     } else {  // domain
       const bool split = Pr > 1 && l.in_size[0] >= Pr && l.out_size[0] >= Pr;
       const double plane = per_col * l.in_channels * l.in_size[1] * l.in_size[2];
       if (!split) {
         if (layout == Layout::depth_split)
-          add(all_gather("all-gather depth over Pr (forward)", per_col * l.in_words(), Pr, m));
+          add(all_gather("all-gather depth over Pr (forward)", per_col * l.in_words(), Pr, row));
         layout = Layout::replicated;
       } else {
         fraction = double((l.out_size[0] + Pr - 1) / Pr) / l.out_size[0];
         if (l.kind == LayerKind::conv || l.kind == LayerKind::pool) {
           const double v = plane * halo_planes(l.in_size[0], l.kernel, l.stride, l.padding, Pr);
-          add(halo("halo over Pr (forward)", v, m));
-          if (l.input_gradient) add(halo("halo gradient over Pr (backward)", v, m));
+          add(halo("halo over Pr (forward)", v, row));
+          if (l.input_gradient) add(halo("halo gradient over Pr (backward)", v, row));
         } else if (l.kind == LayerKind::attention) {
           const double kv = per_col * (l.in_channels / 8 + l.in_channels) * voxels(l.in_size);
-          add(all_gather("all-gather K, V over Pr (forward)", kv, Pr, m));
-          add(all_gather("reduce-scatter dK, dV over Pr (backward)", kv, Pr, m));
+          add(all_gather("all-gather K, V over Pr (forward)", kv, Pr, row));
+          add(all_gather("reduce-scatter dK, dV over Pr (backward)", kv, Pr, row));
         } else if (l.kind == LayerKind::global_pool) {
-          add(all_reduce("all-reduce partial sums over Pr (forward)", per_col * l.in_channels, Pr, m));
+          add(all_reduce("all-reduce partial sums over Pr (forward)", per_col * l.in_channels, Pr, row));
         }
         layout = l.kind == LayerKind::global_pool ? Layout::replicated : Layout::depth_split;
       }
       if (l.kind == LayerKind::bn) {
-        add(all_reduce("all-reduce BN sum(x) and count over P (forward)", l.in_channels + 3.0, P, m));
-        add(all_reduce("all-reduce BN second-pass sums over P (forward)", 2.0 * l.in_channels, P, m));
-        add(all_reduce("all-reduce BN dy sums over P (backward)", 2.0 * l.in_channels, P, m));
+        add(all_reduce("all-reduce BN sum(x) and count over P (forward)", l.in_channels + 3.0, P, world));
+        add(all_reduce("all-reduce BN second-pass sums over P (forward)", 2.0 * l.in_channels, P, world));
+        add(all_reduce("all-reduce BN dy sums over P (backward)", 2.0 * l.in_channels, P, world));
       }
-      add(all_reduce("all-reduce dW over P", l.weights, P, m));
+      add(all_reduce("all-reduce dW over P", l.weights, P, world));
     }
     c.compute_s = layer_compute_s(l, samples, fraction, m);
     plan.add(std::move(c));
@@ -353,6 +366,10 @@ CommCall make_call(const std::string& layer, const std::string& comm, const std:
 }
 
 PlanCost estimate_ranks(const std::vector<RankStep>& ranks, Grid g, const Machine& m) {
+  return estimate_ranks(ranks, g, m, Links::flat(m));
+}
+
+PlanCost estimate_ranks(const std::vector<RankStep>& ranks, Grid g, const Machine& m, const Links& links) {
   if (ranks.empty()) throw std::invalid_argument("estimate_ranks: no ranks described");
   PlanCost plan;
   plan.grid = g;
@@ -361,6 +378,9 @@ PlanCost estimate_ranks(const std::vector<RankStep>& ranks, Grid g, const Machin
     return label.size() > tail.size() && label.compare(label.size() - tail.size(), tail.size(), tail) == 0
                ? label.substr(0, label.size() - tail.size())
                : label;
+  };
+  auto link_of = [&links](const std::string& comm) {
+    return comm == "row" ? links.row : comm == "col" ? links.col : links.world;
   };
   const RankStep& first = ranks.front();
   for (const RankStep& r : ranks)
@@ -383,7 +403,8 @@ PlanCost estimate_ranks(const std::vector<RankStep>& ranks, Grid g, const Machin
         messages = std::max(messages, r.calls[i].messages);
       }
       if (words > 0 || messages > 0)
-        c.terms.push_back(make_term(call.op + " over " + call.comm + " (" + call.layer + ")", words, messages, m));
+        c.terms.push_back(make_term(call.op + " over " + call.comm + " (" + call.layer + ")", words, messages,
+                                    on_link(m, link_of(call.comm))));
     }
     for (size_t i = 0; i < first.layers.size(); ++i) {
       if (first.layers[i].name != name) continue;

@@ -89,6 +89,19 @@ struct Machine {
   std::shared_ptr<const ComputeTables> compute = nullptr;
 };
 
+// The α and β of one communicator, and of each communicator of the grid: row (the Pr ranks
+// of a batch shard), col (the Pc ranks of a row block), world (all P ranks; a real run's
+// "stage"). A machine of one level runs them all at its own α and β (Links::flat); a
+// machine of several nodes gives each the link it crosses (plan/node_layout.h).
+struct Link {
+  double alpha = 2e-6;      // s per message
+  double beta = 4.0 / 6e9;  // s per word
+};
+struct Links {
+  Link row, col, world;
+  static Links flat(const Machine& m) { return {{m.alpha, m.beta}, {m.alpha, m.beta}, {m.alpha, m.beta}}; }
+};
+
 // One rank's compute seconds for layer `l` on `samples` local samples, `fraction` of its
 // output: the measured table when `m` has one for l.name, else 3 x forward FLOPs / m.flops
 // (0 without a rate).
@@ -156,6 +169,11 @@ int64_t halo_planes(int64_t d_in, int64_t kernel, int64_t stride, int64_t paddin
 // batch `batch` on `grid`.
 PlanCost estimate(const Network& net, int64_t batch, Grid grid, const Machine& m,
                   const Strategy& s);
+// The same with each term at the α and β of its communicator ("over Pr": row, "over Pc":
+// col, "over P": world); compute from `m` (its α and β unused). With Links::flat(m) it is
+// the estimate above, to the last bit.
+PlanCost estimate(const Network& net, int64_t batch, Grid grid, const Machine& m,
+                  const Strategy& s, const Links& links);
 // Every factorization Pr x Pc of P, Pr ascending (1 x P, the pure batch run, first).
 std::vector<PlanCost> sweep(const Network& net, int64_t batch, int procs, const Machine& m,
                             const Strategy& s);
@@ -209,6 +227,9 @@ struct RankStep {
 // has in them (every rank makes the same calls in the same order), then "loss" and
 // "gradients"; compute is the slowest rank's part of each layer on its samples.
 PlanCost estimate_ranks(const std::vector<RankStep>& ranks, Grid grid, const Machine& m);
+// The same with each call at the α and β of its communicator ("row", "col"; "stage" and any
+// other at world's); compute from `m`.
+PlanCost estimate_ranks(const std::vector<RankStep>& ranks, Grid grid, const Machine& m, const Links& links);
 // The layers of a description as a Network (for the paper's strategies).
 Network network_of(const RankStep& step, const std::string& name);
 // (layer, comm, op) -> elements summed over the calls: what CommLog::elements(comm, op, layer)

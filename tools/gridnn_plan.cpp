@@ -10,6 +10,18 @@
 // its communicator kinds (--calibration-kind, default "world": the grid's traffic mixes row
 // and col, world is their common bound; --alpha/--beta/--bandwidth given explicitly override
 // them) and the measured per-layer compute tables (layers without one use --flops).
+//
+// Nodes of several ranks (plan/node_layout.h):
+//   gridnn-plan --model alexnet --batch 2048 --nodes 8 --ranks-per-node 4 --alpha-intra 3e-6
+//               --bandwidth-intra 150e9 --alpha-inter 5e-6 --bandwidth-inter 25e9
+// sweeps every grid of P = N·G ranks in both rank orders (rows-in-node, cols-in-node: the
+// names of gridnn-train --rank-order), each communicator at the intra-node link where its
+// ranks share a node and at the inter-node link where they do not, and names the fastest as
+// "best: PrxPc --rank-order X". --procs may be left out (P = N·G; given, it must equal N·G;
+// with --procs and no --ranks-per-node, G = P / N). --alpha-intra and --alpha-inter default
+// to --alpha, --bandwidth-inter to --bandwidth/--beta (the one link of the flat model stands
+// for the network between nodes); --bandwidth-intra has no default. The line after the table
+// gives the flat model's choice with every communicator at the inter-node link.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -18,6 +30,7 @@
 #include "models/train/step_plan.h"
 #include "plan/calibration.h"
 #include "plan/cost_model.h"
+#include "plan/node_layout.h"
 #include "tools/cli.h"
 
 namespace {
@@ -40,10 +53,24 @@ std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
+// The two-level sweep's additions to the JSON (absent: the flat model's output).
+struct NodesUse {
+  const Cluster* cluster = nullptr;
+  const std::vector<NodePlan>* plans = nullptr;
+};
+
 void print_json(const Network& net, const std::vector<PlanCost>& plans, size_t best,
-                int64_t batch, const Machine& m, bool explain, const CalibrationUse* cal) {
+                int64_t batch, const Machine& m, bool explain, const CalibrationUse* cal,
+                const NodesUse& nodes = {}) {
   std::printf("{\"model\": \"%s\", \"batch\": %lld, \"alpha\": %g, \"beta\": %g, \"flops\": %g,",
               net.name.c_str(), static_cast<long long>(batch), m.alpha, m.beta, m.flops);
+  if (nodes.cluster) {
+    const Cluster& c = *nodes.cluster;
+    std::printf(" \"nodes\": %d, \"ranks_per_node\": %d, \"intra\": {\"alpha\": %g, \"beta\": %g}, "
+                "\"inter\": {\"alpha\": %g, \"beta\": %g}, \"best_rank_order\": \"%s\",",
+                c.nodes, c.ranks_per_node, c.intra.alpha, c.intra.beta, c.inter.alpha, c.inter.beta,
+                rank_order_name((*nodes.plans)[best].order));
+  }
   if (cal)
     std::printf(" \"calibration\": {\"file\": %s, \"kind\": %s, \"machine\": %s, \"date\": %s, "
                 "\"grid\": %s, \"alpha_from_file\": %s, \"beta_from_file\": %s, "
@@ -61,6 +88,12 @@ void print_json(const Network& net, const std::vector<PlanCost>& plans, size_t b
                 "\"speedup_over_batch\": %g",
                 i ? "," : "", p.grid.rows, p.grid.cols, p.words, p.latency_s, p.bandwidth_s,
                 p.comm_s(), p.compute_s, p.total_s(), plans[0].total_s() / p.total_s());
+    if (nodes.plans) {
+      const NodePlan& n = (*nodes.plans)[i];
+      std::printf(", \"rank_order\": \"%s\", \"crosses_nodes\": {\"row\": %s, \"col\": %s, \"world\": %s}",
+                  rank_order_name(n.order), n.crosses.row ? "true" : "false", n.crosses.col ? "true" : "false",
+                  n.crosses.world ? "true" : "false");
+    }
     if (explain) {
       std::printf(", \"layers\": [");
       for (size_t j = 0; j < p.layers.size(); ++j) {
@@ -83,14 +116,118 @@ void print_json(const Network& net, const std::vector<PlanCost>& plans, size_t b
   std::printf("\n]}\n");
 }
 
-void print_explain(const PlanCost& p) {
-  std::printf("\n%dx%d, per layer:\n", p.grid.rows, p.grid.cols);
+void print_explain(const PlanCost& p, const char* rank_order = nullptr) {
+  std::printf("\n%dx%d%s%s, per layer:\n", p.grid.rows, p.grid.cols, rank_order ? " --rank-order " : "",
+              rank_order ? rank_order : "");
   for (const LayerCost& l : p.layers) {
     std::printf("  %-22s %-6s compute %.3e s\n", l.layer.c_str(), use_name(l.use), l.compute_s);
     for (const CommTerm& t : l.terms)
       std::printf("      %-44s %12.0f words  %3g msgs  %.3e + %.3e s\n", t.what.c_str(),
                   t.words, t.messages, t.latency_s, t.bandwidth_s);
   }
+}
+
+// The two-level flags (plan/node_layout.h; their defaults in the header comment).
+struct NodeFlags {
+  int nodes = 0, ranks_per_node = 0;
+  double alpha_intra = 0, bandwidth_intra = 0, alpha_inter = 0, bandwidth_inter = 0;
+  std::vector<CLI::Option*> given;  // every two-level option: any of them asks for the sweep
+  CLI::Option *nodes_opt = nullptr, *ranks_opt = nullptr, *alpha_intra_opt = nullptr,
+              *bandwidth_intra_opt = nullptr, *alpha_inter_opt = nullptr, *bandwidth_inter_opt = nullptr;
+  bool used() const {
+    for (const CLI::Option* o : given)
+      if (o->count() > 0) return true;
+    return false;
+  }
+};
+
+void add_node_flags(CLI::App& app, NodeFlags& f) {
+  f.nodes_opt = app.add_option("--nodes", f.nodes, "nodes N: plan for N nodes of --ranks-per-node ranks, both rank "
+                                                   "orders, each communicator at the link it crosses");
+  f.ranks_opt = app.add_option("--ranks-per-node", f.ranks_per_node, "ranks per node G (default: --procs / --nodes)");
+  f.alpha_intra_opt = app.add_option("--alpha-intra", f.alpha_intra, "latency inside a node, s (default: --alpha)");
+  f.bandwidth_intra_opt = app.add_option("--bandwidth-intra", f.bandwidth_intra, "bytes/s inside a node (no default)");
+  f.alpha_inter_opt = app.add_option("--alpha-inter", f.alpha_inter, "latency between nodes, s (default: --alpha)");
+  f.bandwidth_inter_opt = app.add_option("--bandwidth-inter", f.bandwidth_inter,
+                                         "bytes/s between nodes (default: --bandwidth, or 4 / --beta)");
+  f.given = {f.nodes_opt, f.ranks_opt, f.alpha_intra_opt, f.bandwidth_intra_opt, f.alpha_inter_opt,
+             f.bandwidth_inter_opt};
+}
+
+// The cluster the flags describe; `flat` gives the defaults, `procs` (given or not) must agree.
+Cluster cluster_of(const NodeFlags& f, const Machine& flat, int procs, bool procs_given) {
+  GRIDNN_REQUIRE(f.nodes_opt->count() > 0, "--ranks-per-node, --alpha-intra, --bandwidth-intra, --alpha-inter and "
+                 "--bandwidth-inter describe nodes of several ranks: add --nodes N");
+  GRIDNN_REQUIRE(f.nodes >= 1, "--nodes must be >= 1, got ", f.nodes);
+  Cluster c;
+  c.nodes = f.nodes;
+  if (f.ranks_opt->count() > 0) {
+    GRIDNN_REQUIRE(f.ranks_per_node >= 1, "--ranks-per-node must be >= 1, got ", f.ranks_per_node);
+    c.ranks_per_node = f.ranks_per_node;
+    GRIDNN_REQUIRE(!procs_given || procs == c.procs(), "--procs ", procs, " is not --nodes ", c.nodes,
+                   " x --ranks-per-node ", c.ranks_per_node, " = ", c.procs(), ": leave --procs out or make it ",
+                   c.procs());
+  } else {
+    GRIDNN_REQUIRE(procs_given, "--nodes ", c.nodes, ": add --ranks-per-node G (or --procs P, a multiple of ",
+                   c.nodes, ")");
+    GRIDNN_REQUIRE(procs >= 1 && procs % c.nodes == 0, "--procs ", procs, " is not a multiple of --nodes ", c.nodes,
+                   ": give --ranks-per-node G, or a --procs that ", c.nodes, " nodes share evenly");
+    c.ranks_per_node = procs / c.nodes;
+  }
+  GRIDNN_REQUIRE(f.bandwidth_intra_opt->count() > 0, "--nodes: add --bandwidth-intra B/s, the bandwidth between "
+                 "the ranks of a node (e.g. 150e9 for NVLink)");
+  GRIDNN_REQUIRE(f.bandwidth_intra > 0, "--bandwidth-intra must be > 0 bytes/s, got ", f.bandwidth_intra);
+  GRIDNN_REQUIRE(f.bandwidth_inter_opt->count() == 0 || f.bandwidth_inter > 0,
+                 "--bandwidth-inter must be > 0 bytes/s, got ", f.bandwidth_inter);
+  c.intra = {f.alpha_intra_opt->count() > 0 ? f.alpha_intra : flat.alpha, 4.0 / f.bandwidth_intra};
+  c.inter = {f.alpha_inter_opt->count() > 0 ? f.alpha_inter : flat.alpha,
+             f.bandwidth_inter_opt->count() > 0 ? 4.0 / f.bandwidth_inter : flat.beta};
+  check_cluster(c);
+  return c;
+}
+
+// --conv gridnn on a cluster: gridnn's own description of every grid the run can use
+// (gridnn::train::usable_grid), in both rank orders.
+std::vector<NodePlan> sweep_gridnn(const gridnn::train::TrainOptions& run, const Cluster& c, const Machine& m) {
+  const int P = c.procs();
+  std::vector<NodePlan> plans;
+  for (int r = 1; r <= P; ++r) {
+    if (P % r != 0 || !gridnn::train::usable_grid(run, r, P / r)) continue;
+    const Grid g{r, P / r};
+    const std::vector<RankStep> steps = gridnn::train::describe_grid(run, {1, g.rows, g.cols});
+    for (RankOrder order : {RankOrder::rows_in_node, RankOrder::cols_in_node})
+      plans.push_back({order, crossing(c, g, order), estimate_ranks(steps, g, m, links_of(c, g, order))});
+  }
+  return plans;
+}
+
+std::string grid_name(Grid g) { return std::to_string(g.rows) + "x" + std::to_string(g.cols); }
+
+// The two-level table, the best grid and rank order, and the flat model's choice at the
+// inter-node link beside it.
+void print_nodes(const std::vector<NodePlan>& plans, size_t best, const std::vector<PlanCost>& flat) {
+  std::printf("%-9s %-13s %-15s %14s %12s %12s %12s %10s\n", "grid", "rank order", "crosses nodes", "words",
+              "comm s", "compute s", "total s", "speedup");
+  const PlanCost& first = plans[0].cost;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const PlanCost& p = plans[i].cost;
+    std::printf("%-9s %-13s %-15s %14.0f %12.4e %12.4e %12.4e %10.2f%s\n", grid_name(p.grid).c_str(),
+                rank_order_name(plans[i].order), plans[i].crosses.str().c_str(), p.words, p.comm_s(), p.compute_s,
+                p.total_s(), first.total_s() / p.total_s(), i == best ? "  <- best" : "");
+  }
+  const PlanCost& b = plans[best].cost;
+  std::printf("best: %s --rank-order %s (speedup over %s: %.2f)\n", grid_name(b.grid).c_str(),
+              rank_order_name(plans[best].order), grid_name(first.grid).c_str(), first.total_s() / b.total_s());
+  if (flat.empty()) return;
+  const PlanCost& f = flat[best_index(flat)];
+  std::printf("flat model, every communicator at the inter-node link: best %s (total %.4e s)", grid_name(f.grid).c_str(),
+              f.total_s());
+  for (const NodePlan& n : plans)
+    if (n.cost.grid.rows == f.grid.rows && n.order == RankOrder::rows_in_node)
+      std::printf("; here %s --rank-order rows-in-node (the default) takes %.4e s, the two-level choice %.4e s "
+                  "(%.2fx)",
+                  grid_name(f.grid).c_str(), n.cost.total_s(), b.total_s(), n.cost.total_s() / b.total_s());
+  std::printf("\n");
 }
 
 }  // namespace
@@ -107,7 +244,7 @@ int main(int argc, char** argv) {
   bool json = false, explain = false, physical = false;
   gridnn::cli::add_model_flags(app, flags, true);
   app.add_option("--batch", batch, "global batch B")->capture_default_str();
-  app.add_option("--procs", procs, "processes P")->capture_default_str();
+  auto* procs_opt = app.add_option("--procs", procs, "processes P")->capture_default_str();
   auto* alpha = app.add_option("--alpha", machine.alpha, "latency, s per message")->capture_default_str();
   auto* beta = app.add_option("--beta", machine.beta, "s per 4-byte word")->capture_default_str();
   auto* bandwidth_opt =
@@ -129,6 +266,8 @@ int main(int argc, char** argv) {
   app.add_flag("--physical", physical,
                "count the gradient sent back from the first FC layer to batch-parallel layers "
                "(the paper omits it)");
+  NodeFlags node_flags;
+  add_node_flags(app, node_flags);
   app.add_flag("--json", json, "JSON output");
   app.add_flag("--explain", explain, "per-layer terms of every grid");
   CLI11_PARSE(app, argc, argv);
@@ -159,6 +298,44 @@ int main(int argc, char** argv) {
     Strategy strategy = model_batch_domain();
     strategy.conv = conv_use == "batch" ? LayerUse::batch : LayerUse::domain;
     strategy.paper_convention = !physical;
+    if (node_flags.used()) {
+      const Cluster cluster = cluster_of(node_flags, machine, procs, procs_opt->count() > 0);
+      procs = cluster.procs();
+      Machine at_inter = machine;
+      at_inter.alpha = cluster.inter.alpha;
+      at_inter.beta = cluster.inter.beta;
+      const bool own = conv_use == "gridnn";
+      const std::vector<NodePlan> nodes =
+          own ? sweep_gridnn(run, cluster, machine) : sweep(net, batch, cluster, machine, strategy);
+      GRIDNN_REQUIRE(!nodes.empty(), "no grid of ", procs, " processes fits --batch ", batch, " and the input depth");
+      const std::vector<PlanCost> flat =
+          own ? gridnn::train::sweep_grids(run, procs, at_inter) : sweep(net, batch, procs, at_inter, strategy);
+      const size_t best = best_index(nodes);
+      if (json) {
+        std::vector<PlanCost> costs;
+        for (const NodePlan& n : nodes) costs.push_back(n.cost);
+        print_json(net, costs, best, batch, machine, explain, used, {&cluster, &nodes});
+        return 0;
+      }
+      std::printf("%s, %lld weights, B = %lld, P = %d (%d nodes x %d ranks); inside a node alpha = %g s, beta = %g "
+                  "s/word (%g B/s); between nodes alpha = %g s, beta = %g s/word (%g B/s); flops = %g/s, "
+                  "convolutions: %s, FC: model\n",
+                  net.name.c_str(), static_cast<long long>(net.weights()), static_cast<long long>(batch), procs,
+                  cluster.nodes, cluster.ranks_per_node, cluster.intra.alpha, cluster.intra.beta,
+                  4.0 / cluster.intra.beta, cluster.inter.alpha, cluster.inter.beta, 4.0 / cluster.inter.beta,
+                  machine.flops, conv_use.c_str());
+      if (used)
+        std::printf("calibration: %s (%s, %s, grid %s): the flat alpha %s, beta %s of kind \"%s\" (the defaults "
+                    "of the link flags not given); measured compute for %zu of %zu layers (the others: --flops)\n",
+                    cal.file.c_str(), cal.machine.c_str(), cal.date.c_str(), cal.grid.c_str(),
+                    cal.alpha_from_file ? "from the file" : "from --alpha",
+                    cal.beta_from_file ? "from the file" : "from --beta/--bandwidth", cal.kind.c_str(),
+                    cal.layers_measured, cal.layers);
+      print_nodes(nodes, best, flat);
+      if (explain)
+        for (const NodePlan& n : nodes) print_explain(n.cost, rank_order_name(n.order));
+      return 0;
+    }
     const std::vector<PlanCost> plans = conv_use == "gridnn" ? gridnn::train::sweep_grids(run, procs, machine)
                                                              : sweep(net, batch, procs, machine, strategy);
     GRIDNN_REQUIRE(!plans.empty(), "no grid of ", procs, " processes fits --batch ", batch, " and the input depth");

@@ -53,11 +53,13 @@ plan::PlanCost estimate_grid(const TrainOptions& o, const parallel::GridShape& g
   return plan::estimate_ranks(describe_grid(o, grid), plan::Grid{grid.rows, grid.cols}, m);
 }
 
+bool usable_grid(const TrainOptions& o, int rows, int cols) { return cols <= o.batch && rows <= o.input[0]; }
+
 std::vector<plan::PlanCost> sweep_grids(const TrainOptions& o, int procs, const plan::Machine& m) {
   GRIDNN_REQUIRE(procs >= 1, "the number of processes must be >= 1, got ", procs);
   std::vector<plan::PlanCost> plans;
   for (int rows = 1; rows <= procs; ++rows)
-    if (procs % rows == 0 && procs / rows <= o.batch && rows <= o.input[0])
+    if (procs % rows == 0 && usable_grid(o, rows, procs / rows))
       plans.push_back(estimate_grid(o, {1, rows, procs / rows}, m));
   return plans;
 }

@@ -28,8 +28,10 @@ plan::RankStep describe_step(nn::Module& model, const parallel::GridShape& grid,
 std::vector<plan::RankStep> describe_grid(const TrainOptions& options, const parallel::GridShape& grid);
 // The same, estimated: plan::estimate_ranks over every rank.
 plan::PlanCost estimate_grid(const TrainOptions& options, const parallel::GridShape& grid, const plan::Machine& m);
-// Every factorization Pr x Pc of `procs` (Pr ascending) the run can use — each batch shard
-// needs a sample (Pc <= batch), each depth slab a plane of the input (Pr <= D) — estimated.
+// Whether the run can use a grid of `rows` x `cols`: each batch shard needs a sample
+// (Pc <= batch), each depth slab a plane of the input (Pr <= D).
+bool usable_grid(const TrainOptions& options, int rows, int cols);
+// Every usable factorization Pr x Pc of `procs` (Pr ascending), estimated.
 std::vector<plan::PlanCost> sweep_grids(const TrainOptions& options, int procs, const plan::Machine& m);
 // The network `options` build as one process runs it: its layers' shapes, for the paper's
 // strategies (plan::estimate with plan::Strategy), named "ResAttNet3D-18" or "MLP".

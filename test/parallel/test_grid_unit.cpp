@@ -100,6 +100,47 @@ TEST(ProcessGrid, RankMapping) {
   EXPECT_EQ(ProcessGrid::world_rank_of(s, 0, 0, 1), 3);
   EXPECT_EQ(ProcessGrid::world_rank_of(s, 1, 0, 0), 12);
   EXPECT_EQ(ProcessGrid::world_rank_of(s, 1, 2, 3), 23);
+  // cols-in-node: w = (s * Pr + r) * Pc + c, columns consecutive.
+  const RankOrder cols = RankOrder::cols_in_node;
+  EXPECT_EQ(ProcessGrid::world_rank_of(s, 0, 0, 1, cols), 1);
+  EXPECT_EQ(ProcessGrid::world_rank_of(s, 0, 1, 0, cols), 4);
+  EXPECT_EQ(ProcessGrid::world_rank_of(s, 1, 0, 0, cols), 12);
+  EXPECT_EQ(ProcessGrid::world_rank_of(s, 1, 2, 3, cols), 23);
+  EXPECT_EQ(ProcessGrid::world_rank_of(s, 1, 1, 2, cols), 18);
+  // Every position gets its own rank in both orders.
+  for (RankOrder order : {RankOrder::rows_in_node, cols}) {
+    std::vector<int> seen(24, 0);
+    for (int st = 0; st < 2; ++st)
+      for (int r = 0; r < 3; ++r)
+        for (int c = 0; c < 4; ++c) ++seen[size_t(ProcessGrid::world_rank_of(s, st, r, c, order))];
+    for (int n : seen) EXPECT_EQ(n, 1);
+  }
+}
+
+TEST(ProcessGrid, RankOrderNamesAndPlacement) {
+  EXPECT_EQ(parse_rank_order("rows-in-node"), RankOrder::rows_in_node);
+  EXPECT_EQ(parse_rank_order("cols-in-node"), RankOrder::cols_in_node);
+  EXPECT_STREQ(rank_order_name(RankOrder::cols_in_node), "cols-in-node");
+  const std::string bad = error_message([] { parse_rank_order("rows"); });
+  EXPECT_TRUE(contains(bad, "rank order \"rows\" is not rows-in-node")) << bad;
+
+  // 2x2 on two nodes of two ranks: rows-in-node keeps rows (0,1) and (2,3) together.
+  const GridShape g = GridShape::parse("2x2");
+  auto rows = ProcessGrid::planned(g, 0, 0, 0, RankOrder::rows_in_node);
+  std::string t = rows->describe_placement({0, 0, 1, 1});
+  EXPECT_TRUE(contains(t, "row groups (model/domain traffic, every layer) inside a node; column groups "
+                          "(gradient all-reduce, once per step) cross nodes")) << t;
+  EXPECT_TRUE(contains(t, "node 0: 0=(0,0) 1=(1,0)\n  node 1: 2=(0,1) 3=(1,1)")) << t;
+  auto cols = ProcessGrid::planned(g, 0, 1, 0, RankOrder::cols_in_node);
+  EXPECT_EQ(cols->world_rank(), 2);
+  t = cols->describe_placement({0, 0, 1, 1});
+  EXPECT_TRUE(contains(t, "row groups (model/domain traffic, every layer) CROSS nodes; column groups "
+                          "(gradient all-reduce, once per step) inside a node")) << t;
+  EXPECT_TRUE(contains(t, "node 0: 0=(0,0) 1=(0,1)\n  node 1: 2=(1,0) 3=(1,1)")) << t;
+  // One node: everything inside.
+  t = rows->describe_placement({0, 0, 0, 0});
+  EXPECT_TRUE(contains(t, "inside a node; column groups (gradient all-reduce, once per step) inside a node")) << t;
+  EXPECT_FALSE(error_message([&] { rows->describe_placement({0, 0}); }).empty());
 }
 
 // ---- the self communicator ---------------------------------------------------------------
