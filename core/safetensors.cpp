@@ -442,13 +442,26 @@ std::string read_whole_file(const std::string& path) {
 std::atomic<int64_t> g_crash_after_bytes{-1};
 std::atomic<int> g_crash_exit_code{86};
 
+// For tests of a full disk without one: GRIDNN_TEST_DISK_FULL_AFTER=N makes every file
+// write fail with ENOSPC once N bytes of it are written, as a full device does.
+int64_t disk_full_after() {
+  static const int64_t bytes = [] {
+    const char* v = std::getenv("GRIDNN_TEST_DISK_FULL_AFTER");
+    return v && *v ? std::strtoll(v, nullptr, 10) : int64_t(-1);
+  }();
+  return bytes;
+}
+
 void write_all(int fd, const std::string& bytes, const std::string& what) {
   size_t done = 0;
   const int64_t crash_after = g_crash_after_bytes.exchange(-1);
+  const int64_t full_after = disk_full_after();
   while (done < bytes.size()) {
+    if (full_after >= 0 && done >= size_t(full_after)) fail(what, "write failed: ", errno_text(ENOSPC));
     if (crash_after >= 0 && done >= size_t(crash_after)) std::_Exit(g_crash_exit_code.load());
     size_t chunk = bytes.size() - done;
     if (crash_after >= 0) chunk = std::min(chunk, size_t(crash_after) - done);
+    if (full_after >= 0) chunk = std::min(chunk, size_t(full_after) - done);
     ssize_t n = ::write(fd, bytes.data() + done, chunk);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) fail(what, "write failed: ", errno_text(errno));

@@ -22,6 +22,7 @@
 #include "parallel/mpi_check.h"
 #include "parallel/pinned_staging.h"
 #include "parallel/process_grid.h"
+#include "parallel/progress_board.h"
 
 namespace gridnn::parallel {
 
@@ -95,8 +96,8 @@ class AsyncAllReduce;
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator(MPI_Comm comm, std::string name, int rank, int size, int tag_ub)
-      : Communicator(std::move(name), rank, size), comm_(comm), tag_ub_(tag_ub) {}
+  MpiCommunicator(MPI_Comm comm, std::string name, int rank, int size, int tag_ub, BoardSlot slot)
+      : Communicator(std::move(name), rank, size), comm_(comm), tag_ub_(tag_ub), slot_(std::move(slot)) {}
 
   ~MpiCommunicator() override {
     int finalized = 0;
@@ -108,6 +109,7 @@ class MpiCommunicator final : public Communicator {
 
   void all_reduce(Tensor& t, ReduceOp op) override {
     auto start = Clock::now();
+    Watching watch(*this, "all_reduce");
     check_defined(*this, "all_reduce", t, "t");
     check_reducible(*this, "all_reduce", t.dtype());
     StagedTensor host(pinned_, t, /*fill=*/true);
@@ -135,6 +137,7 @@ class MpiCommunicator final : public Communicator {
 
   void all_gather(const Tensor& in, Tensor& out) override {
     auto start = Clock::now();
+    Watching watch(*this, "all_gather");
     check_defined(*this, "all_gather", in, "in");
     std::vector<int64_t> rows = even_rows(*this, in.rank() ? in.size(0) : 0);
     check_blocks(*this, "all_gather", in, "in", out, "out", rows);
@@ -144,6 +147,7 @@ class MpiCommunicator final : public Communicator {
 
   void all_gatherv(const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) override {
     auto start = Clock::now();
+    Watching watch(*this, "all_gatherv");
     check_rows(*this, "all_gatherv", rows);
     check_blocks(*this, "all_gatherv", in, "in", out, "out", rows);
     gather("all_gatherv", in, out, rows);
@@ -152,6 +156,7 @@ class MpiCommunicator final : public Communicator {
 
   void reduce_scatter(const Tensor& in, Tensor& out) override {
     auto start = Clock::now();
+    Watching watch(*this, "reduce_scatter");
     check_defined(*this, "reduce_scatter", out, "out");
     std::vector<int64_t> rows = even_rows(*this, out.rank() ? out.size(0) : 0);
     check_blocks(*this, "reduce_scatter", out, "out", in, "in", rows);
@@ -162,6 +167,7 @@ class MpiCommunicator final : public Communicator {
 
   void reduce_scatterv(const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) override {
     auto start = Clock::now();
+    Watching watch(*this, "reduce_scatterv");
     check_rows(*this, "reduce_scatterv", rows);
     check_blocks(*this, "reduce_scatterv", out, "out", in, "in", rows);
     check_reducible(*this, "reduce_scatterv", in.dtype());
@@ -171,6 +177,7 @@ class MpiCommunicator final : public Communicator {
 
   void broadcast(Tensor& t, int root) override {
     auto start = Clock::now();
+    Watching watch(*this, "broadcast");
     check_defined(*this, "broadcast", t, "t");
     check_rank(*this, "broadcast", root, "root", false);
     StagedTensor host(pinned_, t, /*fill=*/rank() == root);
@@ -185,6 +192,7 @@ class MpiCommunicator final : public Communicator {
     auto start = Clock::now();
     const bool sends = dest != -1 && send.defined();
     const bool receives = source != -1 && recv.defined();
+    Watching watch(*this, "send_recv", std::vector<int>{receives ? source : -1, sends ? dest : -1});
     if (sends) check_rank(*this, "send_recv", dest, "destination", true);
     if (receives) check_rank(*this, "send_recv", source, "source", true);
     GRIDNN_REQUIRE(tag >= 0 && tag <= tag_ub_, where(*this, "send_recv"), ": tag ", tag, " is outside [0, ",
@@ -223,6 +231,7 @@ class MpiCommunicator final : public Communicator {
 
   void barrier() override {
     auto start = Clock::now();
+    Watching watch(*this, "barrier");
     MPI_Request req;
     GRIDNN_CHECK_MPI(MPI_Ibarrier(comm_, &req));
     wait(1, &req, MPI_STATUSES_IGNORE);
@@ -298,16 +307,35 @@ class MpiCommunicator final : public Communicator {
     out_host.store(out);
   }
 
+  // The watched wait of the call under way: every public call makes one (a collective's
+  // counts as the next collective on the board, progress_board.h).
+  struct Watching {
+    Watching(MpiCommunicator& c, const char* op) : comm(c), wait(c.slot_, c.name(), op, true) { c.watch_ = &wait; }
+    Watching(MpiCommunicator& c, const char* op, std::vector<int> partners)
+        : comm(c), wait(c.slot_, c.name(), op, false, std::move(partners)) {
+      c.watch_ = &wait;
+    }
+    ~Watching() { comm.watch_ = nullptr; }
+    MpiCommunicator& comm;
+    WatchedWait wait;
+  };
+
+  // Waits for `n` requests: MPI_Waitall when no time limit applies and waiting is plain;
+  // otherwise MPI_Testall in a loop (with a short sleep when polite) that ends the job once
+  // the call has waited longer than comm_timeout().
   void wait(int n, MPI_Request* reqs, MPI_Status* statuses) {
-    if (!mpi_polite_wait()) {
+    const bool polite = mpi_polite_wait();
+    if (!polite && comm_timeout() <= 0) {
       GRIDNN_CHECK_MPI(MPI_Waitall(n, reqs, statuses));
       return;
     }
+    if (watch_) watch_->begin();
     for (;;) {
       int done = 0;
       GRIDNN_CHECK_MPI(MPI_Testall(n, reqs, &done, statuses));
       if (done) return;
-      std::this_thread::sleep_for(kPoliteSleep);
+      if (watch_) watch_->expired();
+      if (polite) std::this_thread::sleep_for(kPoliteSleep);
     }
   }
 
@@ -317,6 +345,8 @@ class MpiCommunicator final : public Communicator {
   friend class AsyncAllReduce;
   MPI_Comm comm_;
   int tag_ub_;
+  BoardSlot slot_;                // this communicator on the progress board
+  WatchedWait* watch_ = nullptr;  // the call under way (Watching)
   std::vector<char> scratch_;  // the blocks received by reduce_blocks, reused across calls
   PinnedPool pinned_;          // staging buffers of device tensors (pinned_staging.h)
   // The non-blocking all-reduces' two phases run on duplicates of comm_ (made at the first
@@ -333,7 +363,8 @@ class MpiCommunicator final : public Communicator {
 // all-gathers the reduced blocks in place. Bitwise the result of all_reduce.
 class AsyncAllReduce final : public PendingAllReduce {
  public:
-  AsyncAllReduce(MpiCommunicator& comm, Tensor& t, ReduceOp op) : comm_(comm), t_(t), op_(op) {
+  AsyncAllReduce(MpiCommunicator& comm, Tensor& t, ReduceOp op)
+      : comm_(comm), t_(t), op_(op), watch_(comm.slot_, comm.name(), "all_reduce (started without blocking)", true) {
     const auto start = Clock::now();
     layer_ = CommLayerScope::current();
     check_defined(comm, "all_reduce", t, "t");
@@ -388,8 +419,10 @@ class AsyncAllReduce final : public PendingAllReduce {
     if (phase_ == Phase::done) return;
     const auto start = Clock::now();
     const bool polite = mpi_polite_wait();
-    while (!poll())
+    while (!poll()) {
+      watch_.expired();
       if (polite) std::this_thread::sleep_for(kPoliteSleep);
+    }
     seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
     complete();
   }
@@ -448,6 +481,7 @@ class AsyncAllReduce final : public PendingAllReduce {
   bool recorded_ = false;
   double seconds_ = 0;
   std::string layer_;
+  WatchedWait watch_;  // counted as a collective when started; watched in wait()
 };
 
 void MpiCommunicator::advance_exchanges() {
@@ -482,7 +516,9 @@ std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm, std::string n
   while (local > seen && !g_node_ranks.compare_exchange_weak(seen, local)) {
   }
   env_mode();  // a bad GRIDNN_POLITE_WAIT fails here, not in the first collective
-  return std::make_unique<MpiCommunicator>(comm, std::move(name), rank, size, flag && tag_ub ? *tag_ub : 32767);
+  BoardSlot slot = join_progress_board(comm);
+  return std::make_unique<MpiCommunicator>(comm, std::move(name), rank, size, flag && tag_ub ? *tag_ub : 32767,
+                                           std::move(slot));
 }
 
 }  // namespace gridnn::parallel

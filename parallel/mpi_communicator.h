@@ -24,6 +24,8 @@
 // share this node (MPI_Comm_split_type SHARED), times each rank's OpenMP threads, exceed the
 // cores this process may run on.
 // The environment variable GRIDNN_POLITE_WAIT=1 / 0 forces polite / plain waiting.
+// Every wait is also under the time limit of parallel/progress_board.h (comm_timeout()):
+// with a limit, plain waiting polls MPI_Testall instead of blocking in MPI_Waitall.
 #pragma once
 
 #include <mpi.h>

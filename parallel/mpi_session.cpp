@@ -4,9 +4,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <map>
+#include <sstream>
 #include <thread>
 
 #include "parallel/mpi_check.h"
+#include "parallel/progress_board.h"
 
 namespace gridnn {
 
@@ -26,6 +29,35 @@ namespace {
   }
   MpiSession::fail_job(why);
 }
+// The node of every world rank (see node_of_rank()); `node`: this rank's node communicator.
+std::vector<int> nodes_of_ranks(MPI_Comm node, int rank, int size) {
+  std::vector<int> nodes(static_cast<size_t>(size));
+  if (const char* test = std::getenv("GRIDNN_TEST_NODE_OF_RANK"); test && *test) {
+    std::stringstream list(test);
+    std::string item;
+    size_t i = 0;
+    while (std::getline(list, item, ',')) {
+      GRIDNN_REQUIRE(i < nodes.size() && !item.empty() && item.find_first_not_of("0123456789") == std::string::npos,
+                     "GRIDNN_TEST_NODE_OF_RANK=\"", test, "\": give one node number per rank (", size,
+                     " comma-separated integers >= 0)");
+      nodes[i++] = std::stoi(item);
+    }
+    GRIDNN_REQUIRE(i == nodes.size(), "GRIDNN_TEST_NODE_OF_RANK=\"", test, "\" has ", i, " entries for ", size,
+                   " ranks");
+    return nodes;
+  }
+  int leader = rank;  // the node's lowest world rank names it
+  GRIDNN_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, node));
+  std::vector<int> leaders(static_cast<size_t>(size));
+  GRIDNN_CHECK_MPI(MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, MPI_COMM_WORLD));
+  std::map<int, int> number;
+  for (size_t w = 0; w < leaders.size(); ++w) {
+    auto it = number.emplace(leaders[w], int(number.size())).first;
+    nodes[w] = it->second;
+  }
+  return nodes;
+}
+
 }  // namespace
 
 MpiSession::MpiSession(int* argc, char*** argv) {
@@ -43,6 +75,8 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   GRIDNN_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
   GRIDNN_CHECK_MPI(MPI_Comm_rank(node, &node_rank_));
   GRIDNN_CHECK_MPI(MPI_Comm_size(node, &node_size_));
+  node_of_rank_ = nodes_of_ranks(node, rank_, size_);
+  parallel::open_progress_board(node);
   GRIDNN_CHECK_MPI(MPI_Comm_free(&node));
   set_error_rank(rank_);
   std::set_terminate(terminate_job);
@@ -51,6 +85,8 @@ MpiSession::MpiSession(int* argc, char*** argv) {
 MpiSession::~MpiSession() {
   if (std::uncaught_exceptions() > 0)
     fail_job("an exception is unwinding past the MPI session (catch it and call fail_job to report its message)");
+  parallel::finish_barrier();
+  parallel::close_progress_board();
   if (owns_init_) MPI_Finalize();
 }
 

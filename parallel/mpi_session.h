@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace gridnn {
 
@@ -25,6 +26,10 @@ class MpiSession {
   // share the node: `--device cuda` maps rank i of a node to GPU i modulo the node's GPUs.
   int node_rank() const { return node_rank_; }
   int node_size() const { return node_size_; }
+  // The node of every world rank, numbered 0, 1, ... in the order of their lowest rank.
+  // For tests without several machines, the environment variable GRIDNN_TEST_NODE_OF_RANK
+  // ("0,0,1,1": one entry per world rank) replaces what MPI reports.
+  const std::vector<int>& node_of_rank() const { return node_of_rank_; }
 
   // Prints "gridnn: rank R failed: <why>" to stderr and aborts every rank of the job
   // (MPI_Abort), so one failing rank never leaves the others waiting.
@@ -40,6 +45,7 @@ class MpiSession {
   int size_ = 1;
   int node_rank_ = 0;
   int node_size_ = 1;
+  std::vector<int> node_of_rank_;
   bool owns_init_ = false;
 };
 

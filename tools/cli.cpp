@@ -61,7 +61,8 @@ train::TrainOptions model_options(const ModelFlags& f, int64_t batch) {
 int run_mpi_program(int* argc, char*** argv, const std::function<int(const Process&)>& body) {
 #if GRIDNN_HAVE_MPI
   return MpiSession::run(argc, argv, [&](MpiSession& session) {
-    return body(Process{session.rank(), session.size(), session.node_rank(), session.node_size()});
+    return body(
+        Process{session.rank(), session.size(), session.node_rank(), session.node_size(), session.node_of_rank()});
   });
 #else
   (void)argc;

@@ -38,6 +38,7 @@ train::TrainOptions model_options(const ModelFlags& flags, int64_t batch);
 struct Process {
   int rank = 0, size = 1;
   int node_rank = 0, node_size = 1;
+  std::vector<int> node_of_rank{0};  // every world rank's node (MpiSession::node_of_rank)
 };
 
 // Runs `body` as the main() of a program that may run under mpiexec: in MPI builds inside

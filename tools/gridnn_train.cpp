@@ -7,6 +7,8 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "core/stop_signal.h"
+#include "parallel/progress_board.h"
 #include "models/train/step_plan.h"
 #include "models/train/trainer.h"
 #include "parallel/process_grid.h"
@@ -97,6 +99,25 @@ void add_flags(CLI::App& app, Cli& c) {
   app.add_flag("--resume", o.resume, "continue from the newest checkpoint in --checkpoint-dir");
   app.add_option("--init-from", o.init_from, "start from these weights (safetensors with PyTorch names)")
       ->check(CLI::ExistingFile);
+  app.add_option("--save-errors", o.save_errors,
+                 "a checkpoint that cannot be saved (disk full, read-only): stop (exit 1) or warn and train on")
+      ->capture_default_str()->check(CLI::IsMember({"stop", "warn"}));
+  app.add_option("--on-signal", o.on_signal,
+                 "SIGTERM, SIGINT or SIGUSR1 (on any rank): every rank finishes its step, then save-exit (write "
+                 "a checkpoint, exit with --requeue-exit-code) or exit (no checkpoint, exit 128+signal); a "
+                 "second signal ends at once")
+      ->capture_default_str()->check(CLI::IsMember({"save-exit", "exit"}));
+  app.add_option("--requeue-exit-code", o.requeue_exit_code,
+                 "exit status after a signal's checkpoint was saved (a batch script resubmits with --resume)")
+      ->capture_default_str()->check(CLI::Range(2, 125));
+  app.add_option("--comm-timeout", o.comm_timeout,
+                 "seconds one communication may wait for the other ranks before the job ends, naming the "
+                 "operation and the ranks that had not arrived (exit 124); 0: no limit")
+      ->capture_default_str()->check(CLI::Range(0.0, 1e9));
+  app.add_option("--rank-order", o.rank_order,
+                 "where grid positions run: rows-in-node (row groups on consecutive ranks, so model/domain "
+                 "traffic stays in a node) or cols-in-node (column groups consecutive); see gridnn-plan --nodes")
+      ->capture_default_str()->check(CLI::IsMember({"rows-in-node", "cols-in-node"}));
   app.add_option("--metrics", o.metrics_path, "write one JSON line per step and per validation here");
   app.add_option("--eval-every", o.eval_every, "validate every N steps (default: every epoch)");
   app.add_flag("!--no-progress", o.progress, "no progress output");
@@ -122,6 +143,12 @@ int run(Cli& c, parallel::ProcessGrid& grid) {
   if (o.steps == 0 && o.epochs == 0) o.epochs = 10;
   train::Trainer trainer(o, stdout, &grid);
   trainer.run();
+  // Stopped by a signal: the requeue status when a checkpoint holds the work, else the
+  // status of a process the signal ended.
+  if (const auto& stop = trainer.stopped(); stop.signal != 0) {
+    ignore_stop_signals();
+    return stop.checkpoint.empty() ? 128 + stop.signal : o.requeue_exit_code;
+  }
   return 0;
 }
 
@@ -157,6 +184,7 @@ const char* const kDescription =
     "  gridnn-train --data scans.csv --input 96x112x96 --epochs 30 --checkpoint-dir ckpt\n"
     "  gridnn-train --checkpoint-dir ckpt --resume    # continue where the last run stopped\n"
     "  mpiexec -n 4 gridnn-train --grid 2x2 ...       # depth split over 2 ranks, batch over 2\n"
+    "  sbatch examples/slurm/cpu.sbatch              # preemptible: SIGTERM saves, exit 75 requeues\n"
     "  mpiexec -n 4 gridnn-train --stages 2 --grid 1x2 --micro-batches 2 --placement auto ...\n"
     "  gridnn-train --init-from w.safetensors --batch-file b.safetensors --dump-step out.safetensors\n";
 
@@ -167,13 +195,17 @@ int main(int argc, char** argv) {
   Cli c;
   add_flags(app, c);
   CLI11_PARSE(app, argc, argv);
+  install_stop_signals();  // before MPI starts: a signal from now on waits for a step boundary
   return cli::run_mpi_program(&argc, &argv, [&](const cli::Process& process) {
+    parallel::set_comm_timeout(c.o.comm_timeout);
     // --device cuda: rank i of a node on GPU i (modulo the node's GPUs).
     if (c.o.device == "cuda" && process.node_size > 1 && cuda_device_count() > 0)
       c.o.device = "cuda:" + std::to_string(process.node_rank % cuda_device_count());
     auto grid = parallel::ProcessGrid::create(grid_shape(c, process.size, process.rank == 0),
                                               parallel::parse_comm_backend(c.o.comm_backend),
-                                              Device::parse(c.o.device));
+                                              Device::parse(c.o.device), parallel::parse_rank_order(c.o.rank_order));
+    if (process.size > 1 && process.rank == 0)
+      std::printf("%s\n", grid->describe_placement(process.node_of_rank).c_str());
     return run(c, *grid);
   });
 }

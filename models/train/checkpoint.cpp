@@ -16,13 +16,16 @@ namespace fs = std::filesystem;
 namespace {
 
 const char* const kFormat = "gridnn-checkpoint-1";
+const std::string kFormatFamily = "gridnn-checkpoint-";
+
+// A gridnn checkpoint of another format version: refused, never skipped (resuming from an
+// older file instead would silently lose the newer work).
+class FormatVersionError : public Error {
+ public:
+  using Error::Error;
+};
 const std::string kOptimizerPrefix = "optimizer.";
 
-std::string file_name(int64_t step) {
-  char name[64];
-  std::snprintf(name, sizeof name, "step-%08lld.safetensors", static_cast<long long>(step));
-  return name;
-}
 
 // Checkpoint files in `dir`, newest (highest step) first.
 std::vector<std::pair<int64_t, fs::path>> list_checkpoints(const std::string& dir) {
@@ -56,6 +59,11 @@ int64_t metadata_int(const std::map<std::string, std::string>& meta, const std::
 
 }  // namespace
 
+std::string checkpoint_path(const std::string& dir, int64_t step) {
+  char name[64];
+  std::snprintf(name, sizeof name, "step-%08lld.safetensors", static_cast<long long>(step));
+  return (fs::path(dir) / name).string();
+}
 
 std::string save_checkpoint(const std::string& dir, nn::Module& model, const optim::Optimizer& optimizer,
                             const RunState& state, int keep) {
@@ -80,7 +88,7 @@ std::string save_checkpoint(const std::string& dir, const NamedTensors& model, c
       {"seed", std::to_string(state.seed)},
       {"grid", state.grid},
       {"config", state.config_json}};
-  const std::string path = (fs::path(dir) / file_name(state.step)).string();
+  const std::string path = checkpoint_path(dir, state.step);
   save_safetensors(path, tensors, meta);
 
   // Only now that the new file is durable: drop the oldest.
@@ -93,6 +101,10 @@ Checkpoint read_checkpoint(const std::string& path) {
   SafetensorsFile file = load_safetensors(path);
   const auto& meta = file.metadata;
   auto format = meta.find("format");
+  if (format != meta.end() && format->second != kFormat && format->second.rfind(kFormatFamily, 0) == 0)
+    throw FormatVersionError(path + ": checkpoint format '" + format->second + "' is another version than the '" +
+                             kFormat + "' this gridnn reads; resume it with the gridnn that wrote it, or start "
+                             "from its weights alone with --init-from (no optimizer state)");
   GRIDNN_REQUIRE(format != meta.end() && format->second == kFormat, path,
                  ": not a gridnn checkpoint (metadata 'format' is not '", kFormat,
                  "'); for weights alone use --init-from");
@@ -118,6 +130,8 @@ std::optional<Checkpoint> latest_checkpoint(const std::string& dir) {
   for (const auto& [step, path] : list_checkpoints(dir)) {
     try {
       return read_checkpoint(path.string());
+    } catch (const FormatVersionError&) {
+      throw;
     } catch (const Error& e) {
       std::fprintf(stderr, "gridnn: skipping unreadable checkpoint: %s\n", e.what());
     }
@@ -128,7 +142,7 @@ std::optional<Checkpoint> latest_checkpoint(const std::string& dir) {
 std::map<std::string, Tensor> read_weights(const std::string& path) {
   SafetensorsFile file = load_safetensors(path);
   auto format = file.metadata.find("format");
-  if (format == file.metadata.end() || format->second != kFormat) return std::move(file.tensors);
+  if (format == file.metadata.end() || format->second.rfind(kFormatFamily, 0) != 0) return std::move(file.tensors);
   std::map<std::string, Tensor> model;
   for (auto& [name, t] : file.tensors)
     if (name.rfind(kOptimizerPrefix, 0) != 0) model.emplace(name, t);

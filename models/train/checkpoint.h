@@ -43,6 +43,9 @@ struct Checkpoint {
   int64_t optimizer_steps = 0;
 };
 
+// <dir>/step-<step, 8 digits>.safetensors
+std::string checkpoint_path(const std::string& dir, int64_t step);
+
 // Writes <dir>/step-<step>.safetensors (creating dir) and removes all but the newest
 // `keep` checkpoints (keep >= 1). Returns the path written.
 std::string save_checkpoint(const std::string& dir, nn::Module& model, const optim::Optimizer& optimizer,
@@ -53,10 +56,12 @@ std::string save_checkpoint(const std::string& dir, nn::Module& model, const opt
 std::string save_checkpoint(const std::string& dir, const NamedTensors& model, const NamedTensors& optimizer_state,
                             int64_t optimizer_steps, const RunState& state, int keep = 2);
 
-// Reads one checkpoint file (gridnn::Error naming it if it is not one).
+// Reads one checkpoint file (gridnn::Error naming it if it is not one, or is one of another
+// format version).
 Checkpoint read_checkpoint(const std::string& path);
 // The newest readable checkpoint in `dir`, or nothing when there is none. Unreadable newer
-// files are reported on stderr and skipped.
+// files are reported on stderr and skipped; a checkpoint of another format version is an
+// error (gridnn::Error naming it), not skipped.
 std::optional<Checkpoint> latest_checkpoint(const std::string& dir);
 
 // The weights in `path` for --init-from: every tensor of a plain weights file (exported

@@ -111,6 +111,13 @@ void validate(const TrainOptions& o) {
   GRIDNN_REQUIRE(o.batch >= 1, "--batch must be >= 1, got ", o.batch);
   GRIDNN_REQUIRE(o.epochs >= 0 && o.steps >= 0, "--epochs and --steps must not be negative");
   GRIDNN_REQUIRE(o.epochs > 0 || o.steps > 0, "give --epochs or --steps");
+  GRIDNN_REQUIRE(o.on_signal == "save-exit" || o.on_signal == "exit", "--on-signal must be save-exit or exit, got '",
+                 o.on_signal, "'");
+  GRIDNN_REQUIRE(o.save_errors == "stop" || o.save_errors == "warn", "--save-errors must be stop or warn, got '",
+                 o.save_errors, "'");
+  GRIDNN_REQUIRE(o.requeue_exit_code >= 2 && o.requeue_exit_code <= 125, "--requeue-exit-code must be in 2..125 "
+                 "(0 means done, 1 an error, above 125 the shell's and signals'), got ", o.requeue_exit_code);
+  GRIDNN_REQUIRE(o.comm_timeout >= 0, "--comm-timeout must be >= 0 seconds (0: no limit), got ", o.comm_timeout);
   GRIDNN_REQUIRE(o.precision == "fp32" || o.precision == "tf32" || o.precision == "bf16",
                  "--precision must be fp32, tf32 or bf16, got '", o.precision, "'");
   GRIDNN_REQUIRE(o.precision != "tf32" || o.device.rfind("cuda", 0) == 0,

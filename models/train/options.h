@@ -59,6 +59,14 @@ struct TrainOptions {
   std::string metrics_path;    // JSON lines
   int64_t eval_every = 0;      // steps; 0: at the end of every epoch
   bool progress = true;        // a progress bar on a terminal
+
+  // Running on a cluster (docs/cluster.md). They change where and how long ranks run, never
+  // the results, so checkpoints do not record them.
+  std::string rank_order = "rows-in-node";  // rows-in-node | cols-in-node (parallel/process_grid.h)
+  double comm_timeout = 300;                // s one communication may wait; 0: forever
+  std::string on_signal = "save-exit";      // SIGTERM/SIGINT/SIGUSR1: save-exit | exit
+  int requeue_exit_code = 75;               // the exit status after a signal's checkpoint
+  std::string save_errors = "stop";         // a failed checkpoint save: stop | warn (train on)
 };
 
 // The options as JSON (for checkpoints and the metrics file) and back.

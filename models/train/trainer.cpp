@@ -5,10 +5,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/stop_signal.h"
+#include "parallel/progress_board.h"
 #include "models/train/grid_batch.h"
 
 namespace gridnn::train {
@@ -128,12 +129,35 @@ std::string Trainer::save() {
   // so the first rank writes alone; the others wait, so that no rank runs ahead of a
   // checkpoint that may yet fail.
   const StepState s = step_->state_dict();
-  std::string path = (std::filesystem::path(options_.checkpoint_dir) / "").string();
-  if (leader_)
-    path = save_checkpoint(options_.checkpoint_dir, s.model, s.optimizer, s.optimizer_steps, state_,
-                           options_.keep_checkpoints);
-  grid_->world().barrier();
-  return path;
+  int32_t saved = 1;
+  if (leader_) {
+    try {
+      save_checkpoint(options_.checkpoint_dir, s.model, s.optimizer, s.optimizer_steps, state_,
+                      options_.keep_checkpoints);
+    } catch (const Error& e) {
+      const std::string why = "could not save the checkpoint of step " + std::to_string(state_.step) + ": " +
+                              e.what() + ". The checkpoints saved before are untouched";
+      if (options_.save_errors != "warn")
+        throw Error(why + "; free space or fix --checkpoint-dir, then resume with --resume (or pass "
+                    "--save-errors warn to train on without it)");
+      std::fprintf(stderr, "gridnn: warning: %s; training goes on (--save-errors warn)\n", why.c_str());
+      std::fflush(stderr);
+      saved = 0;
+    }
+  }
+  // Every rank learns whether it worked (and none runs ahead of a save that may yet fail).
+  Tensor flag = Tensor::from_vector(std::vector<int32_t>{saved}, Shape{1});
+  grid_->world().broadcast(flag, 0);
+  return *static_cast<const int32_t*>(flag.raw()) ? checkpoint_path(options_.checkpoint_dir, state_.step) : "";
+}
+
+std::pair<int, int> Trainer::agree_on_stop() {
+  const int signal = stop_signal();
+  Tensor flags = Tensor::from_vector(std::vector<int32_t>{signal, signal ? grid_->world_rank() : -1}, Shape{2});
+  parallel::CommLayerScope scope("stop signal");
+  grid_->world().all_reduce(flags, parallel::ReduceOp::max);
+  const int32_t* v = static_cast<const int32_t*>(flags.raw());
+  return {v[0], v[1]};
 }
 
 void Trainer::log_json(const std::string& line) {
@@ -185,6 +209,7 @@ Metrics Trainer::run(int64_t stop_at_step) {
   Metrics last;
   bool evaluated_now = false;
   while (state_.step < end) {
+    parallel::set_progress_step(state_.step + 1);
     const double lr = schedule_->lr(state_.step);
     const data::Batch batch = loader_->next();
     const double loss = train_step(batch);
@@ -194,6 +219,26 @@ Metrics Trainer::run(int64_t stop_at_step) {
     progress.step(state_.step, state_.epoch, loss, lr);
     log_json(Json{{"event", "train"}, {"step", state_.step}, {"epoch", state_.epoch}, {"loss", loss},
                   {"lr", lr}, {"seconds", seconds()}}.dump());
+
+    if (const auto [signal, rank] = agree_on_stop(); signal != 0) {
+      stop_.signal = signal;
+      std::string what = std::string(stop_signal_name(signal)) + " reached rank " + std::to_string(rank) +
+                         (grid_->shape().size() > 1 ? " (and perhaps others)" : "") + ": stopped after step " +
+                         std::to_string(state_.step);
+      if (options_.on_signal == "save-exit" && !options_.checkpoint_dir.empty()) {
+        stop_.checkpoint = save();
+        what += stop_.checkpoint.empty() ? "; the checkpoint could not be saved"
+                                         : "; saved " + stop_.checkpoint + " (continue with --resume)";
+      } else {
+        what += options_.checkpoint_dir.empty() ? "; nothing saved (no --checkpoint-dir)"
+                                                : "; nothing saved (--on-signal exit)";
+      }
+      if (out_) progress.line(what);
+      log_json(Json{{"event", "stopped"}, {"signal", stop_signal_name(signal)}, {"step", state_.step},
+                    {"checkpoint", stop_.checkpoint}, {"seconds", seconds()}}.dump());
+      progress.finish();
+      return last;
+    }
 
     const bool epoch_end = state_.batch == 0;
     evaluated_now = options_.eval_every > 0 ? state_.step % options_.eval_every == 0 : epoch_end;
@@ -208,7 +253,7 @@ Metrics Trainer::run(int64_t stop_at_step) {
     const bool save_due = options_.save_every > 0 && state_.step % options_.save_every == 0;
     if (!options_.checkpoint_dir.empty() && (save_due || state_.step == end)) {
       const std::string path = save();
-      if (out_) progress.line("saved " + path);
+      if (out_ && !path.empty()) progress.line("saved " + path);
     }
   }
   if (!evaluated_now) last = evaluate();

@@ -2,7 +2,14 @@
 // optimizer from TrainOptions, resume or load weights if asked, then
 //
 //   for each step: next batch -> forward -> loss -> zero_grad -> backward -> optimizer step
-//                  -> progress, metrics line, validation and checkpoint when due
+//                  -> progress, metrics line
+//                  -> a stop signal on any rank? (one tiny all-reduce) save and stop
+//                  -> validation and checkpoint when due
+//
+// Stop signals (core/stop_signal.h: SIGTERM, SIGINT, SIGUSR1, on one rank or on all) end
+// the run at the next step boundary on every rank together; with on_signal "save-exit" it
+// first writes a checkpoint, from which --resume continues bitwise (gridnn-train then exits
+// with requeue_exit_code, so a batch script can resubmit the job).
 //
 // Deterministic given the seed: the data order, augmentation and initialization are keyed
 // by it, the kernels reduce in a fixed order, and a run resumed from a checkpoint continues
@@ -13,6 +20,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "models/data/loader.h"
 #include "models/layers/loss.h"
@@ -59,13 +67,27 @@ class Trainer {
   Step& step() { return *step_; }
   const RunState& state() const { return state_; }
   int64_t total_steps() const { return total_steps_; }
-  // Saves a checkpoint now (options.checkpoint_dir must be set); returns its path.
+  // Saves a checkpoint now (options.checkpoint_dir must be set); returns its path, or ""
+  // when the save failed and options.save_errors is "warn" (a warning said why). With
+  // "stop", a failed save throws, naming the folder and the cause; the checkpoints saved
+  // before are untouched either way.
   std::string save();
+
+  // How run() ended early for a stop signal: the signal (0: it did not), and the checkpoint
+  // written then ("" when none was).
+  struct Stop {
+    int signal = 0;
+    std::string checkpoint;
+  };
+  const Stop& stopped() const { return stop_; }
 
  private:
   void restore(const Checkpoint& checkpoint);
   void log_json(const std::string& line);
   void say(const std::string& line);  // a line on `out` (first rank)
+  // Collective over the world: the stop signal any rank received (0: none), and the highest
+  // rank that received one.
+  std::pair<int, int> agree_on_stop();
 
   TrainOptions options_;
   std::unique_ptr<parallel::ProcessGrid> own_grid_;  // when none was given
@@ -80,6 +102,7 @@ class Trainer {
   RunState state_;
   int64_t total_steps_ = 0;
   std::ofstream metrics_;
+  Stop stop_;
 };
 
 // Single-step mode (gridnn-train --batch-file B --dump-step OUT): one forward, backward and

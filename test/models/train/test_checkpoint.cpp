@@ -103,6 +103,32 @@ TEST_F(CheckpointTest, KeepsTheNewestAndResumesFromTheNewestReadable) {
   EXPECT_FALSE(train::latest_checkpoint((dir_ / "none").string()).has_value());
 }
 
+TEST_F(CheckpointTest, AnotherFormatVersionIsRefusedNotSkipped) {
+  Run a(1);
+  train::RunState s;
+  for (int64_t step : {10, 20}) {
+    s.step = step;
+    train::save_checkpoint(dir(), a.model, *a.opt, s, 2);
+  }
+  // The newest as another version would write it: same bytes, another format string.
+  const fs::path newest = dir_ / "step-00000020.safetensors";
+  std::string bytes;
+  {
+    std::ifstream in(newest, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const size_t at = bytes.find("gridnn-checkpoint-1");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 18] = '2';
+  std::ofstream(newest, std::ios::binary) << bytes;
+  const std::string m = error_message([&] { train::latest_checkpoint(dir()); });
+  EXPECT_NE(m.find("checkpoint format 'gridnn-checkpoint-2' is another version than the 'gridnn-checkpoint-1'"),
+            std::string::npos) << m;
+  // Its weights still load for --init-from (without the optimizer state).
+  const auto weights = train::read_weights(newest.string());
+  EXPECT_EQ(weights.size(), train::model_tensors(a.model).size());
+}
+
 TEST_F(CheckpointTest, CrashWhileSavingLeavesThePreviousCheckpoint) {
   Run a(1);
   train::RunState s;

@@ -5,8 +5,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <csignal>
 #include <limits>
 
+#include "core/stop_signal.h"
 #include "models/train/trainer.h"
 #include "test/support/error_message.h"
 #include "test/support/tensor_compare.h"
@@ -73,6 +75,31 @@ TEST_F(TrainerTest, ResumedRunEqualsUninterruptedRunBitwise) {
   const NamedTensors sa = whole.optimizer().state(), sb = second.optimizer().state();
   ASSERT_EQ(sa.size(), sb.size());
   for (size_t i = 0; i < sa.size(); ++i) EXPECT_TRUE(test::tensors_equal(sa[i].second, sb[i].second)) << sa[i].first;
+}
+
+// A stop signal (raised in this process, as Slurm's SIGTERM would arrive) ends the run after
+// the step under way with one checkpoint; --on-signal exit saves none.
+TEST_F(TrainerTest, StopSignalSavesAtTheStepBoundary) {
+  install_stop_signals();
+  for (const std::string mode : {"save-exit", "exit"}) {
+    auto o = tiny(dir_ / mode);
+    o.on_signal = mode;
+    train::Trainer t(o, null_);
+    clear_stop_signal();
+    std::raise(SIGUSR1);
+    ASSERT_EQ(stop_signal(), SIGUSR1);
+    t.run();
+    clear_stop_signal();
+    EXPECT_EQ(t.state().step, 1) << mode;
+    EXPECT_EQ(t.stopped().signal, SIGUSR1) << mode;
+    if (mode == "save-exit") {
+      EXPECT_EQ(t.stopped().checkpoint, (dir_ / mode / "step-00000001.safetensors").string());
+      EXPECT_EQ(train::latest_checkpoint((dir_ / mode).string())->state.step, 1);
+    } else {
+      EXPECT_EQ(t.stopped().checkpoint, "");
+      EXPECT_FALSE(fs::exists(dir_ / mode));
+    }
+  }
 }
 
 TEST_F(TrainerTest, NanLossStopsWithAMessageAndKeepsCheckpoints) {
