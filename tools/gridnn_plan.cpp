@@ -201,6 +201,17 @@ std::vector<NodePlan> sweep_gridnn(const gridnn::train::TrainOptions& run, const
   return plans;
 }
 
+// Where the α, β and compute times came from. `two_level`: the file's α and β are the flat
+// ones, the defaults of the link flags not given.
+void print_calibration(const CalibrationUse& cal, bool two_level) {
+  std::printf("calibration: %s (%s, %s, grid %s): %salpha %s, beta %s of kind \"%s\"%s; measured compute for %zu "
+              "of %zu layers (the others: --flops)\n",
+              cal.file.c_str(), cal.machine.c_str(), cal.date.c_str(), cal.grid.c_str(), two_level ? "the flat " : "",
+              cal.alpha_from_file ? "from the file" : "from --alpha",
+              cal.beta_from_file ? "from the file" : "from --beta/--bandwidth", cal.kind.c_str(),
+              two_level ? " (the defaults of the link flags not given)" : "", cal.layers_measured, cal.layers);
+}
+
 std::string grid_name(Grid g) { return std::to_string(g.rows) + "x" + std::to_string(g.cols); }
 
 // The two-level table, the best grid and rank order, and the flat model's choice at the
@@ -324,13 +335,7 @@ int main(int argc, char** argv) {
                   cluster.nodes, cluster.ranks_per_node, cluster.intra.alpha, cluster.intra.beta,
                   4.0 / cluster.intra.beta, cluster.inter.alpha, cluster.inter.beta, 4.0 / cluster.inter.beta,
                   machine.flops, conv_use.c_str());
-      if (used)
-        std::printf("calibration: %s (%s, %s, grid %s): the flat alpha %s, beta %s of kind \"%s\" (the defaults "
-                    "of the link flags not given); measured compute for %zu of %zu layers (the others: --flops)\n",
-                    cal.file.c_str(), cal.machine.c_str(), cal.date.c_str(), cal.grid.c_str(),
-                    cal.alpha_from_file ? "from the file" : "from --alpha",
-                    cal.beta_from_file ? "from the file" : "from --beta/--bandwidth", cal.kind.c_str(),
-                    cal.layers_measured, cal.layers);
+      if (used) print_calibration(cal, true);
       print_nodes(nodes, best, flat);
       if (explain)
         for (const NodePlan& n : nodes) print_explain(n.cost, rank_order_name(n.order));
@@ -349,13 +354,7 @@ int main(int argc, char** argv) {
                 net.name.c_str(), static_cast<long long>(net.weights()),
                 static_cast<long long>(batch), procs, machine.alpha, machine.beta, machine.flops,
                 conv_use.c_str());
-    if (used)
-      std::printf("calibration: %s (%s, %s, grid %s): alpha %s, beta %s of kind \"%s\"; measured "
-                  "compute for %zu of %zu layers (the others: --flops)\n",
-                  cal.file.c_str(), cal.machine.c_str(), cal.date.c_str(), cal.grid.c_str(),
-                  cal.alpha_from_file ? "from the file" : "from --alpha",
-                  cal.beta_from_file ? "from the file" : "from --beta/--bandwidth", cal.kind.c_str(),
-                  cal.layers_measured, cal.layers);
+    if (used) print_calibration(cal, false);
     std::printf("%-9s %14s %12s %12s %12s %10s %10s\n", "grid", "words", "comm s", "compute s",
                 "total s", "speedup", "comm/");
     for (size_t i = 0; i < plans.size(); ++i) {
