@@ -17,6 +17,9 @@
 #                after a few KB, core/safetensors.cpp): a clear error, exit 1, the
 #                previous checkpoint intact and nothing half-written; with --save-errors warn
 #                the run trains on
+#   read-only    the same with a read-only checkpoint folder (chmod when not root; as root a
+#                read-only bind mount in a private mount namespace; exit 77, skipped, when
+#                neither is possible)
 #   version      a checkpoint of another format version is refused with a message
 set -u
 TRAIN=$1 MPIEXEC=$2 WORK=$3 CASE=$4
@@ -136,6 +139,41 @@ full_disk_case() {
   echo "ok: a failed save stops with a message (or warns), the previous checkpoint intact"
 }
 
+# Runs "$@" with ck/ read-only.
+read_only() {
+  if [ "$(id -u)" != 0 ]; then
+    chmod a-w ck && "$@"
+    local status=$?
+    chmod u+w ck
+    return $status
+  fi
+  unshare -m bash -c 'mount --bind ck ck && mount -o remount,bind,ro ck && exec "$@"' _ "$@"
+}
+
+read_only_case() {
+  "$TRAIN" "${FLAGS[@]}" --steps 2 --checkpoint-dir ck >first.log 2>&1 || { cat first.log; fail "first run"; }
+  if ! read_only bash -c '! touch ck/probe 2>/dev/null'; then
+    echo "skipped: cannot make a read-only folder here (not root: chmod; root: unshare -m and mount)"
+    exit 77
+  fi
+  rm -f ck/probe
+  local good=ck/step-00000002.safetensors
+  local sum
+  sum=$(md5sum <"$good")
+  read_only "$TRAIN" "${FLAGS[@]}" --steps 4 --checkpoint-dir ck --resume >ro.log 2>&1
+  local status=$?
+  grep -v validation ro.log
+  [ $status -eq 1 ] || fail "exit status $status, expected 1"
+  grep -q "could not save the checkpoint of step 4: .*cannot create temporary file.*The checkpoints saved before are untouched" ro.log ||
+    fail "no clear message"
+  read_only "$TRAIN" "${FLAGS[@]}" --steps 4 --checkpoint-dir ck --resume --save-errors warn >warn.log 2>&1 ||
+    { cat warn.log; fail "--save-errors warn stopped the run"; }
+  grep -q '"event":"done","step":4' warn.log || fail "the run did not train on to step 4"
+  [ "$(md5sum <"$good")" = "$sum" ] || fail "the previous checkpoint changed"
+  [ "$(ls -A ck)" = "step-00000002.safetensors" ] || fail "the folder holds more than the previous checkpoint: $(ls -A ck)"
+  echo "ok: a read-only folder stops the run with a message (or warns), the previous checkpoint intact"
+}
+
 version_case() {
   "$TRAIN" "${FLAGS[@]}" --steps 2 --checkpoint-dir ck >first.log 2>&1 || { cat first.log; fail "first run"; }
   # Another version of the format: the same length, one digit changed in the header.
@@ -154,6 +192,7 @@ case "$CASE" in
   hang-2) hang_case 2 ;;
   hang-4) hang_case 4 ;;
   full-disk) full_disk_case ;;
+  read-only) read_only_case ;;
   version) version_case ;;
   *) fail "unknown case" ;;
 esac
