@@ -6,8 +6,12 @@
 #include <chrono>
 #include <exception>
 #include <initializer_list>
+#include <list>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -16,10 +20,12 @@
 #include "core/stream.h"
 #include "parallel/comm_detail.h"
 #include "parallel/nccl_check.h"
+#include "parallel/progress_board.h"
 
 #if GRIDNN_HAVE_MPI
 #include "parallel/mpi_check.h"
 #include "parallel/mpi_communicator.h"
+#include "parallel/mpi_session.h"
 #endif
 
 namespace gridnn::parallel {
@@ -59,6 +65,113 @@ cuda::Event& last_nccl_operation(int device) {
   return *e;
 }
 
+// The NCCL watchdog: the time limit of parallel/progress_board.h for device tensors. NCCL
+// operations are waited for by CUDA (the compute stream waits on them, and the host then
+// synchronizes somewhere else, e.g. reading the loss), so no wait of this file could time
+// out; instead a thread looks, every 100 ms, at each operation enqueued: done (its event has
+// completed) or still under way. One under way longer than comm_timeout(), or a
+// communicator that reports an asynchronous error, is aborted (ncclCommAbort, which frees
+// the GPU's kernels waiting for peers) and the job ends with a message naming the operation,
+// communicator, layer and step. As PyTorch's NCCL watchdog does.
+class NcclWatchdog {
+ public:
+  // Watches the operation just enqueued on `stream` (an event is recorded after it).
+  void watch(ncclComm_t comm, int device, cudaStream_t stream, std::string what) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!thread_started_) {
+      std::thread([this] { loop(); }).detach();  // lives as long as the process (never joined)
+      thread_started_ = true;
+    }
+    cudaEvent_t event = nullptr;
+    if (!free_events_[device].empty()) {
+      event = free_events_[device].back();
+      free_events_[device].pop_back();
+    } else {
+      GRIDNN_CHECK_CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    }
+    GRIDNN_CHECK_CUDA(cudaEventRecord(event, stream));
+    pending_.push_back({comm, device, event, Clock::now(), std::move(what), g_watch_step()});
+  }
+
+  // Stops watching `comm` (it is about to be destroyed or aborted).
+  void forget(ncclComm_t comm) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->comm == comm) {
+        free_events_[it->device].push_back(it->event);
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+ private:
+  struct Pending {
+    ncclComm_t comm;
+    int device;
+    cudaEvent_t event;
+    Clock::time_point start;
+    std::string what;
+    int64_t step;
+  };
+
+  static int64_t g_watch_step() { return progress_step(); }
+
+  void loop() {
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      std::lock_guard<std::mutex> lock(mutex_);
+      const double limit = comm_timeout();
+      for (auto it = pending_.begin(); it != pending_.end();) {
+        cudaSetDevice(it->device);
+        const cudaError_t state = cudaEventQuery(it->event);
+        if (state == cudaSuccess) {
+          free_events_[it->device].push_back(it->event);
+          it = pending_.erase(it);
+          continue;
+        }
+        ncclResult_t async = ncclSuccess;
+        ncclCommGetAsyncError(it->comm, &async);
+        const double waited = std::chrono::duration<double>(Clock::now() - it->start).count();
+        if (async != ncclSuccess && async != ncclInProgress)
+          fail(*it, std::string("NCCL reports an error: ") + ncclGetErrorString(async));
+        if (state != cudaErrorNotReady)
+          fail(*it, std::string("CUDA reports an error: ") + cudaGetErrorString(state));
+        if (limit > 0 && waited > limit)
+          fail(*it, "not complete after " + std::to_string(int(waited)) + " s (--comm-timeout " +
+                        std::to_string(int(limit)) + "): a peer is stopped, dead or far behind");
+        ++it;
+      }
+    }
+  }
+
+  [[noreturn]] static void fail(const Pending& p, const std::string& why) {
+    ncclCommAbort(p.comm);
+    const std::string message = "NCCL communication timeout or failure: " + p.what + ", step " +
+                                std::to_string(p.step) + ": " + why +
+                                ". Ending the job; raise --comm-timeout if a step can legitimately take this long";
+#if GRIDNN_HAVE_MPI
+    MpiSession::fail_job(message, kCommTimeoutExitCode);
+#else
+    std::fprintf(stderr, "gridnn: error: %s\n", message.c_str());
+    std::fflush(stderr);
+    std::_Exit(kCommTimeoutExitCode);
+#endif
+  }
+
+  std::mutex mutex_;
+  bool thread_started_ = false;
+  std::list<Pending> pending_;
+  std::map<int, std::vector<cudaEvent_t>> free_events_;  // by device, reused
+};
+
+// Never destroyed: its thread may still run while static destructors do.
+NcclWatchdog& nccl_watchdog() {
+  static auto* watchdog = new NcclWatchdog();
+  return *watchdog;
+}
+
 char* bytes_of(Tensor& t) { return static_cast<char*>(t.raw()); }
 const char* bytes_of(const Tensor& t) { return static_cast<const char*>(t.raw()); }
 
@@ -84,6 +197,7 @@ class NcclCommunicator final : public Communicator {
 
   ~NcclCommunicator() override {
     if (!comm_) return;
+    nccl_watchdog().forget(comm_);
     if (failed_ || std::uncaught_exceptions() > 0) {
       // A peer may never arrive: do not wait for the operations under way.
       ncclCommAbort(comm_);
@@ -98,7 +212,7 @@ class NcclCommunicator final : public Communicator {
     check_defined(*this, "all_reduce", t, "t");
     check_reducible(*this, "all_reduce", t.dtype());
     if (!on_device("all_reduce", {&t})) return host("all_reduce").all_reduce(t, op);
-    enqueue([&](cudaStream_t s) {
+    enqueue("all_reduce", [&](cudaStream_t s) {
       if (t.numel() > 0)
         GRIDNN_CHECK_NCCL(ncclAllReduce(t.raw(), t.raw(), size_t(t.numel()), nccl_reduce_type(t.dtype()),
                                         nccl_op(op), comm_, s));
@@ -115,7 +229,7 @@ class NcclCommunicator final : public Communicator {
     if (!on_device("all_gather", {&in, &out})) return host("all_gather").all_gather(in, out);
     // In place when `in` is this rank's block of `out`; any other overlap goes through a copy.
     const Tensor src = unaliased(in, out, bytes_of(out) + size_t(rank()) * in.nbytes());
-    enqueue([&](cudaStream_t s) {
+    enqueue("all_gather", [&](cudaStream_t s) {
       if (src.nbytes() > 0)
         GRIDNN_CHECK_NCCL(ncclAllGather(src.raw(), out.raw(), src.nbytes(), ncclUint8, comm_, s));
     });
@@ -130,7 +244,7 @@ class NcclCommunicator final : public Communicator {
     const std::vector<size_t> offsets = block_offsets(rows, size_t(row_bytes(in)));
     const Tensor src = unaliased(in, out, bytes_of(out) + offsets[size_t(rank())]);
     // One broadcast per rank's block, from that rank into its place in every `out`.
-    enqueue([&](cudaStream_t s) {
+    enqueue("all_gatherv", [&](cudaStream_t s) {
       grouped([&] {
         for (int i = 0; i < size(); ++i) {
           const size_t n = offsets[size_t(i) + 1] - offsets[size_t(i)];
@@ -152,7 +266,7 @@ class NcclCommunicator final : public Communicator {
     // In place when `out` is this rank's block of `in`; any other overlap goes through a copy.
     const bool in_place = out.raw() == bytes_of(in) + size_t(rank()) * out.nbytes();
     const Tensor src = in.shares_storage_with(out) && !in_place ? in.clone() : in;
-    enqueue([&](cudaStream_t s) {
+    enqueue("reduce_scatter", [&](cudaStream_t s) {
       if (out.numel() > 0)
         GRIDNN_CHECK_NCCL(ncclReduceScatter(src.raw(), out.raw(), size_t(out.numel()),
                                             nccl_reduce_type(in.dtype()), ncclSum, comm_, s));
@@ -171,7 +285,7 @@ class NcclCommunicator final : public Communicator {
     const std::vector<size_t> offsets = block_offsets(rows, size_t(row_bytes(in)));
     const Tensor src = in.shares_storage_with(out) ? in.clone() : in;
     // One reduction per rank's block, onto that rank's `out`, in one group.
-    enqueue([&](cudaStream_t s) {
+    enqueue("reduce_scatterv", [&](cudaStream_t s) {
       grouped([&] {
         for (int i = 0; i < size(); ++i) {
           const size_t n = offsets[size_t(i) + 1] - offsets[size_t(i)];
@@ -189,7 +303,7 @@ class NcclCommunicator final : public Communicator {
     check_defined(*this, "broadcast", t, "t");
     check_rank(*this, "broadcast", root, "root", false);
     if (!on_device("broadcast", {&t})) return host("broadcast").broadcast(t, root);
-    enqueue([&](cudaStream_t s) {
+    enqueue("broadcast", [&](cudaStream_t s) {
       if (t.nbytes() > 0) GRIDNN_CHECK_NCCL(ncclBroadcast(t.raw(), t.raw(), t.nbytes(), ncclUint8, root, comm_, s));
     });
     record(*this, "broadcast", t.numel(), t.dtype(), start);
@@ -209,7 +323,7 @@ class NcclCommunicator final : public Communicator {
     if (!on_device("send_recv", {sends ? &send : nullptr, receives ? &recv : nullptr}))
       return host("send_recv").send_recv(send, dest, recv, source, tag);
     const Tensor src = sends && receives && send.shares_storage_with(recv) ? send.clone() : send;
-    enqueue([&](cudaStream_t s) {
+    enqueue("send_recv", [&](cudaStream_t s) {
       grouped([&] {
         if (receives && recv.nbytes() > 0)
           GRIDNN_CHECK_NCCL(ncclRecv(recv.raw(), recv.nbytes(), ncclUint8, source, comm_, s));
@@ -226,7 +340,7 @@ class NcclCommunicator final : public Communicator {
     // No host communicator: a one-element all-reduce through NCCL, waited for on the host.
     const auto start = Clock::now();
     if (!token_.defined()) token_ = Tensor::zeros({1}, DType::i32, Device::cuda(device_));
-    enqueue([&](cudaStream_t s) {
+    enqueue("barrier", [&](cudaStream_t s) {
       GRIDNN_CHECK_NCCL(ncclAllReduce(token_.raw(), token_.raw(), 1, ncclInt32, ncclSum, comm_, s));
     });
     stream_.synchronize();
@@ -294,7 +408,7 @@ class NcclCommunicator final : public Communicator {
   // the compute stream then waits for it (a blocking call's semantics, without blocking the
   // host); with `done`, the event is recorded after it and nothing waits (start_all_reduce).
   template <class F>
-  void enqueue(F&& body, cuda::Event* done = nullptr) {
+  void enqueue(const char* op, F&& body, cuda::Event* done = nullptr) {
     cudaStream_t compute = cuda::context(device_).stream;  // (also makes the device current)
     compute_ready_.record(compute);
     compute_ready_.wait(stream_);
@@ -307,6 +421,10 @@ class NcclCommunicator final : public Communicator {
       throw;
     }
     previous.record(stream_);
+    nccl_watchdog().watch(comm_, device_, stream_.handle(),
+                          std::string(op) + " on NCCL communicator \"" + name() + "\" (rank " +
+                              std::to_string(rank()) + " of " + std::to_string(size()) + "), layer \"" +
+                              CommLayerScope::current() + "\"");
     if (done) {
       done->record(stream_);
       return;
@@ -345,8 +463,7 @@ class NcclAllReduce final : public PendingAllReduce {
   NcclAllReduce(NcclCommunicator& comm, Tensor& t, ReduceOp op)
       : comm_(comm), t_(t), done_(comm.device_), layer_(CommLayerScope::current()) {
     const auto start = Clock::now();
-    comm.enqueue(
-        [&](cudaStream_t s) {
+    comm.enqueue("all_reduce", [&](cudaStream_t s) {
           if (t.numel() > 0)
             GRIDNN_CHECK_NCCL(ncclAllReduce(t.raw(), t.raw(), size_t(t.numel()), nccl_reduce_type(t.dtype()),
                                             nccl_op(op), comm.comm_, s));

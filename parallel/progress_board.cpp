@@ -33,6 +33,8 @@ void set_comm_timeout(double seconds) {
 
 double comm_timeout() { return g_timeout.load(); }
 
+int64_t progress_step() { return g_step.load(); }
+
 #if !GRIDNN_HAVE_MPI
 
 void set_progress_step(int64_t step) { g_step.store(step); }

@@ -14,6 +14,9 @@
 // says so, and their own node's ranks report them.
 //
 // The records cost two atomic stores per wait and one per collective; nothing is sent.
+// NCCL operations on device tensors are watched by a thread instead (nccl_communicator.cpp):
+// one still under way after the limit is aborted and ends the job with the same kind of
+// message, without the peers' state.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +38,7 @@ void set_comm_timeout(double seconds);
 double comm_timeout();
 // The training step this rank works on (shown in a timeout's message, its own and its peers').
 void set_progress_step(int64_t step);
+int64_t progress_step();
 
 #if GRIDNN_HAVE_MPI
 
