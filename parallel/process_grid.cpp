@@ -221,6 +221,7 @@ std::unique_ptr<ProcessGrid> ProcessGrid::create(const GridShape& shape, CommBac
   // tensors take the NCCL path (the GPU check runs it so).
   auto one_process = [&]() {
     std::unique_ptr<ProcessGrid> g = single();
+    g->order_ = order;  // a grid of one: either order places it alike
 #if GRIDNN_HAVE_NCCL
     if (backend == CommBackend::nccl && resolve_backend(backend, device, false) == CommBackend::nccl) {
       g->backend_ = CommBackend::nccl;
