@@ -1,11 +1,15 @@
 // Argument checks and backend dispatch for kernels/conv3d.h.
 #include "kernels/conv3d.h"
 
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <limits>
 #include <sstream>
 
 #include "kernels/checks.h"
+#include "kernels/cpu/conv3d_onednn.h"
 
 namespace gridnn::ops {
 using namespace gridnn::kernels;
@@ -181,6 +185,30 @@ void conv3d_backward_bias(const Tensor& dy, Tensor& db) {
   expect_fits_int(op, dy);
   if (dy.numel() == 0) return;
   GRIDNN_CONV3D_CALL(dy.device(), conv3d_backward_bias, dy, db);
+}
+
+namespace {
+CpuConv cpu_conv_from_environment() {
+  const char* v = std::getenv("GRIDNN_CPU_CONV");
+  if (v == nullptr || *v == '\0' || std::strcmp(v, "onednn") == 0) return CpuConv::onednn;
+  if (std::strcmp(v, "vol2col") == 0) return CpuConv::vol2col;
+  throw Error(std::string("GRIDNN_CPU_CONV=") + v + ": choose onednn (the default) or vol2col");
+}
+std::atomic<CpuConv>& cpu_conv_choice() {
+  static std::atomic<CpuConv> c{cpu_conv_from_environment()};
+  return c;
+}
+}  // namespace
+
+CpuConv cpu_conv() { return cpu_conv_choice().load(); }
+CpuConv set_cpu_conv(CpuConv c) { return cpu_conv_choice().exchange(c); }
+
+std::string conv3d_cpu_implementation(const Conv3dGeometry& g, int64_t n, ConvPass pass) {
+  if (cpu_conv() == CpuConv::onednn) {
+    const std::string impl = cpu::onednn::implementation(g, n, cpu::onednn::Pass(int(pass)));
+    if (!impl.empty()) return "onednn " + impl;
+  }
+  return "vol2col+gemm";
 }
 
 }  // namespace gridnn::ops

@@ -3,9 +3,11 @@
 // Any kernel (kd, kh, kw), stride and zero padding per dimension; dilation 1, groups 1;
 // cross-correlation as in PyTorch's Conv3d. Shapes, for a batch of N:
 //   x [N, C, D, H, W]   w [O, C, kd, kh, kw]   bias [O]   y [N, O, Do, Ho, Wo]
-// Backends: vol2col + OpenBLAS GEMM on the CPU (kernels/cpu/conv3d.cpp); cuDNN on the GPU
-// (kernels/cuda/conv3d_cudnn.cpp, algorithm chosen once per shape and math mode and
-// cached). Both are deterministic. Activation gradients overwrite (dx); parameter
+// Backends: on the CPU oneDNN's JIT kernels (kernels/cpu/conv3d_onednn.h) where oneDNN has
+// one for the geometry, else vol2col + OpenBLAS GEMM (kernels/cpu/conv3d.cpp), the path the
+// tests also compare against; cuDNN on the GPU (kernels/cuda/conv3d_cudnn.cpp, algorithm
+// chosen once per shape and math mode and cached). All are deterministic for a fixed
+// thread count (oneDNN's backward filter changes with the thread count). Activation gradients overwrite (dx); parameter
 // gradients accumulate (dw, db), as everywhere in gridnn.
 //
 // Precision (the last argument, kernels/math_mode.h; tensors stay f32 in every mode):
@@ -55,6 +57,20 @@ void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeome
                             MathMode math = MathMode::fp32);
 // db[o] += sum of dy[:, o] (accumulates).
 void conv3d_backward_bias(const Tensor& dy, Tensor& db);
+
+// Which implementation runs the CPU's convolutions:
+//   onednn   oneDNN where it has a kernel for the geometry and pass (the default), else
+//            vol2col + GEMM with a one-time notice on stderr
+//   vol2col  always vol2col + OpenBLAS GEMM
+// The environment variable GRIDNN_CPU_CONV=onednn|vol2col sets it at startup; a build
+// without oneDNN always runs vol2col.
+enum class CpuConv { onednn, vol2col };
+CpuConv cpu_conv();
+CpuConv set_cpu_conv(CpuConv c);  // returns the previous choice
+enum class ConvPass { forward, backward_data, backward_filter };
+// What runs `pass` of g on a CPU batch of n: "onednn jit:avx512_core" (oneDNN's name of its
+// kernel) or "vol2col+gemm".
+std::string conv3d_cpu_implementation(const Conv3dGeometry& g, int64_t n, ConvPass pass);
 
 }  // namespace gridnn::ops
 

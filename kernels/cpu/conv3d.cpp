@@ -1,4 +1,5 @@
-// CPU backend of kernels/conv3d.h: vol2col + OpenBLAS GEMM (kernels/conv3d_bodies.h).
+// CPU backend of kernels/conv3d.h: oneDNN where it has a kernel for the geometry
+// (kernels/cpu/conv3d_onednn.h), else vol2col + OpenBLAS GEMM (kernels/conv3d_bodies.h):
 //
 // Per sample n, and per slab of output depth planes [od0, od1) (so the column buffer stays
 // under column_budget floats however large the volume):
@@ -13,11 +14,14 @@
 #include <algorithm>
 
 #include "kernels/conv3d.h"
+#include "kernels/cpu/conv3d_onednn.h"
 #include "kernels/cpu/parallel_for.h"
 #include "kernels/gemm.h"
 
 namespace gridnn::kernels::cpu {
 namespace {
+
+bool use_onednn() { return ops::cpu_conv() == ops::CpuConv::onednn; }
 
 int64_t column_budget = int64_t(1) << 24;  // floats in the column buffer (64 MiB)
 
@@ -74,6 +78,7 @@ int64_t conv3d_set_column_budget(int64_t floats) {
 void conv3d_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias,
                     const Conv3dGeometry& g, Tensor& y, ops::MathMode math) {
   const Tensor x = rounded_operand(x_in, math), w = rounded_operand(w_in, math);
+  if (use_onednn() && onednn::forward(x, w, bias, g, y)) return;
   const int64_t N = x.size(0), O = g.out_channels, K = g.col_rows(), P = g.out_volume();
   const int64_t in_sample = g.in_channels * g.in_volume(), plane = g.out_plane();
   const int64_t slab = planes_per_slab(g);
@@ -106,6 +111,7 @@ void conv3d_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias,
 void conv3d_backward_data(const Tensor& dy_in, const Tensor& w_in, const Conv3dGeometry& g, Tensor& dx,
                           ops::MathMode math) {
   const Tensor dy = rounded_operand(dy_in, math), w = rounded_operand(w_in, math);
+  if (use_onednn() && onednn::backward_data(dy, w, g, dx)) return;
   const int64_t N = dy.size(0), O = g.out_channels, K = g.col_rows(), P = g.out_volume();
   const int64_t C = g.in_channels, H = g.in_size[1], W = g.in_size[2];
   const int64_t in_sample = C * g.in_volume(), plane = g.out_plane();
@@ -142,6 +148,7 @@ void conv3d_backward_data(const Tensor& dy_in, const Tensor& w_in, const Conv3dG
 void conv3d_backward_filter(const Tensor& x_in, const Tensor& dy_in, const Conv3dGeometry& g,
                             Tensor& dw, ops::MathMode math) {
   const Tensor x = rounded_operand(x_in, math), dy = rounded_operand(dy_in, math);
+  if (use_onednn() && onednn::backward_filter(x, dy, g, dw)) return;
   const int64_t N = x.size(0), O = g.out_channels, K = g.col_rows(), P = g.out_volume();
   const int64_t in_sample = g.in_channels * g.in_volume(), plane = g.out_plane();
   const int64_t slab = planes_per_slab(g);

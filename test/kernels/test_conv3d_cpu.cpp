@@ -1,0 +1,166 @@
+// The CPU's two convolution implementations (kernels/conv3d.h, CpuConv): oneDNN against
+// vol2col + GEMM on every shared geometry and on the network's own layers (forward with and
+// without bias, backward data, backward filter accumulating), each repeated bit for bit,
+// and the choice reported per pass. Both are also checked against double loops by the op
+// harness (test/ops/cases_conv3d.cpp).
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <string>
+#include <vector>
+
+#include "kernels/conv3d.h"
+#include "kernels/cpu/conv3d_onednn.h"
+#include "kernels/elementwise.h"
+#include "test/support/conv3d_cases.h"
+#include "test/support/random_tensor.h"
+#include "test/support/tensor_compare.h"
+
+namespace gridnn {
+namespace {
+using ops::ConvPass;
+using ops::CpuConv;
+using test::Conv3dCase;
+using test::random_tensor;
+
+// Sets the CPU implementation for a scope.
+class UseConv {
+ public:
+  explicit UseConv(CpuConv c) : previous_(ops::set_cpu_conv(c)) {}
+  ~UseConv() { ops::set_cpu_conv(previous_); }
+  UseConv(const UseConv&) = delete;
+  UseConv& operator=(const UseConv&) = delete;
+
+ private:
+  CpuConv previous_;
+};
+
+// The shared geometries plus ResAttNet3D's kinds of layers at small sizes: the stem
+// (1 -> 8, 7^3 stride 2), a residual 3^3 conv, a strided 3^3 conv and the 1^3 strided
+// shortcut, with channel counts that are not a multiple of oneDNN's block of 8 or 16.
+std::vector<Conv3dCase> geometries() {
+  std::vector<Conv3dCase> all = test::conv3d_cases();
+  all.push_back({"stem", 2, 1, 8, {7, 7, 7}, {2, 2, 2}, {3, 3, 3}, {16, 18, 14}});
+  all.push_back({"residual", 2, 16, 16, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {8, 10, 12}});
+  all.push_back({"downsample", 3, 12, 24, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {9, 8, 10}});
+  all.push_back({"shortcut", 2, 12, 24, {1, 1, 1}, {2, 2, 2}, {0, 0, 0}, {9, 8, 10}});
+  return all;
+}
+
+ops::Conv3dGeometry geometry_of(const Conv3dCase& k) {
+  return ops::conv3d_geometry("test", k.c, k.o, k.kernel, k.stride, k.padding, k.in);
+}
+
+struct Results {
+  Tensor y, y_no_bias, dx, dw;
+};
+
+// Every pass of k with the inputs of seed 1..5; dw starts from a nonzero tensor, since
+// backward filter accumulates.
+Results run_all(const Conv3dCase& k) {
+  const ops::Conv3dGeometry g = geometry_of(k);
+  const Tensor x = random_tensor({k.n, k.c, k.in[0], k.in[1], k.in[2]}, 1);
+  const Tensor w = random_tensor({k.o, k.c, k.kernel[0], k.kernel[1], k.kernel[2]}, 2);
+  const Tensor b = random_tensor({k.o}, 3);
+  const Tensor dy = random_tensor(ops::conv3d_output_shape(g, k.n), 4);
+  Results r;
+  r.y = Tensor::empty(dy.shape());
+  r.y_no_bias = Tensor::empty(dy.shape());
+  r.dx = Tensor::empty(x.shape());
+  r.dw = random_tensor(w.shape(), 5);
+  ops::conv3d_forward(x, w, b, g, r.y);
+  ops::conv3d_forward(x, w, Tensor(), g, r.y_no_bias);
+  ops::conv3d_backward_data(dy, w, g, r.dx);
+  ops::conv3d_backward_filter(x, dy, g, r.dw);
+  return r;
+}
+
+// Sums of up to a few thousand products in another order: relative to the largest value.
+void expect_close(const Tensor& actual, const Tensor& expected, const std::string& what) {
+  const std::vector<double> a = test::to_doubles(actual), e = test::to_doubles(expected);
+  ASSERT_EQ(a.size(), e.size()) << what;
+  double scale = 1e-30;
+  for (double v : e) scale = std::max(scale, std::abs(v));
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - e[i]) / scale);
+  EXPECT_LT(worst, 2e-6) << what;
+}
+
+TEST(Conv3dCpu, OneDnnAgreesWithVol2colOnEveryGeometry) {
+  if (!kernels::cpu::onednn::built()) GTEST_SKIP() << "built without oneDNN";
+  for (const Conv3dCase& k : geometries()) {
+    Results ref, dnn;
+    {
+      UseConv use(CpuConv::vol2col);
+      ref = run_all(k);
+    }
+    {
+      UseConv use(CpuConv::onednn);
+      dnn = run_all(k);
+    }
+    expect_close(dnn.y, ref.y, std::string(k.name) + " forward");
+    expect_close(dnn.y_no_bias, ref.y_no_bias, std::string(k.name) + " forward without bias");
+    expect_close(dnn.dx, ref.dx, std::string(k.name) + " backward data");
+    expect_close(dnn.dw, ref.dw, std::string(k.name) + " backward filter");
+  }
+}
+
+TEST(Conv3dCpu, EachImplementationRepeatsBitForBit) {
+  for (CpuConv c : {CpuConv::onednn, CpuConv::vol2col}) {
+    UseConv use(c);
+    for (const Conv3dCase& k : geometries()) {
+      const Results a = run_all(k), b = run_all(k);
+      const std::string what = std::string(k.name) + (c == CpuConv::onednn ? " onednn" : " vol2col");
+      EXPECT_TRUE(test::tensors_equal(a.y, b.y)) << what;
+      EXPECT_TRUE(test::tensors_equal(a.dx, b.dx)) << what;
+      EXPECT_TRUE(test::tensors_equal(a.dw, b.dw)) << what;
+    }
+  }
+}
+
+TEST(Conv3dCpu, ReportsWhatRunsEachPass) {
+  const ops::Conv3dGeometry g = geometry_of(geometries().back());
+  {
+    UseConv use(CpuConv::vol2col);
+    EXPECT_EQ(ops::conv3d_cpu_implementation(g, 2, ConvPass::forward), "vol2col+gemm");
+  }
+  UseConv use(CpuConv::onednn);
+  for (ConvPass p : {ConvPass::forward, ConvPass::backward_data, ConvPass::backward_filter}) {
+    const std::string impl = ops::conv3d_cpu_implementation(g, 2, p);
+    if (kernels::cpu::onednn::built()) {
+      // Never oneDNN's reference kernel: that one falls back to vol2col + GEMM.
+      EXPECT_EQ(impl.rfind("onednn ", 0), 0u) << impl;
+      EXPECT_EQ(impl.find("ref"), std::string::npos) << impl;
+    } else {
+      EXPECT_EQ(impl, "vol2col+gemm");
+    }
+  }
+}
+
+// A plan is made per thread count: results from 1 and from 2 threads both match vol2col
+// (they need not match each other bit for bit: backward filter splits its sums by thread).
+TEST(Conv3dCpu, OneDnnMatchesOnOneAndTwoThreads) {
+  if (!kernels::cpu::onednn::built()) GTEST_SKIP() << "built without oneDNN";
+  const Conv3dCase k{"residual", 2, 16, 16, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {8, 10, 12}};
+  Results ref;
+  {
+    UseConv use(CpuConv::vol2col);
+    ref = run_all(k);
+  }
+  const int threads = omp_get_max_threads();
+  for (int t : {1, 2}) {
+    omp_set_num_threads(t);
+    Results dnn;
+    {
+      UseConv use(CpuConv::onednn);
+      dnn = run_all(k);
+    }
+    expect_close(dnn.y, ref.y, "forward, threads " + std::to_string(t));
+    expect_close(dnn.dx, ref.dx, "backward data, threads " + std::to_string(t));
+    expect_close(dnn.dw, ref.dw, "backward filter, threads " + std::to_string(t));
+  }
+  omp_set_num_threads(threads);
+}
+
+}  // namespace
+}  // namespace gridnn
