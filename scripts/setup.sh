@@ -16,7 +16,7 @@ minimal=0
 
 packages=(build-essential cmake ninja-build pkg-config
           libopenblas-dev libopenblas0-openmp mpich libmpich-dev libcli11-dev nlohmann-json3-dev
-          libnifti2-dev zlib1g-dev
+          libnifti2-dev zlib1g-dev libdnnl-dev
           libgtest-dev libgmock-dev libbenchmark-dev)
 if (( !minimal )); then
   # PyTorch (Debian's CPU build) reads the safetensors files gridnn writes; matplotlib draws
