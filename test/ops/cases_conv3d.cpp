@@ -25,33 +25,41 @@ using ops::MathMode;
 // the former GPU test's against the CPU).
 constexpr Tolerance kTol{1e-4, 1e-4};
 
-// How a case runs the op: its math mode, and on the CPU at the smallest column budget, so
-// that the slab loop (vol2col of a range of output depth planes, strided GEMMs, col2vol
-// restricted to the planes a slab reads) runs one plane at a time.
+// How a case runs the op: its math mode and, on the CPU, its implementation (oneDNN where
+// it takes the geometry, the default; or vol2col + GEMM), the latter optionally at the
+// smallest column budget, so that the slab loop (vol2col of a range of output depth planes,
+// strided GEMMs, col2vol restricted to the planes a slab reads) runs one plane at a time.
 struct Variant {
   MathMode math = MathMode::fp32;
+  bool vol2col = false;
   bool one_plane_per_slab = false;
   std::string name() const {
     return (math == MathMode::fp32 ? std::string() : std::string(" ") + ops::str(math)) +
-           (one_plane_per_slab ? " one plane per slab" : "");
+           (one_plane_per_slab ? " one plane per slab" : vol2col ? " vol2col" : "");
   }
 };
 
-// Sets the CPU's column budget for the life of a run (it changes nothing on the GPU).
-class SlabBudget {
+// Sets the CPU's convolution implementation and column budget for the life of a run (they
+// change nothing on the GPU).
+class CpuPath {
  public:
-  explicit SlabBudget(bool one_plane) : set_(one_plane) {
-    if (set_) previous_ = kernels::cpu::conv3d_set_column_budget(1);
+  explicit CpuPath(const Variant& v)
+      : previous_conv_(ops::set_cpu_conv(v.vol2col || v.one_plane_per_slab ? ops::CpuConv::vol2col
+                                                                             : ops::cpu_conv())),
+        one_plane_(v.one_plane_per_slab) {
+    if (one_plane_) previous_budget_ = kernels::cpu::conv3d_set_column_budget(1);
   }
-  ~SlabBudget() {
-    if (set_) kernels::cpu::conv3d_set_column_budget(previous_);
+  ~CpuPath() {
+    if (one_plane_) kernels::cpu::conv3d_set_column_budget(previous_budget_);
+    ops::set_cpu_conv(previous_conv_);
   }
-  SlabBudget(const SlabBudget&) = delete;
-  SlabBudget& operator=(const SlabBudget&) = delete;
+  CpuPath(const CpuPath&) = delete;
+  CpuPath& operator=(const CpuPath&) = delete;
 
  private:
-  bool set_;
-  int64_t previous_ = 0;
+  ops::CpuConv previous_conv_;
+  bool one_plane_;
+  int64_t previous_budget_ = 0;
 };
 
 // The ResNet-sized block the former GPU test added to the shared geometries.
@@ -100,18 +108,23 @@ Doubles plus(Doubles a, const Doubles& b) {
   return a;
 }
 
-OpCase conv_case(const std::string& op, const Conv3dCase& k, const std::string& what, const Variant& v) {
+OpCase conv_case(const std::string& op, const Conv3dCase& k, const std::string& what, const Variant& v,
+                 ops::ConvPass pass) {
   OpCase c;
   c.op = op;
   c.params = std::string(k.name) + what + v.name();
   c.ref_tol = kTol;
   c.backend_tol = backend_tolerance(v.math);
+  c.implementation = [=] {
+    CpuPath path(v);
+    return ops::conv3d_cpu_implementation(geometry_of(k), k.n, pass);
+  };
   return c;
 }
 
 // Inputs x, w and (with bias) bias; output y. Its backward: dx, dw, db by the backward ops.
 OpCase forward_case(const Conv3dCase& k, bool bias, const Variant& v = {}) {
-  OpCase c = conv_case("conv3d_forward", k, bias ? " bias" : " no bias", v);
+  OpCase c = conv_case("conv3d_forward", k, bias ? " bias" : " no bias", v, ops::ConvPass::forward);
   const std::string key = c.op + c.params;
   c.make_inputs = [=] {
     Tensors in{case_input(key, 0, x_shape(k)), case_input(key, 1, w_shape(k))};
@@ -119,7 +132,7 @@ OpCase forward_case(const Conv3dCase& k, bool bias, const Variant& v = {}) {
     return in;
   };
   c.run = [=](const Tensors& in) {
-    SlabBudget budget(v.one_plane_per_slab);
+    CpuPath path(v);
     const ops::Conv3dGeometry g = geometry_of(k);
     Tensor y = nan_filled(ops::conv3d_output_shape(g, k.n), in[0].device());
     ops::conv3d_forward(in[0], in[1], bias ? in[2] : Tensor(), g, y, v.math);
@@ -132,7 +145,7 @@ OpCase forward_case(const Conv3dCase& k, bool bias, const Variant& v = {}) {
   // A reduced math mode rounds x and w: central differences would see its steps.
   if (v.math == MathMode::fp32 && !large(k)) {
     c.backward = [=](const Tensors& in, const Tensor& dy) {
-      SlabBudget budget(v.one_plane_per_slab);
+      CpuPath path(v);
       const ops::Conv3dGeometry g = geometry_of(k);
       const Device d = in[0].device();
       Tensor dx = nan_filled(in[0].shape(), d);
@@ -154,12 +167,12 @@ OpCase forward_case(const Conv3dCase& k, bool bias, const Variant& v = {}) {
 
 // Inputs dy, w; output dx (overwritten).
 OpCase backward_data_case(const Conv3dCase& k, const Variant& v = {}) {
-  OpCase c = conv_case("conv3d_backward_data", k, "", v);
+  OpCase c = conv_case("conv3d_backward_data", k, "", v, ops::ConvPass::backward_data);
   const std::string key = c.op + c.params;
   const Shape y_shape = ops::conv3d_output_shape(geometry_of(k), k.n);
   c.make_inputs = [=] { return Tensors{case_input(key, 0, y_shape), case_input(key, 1, w_shape(k))}; };
   c.run = [=](const Tensors& in) {
-    SlabBudget budget(v.one_plane_per_slab);
+    CpuPath path(v);
     Tensor dx = nan_filled(x_shape(k), in[0].device());
     ops::conv3d_backward_data(in[0], in[1], geometry_of(k), dx, v.math);
     return Tensors{dx};
@@ -174,7 +187,7 @@ OpCase backward_data_case(const Conv3dCase& k, const Variant& v = {}) {
 // Inputs x, dy and dw0; output dw0 + dL/dw (accumulated). In a reduced math mode dw0 is
 // zero: cuDNN's bf16 result is rounded before it is added, which a large dw0 would hide.
 OpCase backward_filter_case(const Conv3dCase& k, const Variant& v = {}) {
-  OpCase c = conv_case("conv3d_backward_filter", k, "", v);
+  OpCase c = conv_case("conv3d_backward_filter", k, "", v, ops::ConvPass::backward_filter);
   const std::string key = c.op + c.params;
   const Shape y_shape = ops::conv3d_output_shape(geometry_of(k), k.n);
   c.make_inputs = [=] {
@@ -182,7 +195,7 @@ OpCase backward_filter_case(const Conv3dCase& k, const Variant& v = {}) {
     return Tensors{case_input(key, 0, x_shape(k)), case_input(key, 1, y_shape), dw0};
   };
   c.run = [=](const Tensors& in) {
-    SlabBudget budget(v.one_plane_per_slab);
+    CpuPath path(v);
     Tensor dw = in[2].clone();
     ops::conv3d_backward_filter(in[0], in[1], geometry_of(k), dw, v.math);
     return Tensors{dw};
@@ -198,7 +211,8 @@ OpCase backward_filter_case(const Conv3dCase& k, const Variant& v = {}) {
 // Inputs dy, db0; output db0 + the sum of dy over N, D, H, W (accumulated; fp32 in every
 // math mode).
 OpCase backward_bias_case(const Conv3dCase& k) {
-  OpCase c = conv_case("conv3d_backward_bias", k, "", {});
+  OpCase c = conv_case("conv3d_backward_bias", k, "", {}, ops::ConvPass::forward);
+  c.implementation = nullptr;
   const std::string key = c.op + c.params;
   const Shape y_shape = ops::conv3d_output_shape(geometry_of(k), k.n);
   c.make_inputs = [=] { return Tensors{case_input(key, 0, y_shape), case_input(key, 1, {k.o})}; };
@@ -251,9 +265,17 @@ void add_conv3d_cases(OpCases& cases) {
     cases.push_back(backward_bias_case(k));
   }
 
-  // The slab loop one output depth plane at a time, on geometries with several planes and
+  // vol2col + GEMM, the CPU's other implementation, on every geometry.
+  const Variant vol2col{MathMode::fp32, true, false};
+  for (const Conv3dCase& k : geometries) {
+    cases.push_back(forward_case(k, true, vol2col));
+    cases.push_back(backward_data_case(k, vol2col));
+    cases.push_back(backward_filter_case(k, vol2col));
+  }
+
+  // Its slab loop one output depth plane at a time, on geometries with several planes and
   // taps reaching into the padding (strides, a batch, a non-cubic kernel).
-  const Variant slab{MathMode::fp32, true};
+  const Variant slab{MathMode::fp32, true, true};
   for (const Conv3dCase& k : conv3d_cases())
     if (named(k, {"3x3x3_pad1", "7x7x7_stride2_pad3_batch", "noncubic", "stride2_odd"})) {
       cases.push_back(forward_case(k, true, slab));
@@ -264,7 +286,7 @@ void add_conv3d_cases(OpCases& cases) {
   // The math modes: fp32 arithmetic on operands rounded to tf32 or bf16, the bias fp32.
   for (MathMode math : {MathMode::tf32, MathMode::bf16})
     for (const Conv3dCase& k : conv3d_cases()) {
-      const Variant v{math, false};
+      const Variant v{math, false, false};
       if (named(k, {"3x3x3_pad1", "7x7x7_stride2_pad3", "stride2_odd"}))
         cases.push_back(forward_case(k, true, v));
       if (named(k, {"3x3x3_pad1"})) {

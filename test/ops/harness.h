@@ -6,7 +6,8 @@
 //   backend  the op on cuda:0 against the same op on the CPU, bit for bit or within a
 //            tolerance (outputs and, where the case has one, its backward's gradients),
 //            and a second run on the device equal to the first bit for bit
-//   perf     a timing table: time per run and memory traffic per case
+//   perf     a timing table: time per run, memory traffic and, for ops with a choice, the
+//            implementation that ran each case on the CPU (oneDNN or vol2col + GEMM)
 //
 // A case is an op applied to inputs: `make_inputs` draws them on the CPU (deterministic),
 // `run` applies the op on whatever device its inputs are on and returns its outputs.
@@ -41,6 +42,10 @@ struct OpCase {
   std::function<Tensors()> make_inputs;
   // The op applied to `in` on their device (CPU or cuda:0); returns its outputs.
   std::function<Tensors(const Tensors& in)> run;
+
+  // perf: what runs the op on the CPU when it has a choice ("onednn jit:avx512_core",
+  // "vol2col+gemm"); unset for ops with one implementation.
+  std::function<std::string()> implementation;
 
   // ref: each output from the CPU inputs, by plain loops in double (no kernel under test).
   // Unset for a case checked only against the CPU (backend mode).

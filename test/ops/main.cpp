@@ -69,15 +69,17 @@ int run(int argc, char** argv) {
   const Device device = backend == "cuda" ? Device::cuda(0) : Device::cpu();
   int passed = 0, failed = 0, skipped = 0, matched = 0;
   if (mode == "perf")
-    std::printf("%-28s %-44s %-5s %8s %12s %10s\n", "op", "params", "dev", "runs", "us/run", "GB/s");
+    std::printf("%-28s %-44s %-5s %8s %12s %10s  %s\n", "op", "params", "dev", "runs", "us/run", "GB/s",
+                "implementation");
   for (const OpCase& c : all_op_cases()) {
     if (!std::regex_search(c.op + "/" + c.params, keep)) continue;
     ++matched;
     if (mode == "perf") {
       const Timing t = time_case(c, device, seconds, 1);
-      std::printf("%-28s %-44s %-5s %8lld %12.2f %10.2f\n", c.op.c_str(), c.params.c_str(), backend.c_str(),
+      const std::string impl = backend == "cpu" && c.implementation ? c.implementation() : "";
+      std::printf("%-28s %-44s %-5s %8lld %12.2f %10.2f  %s\n", c.op.c_str(), c.params.c_str(), backend.c_str(),
                   static_cast<long long>(t.runs), t.seconds_per_run * 1e6,
-                  t.bytes_per_run / t.seconds_per_run / 1e9);
+                  t.bytes_per_run / t.seconds_per_run / 1e9, impl.c_str());
       continue;
     }
     if ((mode == "ref" && !c.has_reference()) || (mode == "grad" && !c.has_gradient())) {
