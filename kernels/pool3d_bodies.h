@@ -47,15 +47,9 @@ GRIDNN_HD GRIDNN_INLINE void window_of(int64_t o, int64_t k, int64_t s, int64_t 
 // d*h*w volume (PyTorch's convention). Ties go to the first maximum in window order
 // (d, then h, then w); NaN wins over numbers, as in PyTorch.
 template <class T>
-GRIDNN_HD GRIDNN_INLINE void max_pool_at(int64_t o, const T* x, const Pool3dGeometry& g, T* y,
-                                         int64_t* argmax) {
-  const int64_t ow = o % g.ow, oh = (o / g.ow) % g.oh, od = (o / (g.ow * g.oh)) % g.od;
-  const int64_t nc = o / (g.ow * g.oh * g.od);
-  int64_t d0, d1, h0, h1, w0, w1;
-  window_of(od, g.kd, g.sd, g.pd, g.d, &d0, &d1);
-  window_of(oh, g.kh, g.sh, g.ph, g.h, &h0, &h1);
-  window_of(ow, g.kw, g.sw, g.pw, g.w, &w0, &w1);
-  const T* plane = x + nc * g.d * g.h * g.w;
+GRIDNN_HD GRIDNN_INLINE void max_pool_window(const T* plane, const Pool3dGeometry& g, int64_t d0, int64_t d1,
+                                             int64_t h0, int64_t h1, int64_t w0, int64_t w1, T* y,
+                                             int64_t* argmax) {
   float best = bits_float(0xff800000u);  // -inf: the padding value
   int64_t best_at = (d0 * g.h + h0) * g.w + w0;
   for (int64_t id = d0; id < d1; ++id)
@@ -68,8 +62,20 @@ GRIDNN_HD GRIDNN_INLINE void max_pool_at(int64_t o, const T* x, const Pool3dGeom
           best_at = at;
         }
       }
-  y[o] = from_float<T>(best);
-  argmax[o] = best_at;
+  *y = from_float<T>(best);
+  *argmax = best_at;
+}
+
+template <class T>
+GRIDNN_HD GRIDNN_INLINE void max_pool_at(int64_t o, const T* x, const Pool3dGeometry& g, T* y,
+                                         int64_t* argmax) {
+  const int64_t ow = o % g.ow, oh = (o / g.ow) % g.oh, od = (o / (g.ow * g.oh)) % g.od;
+  const int64_t nc = o / (g.ow * g.oh * g.od);
+  int64_t d0, d1, h0, h1, w0, w1;
+  window_of(od, g.kd, g.sd, g.pd, g.d, &d0, &d1);
+  window_of(oh, g.kh, g.sh, g.ph, g.h, &h0, &h1);
+  window_of(ow, g.kw, g.sw, g.pw, g.w, &w0, &w1);
+  max_pool_window(x + nc * g.d * g.h * g.w, g, d0, d1, h0, h1, w0, w1, y + o, argmax + o);
 }
 
 // Calls f(o) for every output o (flat index into all outputs) whose window holds input

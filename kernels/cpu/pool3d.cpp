@@ -9,13 +9,29 @@
 
 namespace gridnn::kernels::cpu {
 
+// One iteration per output row (nc, od, oh): the window's depth and height bounds are
+// computed once per row rather than per output (the per-element divisions cost more than
+// the 27 comparisons of a 3x3x3 window). The same body, so the same bits as max_pool_at.
 void max_pool3d_forward(const Tensor& x, const Pool3dGeometry& g, Tensor& y, Tensor& argmax) {
   GRIDNN_DISPATCH_FLOATING(x.dtype(), "max_pool3d_forward", [&] {
     const scalar_t* in = static_cast<const scalar_t*>(x.raw());
     scalar_t* out = static_cast<scalar_t*>(y.raw());
     int64_t* idx = argmax.data<int64_t>();
     parallel_for(
-        y.numel(), [&](int64_t o) { body::max_pool_at(o, in, g, out, idx); }, g.kd * g.kh * g.kw);
+        g.nc * g.od * g.oh,
+        [&](int64_t row) {
+          const int64_t oh = row % g.oh, od = (row / g.oh) % g.od, nc = row / (g.oh * g.od);
+          int64_t d0, d1, h0, h1;
+          body::window_of(od, g.kd, g.sd, g.pd, g.d, &d0, &d1);
+          body::window_of(oh, g.kh, g.sh, g.ph, g.h, &h0, &h1);
+          const scalar_t* plane = in + nc * g.d * g.h * g.w;
+          for (int64_t ow = 0; ow < g.ow; ++ow) {
+            int64_t w0, w1;
+            body::window_of(ow, g.kw, g.sw, g.pw, g.w, &w0, &w1);
+            body::max_pool_window(plane, g, d0, d1, h0, h1, w0, w1, out + row * g.ow + ow, idx + row * g.ow + ow);
+          }
+        },
+        g.ow * g.kd * g.kh * g.kw);
   });
 }
 
