@@ -3,15 +3,72 @@
 // backward scatters per plane, see below).
 #include "kernels/pool3d.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "kernels/cpu/parallel_for.h"
 
 namespace gridnn::kernels::cpu {
 
-// One iteration per output row (nc, od, oh): the window's depth and height bounds are
-// computed once per row rather than per output (the per-element divisions cost more than
-// the 27 comparisons of a 3x3x3 window). The same body, so the same bits as max_pool_at.
+// Max pooling forward, one iteration per output row (nc, od, oh). The row's outputs are
+// updated together: for each input row (id, ih) of the window and each tap e along w, every
+// output ow compares x[id, ih, ow*sw - pw + e] with its running best, branch-free, in a loop
+// over ow that the compiler vectorizes. Each output still sees its window's elements in
+// body::max_pool_window's order (d, then h, then w) under the same rule (the first maximum
+// wins, NaN beats numbers), so the values and argmaxes are those of the GPU's body.
+// b[ow], a[ow] take x[ow * stride] (flat input index base + ow * stride) where it wins, for
+// ow in [lo, hi). S is the stride when known at compile time (0: use `stride`), so the
+// loads have a constant stride and the loop vectorizes.
+template <class T, int S>
+void max_pool_taps(const T* x, int64_t base, int64_t lo, int64_t hi, int64_t stride, float* b, int64_t* a) {
+  const int64_t s = S ? S : stride;
+  for (int64_t ow = lo; ow < hi; ++ow) {
+    const float v = to_float(x[ow * s]);
+    const float cur = b[ow];
+    // Selects by masks, not branches: whether a tap wins is data-dependent and mispredicts.
+    const int64_t take = -int64_t((v > cur) | ((v != v) & (cur == cur)));
+    const uint32_t m = uint32_t(take);
+    b[ow] = bits_float((float_bits(v) & m) | (float_bits(cur) & ~m));
+    a[ow] = ((base + ow * s) & take) | (a[ow] & ~take);
+  }
+}
+
+template <class T>
+void max_pool_row(const T* plane, const Pool3dGeometry& g, int64_t od, int64_t oh, T* y, int64_t* argmax,
+                  std::vector<float>& best, std::vector<int64_t>& at) {
+  int64_t d0, d1, h0, h1;
+  body::window_of(od, g.kd, g.sd, g.pd, g.d, &d0, &d1);
+  body::window_of(oh, g.kh, g.sh, g.ph, g.h, &h0, &h1);
+  best.assign(size_t(g.ow), bits_float(0xff800000u));  // -inf: the padding value
+  at.resize(size_t(g.ow));
+  for (int64_t ow = 0; ow < g.ow; ++ow) {
+    int64_t w0, w1;
+    body::window_of(ow, g.kw, g.sw, g.pw, g.w, &w0, &w1);
+    at[size_t(ow)] = (d0 * g.h + h0) * g.w + w0;
+  }
+  float* b = best.data();
+  int64_t* a = at.data();
+  const int64_t W = g.w, H = g.h, OW = g.ow, KW = g.kw, SW = g.sw, PW = g.pw;
+  for (int64_t id = d0; id < d1; ++id)
+    for (int64_t ih = h0; ih < h1; ++ih) {
+      const int64_t row = (id * H + ih) * W;
+      for (int64_t e = 0; e < KW; ++e) {
+        // Outputs whose tap e lands inside the row: 0 <= ow*sw - pw + e < w.
+        const int64_t first = PW - e;
+        const int64_t lo = first <= 0 ? 0 : (first + SW - 1) / SW;
+        const int64_t hi = std::min(OW, (W - 1 + PW - e) / SW + 1);
+        const int64_t base = row - PW + e;
+        if (SW == 2) max_pool_taps<T, 2>(plane + base, base, lo, hi, 2, b, a);
+        else if (SW == 1) max_pool_taps<T, 1>(plane + base, base, lo, hi, 1, b, a);
+        else max_pool_taps<T, 0>(plane + base, base, lo, hi, SW, b, a);
+      }
+    }
+  for (int64_t ow = 0; ow < g.ow; ++ow) {
+    y[ow] = from_float<T>(b[ow]);
+    argmax[ow] = a[ow];
+  }
+}
+
 void max_pool3d_forward(const Tensor& x, const Pool3dGeometry& g, Tensor& y, Tensor& argmax) {
   GRIDNN_DISPATCH_FLOATING(x.dtype(), "max_pool3d_forward", [&] {
     const scalar_t* in = static_cast<const scalar_t*>(x.raw());
@@ -19,17 +76,11 @@ void max_pool3d_forward(const Tensor& x, const Pool3dGeometry& g, Tensor& y, Ten
     int64_t* idx = argmax.data<int64_t>();
     parallel_for(
         g.nc * g.od * g.oh,
-        [&](int64_t row) {
-          const int64_t oh = row % g.oh, od = (row / g.oh) % g.od, nc = row / (g.oh * g.od);
-          int64_t d0, d1, h0, h1;
-          body::window_of(od, g.kd, g.sd, g.pd, g.d, &d0, &d1);
-          body::window_of(oh, g.kh, g.sh, g.ph, g.h, &h0, &h1);
-          const scalar_t* plane = in + nc * g.d * g.h * g.w;
-          for (int64_t ow = 0; ow < g.ow; ++ow) {
-            int64_t w0, w1;
-            body::window_of(ow, g.kw, g.sw, g.pw, g.w, &w0, &w1);
-            body::max_pool_window(plane, g, d0, d1, h0, h1, w0, w1, out + row * g.ow + ow, idx + row * g.ow + ow);
-          }
+        [&](int64_t r) {
+          thread_local std::vector<float> best;
+          thread_local std::vector<int64_t> at;
+          const int64_t oh = r % g.oh, od = (r / g.oh) % g.od, nc = r / (g.oh * g.od);
+          max_pool_row(in + nc * g.d * g.h * g.w, g, od, oh, out + r * g.ow, idx + r * g.ow, best, at);
         },
         g.ow * g.kd * g.kh * g.kw);
   });

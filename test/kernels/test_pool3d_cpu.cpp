@@ -1,0 +1,54 @@
+// Max pooling's CPU loop (kernels/cpu/pool3d.cpp updates a whole output row at once) against
+// the shared per-output body it must equal bit for bit (kernels/pool3d_bodies.h, which the
+// GPU runs): values and argmaxes, on inputs full of ties, signed zeros and NaNs, over
+// strides 1-3, padding, clipped windows and non-cubic kernels.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/pool3d.h"
+#include "test/support/random_tensor.h"
+
+namespace gridnn {
+namespace {
+
+struct PoolCase {
+  Shape x;
+  ops::Pool3dParams p;
+};
+
+TEST(MaxPool3dCpu, RowLoopEqualsTheSharedBody) {
+  const std::vector<PoolCase> cases = {
+      {{2, 3, 9, 8, 11}, {{3, 3, 3}, {2, 2, 2}, {1, 1, 1}}},
+      {{1, 2, 7, 6, 9}, {{3, 3, 3}, {1, 1, 1}, {1, 1, 1}}},
+      {{1, 2, 8, 7, 13}, {{2, 3, 4}, {3, 2, 3}, {1, 1, 2}}},
+      {{2, 1, 5, 5, 5}, {{2, 2, 2}, {2, 2, 2}, {0, 0, 0}}},
+      {{1, 4, 4, 9, 7}, {{1, 3, 5}, {1, 2, 1}, {0, 1, 2}}},
+  };
+  uint64_t seed = 11;
+  for (const PoolCase& c : cases) {
+    // Few distinct values (ties everywhere), +-0, and a NaN every 37 elements.
+    Tensor x = test::random_tensor(c.x, seed++, -3.0f, 3.0f);
+    float* v = x.data<float>();
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      v[i] = std::round(v[i]);
+      if (v[i] == 0.0f && i % 2) v[i] = -0.0f;
+      if (i % 37 == 5) v[i] = std::nanf("");
+    }
+    const kernels::Pool3dGeometry g = ops::pool3d_geometry("test", c.x, c.p);
+    const Shape y_shape = ops::pool3d_output_shape("test", c.x, c.p);
+    Tensor y = Tensor::empty(y_shape), argmax = Tensor::empty(y_shape, DType::i64);
+    ops::max_pool3d_forward(x, c.p, y, argmax);
+    std::vector<float> want(size_t(y.numel()));
+    std::vector<int64_t> want_at(size_t(y.numel()));
+    for (int64_t o = 0; o < y.numel(); ++o) kernels::body::max_pool_at(o, v, g, want.data(), want_at.data());
+    for (int64_t o = 0; o < y.numel(); ++o) {
+      ASSERT_EQ(float_bits(y.data<float>()[o]), float_bits(want[size_t(o)])) << c.x.str() << " output " << o;
+      ASSERT_EQ(argmax.data<int64_t>()[o], want_at[size_t(o)]) << c.x.str() << " output " << o;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gridnn
