@@ -70,6 +70,8 @@ void add_flags(CLI::App& app, Cli& c) {
   app.add_option("--fit", o.data.fit, "NIfTI volumes to --input: crop (center crop / zero pad) or resample")
       ->capture_default_str()->check(CLI::IsMember({"crop", "resample"}));
   app.add_flag("!--no-augment", o.data.augment, "no random shifts, flips or noise in training");
+  app.add_flag("--cache-data", o.data.cache,
+               "keep the training samples in memory after their first load (needs --no-augment)");
 
   app.add_option("--grid", o.grid,
                  "process grid PrxPc: Pr ranks split each volume's depth, Pc split the batch; "

@@ -32,6 +32,9 @@ BatchLoader::BatchLoader(const Dataset& dataset, LoaderOptions options)
                      options_.shard_end <= options_.batch,
                  "data loader: shard [", options_.shard_begin, ", ", options_.shard_end,
                  ") is not inside a batch of ", options_.batch);
+  GRIDNN_REQUIRE(!(options_.cache && options_.augment),
+                 "data loader: caching samples needs augmentation off (--no-augment): augmentation "
+                 "draws every sample afresh each epoch");
   batches_per_epoch_ = options_.drop_last ? n / options_.batch : (n + options_.batch - 1) / options_.batch;
   start_prefetch();
 }
@@ -83,10 +86,27 @@ Batch BatchLoader::load(LoaderPosition at) const {
   for (int64_t r = begin; r < end; ++r) {
     const int64_t index = order[size_t(first + r)];
     Tensor row = b.x.narrow(r - begin, 1).reshape({s[0], depth, s[2], s[3]});
-    b.y.data<int64_t>()[r - begin] = dataset_.load(index, row, augment, options_.slab);
+    b.y.data<int64_t>()[r - begin] = load_sample(index, row, augment);
     b.indices.push_back(index);
   }
   return b;
+}
+
+int64_t BatchLoader::load_sample(int64_t index, Tensor& row, const Augment& augment) const {
+  if (!options_.cache) return dataset_.load(index, row, augment, options_.slab);
+  {
+    const std::lock_guard<std::mutex> lock(cache_mu_);
+    const auto hit = cache_.find(index);
+    if (hit != cache_.end()) {
+      const float* from = hit->second.x.data<float>();
+      std::copy(from, from + row.numel(), row.data<float>());
+      return hit->second.label;
+    }
+  }
+  const int64_t label = dataset_.load(index, row, augment, options_.slab);
+  const std::lock_guard<std::mutex> lock(cache_mu_);
+  cache_.emplace(index, CachedSample{row.clone(), label});
+  return label;
 }
 
 }  // namespace gridnn::data

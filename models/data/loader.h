@@ -13,6 +13,9 @@
 #include <future>
 #include <vector>
 
+#include <mutex>
+#include <unordered_map>
+
 #include "models/data/dataset.h"
 
 namespace gridnn::data {
@@ -33,6 +36,11 @@ struct LoaderOptions {
   int64_t shard_end = -1;    // -1: to the end of the batch
   DepthSlab slab;            // depth planes this rank reads
   bool prefetch = true;      // load the next batch on a background thread
+  // Keep every sample this rank loads in memory and copy it from there in later epochs, so
+  // files are read and decoded (or synthetic volumes drawn) once. Needs augment = false
+  // (augmentation draws each sample afresh every epoch); costs the rank's share of the
+  // dataset in host memory.
+  bool cache = false;
 };
 
 struct LoaderPosition {
@@ -66,6 +74,16 @@ class BatchLoader {
   int64_t batches_per_epoch_;
   LoaderPosition position_;
   std::future<Batch> pending_;  // the batch at position_, when prefetching
+
+  // The cache (options_.cache): dataset index -> its row (this rank's slab) and label. The
+  // prefetch thread and the caller may both load, hence the lock.
+  struct CachedSample {
+    Tensor x;
+    int64_t label;
+  };
+  mutable std::mutex cache_mu_;
+  mutable std::unordered_map<int64_t, CachedSample> cache_;
+  int64_t load_sample(int64_t index, Tensor& row, const Augment& augment) const;
 };
 
 // The permutation of [0, n) for epoch `epoch` under `seed` (Fisher-Yates on Philox draws).

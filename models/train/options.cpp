@@ -33,7 +33,8 @@ std::string to_json(const TrainOptions& o) {
                    {"min_lr", o.schedule.min_lr}};
   j["data"] = {{"source", o.data.source},         {"train_samples", o.data.train_samples},
                {"val_samples", o.data.val_samples}, {"val_fraction", o.data.val_fraction},
-               {"augment", o.data.augment},       {"fit", o.data.fit}};
+               {"augment", o.data.augment},       {"fit", o.data.fit},
+               {"cache", o.data.cache}};
   j["grid"] = o.grid;
   j["stages"] = o.stages;
   j["micro_batches"] = o.micro_batches;
@@ -86,6 +87,7 @@ TrainOptions options_from_json(const std::string& text) {
     o.data.val_fraction = d.at("val_fraction");
     o.data.augment = d.at("augment");
     o.data.fit = d.at("fit");
+    o.data.cache = d.value("cache", false);  // came later
     // Pipeline options came later: older checkpoints have none (one stage).
     o.stages = j.value("stages", 1);
     o.micro_batches = j.value("micro_batches", 1);

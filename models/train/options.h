@@ -20,6 +20,7 @@ struct DataOptions {
   int64_t val_samples = 128;         // synthetic only
   double val_fraction = 0.2;         // manifest rows without a split column
   bool augment = true;               // random shifts / flips and fresh noise while training
+  bool cache = false;                // keep loaded training samples in memory (needs augment off)
   std::string fit = "crop";          // NIfTI: crop (center crop or zero pad) | resample
 };
 

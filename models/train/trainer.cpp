@@ -76,6 +76,7 @@ Trainer::Trainer(TrainOptions options, std::FILE* out, parallel::ProcessGrid* gr
   lo.batch = options_.batch;
   lo.seed = options_.seed;
   lo.augment = options_.data.augment;
+  lo.cache = options_.data.cache;
   loader_ = std::make_unique<data::BatchLoader>(*data_.train, shard_loader(lo, shard_));
   total_steps_ = options_.steps > 0 ? options_.steps : options_.epochs * loader_->batches_per_epoch();
   optim::ScheduleOptions so = options_.schedule;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <numeric>
 #include <set>
 
@@ -176,6 +177,39 @@ class Broken : public data::SyntheticDataset {
     return SyntheticDataset::load(index, x, a, s);
   }
 };
+
+// Counts the loads that reach the dataset.
+class Counting : public data::SyntheticDataset {
+ public:
+  Counting() : SyntheticDataset(small()) {}
+  int64_t load(int64_t index, Tensor& x, const data::Augment& a, const data::DepthSlab& s) const override {
+    ++loads;
+    return SyntheticDataset::load(index, x, a, s);
+  }
+  mutable std::atomic<int> loads{0};
+};
+
+TEST(Loader, CacheLoadsEachSampleOnceAndGivesTheSameBatches) {
+  Counting d;
+  data::LoaderOptions o;
+  o.batch = 6;
+  o.slab = {2, 9};
+  data::LoaderOptions c = o;
+  c.cache = true;
+  {
+    data::BatchLoader plain(d, o), cached(d, c);
+    for (int i = 0; i < 12; ++i) {  // three epochs of four batches
+      const data::Batch a = plain.next(), b = cached.next();
+      EXPECT_EQ(a.indices, b.indices);
+      EXPECT_TRUE(test::tensors_equal(a.y, b.y));
+      EXPECT_TRUE(test::tensors_equal(a.x, b.x));
+    }
+  }  // the loaders wait for their last prefetch
+  // 12 batches of 6 without the cache, plus the prefetched one; 24 with it.
+  EXPECT_EQ(d.loads.load(), 13 * 6 + 24);
+  c.augment = true;
+  EXPECT_NE(error_message([&] { data::BatchLoader l(d, c); }).find("--no-augment"), std::string::npos);
+}
 
 TEST(Loader, BackgroundErrorsReachTheCaller) {
   Broken d;
