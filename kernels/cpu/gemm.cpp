@@ -4,14 +4,39 @@
 // then the same fp32 sgemm (kernels/math_mode.h).
 #include <cblas.h>
 
+#include <cstdio>
+
 #include "kernels/cpu/parallel_for.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 
+// OpenBLAS's own queries, weak so that another BLAS links too (they are then null).
+extern "C" int openblas_get_parallel(void) __attribute__((weak));
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+
 namespace gridnn::kernels::cpu {
 namespace {
 
+// One thread pool: OpenBLAS's OpenMP build (openblas_get_parallel() == 2) runs on
+// libgomp's threads like gridnn's loops and oneDNN. Its pthread build would start a second
+// pool that fights the first (4-27x slower convolutions on 2 cores, bench/RESULTS.md):
+// then BLAS runs on one thread, with a notice.
+void keep_one_thread_pool() {
+  static const bool checked = [] {
+    if (openblas_get_parallel && openblas_set_num_threads && openblas_get_parallel() == 1) {
+      openblas_set_num_threads(1);
+      std::fprintf(stderr,
+                   "gridnn: the OpenBLAS loaded is its pthread build, whose threads would compete "
+                   "with OpenMP's; GEMMs run on one thread. Install libopenblas0-openmp and "
+                   "rebuild for threaded GEMMs.\n");
+    }
+    return true;
+  }();
+  (void)checked;
+}
+
 void sgemm_batched(const GemmProblem& p, const float* a, const float* b, float* c) {
+  keep_one_thread_pool();
   const CBLAS_TRANSPOSE ta = p.transpose_a ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE tb = p.transpose_b ? CblasTrans : CblasNoTrans;
   for (int64_t i = 0; i < p.batch; ++i) {
