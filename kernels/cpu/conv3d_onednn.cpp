@@ -276,20 +276,29 @@ bool openmp_runtime() {
   return ok;
 }
 
-// oneDNN 2.6's JIT backward filter loops forever when the kernel is larger than the input
-// (a 7^3 kernel on 5 planes); gridnn keeps every pass of such a geometry on vol2col.
-bool kernel_fits_input(const Conv3dGeometry& g) {
+// Where oneDNN 2.6 is wrong, found by comparing it with vol2col + GEMM over many small
+// geometries (test/kernels/test_conv3d_cpu.cpp keeps them): with a kernel larger than the
+// input, its JIT backward filter never returns (7^3 stride 2 on 5 planes); with a strided
+// kernel reaching over almost the whole input (7^3 stride 2 on 6 or 7 planes, 6^3 on 5 or 6,
+// batch > 1) it returns wrong filter gradients. The rules below keep such geometries on
+// vol2col, with a margin: every pass needs the kernel to fit the input, backward filter
+// also two planes to spare along each strided dimension.
+const char* unsupported(const Conv3dGeometry& g, Pass pass) {
   for (int d = 0; d < 3; ++d)
-    if (g.kernel[d] > g.in_size[d]) return false;
-  return true;
+    if (g.kernel[d] > g.in_size[d]) return "the kernel is larger than the input";
+  if (pass == Pass::backward_filter)
+    for (int d = 0; d < 3; ++d)
+      if (g.stride[d] > 1 && g.in_size[d] < g.kernel[d] + 2)
+        return "a strided kernel spans almost the whole input, where oneDNN 2.6's backward filter is wrong";
+  return nullptr;
 }
 
 Plan& plan(const Conv3dGeometry& g, int64_t n, Pass pass, bool bias) {
   std::unique_ptr<Plan>& slot = state().plans[key_of(g, n, pass, bias)];
   if (!slot) {
     slot = std::make_unique<Plan>();
-    if (!kernel_fits_input(g)) {
-      notice_fallback(g, n, pass, "the kernel is larger than the input, which oneDNN does not handle");
+    if (const char* why = unsupported(g, pass)) {
+      notice_fallback(g, n, pass, why);
     } else if (openmp_runtime()) {
       try {
         *slot = build(g, n, pass, bias);

@@ -44,6 +44,13 @@ std::vector<Conv3dCase> geometries() {
   all.push_back({"residual", 2, 16, 16, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {8, 10, 12}});
   all.push_back({"downsample", 3, 12, 24, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {9, 8, 10}});
   all.push_back({"shortcut", 2, 12, 24, {1, 1, 1}, {2, 2, 2}, {0, 0, 0}, {9, 8, 10}});
+  // Where oneDNN 2.6's backward filter is wrong or never returns (kernels/cpu/conv3d_onednn.cpp
+  // keeps them on vol2col): strided kernels spanning about the whole depth, batch > 1.
+  all.push_back({"k7_stride2_on_6_planes", 2, 2, 3, {7, 7, 7}, {2, 2, 2}, {3, 3, 3}, {6, 7, 6}});
+  all.push_back({"k7_stride2_on_7_planes", 3, 1, 3, {7, 7, 7}, {2, 2, 2}, {3, 3, 3}, {7, 9, 9}});
+  all.push_back({"k6_stride2_on_5_planes", 2, 2, 3, {6, 6, 6}, {2, 2, 2}, {3, 3, 3}, {5, 10, 10}});
+  all.push_back({"k7_stride2_on_5_planes", 2, 2, 3, {7, 7, 7}, {2, 2, 2}, {3, 3, 3}, {5, 9, 9}});
+  all.push_back({"k9_stride2_on_6_planes", 2, 2, 3, {9, 9, 9}, {2, 2, 2}, {4, 4, 4}, {6, 10, 10}});
   return all;
 }
 
@@ -119,7 +126,7 @@ TEST(Conv3dCpu, EachImplementationRepeatsBitForBit) {
 }
 
 TEST(Conv3dCpu, ReportsWhatRunsEachPass) {
-  const ops::Conv3dGeometry g = geometry_of(geometries().back());
+  const ops::Conv3dGeometry g = geometry_of({"residual", 2, 16, 16, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {8, 10, 12}});
   {
     UseConv use(CpuConv::vol2col);
     EXPECT_EQ(ops::conv3d_cpu_implementation(g, 2, ConvPass::forward), "vol2col+gemm");
