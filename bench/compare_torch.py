@@ -6,9 +6,15 @@ the 3D-ResAttNet-18 shapes (docs/design.md §5) for width 16, one input channel,
 and 128. Case by case, it runs the gridnn binary on that one case
 (--benchmark_format=json --benchmark_filter=^<case>(/|$) with repetitions; the median is
 taken) and then the same op in PyTorch (median of as many repetitions, each the mean of
-enough calls to last --min-time seconds), and prints one table:
+enough calls to last --min-time seconds), at each thread count of --threads, and prints one
+table with three columns per thread count T:
 
-    case | gridnn ms | torch ms | torch/gridnn   (ratio > 1: gridnn faster)
+    case | gridnn ms Tt | torch ms Tt | torch/gridnn Tt | ...   (ratio > 1: gridnn faster)
+
+and, per thread count, the geometric mean of the ratios and the smallest ratio (with its case).
+The table covers every fp32 case bench_layers has on the device: conv3d_fwd, conv3d_bwd_data
+and conv3d_bwd_filter of stem and layer1..layer4, maxpool3d_fwd/_bwd, batchnorm3d_fwd/_bwd
+and attention_fwd/_bwd of att3 and att4, each at 64 and 128.
 
 The PyTorch ops are the ones autograd runs: F.conv3d and aten.convolution_backward (input or
 weight gradient alone), max_pool3d_with_indices(_backward), native_batch_norm(_backward) in
@@ -16,10 +22,14 @@ training mode, and for attention the module's forward with autograd recording, t
 torch.autograd.grad for x and all parameters (gridnn's backward also computes both).
 
     /usr/bin/python3 bench/compare_torch.py [build/default/bench/bench_layers] [--quick]
+        [--threads 2,1]
 
---threads (default 2) sets the CPU threads of both sides. On a machine whose cores are busy
-with other work, multi-threaded timings (both libraries' OpenMP barriers) jump by whole
-scheduler time slices (15-30 ms per call, even for 0.1 ms ops); --threads 1 is the fairer
+--threads: a comma list of CPU thread counts for both sides (torch.set_num_threads, and
+OMP_NUM_THREADS and OPENBLAS_NUM_THREADS for the gridnn binary); each case is measured at
+each count. Default "2,1" on the CPU, 2 on the GPU; --quick (64^3 cases only, 3 repetitions)
+takes the first count only unless --threads is given. On a machine whose cores are busy with
+other work, multi-threaded timings (both libraries' OpenMP barriers) jump by whole scheduler
+time slices (15-30 ms per call, even for 0.1 ms ops); the 1-thread columns are the fairer
 comparison then. The load average is printed at the start and the end.
 
 On a GPU machine run it with the torch installed there; --device cuda is the default when
@@ -159,47 +169,76 @@ def main():
     ap.add_argument("binary", nargs="?", default="build/default/bench/bench_layers")
     ap.add_argument("--device", choices=["cpu", "cuda"],
                     default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--quick", action="store_true", help="64^3 cases only, 3 repetitions")
+    ap.add_argument("--quick", action="store_true",
+                    help="64^3 cases only, 3 repetitions, the first thread count unless --threads is given")
     ap.add_argument("--reps", type=int, default=None, help="repetitions (default 5; 3 with --quick)")
     ap.add_argument("--min-time", type=float, default=0.05,
                     help="seconds per repetition (gridnn: --benchmark_min_time)")
     ap.add_argument("--filter", default="", help="only cases whose name contains this")
-    ap.add_argument("--threads", type=int, default=2,
-                    help="CPU threads for both: torch.set_num_threads, and OMP_NUM_THREADS and "
-                         "OPENBLAS_NUM_THREADS for the gridnn binary")
+    ap.add_argument("--threads", default=None,
+                    help="comma list of CPU thread counts for both, each case measured at each: "
+                         "torch.set_num_threads, and OMP_NUM_THREADS and OPENBLAS_NUM_THREADS for "
+                         "the gridnn binary (default: 2,1 on the CPU, 2 on the GPU)")
     args = ap.parse_args()
     reps = args.reps or (3 if args.quick else 5)
     sizes = [64] if args.quick else [64, 128]
     batch = 2 if args.device == "cpu" else 8
-    torch.set_num_threads(args.threads)
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), OPENBLAS_NUM_THREADS=str(args.threads))
+    if args.threads is not None:
+        try:
+            threads = [int(t) for t in args.threads.split(",") if t.strip()]
+        except ValueError:
+            threads = []
+        if not threads or min(threads) < 1:
+            sys.exit(f"compare_torch: --threads wants a comma list of positive counts, got {args.threads!r}")
+        threads = list(dict.fromkeys(threads))  # in the given order, without repeats
+    else:
+        threads = [2, 1] if args.device == "cpu" else [2]
+        if args.quick:
+            threads = threads[:1]
     torch.manual_seed(0)
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
 
     load = lambda: " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"# torch {torch.__version__}, device {args.device}, threads {torch.get_num_threads()}, "
+    print(f"# torch {torch.__version__}, device {args.device}, threads {','.join(map(str, threads))}, "
           f"batch {batch}, f32, {reps} repetitions of >= {args.min_time} s, medians; "
-          f"load average at start {load()}")
+          f"load average at start {load()}", flush=True)
     rows, start = [], time.perf_counter()
     for name, setup in make_cases(sizes, batch, args.device):
         if args.filter not in name:
             continue
-        g = time_gridnn(args.binary, name, reps, args.min_time, env)
-        t = time_torch(setup(), reps, args.min_time, sync)
-        rows.append((name, g, t))
-        print(f"  {name}: gridnn {g:.3f} ms, torch {t:.3f} ms", file=sys.stderr, flush=True)
+        fn, cells = setup(), []
+        for n in threads:
+            env = dict(os.environ, OMP_NUM_THREADS=str(n), OPENBLAS_NUM_THREADS=str(n))
+            g = time_gridnn(args.binary, name, reps, args.min_time, env)
+            torch.set_num_threads(n)
+            t = time_torch(fn, reps, args.min_time, sync)
+            cells.append((g, t))
+            print(f"  {name}, {n} thread{'s' if n > 1 else ''}: gridnn {g:.3f} ms, torch {t:.3f} ms",
+                  file=sys.stderr, flush=True)
+        rows.append((name, cells))
+    if not rows:
+        sys.exit(f"compare_torch: no case matches --filter {args.filter!r}")
 
     def fmt(ms):
         return f"{ms:.3f}" if ms < 10 else f"{ms:.1f}"
 
-    w = max(len(r[0]) for r in rows)
-    print(f"| {'case':<{w}} | gridnn ms | torch ms | torch/gridnn |")
-    print(f"|{'-' * (w + 2)}|----------:|---------:|-------------:|")
-    for name, g, t in rows:
-        print(f"| {name:<{w}} | {fmt(g):>9} | {fmt(t):>8} | {t / g:>12.2f} |")
-    geo = math.exp(sum(math.log(t / g) for _, g, t in rows) / len(rows))
-    print(f"geometric mean of torch/gridnn over {len(rows)} cases: {geo:.2f}; "
-          f"total {time.perf_counter() - start:.0f} s; load average at end {load()}")
+    heads = ["case"] + [h.format(n=n) for n in threads
+                        for h in ("gridnn ms {n}t", "torch ms {n}t", "torch/gridnn {n}t")]
+    body = [[name] + [c for g, t in cells for c in (fmt(g), fmt(t), f"{t / g:.2f}")] for name, cells in rows]
+    widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(heads)]
+    line = lambda cols: "| " + " | ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                                         for i, (c, w) in enumerate(zip(cols, widths))) + " |"
+    print(line(heads))
+    print("|" + "|".join("-" * (w + 2) if i == 0 else "-" * (w + 1) + ":" for i, w in enumerate(widths)) + "|")
+    for r in body:
+        print(line(r))
+    for i, n in enumerate(threads):
+        ratios = [(cells[i][1] / cells[i][0], name) for name, cells in rows]
+        geo = math.exp(sum(math.log(x) for x, _ in ratios) / len(ratios))
+        low = min(ratios)
+        print(f"{n} thread{'s' if n > 1 else ''}: geometric mean of torch/gridnn over {len(ratios)} "
+              f"case{'s' if len(ratios) > 1 else ''} {geo:.2f}, minimum {low[0]:.2f} ({low[1]})")
+    print(f"total {time.perf_counter() - start:.0f} s; load average at end {load()}")
 
 
 if __name__ == "__main__":

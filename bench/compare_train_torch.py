@@ -3,36 +3,63 @@
 
 Same network (ResAttNet3D-18, attention after layer3 and layer4, one input channel, two
 classes; test/parity/torch_modules.py mirrors models/nets/resattnet3d.h), same input shape
-and batch, same optimizer (SGD, lr 0.01, momentum 0.9), f32. Case by case, it runs
+DxHxW and batch, same optimizer (SGD, lr 0.01, momentum 0.9), f32. Case by case, and for each
+case at each thread count of --threads, it runs
 
-    gridnn-train --model resattnet3d --depth 18 --width W --input NxNxN --batch B
+    gridnn-train --model resattnet3d --depth 18 --width W --input DxHxW --batch B
                  --steps WARMUP+STEPS+1 --optimizer sgd --momentum 0.9 --lr 0.01
                  --train-samples B*(WARMUP+STEPS+1) --val-samples 8 --eval-every <never>
                  --no-progress --metrics FILE --device DEV
 
-and takes the differences of consecutive "seconds" of its "train" metrics lines (wall time
-since the run started), drops the first WARMUP steps and any step with a validation in
-between, and reports the median. This is the trainer's whole step: synthetic data generation
-(on the loader's background prefetch thread, overlapped), forward, loss, backward, optimizer.
-Then, in this process, the PyTorch module: forward on a random batch of the same shape,
-F.cross_entropy, zero_grad, backward, SGD step; WARMUP steps, then the median of STEPS
-(each timed alone; with torch.cuda.synchronize() before and after on the GPU). The two never
-run at the same time. One table:
+with OMP_NUM_THREADS and OPENBLAS_NUM_THREADS set to the thread count, and takes the
+differences of consecutive "seconds" of its "train" metrics lines (wall time since the run
+started), drops the first WARMUP steps and any step with a validation in between, and reports
+the median. This is the trainer's whole step: synthetic data generation (on the loader's
+background prefetch thread, overlapped), forward, loss, backward, optimizer. With
+--gridnn-data fixed it trains instead on one batch kept in memory (--train-samples B
+--no-augment --cache-data), the same work as the torch side, which steps on one fixed batch:
+on a 2-core machine the generation thread (about 30 ms per 64^3 volume) competes with the
+training threads. Then the PyTorch
+module, in a child process of its own (this script again, in a hidden --torch-worker mode that
+prints JSON), with torch.set_num_threads at the same count: forward on a random batch of the
+same shape, F.cross_entropy, zero_grad, backward, SGD step; WARMUP steps, then the median of
+STEPS (each timed alone; with torch.cuda.synchronize() before and after on the GPU). Nothing
+runs at the same time. The timing table has three columns per thread count T:
 
-    case | gridnn s/step | torch s/step | torch/gridnn   (ratio > 1: gridnn faster)
+    case | gridnn s/step Tt | torch s/step Tt | torch/gridnn Tt | ...   (ratio > 1: gridnn faster)
 
-and a geometric mean of the ratios.
+followed, per thread count, by the geometric mean of the ratios and the smallest ratio (with
+its case). Then the memory table, the peak resident set (RSS) of each run's process, in MiB:
 
-    /usr/bin/python3 bench/compare_train_torch.py [--gridnn PATH] [--quick] [--device cuda]
+    case | gridnn MiB Tt | torch MiB Tt | torch/gridnn Tt | ...
 
-Cases (ResAttNet3D-18, width / input / batch): w8 32^3 b8 (the README's default job), w16
-64^3 b8 and w32 64^3 b4; --device cuda adds w16 128^3 b4 and w32 128^3 b4. --quick runs the
-first case only, with fewer steps. --threads (default: os.cpu_count()) sets
-torch.set_num_threads and OMP_NUM_THREADS / OPENBLAS_NUM_THREADS for gridnn-train.
-OMP_WAIT_POLICY=passive is set for both sides (gridnn-train's environment, and this process's
-before torch loads libgomp) unless the environment already sets OMP_WAIT_POLICY: spinning
-OpenMP threads lose badly on a shared machine. The policy used is printed in the header, with
-the load average at the start and the end; per-step min-max go to stderr.
+Both peaks are ru_maxrss of that process, as os.wait4 returns it to a small launcher process
+that forks and waits for it (a process started straight from this one, which has torch
+loaded, would report this process's resident set when it is larger than its own). The torch
+peak is the whole Python process: the interpreter and torch's libraries (resident after
+import, before the model; printed under the table) and the model's training step. On the GPU
+these are host memory only; the torch worker also records torch.cuda.max_memory_allocated
+(in --json).
+
+    /usr/bin/python3 bench/compare_train_torch.py [--gridnn PATH] [--quick] [--threads 2,1]
+        [--extra | --cases default|extra|all] [--json FILE] [--device cuda]
+
+Cases (ResAttNet3D-18, width / input / batch): by default w8 32^3 b8 (the README's default
+job), w16 64^3 b8 and w32 64^3 b4; --device cuda adds w16 128^3 b4 and w32 128^3 b4. --extra
+(or --cases all) adds non-cubic volumes with small batches: w16 96x112x96 b1 and w24 64x80x64
+b2; --cases extra runs only those. Steps: 3 warm-up + 8 timed on the CPU (20 on the GPU); the
+--extra cases 2 warm-up + 5 timed on the CPU; --warmup and --steps set them for every case.
+--quick runs the first selected case only, with fewer steps (2 + 4; 1 + 3 for the --extra
+cases) and, unless --threads is given, the first thread count only. --filter keeps the cases
+whose name contains a string.
+
+--threads: a comma list of thread counts (default "2,1" on the CPU, os.cpu_count() on the
+GPU); each case is measured at each count. OMP_WAIT_POLICY=passive is set for both sides
+(gridnn-train's environment, and the torch worker's before torch loads libgomp) unless the
+environment already sets OMP_WAIT_POLICY: spinning OpenMP threads lose badly on a shared
+machine. The policy used is printed in the header, with the load average at the start and
+the end; per-run min-max and peaks go to stderr. --json FILE writes every number: the
+per-step times of both sides, the medians, ratios, peaks, the settings and load averages.
 
 --device cuda passes --device cuda (and --precision) to gridnn-train and moves the torch model
 and data to the GPU; it exits with status 2 and a message when torch sees no GPU, and with
@@ -45,6 +72,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -52,7 +80,8 @@ import tempfile
 import time
 
 # Both frameworks wait passively in OpenMP unless the environment says otherwise: spinning
-# threads lose badly on a shared machine. libgomp reads this when it loads, so before torch.
+# threads lose badly on a shared machine. libgomp reads this when it loads, so before torch
+# (the torch worker inherits it from this process's environment).
 USER_WAIT_POLICY = os.environ.get("OMP_WAIT_POLICY")
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
@@ -64,14 +93,37 @@ sys.path.insert(0, os.path.join(ROOT, "test", "parity"))
 from torch_modules import ResAttNet3D  # noqa: E402
 
 DEPTH = 18
-# (width, cubic input size, batch)
-CPU_CASES = [(8, 32, 8), (16, 64, 8), (32, 64, 4)]
-GPU_EXTRA_CASES = [(16, 128, 4), (32, 128, 4)]
+# (width, (D, H, W), batch)
+CPU_CASES = [(8, (32, 32, 32), 8), (16, (64, 64, 64), 8), (32, (64, 64, 64), 4)]
+GPU_EXTRA_CASES = [(16, (128, 128, 128), 4), (32, (128, 128, 128), 4)]
+# Non-cubic volumes with small batches (--extra); fewer steps on the CPU.
+EXTRA_CASES = [(16, (96, 112, 96), 1), (24, (64, 80, 64), 2)]
 SEARCH_DIRS = ["build/default/tools", "build/cpu/tools", "build/lead/tools"]
 
+# Runs argv[2:] as a child and writes the child's ru_maxrss (KiB, from os.wait4) to argv[1];
+# exits with the child's status. Started with python -S, so it stays a few MiB: the child
+# forked from it starts from that, not from the resident set of the process that started it.
+LAUNCHER = r"""
+import os, sys
+out, cmd = sys.argv[1], sys.argv[2:]
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(cmd[0], cmd)
+    finally:
+        os._exit(127)
+_, status, usage = os.wait4(pid, 0)
+with open(out, "w") as f:
+    f.write(str(usage.ru_maxrss))
+code = os.waitstatus_to_exitcode(status)
+sys.exit(code if code >= 0 else 128 - code)
+"""
 
-def case_name(width, size, batch):
-    return f"resattnet3d-{DEPTH} w{width} {size}^3 b{batch}"
+
+def case_name(width, dhw, batch):
+    d, h, w = dhw
+    shape = f"{d}^3" if d == h == w else f"{d}x{h}x{w}"
+    return f"resattnet3d-{DEPTH} w{width} {shape} b{batch}"
 
 
 def find_gridnn(device):
@@ -84,31 +136,66 @@ def find_gridnn(device):
              " (build the gridnn-train target, or pass --gridnn PATH)")
 
 
-def time_gridnn(binary, width, size, batch, warmup, steps, args, env, tmpdir):
-    """Per-step wall seconds (after warm-up, no validation in between) from gridnn-train."""
+def run_measured(cmd, env, timeout, tmpdir, tag):
+    """Runs cmd through LAUNCHER: (exit status or None on timeout, stdout, stderr, peak RSS KiB)."""
+    paths = [os.path.join(tmpdir, f"{tag}.{x}") for x in ("maxrss", "out", "err")]
+    with open(paths[1], "w") as out, open(paths[2], "w") as err:
+        proc = subprocess.Popen([sys.executable, "-S", "-c", LAUNCHER, paths[0]] + cmd,
+                                stdout=out, stderr=err, env=env, start_new_session=True)
+        def stop():  # the launcher and its child (a session of their own)
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            stop()
+            rc = None
+        except BaseException:  # ^C
+            stop()
+            raise
+    texts = []
+    for p in paths:
+        try:
+            with open(p) as f:
+                texts.append(f.read())
+        except FileNotFoundError:
+            texts.append("")
+    return rc, texts[1], texts[2], int(texts[0]) if texts[0].strip() else None
+
+
+def fail(what, cmd, rc, stdout, stderr, timeout):
+    why = f"timed out after {timeout} s" if rc is None else f"failed (exit status {rc})"
+    print(f"compare_train_torch: {what} {why}:\n  " + " ".join(cmd) + "\n--- stderr ---\n" +
+          stderr.rstrip() + "\n--- stdout (last lines) ---\n" + "\n".join(stdout.splitlines()[-10:]),
+          file=sys.stderr)
+    sys.exit(1)
+
+
+def time_gridnn(binary, width, dhw, batch, warmup, steps, threads, args, tmpdir):
+    """Per-step wall seconds (after warm-up, no validation in between) and peak RSS (KiB)."""
     total = warmup + steps + 1  # step 1's time includes setup: it is never a difference
-    metrics = os.path.join(tmpdir, f"w{width}_{size}_b{batch}.jsonl")
+    tag = f"gridnn_w{width}_{'x'.join(map(str, dhw))}_b{batch}_t{threads}"
+    metrics = os.path.join(tmpdir, tag + ".jsonl")
     cmd = [binary, "--model", "resattnet3d", "--depth", str(DEPTH), "--width", str(width),
-           "--input", f"{size}x{size}x{size}", "--batch", str(batch), "--steps", str(total),
+           "--input", "x".join(map(str, dhw)), "--batch", str(batch), "--steps", str(total),
            "--optimizer", "sgd", "--momentum", "0.9", "--lr", "0.01",
-           "--train-samples", str(batch * total), "--val-samples", "8",
+           "--val-samples", "8",
            "--eval-every", str(total + 1), "--no-progress", "--metrics", metrics,
            "--device", args.device]
+    if args.gridnn_data == "fixed":  # one batch, loaded once: the work the torch side does
+        cmd += ["--train-samples", str(batch), "--no-augment", "--cache-data"]
+    else:
+        cmd += ["--train-samples", str(batch * total)]
     if args.precision != "fp32":
         cmd += ["--precision", args.precision]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
-    except subprocess.TimeoutExpired as e:
-        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
-        print(f"compare_train_torch: gridnn-train timed out after {args.timeout} s:\n  "
-              + " ".join(cmd) + "\n" + err, file=sys.stderr)
-        sys.exit(1)
-    if proc.returncode != 0:
-        print(f"compare_train_torch: gridnn-train failed (exit status {proc.returncode}):\n  "
-              + " ".join(cmd) + "\n--- stderr ---\n" + proc.stderr.rstrip() +
-              "\n--- stdout (last lines) ---\n" + "\n".join(proc.stdout.splitlines()[-10:]),
-              file=sys.stderr)
-        sys.exit(1)
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    rc, out, err, peak = run_measured(cmd, env, args.timeout, tmpdir, tag)
+    if rc != 0:
+        fail("gridnn-train", cmd, rc, out, err, args.timeout)
     times, prev, val_since = [], None, False
     with open(metrics) as f:
         for line in f:
@@ -121,19 +208,48 @@ def time_gridnn(binary, width, size, batch, warmup, steps, args, env, tmpdir):
                 prev, val_since = ev["seconds"], False
     if not times:
         sys.exit(f"compare_train_torch: no timed steps in {metrics}")
-    return statistics.median(times), times
+    return {"median_s": statistics.median(times), "step_s": times, "peak_rss_kib": peak}
 
 
-def time_torch(width, size, batch, warmup, steps, args):
-    """Per-step wall seconds of the same training step in PyTorch."""
-    dev = args.device
+def time_torch(width, dhw, batch, warmup, steps, threads, args, tmpdir):
+    """The same training step in PyTorch, in a child process (this script, --torch-worker)."""
+    spec = {"width": width, "input": list(dhw), "batch": batch, "warmup": warmup, "steps": steps,
+            "threads": threads, "device": args.device, "precision": args.precision}
+    cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", json.dumps(spec)]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    tag = f"torch_w{width}_{'x'.join(map(str, dhw))}_b{batch}_t{threads}"
+    rc, out, err, peak = run_measured(cmd, env, args.timeout, tmpdir, tag)
+    if rc != 0:
+        fail("the torch worker", cmd, rc, out, err, args.timeout)
+    result = json.loads(out.strip().splitlines()[-1])
+    result["peak_rss_kib"] = peak
+    return result
+
+
+def resident_kib(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return None
+
+
+def torch_worker(spec):
+    """--torch-worker: times the step as spec says and prints one JSON line."""
+    after_import = resident_kib("VmRSS")
+    dev, width, batch = spec["device"], spec["width"], spec["batch"]
+    torch.set_num_threads(spec["threads"])
+    if dev == "cuda":
+        tf32 = spec["precision"] == "tf32"
+        torch.backends.cudnn.allow_tf32 = tf32
+        torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.manual_seed(0)
     model = ResAttNet3D(DEPTH, width, 1, 2).to(dev).train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x = torch.randn(batch, 1, size, size, size, device=dev)
+    x = torch.randn(batch, 1, *spec["input"], device=dev)
     y = torch.randint(0, 2, (batch,), device=dev)
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
-    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if args.precision == "bf16" \
+    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if spec["precision"] == "bf16" \
         else None
 
     def step():
@@ -147,14 +263,28 @@ def time_torch(width, size, batch, warmup, steps, args):
         opt.step()
 
     times = []
-    for i in range(warmup + steps):
+    for i in range(spec["warmup"] + spec["steps"]):
         sync()
         t0 = time.perf_counter()
         step()
         sync()
-        if i >= warmup:
+        if i >= spec["warmup"]:
             times.append(time.perf_counter() - t0)
-    return statistics.median(times), times
+    print(json.dumps({
+        "median_s": statistics.median(times), "step_s": times,
+        "threads": torch.get_num_threads(), "rss_after_import_kib": after_import,
+        "vmhwm_kib": resident_kib("VmHWM"),
+        "cuda_max_allocated_bytes": torch.cuda.max_memory_allocated() if dev == "cuda" else None}))
+
+
+def parse_threads(text):
+    try:
+        counts = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        sys.exit(f"compare_train_torch: --threads wants a comma list of positive counts, got {text!r}")
+    return list(dict.fromkeys(counts))  # in the given order, without repeats
 
 
 def main():
@@ -165,16 +295,34 @@ def main():
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--precision", choices=["fp32", "tf32", "bf16"], default="fp32",
                     help="GPU math (gridnn-train --precision; torch TF32 flags / bf16 autocast)")
-    ap.add_argument("--quick", action="store_true", help="first case only, fewer steps")
-    ap.add_argument("--warmup", type=int, default=None, help="warm-up steps (default 3; 2 with --quick)")
+    ap.add_argument("--quick", action="store_true",
+                    help="first case only, fewer steps, the first thread count unless --threads is given")
+    ap.add_argument("--cases", choices=["default", "extra", "all"], default="default",
+                    help="default: the cubic cases; extra: the non-cubic small-batch cases; all: both")
+    ap.add_argument("--extra", action="store_true", help="add the non-cubic small-batch cases (--cases all)")
+    ap.add_argument("--warmup", type=int, default=None,
+                    help="warm-up steps for every case (default 3, --extra cases 2 on the CPU; "
+                         "2 and 1 with --quick)")
     ap.add_argument("--steps", type=int, default=None,
-                    help="timed steps (default 8 on the CPU, 20 on the GPU; 4 with --quick)")
+                    help="timed steps for every case (default 8 on the CPU, --extra cases 5; 20 on "
+                         "the GPU; 4 and 3 with --quick)")
     ap.add_argument("--filter", default="", help="only cases whose name contains this")
-    ap.add_argument("--threads", type=int, default=os.cpu_count(),
-                    help="CPU threads for both: torch.set_num_threads, and OMP_NUM_THREADS and "
-                         "OPENBLAS_NUM_THREADS for gridnn-train (default: os.cpu_count())")
-    ap.add_argument("--timeout", type=float, default=900, help="seconds per gridnn-train run")
+    ap.add_argument("--threads", default=None,
+                    help="comma list of CPU thread counts, each case measured at each: "
+                         "torch.set_num_threads, and OMP_NUM_THREADS and OPENBLAS_NUM_THREADS for "
+                         "gridnn-train (default: 2,1 on the CPU, os.cpu_count() on the GPU)")
+    ap.add_argument("--timeout", type=float, default=900,
+                    help="seconds per gridnn-train run and per torch worker")
+    ap.add_argument("--json", default=None, metavar="FILE", help="write all raw numbers to FILE")
+    ap.add_argument("--gridnn-data", choices=["generated", "fixed"], default="generated",
+                    help="generated: a fresh synthetic batch per step, drawn on the loader's thread; "
+                         "fixed: one batch kept in memory (--cache-data), as the torch side uses one")
+    ap.add_argument("--torch-worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+
+    if args.torch_worker is not None:
+        torch_worker(json.loads(args.torch_worker))
+        return
 
     if args.device == "cuda" and not torch.cuda.is_available():
         print(f"compare_train_torch: --device cuda, but torch {torch.__version__} sees no GPU "
@@ -187,55 +335,129 @@ def main():
     if not os.access(binary, os.X_OK):
         sys.exit(f"compare_train_torch: {binary} is not an executable")
 
-    warmup = args.warmup if args.warmup is not None else (2 if args.quick else 3)
-    steps = args.steps or (4 if args.quick else (20 if args.device == "cuda" else 8))
-    cases = CPU_CASES + (GPU_EXTRA_CASES if args.device == "cuda" else [])
+    if args.threads is not None:
+        thread_counts = parse_threads(args.threads)
+    else:
+        thread_counts = [2, 1] if args.device == "cpu" else [os.cpu_count()]
+        if args.quick:
+            thread_counts = thread_counts[:1]
+
+    base = CPU_CASES + (GPU_EXTRA_CASES if args.device == "cuda" else [])
+    selection = "all" if args.extra and args.cases == "default" else args.cases
+    cases = [(c, False) for c in base] if selection in ("default", "all") else []
+    cases += [(c, True) for c in EXTRA_CASES] if selection in ("extra", "all") else []
     if args.quick:
         cases = cases[:1]
-    cases = [c for c in cases if args.filter in case_name(*c)]
+    cases = [c for c in cases if args.filter in case_name(*c[0])]
     if not cases:
         sys.exit(f"compare_train_torch: no case matches --filter {args.filter!r}")
 
-    torch.set_num_threads(args.threads)
-    if args.device == "cuda":
-        tf32 = args.precision == "tf32"
-        torch.backends.cudnn.allow_tf32 = tf32
-        torch.backends.cuda.matmul.allow_tf32 = tf32
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), OPENBLAS_NUM_THREADS=str(args.threads))
+    def plan(extra):
+        """(warm-up, timed steps) of a case."""
+        if args.device == "cuda":
+            warmup, steps = (2, 4) if args.quick else (3, 20)
+        elif extra:
+            warmup, steps = (1, 3) if args.quick else (2, 5)
+        else:
+            warmup, steps = (2, 4) if args.quick else (3, 8)
+        return (args.warmup if args.warmup is not None else warmup), (args.steps or steps)
 
     policy_from = "from the environment" if USER_WAIT_POLICY else "set by this script"
     load = lambda: " ".join(f"{x:.2f}" for x in os.getloadavg())
+    load_start = os.getloadavg()
     gpu = f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else ""
     shown = os.path.relpath(binary, ROOT)
     shown = binary if shown.startswith("..") else shown
-    print(f"# {shown} vs torch {torch.__version__}, device {args.device}{gpu}, "
-          f"{args.precision}, threads {torch.get_num_threads()}, OMP_WAIT_POLICY="
-          f"{env['OMP_WAIT_POLICY']} for both ({policy_from}); SGD momentum 0.9; {warmup} "
-          f"warm-up + {steps} timed steps, medians; load average at start {load()}", flush=True)
-    rows, start = [], time.perf_counter()
+    plans = {extra: plan(extra) for _, extra in cases}
+    steps_text = ", ".join(
+        f"{w} warm-up + {s} timed steps" + (" (non-cubic cases)" if extra and len(set(plans.values())) > 1 else "")
+        for extra, (w, s) in sorted(plans.items()) if not extra or plans.get(False) != (w, s))
+    print(f"# {shown} vs torch {torch.__version__}, device {args.device}{gpu}, {args.precision}, "
+          f"threads {','.join(map(str, thread_counts))}, OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']} "
+          f"for both ({policy_from}); SGD momentum 0.9; gridnn data {args.gridnn_data}; {steps_text}, medians; "
+          f"load average at start {load()}", flush=True)
+
+    results, start = [], time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="compare_train_torch.") as tmpdir:
-        for width, size, batch in cases:
-            name = case_name(width, size, batch)
-            g, gt = time_gridnn(binary, width, size, batch, warmup, steps, args, env, tmpdir)
-            t, tt = time_torch(width, size, batch, warmup, steps, args)
-            if args.device == "cuda":
-                torch.cuda.empty_cache()
-            rows.append((name, g, t))
-            print(f"  {name}: gridnn {g:.4f} s/step ({min(gt):.4f}-{max(gt):.4f}, "
-                  f"{len(gt)} steps), torch {t:.4f} s/step ({min(tt):.4f}-{max(tt):.4f}, {len(tt)} steps)",
-                  file=sys.stderr, flush=True)
+        for (width, dhw, batch), extra in cases:
+            name = case_name(width, dhw, batch)
+            warmup, steps = plan(extra)
+            runs = []
+            for t in thread_counts:
+                g = time_gridnn(binary, width, dhw, batch, warmup, steps, t, args, tmpdir)
+                p = time_torch(width, dhw, batch, warmup, steps, t, args, tmpdir)
+                runs.append({"threads": t, "gridnn": g, "torch": p, "ratio": p["median_s"] / g["median_s"]})
+                gt, tt = g["step_s"], p["step_s"]
+                print(f"  {name}, {t} thread{'s' if t > 1 else ''}: gridnn {g['median_s']:.4f} s/step ({min(gt):.4f}-"
+                      f"{max(gt):.4f}, {len(gt)} steps, peak {mib(g['peak_rss_kib'])} MiB), torch "
+                      f"{p['median_s']:.4f} s/step ({min(tt):.4f}-{max(tt):.4f}, {len(tt)} steps, "
+                      f"peak {mib(p['peak_rss_kib'])} MiB)", file=sys.stderr, flush=True)
+            results.append({"name": name, "width": width, "input": list(dhw), "batch": batch,
+                            "warmup": warmup, "steps": steps, "runs": runs})
 
     def fmt(s):
         return f"{s:.4f}" if s < 1 else f"{s:.3f}"
 
-    w = max(len(r[0]) for r in rows)
-    print(f"| {'case':<{w}} | gridnn s/step | torch s/step | torch/gridnn |")
-    print(f"|{'-' * (w + 2)}|--------------:|-------------:|-------------:|")
-    for name, g, t in rows:
-        print(f"| {name:<{w}} | {fmt(g):>13} | {fmt(t):>12} | {t / g:>12.2f} |")
-    geo = math.exp(sum(math.log(t / g) for _, g, t in rows) / len(rows))
-    print(f"geometric mean of torch/gridnn over {len(rows)} cases: {geo:.2f}; "
-          f"total {time.perf_counter() - start:.0f} s; load average at end {load()}")
+    def table(title_cols, cells):
+        """Markdown table: a case column, then three columns per thread count."""
+        heads = ["case"] + [c.format(t=t) for t in thread_counts for c in title_cols]
+        rows = [[r["name"]] + [cell for run in r["runs"] for cell in cells(run)] for r in results]
+        widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(heads)]
+        print("| " + " | ".join(h.ljust(w) if i == 0 else h.rjust(w)
+                                for i, (h, w) in enumerate(zip(heads, widths))) + " |")
+        print("|" + "|".join("-" * (w + 2) if i == 0 else "-" * (w + 1) + ":"
+                             for i, w in enumerate(widths)) + "|")
+        for row in rows:
+            print("| " + " | ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                                    for i, (c, w) in enumerate(zip(row, widths))) + " |")
+
+    print("step time (Tt: T threads; torch/gridnn > 1: gridnn faster)")
+    table(["gridnn s/step {t}t", "torch s/step {t}t", "torch/gridnn {t}t"],
+          lambda run: [fmt(run["gridnn"]["median_s"]), fmt(run["torch"]["median_s"]), f"{run['ratio']:.2f}"])
+    summary = {}
+    for i, t in enumerate(thread_counts):
+        ratios = [(r["runs"][i]["ratio"], r["name"]) for r in results]
+        geo = math.exp(sum(math.log(x) for x, _ in ratios) / len(ratios))
+        low = min(ratios)
+        summary[t] = {"geomean_ratio": geo, "min_ratio": low[0], "min_ratio_case": low[1]}
+        print(f"{t} thread{'s' if t > 1 else ''}: geometric mean of torch/gridnn over {len(ratios)} "
+              f"case{'s' if len(ratios) > 1 else ''} {geo:.2f}, minimum {low[0]:.2f} ({low[1]})")
+
+    print()
+    print("peak resident memory, MiB (the whole process; torch/gridnn > 1: gridnn smaller)")
+    table(["gridnn MiB {t}t", "torch MiB {t}t", "torch/gridnn {t}t"],
+          lambda run: [mib(run["gridnn"]["peak_rss_kib"]), mib(run["torch"]["peak_rss_kib"]),
+                       ratio_text(run["torch"]["peak_rss_kib"], run["gridnn"]["peak_rss_kib"])])
+    imported = [run["torch"]["rss_after_import_kib"] for r in results for run in r["runs"]
+                if run["torch"].get("rss_after_import_kib")]
+    if imported:
+        span = sorted({mib(min(imported)), mib(max(imported))}, key=float)
+        print(f"the torch peaks include the interpreter and torch's libraries: "
+              f"{'-'.join(span)} MiB resident after import, before the model")
+    total = time.perf_counter() - start
+    print(f"total {total:.0f} s; load average at end {load()}")
+
+    if args.json:
+        record = {
+            "gridnn_train": binary, "torch": torch.__version__, "device": args.device,
+            "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
+            "precision": args.precision, "threads": thread_counts,
+            "omp_wait_policy": os.environ["OMP_WAIT_POLICY"], "omp_wait_policy_from": policy_from,
+            "load_average_start": list(load_start), "load_average_end": list(os.getloadavg()),
+            "total_s": total, "cases": results,
+            "summary": [dict(threads=t, **s) for t, s in summary.items()],
+        }
+        with open(args.json, "w") as f:
+            json.dump(record, f, indent=1)
+            f.write("\n")
+
+
+def mib(kib):
+    return "?" if kib is None else f"{kib / 1024:.0f}"
+
+
+def ratio_text(a, b):
+    return "?" if not a or not b else f"{a / b:.2f}"
 
 
 if __name__ == "__main__":
