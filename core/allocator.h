@@ -1,6 +1,9 @@
 // Allocators: where tensor storage comes from.
 //
-// host_allocator(): 64-byte aligned host memory.
+// host_allocator(): 64-byte aligned host memory (core/host_allocator.cpp). Blocks of 256 KiB
+// and more are cached: freed ones stay mapped and are handed out again for requests they fit
+// with at most a quarter to spare, so after the first training step large tensors cost no
+// mmap, page fault or zero-filling; smaller requests go to aligned_alloc/free. Thread-safe.
 // cuda_allocator(i): a caching allocator for device i (core/cuda_allocator.cpp). Freed
 // blocks stay reserved and are handed out again, so after the first training step no
 // cudaMalloc happens; stats() shows how much is in use, reserved and the peak.
@@ -18,7 +21,8 @@ struct AllocatorStats {
   size_t reserved = 0;         // bytes obtained from the system / driver and still held
   size_t peak_in_use = 0;      // high-water mark of in_use
   uint64_t allocations = 0;    // calls to allocate()
-  uint64_t system_allocations = 0;  // allocations that reached the system (malloc, cudaMalloc)
+  uint64_t system_allocations = 0;  // allocations that reached the system (aligned_alloc,
+                                    // mmap, cudaMalloc)
 };
 
 class Allocator {

@@ -1,7 +1,40 @@
+// Host memory for tensors: a caching allocator for large blocks (policy in core/allocator.h).
+//
+// Large blocks (requests of at least 256 KiB): every block comes from one anonymous mmap and
+// is handed out whole; sizes are rounded up to whole pages (the unit the kernel maps anyway).
+// A freed block stays cached (mapped and resident) and serves a later request that it fits,
+// so a training step that repeats the sizes of the step before reaches the system for none
+// of them: no mmap/munmap, no page faults, no zero-filling of fresh pages. Blocks are never
+// split or merged (simple and obviously correct); to bound the resident memory wasted, a
+// cached block serves a request only if it exceeds the rounded size by at most a quarter of
+// it, otherwise a new block is mapped.
+//
+// Small requests (under 256 KiB) go straight to aligned_alloc/free: the C library keeps its
+// own free lists for them, and never maps or unmaps per call at these sizes.
+//
+// free_ holds the cached blocks ordered by size (best fit = lower_bound); live_ maps every
+// handed-out pointer, small or large, to the bytes it counts for. Stats: in_use and
+// peak_in_use count what callers hold (block bytes for a large block, the requested bytes for
+// a small one), reserved counts what is taken from the system and not yet returned (in_use +
+// cached blocks), system_allocations counts mmap and aligned_alloc calls.
+//
+// All memory is 64-byte aligned (large blocks are page aligned). Any thread may allocate and
+// free: tensors are released on other threads (the data loader's prefetch thread). Under
+// AddressSanitizer a cached block is poisoned, and a handed-out block is poisoned past the
+// requested bytes, so reuse keeps overflows and use-after-free visible.
+//
+// One allocator, created on first use, never destroyed (tensors may outlive main).
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <limits>
+#include <map>
 #include <mutex>
-#include <new>
+#include <string>
+#include <unordered_map>
 
 #include "core/allocator.h"
 #include "core/error.h"
@@ -10,35 +43,77 @@
 #include "core/cuda_allocator.h"
 #endif
 
+#if defined(__SANITIZE_ADDRESS__)
+#define GRIDNN_HOST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GRIDNN_HOST_ASAN 1
+#endif
+#endif
+#if GRIDNN_HOST_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 namespace gridnn {
 namespace {
 
 constexpr size_t kHostAlignment = 64;  // a cache line, and enough for any SIMD load
+constexpr size_t kMinCached = size_t(256) << 10;  // requests from 256 KiB up are cached
+
+std::string mib(size_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", double(bytes) / (1024.0 * 1024.0));
+  return text;
+}
+
+void poison(void* p, size_t bytes) {
+#if GRIDNN_HOST_ASAN
+  ASAN_POISON_MEMORY_REGION(p, bytes);
+#else
+  (void)p, (void)bytes;
+#endif
+}
+
+void unpoison(void* p, size_t bytes) {
+#if GRIDNN_HOST_ASAN
+  ASAN_UNPOISON_MEMORY_REGION(p, bytes);
+#else
+  (void)p, (void)bytes;
+#endif
+}
 
 class HostAllocator final : public Allocator {
  public:
+  HostAllocator() : page_(page_size()) {}
+
   void* allocate(size_t bytes) override {
     if (bytes == 0) return nullptr;
-    size_t rounded = (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
-    void* p = std::aligned_alloc(kHostAlignment, rounded);
-    if (!p)
-      throw Error("out of host memory: could not allocate " + std::to_string(bytes) +
-                  " bytes; reduce the batch or the input size");
-    std::lock_guard<std::mutex> lock(mu_);
-    stats_.in_use += bytes;
-    stats_.reserved += bytes;
-    stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
-    ++stats_.allocations;
-    ++stats_.system_allocations;
-    return p;
+    if (bytes > std::numeric_limits<size_t>::max() - page_) {
+      std::lock_guard<std::mutex> lock(mu_);
+      throw out_of_memory(bytes, bytes);
+    }
+    return bytes < kMinCached ? allocate_small(bytes) : allocate_large(bytes);
   }
 
-  void deallocate(void* ptr, size_t bytes) override {
+  void deallocate(void* ptr, size_t /*bytes*/) override {
     if (!ptr) return;
+    std::unique_lock<std::mutex> lock(mu_);
+    auto it = live_.find(ptr);
+    if (it == live_.end()) {  // a bug in the caller; called from destructors, so no throw
+      std::fprintf(stderr, "gridnn: cpu allocator: freeing unknown pointer %p\n", ptr);
+      std::abort();
+    }
+    const size_t counted = it->second;
+    live_.erase(it);
+    stats_.in_use -= counted;
+    if (counted >= kMinCached) {  // a large block: back to the cache
+      poison(ptr, counted);
+      free_.emplace(counted, ptr);
+      return;
+    }
+    stats_.reserved -= counted;
+    lock.unlock();
     std::free(ptr);
-    std::lock_guard<std::mutex> lock(mu_);
-    stats_.in_use -= bytes;
-    stats_.reserved -= bytes;
   }
 
   AllocatorStats stats() const override {
@@ -48,8 +123,101 @@ class HostAllocator final : public Allocator {
 
   Device device() const override { return Device::cpu(); }
 
+  void release_cached() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    release_locked();
+  }
+
  private:
+  static size_t page_size() {
+    const long p = sysconf(_SC_PAGESIZE);
+    return p > 0 ? size_t(p) : size_t(4096);
+  }
+
+  // aligned_alloc, with one retry after returning the cache to the system.
+  void* allocate_small(size_t bytes) {
+    const size_t rounded = (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
+    void* p = std::aligned_alloc(kHostAlignment, rounded);
+    if (!p) {
+      std::lock_guard<std::mutex> lock(mu_);
+      release_locked();
+      p = std::aligned_alloc(kHostAlignment, rounded);
+      if (!p) throw out_of_memory(bytes, rounded);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    live_[p] = bytes;
+    ++stats_.allocations;
+    ++stats_.system_allocations;
+    stats_.in_use += bytes;
+    stats_.reserved += bytes;
+    stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
+    return p;
+  }
+
+  void* allocate_large(size_t bytes) {
+    const size_t size = (bytes + page_ - 1) / page_ * page_;
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.allocations;
+    size_t block = size;
+    void* p = take_cached(size, &block);
+    if (!p) p = map_block(bytes, size);
+    live_[p] = block;
+    unpoison(p, bytes);  // the tail past the requested bytes stays poisoned
+    stats_.in_use += block;
+    stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
+    return p;
+  }
+
+  // The smallest cached block that fits `size` and exceeds it by at most a quarter of it.
+  void* take_cached(size_t size, size_t* block) {
+    auto it = free_.lower_bound(size);
+    if (it == free_.end() || it->first - size > size / 4) return nullptr;
+    void* p = it->second;
+    *block = it->first;
+    free_.erase(it);
+    return p;
+  }
+
+  // A new block of `size` bytes (a whole number of pages), with one retry after returning the
+  // cache to the system. Returned poisoned.
+  void* map_block(size_t requested, size_t size) {
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED && !free_.empty()) {
+      release_locked();
+      p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    }
+    if (p == MAP_FAILED) throw out_of_memory(requested, size);
+    poison(p, size);
+    ++stats_.system_allocations;
+    stats_.reserved += size;
+    return p;
+  }
+
+  // munmap every cached block.
+  void release_locked() {
+    for (auto it = free_.begin(); it != free_.end(); it = free_.erase(it)) {
+      unpoison(it->second, it->first);
+      if (munmap(it->second, it->first) != 0) {  // only for a corrupted address or size
+        std::fprintf(stderr, "gridnn: cpu allocator: munmap of %p (%zu bytes) failed\n",
+                     it->second, it->first);
+        std::abort();
+      }
+      stats_.reserved -= it->first;
+    }
+  }
+
+  // The error for a request the system refused; called with mu_ held.
+  Error out_of_memory(size_t requested, size_t size) const {
+    return Error("out of host memory: could not allocate " + std::to_string(requested) +
+                 " bytes (" + mib(size) + " block); tensors use " + mib(stats_.in_use) +
+                 ", gridnn holds " + mib(stats_.reserved) +
+                 " in all; reduce the batch or the input size");
+  }
+
+  const size_t page_;
   mutable std::mutex mu_;
+  std::multimap<size_t, void*> free_;       // cached large blocks by size
+  std::unordered_map<void*, size_t> live_;  // handed-out pointers and the bytes they count for
   AllocatorStats stats_;
 };
 
