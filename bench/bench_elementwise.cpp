@@ -1,13 +1,19 @@
 // Memory-bound kernels: add, ReLU forward, sum along the last dimension and Philox
 // normal init, on the CPU and (when present) the GPU. Counter GB/s counts the bytes each
-// op must read and write once (shown per second).
+// op must read and write once (shown per second). Also batch normalization's training
+// steps on two layer shapes: forward = the channel sums twice (the mean, then the sums
+// around it), moments, invstd and normalize, as nn::BatchNorm3d runs them (x read three
+// times, y written); backward = the backward sums and the input gradient (x and dy read
+// twice, dx written).
 //
 //   build/bench/bench_elementwise [--benchmark_filter=cuda]
+//   OMP_NUM_THREADS=1 build/bench/bench_elementwise --benchmark_filter=batchnorm
 #include "bench/bench_main.h"
 
 #include <functional>
 #include <string>
 
+#include "kernels/batchnorm.h"
 #include "kernels/elementwise.h"
 #include "kernels/random.h"
 #include "kernels/reduce.h"
@@ -45,6 +51,85 @@ void run_case(benchmark::State& state, Device device, const Case& c) {
                                               benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// ---- batch normalization ---------------------------------------------------------------
+
+struct BatchNormTensors {
+  Tensor x, dy, y, dx, sums, mean, var, invstd, weight, bias;
+  int64_t count;
+};
+
+BatchNormTensors batchnorm_tensors(const Shape& shape, Device device) {
+  const int64_t c = shape[1];
+  auto channels = [&] { return Tensor::empty({c}, DType::f32, device); };
+  BatchNormTensors t{Tensor::empty(shape, DType::f32, device),
+                     Tensor::empty(shape, DType::f32, device),
+                     Tensor::empty(shape, DType::f32, device),
+                     Tensor::empty(shape, DType::f32, device),
+                     Tensor::empty({2, c}, DType::f32, device),
+                     channels(),
+                     channels(),
+                     channels(),
+                     channels(),
+                     channels(),
+                     shape.numel() / c};
+  ops::uniform_(t.x, -1, 3, {1, 1});
+  ops::uniform_(t.dy, -1, 1, {1, 2});
+  ops::uniform_(t.weight, 0.5, 2, {1, 3});
+  ops::uniform_(t.bias, -1, 1, {1, 4});
+  return t;
+}
+
+void batchnorm_forward(BatchNormTensors& t) {
+  const Tensor none;
+  Tensor no_var;
+  ops::batchnorm_channel_sums(t.x, none, t.sums);
+  ops::batchnorm_moments(t.sums, none, t.count, t.mean, no_var);
+  ops::batchnorm_channel_sums(t.x, t.mean, t.sums);
+  ops::batchnorm_moments(t.sums, t.mean, t.count, t.mean, t.var);
+  ops::batchnorm_invstd(t.var, 1e-5, t.invstd);
+  ops::batchnorm_normalize(t.x, t.mean, t.invstd, t.weight, t.bias, t.y);
+}
+
+void batchnorm_backward(BatchNormTensors& t) {
+  ops::batchnorm_backward_sums(t.x, t.dy, t.mean, t.invstd, t.sums);
+  ops::batchnorm_backward_input(t.x, t.dy, t.mean, t.invstd, t.weight, t.sums, t.count, true, t.dx);
+}
+
+void run_batchnorm(benchmark::State& state, Device device, const Shape& shape, bool backward) {
+  BatchNormTensors t = batchnorm_tensors(shape, device);
+  batchnorm_forward(t);
+  if (backward) batchnorm_backward(t);
+  synchronize(device);
+  for (auto _ : state) {
+    if (backward)
+      batchnorm_backward(t);
+    else
+      batchnorm_forward(t);
+    synchronize(device);
+  }
+  const double moved = backward ? 5 : 4;  // full-size tensors read or written per call
+  state.counters["GB"] = benchmark::Counter(1e-9 * moved * double(t.x.nbytes()),
+                                            benchmark::Counter::kIsIterationInvariantRate);
+}
+
+std::string shape_label(const Shape& s) {
+  std::string out;
+  for (int64_t d : s.dims()) out += (out.empty() ? "" : "x") + std::to_string(d);
+  return out;
+}
+
+void register_batchnorm(Device device, const std::string& dev) {
+  for (const Shape& shape : {Shape{8, 16, 32, 32, 32}, Shape{2, 64, 16, 16, 16}})
+    for (bool backward : {false, true})
+      benchmark::RegisterBenchmark(
+          (std::string(backward ? "batchnorm_bwd/" : "batchnorm_fwd/") + shape_label(shape) + "/" +
+           dev)
+              .c_str(),
+          [=](benchmark::State& s) { run_batchnorm(s, device, shape, backward); })
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
+}
+
 }  // namespace
 
 void gridnn::bench::register_benchmarks() {
@@ -58,4 +143,6 @@ void gridnn::bench::register_benchmarks() {
                                    [&c](benchmark::State& s) { run_case(s, Device::cuda(0), c); })
           ->Arg(1 << 26)->Unit(benchmark::kMicrosecond)->UseRealTime();
   }
+  register_batchnorm(Device::cpu(), "cpu");
+  if (gpu) register_batchnorm(Device::cuda(0), "cuda");
 }

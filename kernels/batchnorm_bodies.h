@@ -1,18 +1,29 @@
 // Batch-normalization bodies, written once for host and device (docs/design.md §3).
 //
-// The input is viewed as [n, c, s] (s = D*H*W). Per-channel sums are accumulated in
-// DOUBLE in a fixed order: L = reduce_lanes(s) lanes per channel, lane l taking, for each
-// sample in turn, the positions l, l + L, ... of that sample's plane; then a pairwise tree
-// over the lanes (the order of kernels/reduce_bodies.h). The CUDA backend runs one thread
-// per lane; the CPU backend interleaves the lanes in one pass over each plane, which keeps
-// every lane's additions in the same order, so the sums are deterministic and the same on
-// both backends (no FMA contraction on either: -ffp-contract=off / -fmad=false).
+// The input is viewed as [n, c, s] (s = D*H*W). Per-channel sums are accumulated in DOUBLE
+// in a fixed order that depends on the shape alone, never on the number of threads or blocks:
+//   1. Each (n, c) plane is cut into segments of kBatchNormSegment consecutive positions, the
+//      last one shorter (a plane of at most kBatchNormSegment positions is one segment).
+//   2. A segment is summed in L = bn_lanes(s) lanes, lane l taking the segment's positions
+//      l, l + L, ... in turn, then by a pairwise tree over the lanes (the order of
+//      kernels/reduce_bodies.h).
+//   3. Channel c's sum is the left fold, from 0, of its segments' sums in order of sample n,
+//      and within a plane in order of position (bn_fold_channel).
+// Segments are independent units of work: the CUDA backend runs one block per segment and
+// folds in a second kernel; the CPU backend threads over segments, interleaving the lanes of
+// one in a single contiguous pass (each lane still adds its positions in the same order), and
+// folds serially. So the sums are deterministic and the same on both backends (no FMA
+// contraction on either: -ffp-contract=off / -fmad=false).
 //
 // Why double: E[x^2] - mean^2 in float loses most digits when |mean| >> std. Two things
 // prevent that here: the sums are taken around a per-channel shift (the layer first takes
 // the mean, then the sums of (x - mean) and (x - mean)^2: a two-pass variance), and each
 // rank's partial sums are accumulated in double before being rounded once to f32 (the
 // all-reducible [2, C] tensor) — a float accumulator would lose ~log2(count) bits.
+//
+// The per-element steps (normalize, input gradient) split into per-channel coefficients,
+// computed once per plane on the CPU, and a per-element expression; both backends evaluate
+// exactly the same float expression, so the results agree bit for bit.
 #pragma once
 
 #include <cmath>
@@ -28,6 +39,42 @@ namespace gridnn::kernels {
 struct BatchNormGeometry {
   int64_t n, c, s;
 };
+
+// Positions per segment of the sums: big enough that the tree costs little next to the
+// segment's additions, small enough that a batch of few large planes still splits into many
+// independent segments (threads on the CPU, blocks on CUDA). A multiple of kReduceLanes, so
+// only a plane's last segment can end in a partial block of lanes.
+constexpr int64_t kBatchNormSegment = 16384;
+static_assert(kBatchNormSegment % kReduceLanes == 0, "segments hold whole blocks of lanes");
+
+// Segments per plane of s positions (0 when s is 0).
+GRIDNN_HD GRIDNN_INLINE int64_t bn_segments_per_plane(int64_t s) {
+  return (s + kBatchNormSegment - 1) / kBatchNormSegment;
+}
+
+// Segments of the whole input, numbered in memory order: segment (n * c + channel) *
+// per_plane + k is the k-th segment of plane (n, channel).
+GRIDNN_HD GRIDNN_INLINE int64_t bn_segment_count(BatchNormGeometry g) {
+  return g.n * g.c * bn_segments_per_plane(g.s);
+}
+
+// Lanes of every segment of a plane of s positions.
+GRIDNN_HD GRIDNN_INLINE int bn_lanes(int64_t s) {
+  return reduce_lanes(s < kBatchNormSegment ? s : kBatchNormSegment);
+}
+
+// The flat positions [begin, end) of segment `index`, and its channel.
+struct BatchNormSegment {
+  int64_t begin, end, channel;
+};
+
+GRIDNN_HD GRIDNN_INLINE BatchNormSegment bn_segment(BatchNormGeometry g, int64_t index) {
+  const int64_t per_plane = bn_segments_per_plane(g.s);
+  const int64_t plane = index / per_plane, k = index % per_plane;
+  const int64_t begin = plane * g.s + k * kBatchNormSegment, plane_end = (plane + 1) * g.s;
+  return {begin, begin + kBatchNormSegment < plane_end ? begin + kBatchNormSegment : plane_end,
+          plane % g.c};
+}
 
 namespace body {
 
@@ -45,29 +92,24 @@ GRIDNN_HD GRIDNN_INLINE void bn_grad_step(double& a, double& b, float x, float d
   b += double(dy) * (double(x) - mean);
 }
 
-// Lane `lane` of `lanes` of channel c: its partial statistics sums (the CUDA thread's loop;
-// the CPU loop visits the same elements per lane in the same order).
+// Lane `lane` of `lanes` of segment `seg`: its partial statistics sums (the CUDA thread's
+// loop; the CPU loop visits the same positions per lane in the same order).
 template <class T>
-GRIDNN_HD GRIDNN_INLINE void bn_stat_lane(const T* x, BatchNormGeometry g, int64_t c, double shift,
-                                          int lane, int lanes, double* a, double* b) {
+GRIDNN_HD GRIDNN_INLINE void bn_stat_lane(const T* x, BatchNormSegment seg, double shift, int lane,
+                                          int lanes, double* a, double* b) {
   double sa = 0.0, sb = 0.0;
-  for (int64_t n = 0; n < g.n; ++n) {
-    const T* plane = x + (n * g.c + c) * g.s;
-    for (int64_t k = lane; k < g.s; k += lanes) bn_stat_step(sa, sb, to_float(plane[k]), shift);
-  }
+  for (int64_t i = seg.begin + lane; i < seg.end; i += lanes)
+    bn_stat_step(sa, sb, to_float(x[i]), shift);
   *a = sa;
   *b = sb;
 }
 
 template <class T>
-GRIDNN_HD GRIDNN_INLINE void bn_grad_lane(const T* x, const T* dy, BatchNormGeometry g, int64_t c,
+GRIDNN_HD GRIDNN_INLINE void bn_grad_lane(const T* x, const T* dy, BatchNormSegment seg,
                                           double mean, int lane, int lanes, double* a, double* b) {
   double sa = 0.0, sb = 0.0;
-  for (int64_t n = 0; n < g.n; ++n) {
-    const int64_t base = (n * g.c + c) * g.s;
-    for (int64_t k = lane; k < g.s; k += lanes)
-      bn_grad_step(sa, sb, to_float(x[base + k]), to_float(dy[base + k]), mean);
-  }
+  for (int64_t i = seg.begin + lane; i < seg.end; i += lanes)
+    bn_grad_step(sa, sb, to_float(x[i]), to_float(dy[i]), mean);
   *a = sa;
   *b = sb;
 }
@@ -79,6 +121,30 @@ GRIDNN_HD GRIDNN_INLINE void bn_tree_step(double* a, double* b, int lane, int wi
 }
 
 // ---- per-channel steps (c in [0, C)) ---------------------------------------------------
+
+// Channel c's two sums: the left fold of its segments' sums (segment i's in seg_a[i] and
+// seg_b[i]) in order of n, then of position within the plane.
+GRIDNN_HD GRIDNN_INLINE void bn_fold_channel(const double* seg_a, const double* seg_b,
+                                             BatchNormGeometry g, int64_t c, double* a, double* b) {
+  const int64_t per_plane = bn_segments_per_plane(g.s);
+  double sa = 0.0, sb = 0.0;
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t k = 0; k < per_plane; ++k) {
+      const int64_t index = (n * g.c + c) * per_plane + k;
+      sa += seg_a[index];
+      sb += seg_b[index];
+    }
+  *a = sa;
+  *b = sb;
+}
+
+// Stores channel c's sums, rounded once to f32. Statistics: sums = [a; b]. Backward
+// (invstd given): b is sum(dy * (x - mean)), scaled here to sum(dy * xhat).
+GRIDNN_HD GRIDNN_INLINE void bn_store_sums(int64_t c, int64_t channels, double a, double b,
+                                           const float* invstd, float* sums) {
+  sums[c] = float(a);
+  sums[channels + c] = float(invstd ? b * double(invstd[c]) : b);
+}
 
 // From the sums around `shift` over `count` values: mean = shift + s1/count and the biased
 // variance s2/count - (s1/count)^2 (the correction term is ~0 when shift is the mean).
@@ -106,38 +172,73 @@ GRIDNN_HD GRIDNN_INLINE void bn_update_running_at(int64_t c, const float* mean, 
 }
 
 // ---- per-element steps (i in [0, n*c*s)) -------------------------------------------------
+// Each splits into per-channel coefficients (hoisted out of a plane's loop on the CPU) and
+// the expression of one element.
 
 // y = (x - mean) * invstd * weight + bias (weight 1 and bias 0 when absent).
+struct BnNormalizeCoeffs {
+  float mean, invstd, weight, bias;
+};
+
+GRIDNN_HD GRIDNN_INLINE BnNormalizeCoeffs bn_normalize_coeffs(int64_t c, const float* mean,
+                                                              const float* invstd,
+                                                              const float* weight,
+                                                              const float* bias) {
+  return {mean[c], invstd[c], weight ? weight[c] : 1.0f, bias ? bias[c] : 0.0f};
+}
+
+GRIDNN_HD GRIDNN_INLINE float bn_normalize_value(float x, BnNormalizeCoeffs k) {
+  const float xhat = (x - k.mean) * k.invstd;
+  return xhat * k.weight + k.bias;
+}
+
 template <class T>
 GRIDNN_HD GRIDNN_INLINE void bn_normalize_at(int64_t i, const T* x, BatchNormGeometry g,
                                              const float* mean, const float* invstd,
                                              const float* weight, const float* bias, T* y) {
-  const int64_t c = (i / g.s) % g.c;
-  const float xhat = (to_float(x[i]) - mean[c]) * invstd[c];
-  const float w = weight ? weight[c] : 1.0f, b = bias ? bias[c] : 0.0f;
-  y[i] = from_float<T>(xhat * w + b);
+  const BnNormalizeCoeffs k = bn_normalize_coeffs((i / g.s) % g.c, mean, invstd, weight, bias);
+  y[i] = from_float<T>(bn_normalize_value(to_float(x[i]), k));
 }
 
 // Training (statistics of this batch): dx = w * invstd * (dy - sum(dy)/count - xhat *
 // sum(dy * xhat)/count), with grad_sums = [sum(dy); sum(dy * xhat)] over the whole
-// (possibly all-reduced) batch. Evaluation (fixed statistics): dx = dy * w * invstd.
+// (possibly all-reduced) batch. Evaluation (fixed statistics): dx = dy * w * invstd (the
+// sums are not read and may be null).
+struct BnInputGradCoeffs {
+  float mean, invstd, scale, mean_dy, mean_dy_xhat;  // scale = w * invstd
+};
+
+GRIDNN_HD GRIDNN_INLINE BnInputGradCoeffs
+bn_input_grad_coeffs(int64_t c, int64_t channels, const float* mean, const float* invstd,
+                     const float* weight, const float* grad_sums, int64_t count, bool training) {
+  BnInputGradCoeffs k{mean[c], invstd[c], (weight ? weight[c] : 1.0f) * invstd[c], 0.0f, 0.0f};
+  if (training) {
+    k.mean_dy = float(double(grad_sums[c]) / double(count));
+    k.mean_dy_xhat = float(double(grad_sums[channels + c]) / double(count));
+  }
+  return k;
+}
+
+GRIDNN_HD GRIDNN_INLINE float bn_input_grad_training(float x, float dy, BnInputGradCoeffs k) {
+  const float xhat = (x - k.mean) * k.invstd;
+  return k.scale * (dy - k.mean_dy - xhat * k.mean_dy_xhat);
+}
+
+GRIDNN_HD GRIDNN_INLINE float bn_input_grad_eval(float dy, BnInputGradCoeffs k) {
+  return dy * k.scale;
+}
+
 template <class T>
 GRIDNN_HD GRIDNN_INLINE void bn_backward_input_at(int64_t i, const T* x, const T* dy,
                                                   BatchNormGeometry g, const float* mean,
                                                   const float* invstd, const float* weight,
                                                   const float* grad_sums, int64_t count,
                                                   bool training, T* dx) {
-  const int64_t c = (i / g.s) % g.c;
-  const float scale = (weight ? weight[c] : 1.0f) * invstd[c];
+  const BnInputGradCoeffs k =
+      bn_input_grad_coeffs((i / g.s) % g.c, g.c, mean, invstd, weight, grad_sums, count, training);
   const float d = to_float(dy[i]);
-  if (!training) {
-    dx[i] = from_float<T>(d * scale);
-    return;
-  }
-  const float xhat = (to_float(x[i]) - mean[c]) * invstd[c];
-  const float mean_dy = float(double(grad_sums[c]) / double(count));
-  const float mean_dy_xhat = float(double(grad_sums[g.c + c]) / double(count));
-  dx[i] = from_float<T>(scale * (d - mean_dy - xhat * mean_dy_xhat));
+  dx[i] = from_float<T>(training ? bn_input_grad_training(to_float(x[i]), d, k)
+                                 : bn_input_grad_eval(d, k));
 }
 
 }  // namespace body

@@ -4,9 +4,12 @@
 // reducing the middle dimension. Every output is computed in the same fixed order on
 // both backends: L = reduce_lanes(len) lanes (a power of two, at most kReduceLanes,
 // depending on len alone) each fold a strided subset of the len elements (lane l takes
-// elements l, l + L, ...), then the lanes are combined by a pairwise tree. The CUDA backend runs one thread per lane; the CPU backend runs the
-// lanes in a loop. No atomics: results are deterministic and agree across backends up to
-// the last bits of float arithmetic (FMA contraction).
+// elements l, l + L, ...), then the lanes are combined by a pairwise tree. The CUDA backend
+// runs one thread per lane; the CPU backend keeps each lane's additions in that order while
+// vectorizing across lanes (long rows) or across outputs (short rows, columns), see
+// kernels/cpu/reduce.cpp. No atomics: results are deterministic, independent of the thread
+// count, and meant to be bitwise the same on both backends (neither contracts into FMAs:
+// -ffp-contract=off, -fmad=false).
 #pragma once
 
 #include <cstdint>

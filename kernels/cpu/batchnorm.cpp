@@ -1,11 +1,20 @@
 // CPU backend of kernels/batchnorm.h: loops over the bodies of kernels/batchnorm_bodies.h.
 //
-// The channel sums run one channel per OpenMP iteration. Within a channel the L lanes are
-// interleaved (a block of L consecutive positions at a time, position k going to lane
-// k mod L): each lane adds exactly the elements, in exactly the order, that CUDA thread l
-// adds in kernels/cuda/batchnorm.cu, while the pass over memory stays contiguous. The
-// lanes are then combined by the same pairwise tree.
+// Channel sums: the segments of kernels/batchnorm_bodies.h are split statically over the
+// OpenMP threads (in memory order, so each thread streams one contiguous range). Within a
+// segment the L lanes are interleaved, a block of L consecutive positions at a time,
+// position k of the segment going to lane k mod L: each lane adds exactly the positions, in
+// exactly the order, that CUDA thread l adds in kernels/cuda/batchnorm.cu, and the loop over
+// a block's lanes vectorizes. The segments' sums go to a scratch buffer (one per calling
+// thread, grown as needed); the calling thread then folds them per channel in the fixed
+// order. Nothing depends on the thread count.
+//
+// Per-element steps: the flat range is split into one contiguous part per thread; a part
+// walks its runs of whole or partial planes, taking the channel's coefficients once per run
+// and evaluating the per-element body in a loop over contiguous positions, which vectorizes.
 #include "kernels/batchnorm.h"
+
+#include <omp.h>
 
 #include <vector>
 
@@ -17,68 +26,115 @@ namespace {
 const float* ptr(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
 float* ptr(Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
 
-// Per channel c: fold(plane_base, k, a, b) adds element k of the plane at plane_base into
-// lane accumulators a, b; then the tree; finish(c, a, b) stores the two sums.
-template <class Fold, class Finish>
-void channel_lanes(BatchNormGeometry g, Fold fold, Finish finish) {
-  const int lanes = reduce_lanes(g.s);
+// ---- channel sums ------------------------------------------------------------------------
+
+// Per-segment partial sums, [a of every segment; b of every segment]. Kept per calling
+// thread and only ever grown, so a training step allocates nothing here after its first.
+double* segment_scratch(int64_t segments) {
+  thread_local std::vector<double> scratch;
+  if (scratch.size() < size_t(2 * segments)) scratch.resize(size_t(2 * segments));
+  return scratch.data();
+}
+
+// The lanes of one segment, interleaved: step(i, a, b) adds position i into lane
+// accumulators a, b. Then the tree; returns the segment's two sums in *a, *b.
+template <class Step>
+void segment_sums(BatchNormSegment seg, int lanes, Step step, double* a, double* b) {
+  double la[kReduceLanes], lb[kReduceLanes];
+  for (int l = 0; l < lanes; ++l) la[l] = lb[l] = 0.0;
+  int64_t block = seg.begin;
+  for (; block + lanes <= seg.end; block += lanes)
+    for (int l = 0; l < lanes; ++l) step(block + l, la[l], lb[l]);
+  for (int l = 0; block + l < seg.end; ++l) step(block + l, la[l], lb[l]);
+  for (int width = lanes / 2; width > 0; width /= 2)
+    for (int lane = 0; lane < width; ++lane) body::bn_tree_step(la, lb, lane, width);
+  *a = la[0];
+  *b = lb[0];
+}
+
+// Every channel's sums: segment_step(seg) returns the Step of segment_sums for segment
+// seg; the segments run in parallel, the fold per channel after them. invstd: as
+// body::bn_store_sums.
+template <class SegmentStep>
+void channel_sums(BatchNormGeometry g, SegmentStep segment_step, const float* invstd, float* sums) {
+  const int64_t segments = bn_segment_count(g);
+  const int lanes = bn_lanes(g.s);
+  double* seg_a = segment_scratch(segments);
+  double* seg_b = seg_a + segments;
   parallel_for(
-      g.c,
-      [&](int64_t c) {
-        std::vector<double> a(size_t(lanes), 0.0), b(size_t(lanes), 0.0);
-        for (int64_t n = 0; n < g.n; ++n) {
-          const int64_t base = (n * g.c + c) * g.s;
-          for (int64_t block = 0; block < g.s; block += lanes) {
-            const int64_t width = g.s - block < lanes ? g.s - block : lanes;
-            for (int64_t l = 0; l < width; ++l)
-              fold(c, base + block + l, a[size_t(l)], b[size_t(l)]);
-          }
-        }
-        for (int width = lanes / 2; width > 0; width /= 2)
-          for (int lane = 0; lane < width; ++lane)
-            body::bn_tree_step(a.data(), b.data(), lane, width);
-        finish(c, a[0], b[0]);
+      segments,
+      [&](int64_t i) {
+        const BatchNormSegment seg = bn_segment(g, i);
+        segment_sums(seg, lanes, segment_step(seg), &seg_a[i], &seg_b[i]);
       },
-      g.n * g.s + lanes);
+      g.s < kBatchNormSegment ? g.s : kBatchNormSegment);
+  for (int64_t c = 0; c < g.c; ++c) {
+    double a, b;
+    body::bn_fold_channel(seg_a, seg_b, g, c, &a, &b);
+    body::bn_store_sums(c, g.c, a, b, invstd, sums);
+  }
+}
+
+// ---- per-element steps -------------------------------------------------------------------
+
+// run(c, begin, end) for runs of flat positions [begin, end) within one plane of channel
+// c, covering the input once. The split (one contiguous part per thread) does not affect
+// any element's result.
+template <class Run>
+void for_each_plane_run(BatchNormGeometry g, Run run) {
+  const int64_t total = g.n * g.c * g.s;
+  if (total == 0) return;
+  const int64_t parts = total < kParallelGrain ? 1 : omp_get_max_threads();
+  parallel_for(
+      parts,
+      [&](int64_t part) {
+        const int64_t end = total * (part + 1) / parts;
+        for (int64_t i = total * part / parts; i < end;) {
+          const int64_t plane = i / g.s;
+          const int64_t stop = (plane + 1) * g.s < end ? (plane + 1) * g.s : end;
+          run(plane % g.c, i, stop);
+          i = stop;
+        }
+      },
+      total / parts);
 }
 
 }  // namespace
 
+// ---- forward and backward sums -------------------------------------------------------------
+
 void batchnorm_channel_sums(const Tensor& x, const Tensor& shift, BatchNormGeometry g,
                             Tensor& sums) {
   const float* k = ptr(shift);
-  float* out = sums.data<float>();
   GRIDNN_DISPATCH_FLOATING(x.dtype(), "batchnorm_channel_sums", [&] {
     const scalar_t* in = static_cast<const scalar_t*>(x.raw());
-    channel_lanes(
+    channel_sums(
         g,
-        [&](int64_t c, int64_t i, double& a, double& b) {
-          body::bn_stat_step(a, b, to_float(in[i]), k ? double(k[c]) : 0.0);
+        [&](BatchNormSegment seg) {
+          const double s = k ? double(k[seg.channel]) : 0.0;
+          return [in, s](int64_t i, double& a, double& b) {
+            body::bn_stat_step(a, b, to_float(in[i]), s);
+          };
         },
-        [&](int64_t c, double a, double b) {
-          out[c] = float(a);
-          out[g.c + c] = float(b);
-        });
+        nullptr, sums.data<float>());
   });
 }
 
 void batchnorm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean,
                              const Tensor& invstd, BatchNormGeometry g, Tensor& sums) {
   const float* m = mean.data<float>();
-  const float* is = invstd.data<float>();
-  float* out = sums.data<float>();
   GRIDNN_DISPATCH_FLOATING(x.dtype(), "batchnorm_backward_sums", [&] {
     const scalar_t* in = static_cast<const scalar_t*>(x.raw());
     const scalar_t* d = static_cast<const scalar_t*>(dy.raw());
-    channel_lanes(
+    channel_sums(
         g,
-        [&](int64_t c, int64_t i, double& a, double& b) {
-          body::bn_grad_step(a, b, to_float(in[i]), to_float(d[i]), double(m[c]));
+        [&](BatchNormSegment seg) {
+          const double mc = double(m[seg.channel]);
+          return [in, d, mc](int64_t i, double& a, double& b) {
+            body::bn_grad_step(a, b, to_float(in[i]), to_float(d[i]), mc);
+          };
         },
-        [&](int64_t c, double a, double b) {
-          out[c] = float(a);
-          out[g.c + c] = float(b * double(is[c]));
-        });
+        invstd.data<float>(), sums.data<float>());
   });
 }
 
@@ -103,13 +159,19 @@ void batchnorm_update_running(const Tensor& mean, const Tensor& var, int64_t cou
   if (num_batches_tracked.defined()) *num_batches_tracked.data<int64_t>() += 1;
 }
 
+// ---- forward and backward per element ------------------------------------------------------
+
 void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd,
                          const Tensor& weight, const Tensor& bias, BatchNormGeometry g, Tensor& y) {
   const float *m = mean.data<float>(), *is = invstd.data<float>(), *w = ptr(weight), *b = ptr(bias);
   GRIDNN_DISPATCH_FLOATING(x.dtype(), "batchnorm_normalize", [&] {
     const scalar_t* in = static_cast<const scalar_t*>(x.raw());
     scalar_t* out = static_cast<scalar_t*>(y.raw());
-    parallel_for(x.numel(), [&](int64_t i) { body::bn_normalize_at(i, in, g, m, is, w, b, out); });
+    for_each_plane_run(g, [&](int64_t c, int64_t begin, int64_t end) {
+      const body::BnNormalizeCoeffs k = body::bn_normalize_coeffs(c, m, is, w, b);
+      for (int64_t i = begin; i < end; ++i)
+        out[i] = from_float<scalar_t>(body::bn_normalize_value(to_float(in[i]), k));
+    });
   });
 }
 
@@ -121,8 +183,16 @@ void batchnorm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& m
     const scalar_t* in = static_cast<const scalar_t*>(x.raw());
     const scalar_t* d = static_cast<const scalar_t*>(dy.raw());
     scalar_t* out = static_cast<scalar_t*>(dx.raw());
-    parallel_for(x.numel(), [&](int64_t i) {
-      body::bn_backward_input_at(i, in, d, g, m, is, w, s, count, training, out);
+    for_each_plane_run(g, [&](int64_t c, int64_t begin, int64_t end) {
+      const body::BnInputGradCoeffs k =
+          body::bn_input_grad_coeffs(c, g.c, m, is, w, s, count, training);
+      if (training)
+        for (int64_t i = begin; i < end; ++i)
+          out[i] = from_float<scalar_t>(
+              body::bn_input_grad_training(to_float(in[i]), to_float(d[i]), k));
+      else
+        for (int64_t i = begin; i < end; ++i)
+          out[i] = from_float<scalar_t>(body::bn_input_grad_eval(to_float(d[i]), k));
     });
   });
 }

@@ -1,11 +1,15 @@
 // CUDA backend of kernels/batchnorm.h: kernels over the bodies of kernels/batchnorm_bodies.h.
 //
-// Channel sums: one block of kReduceLanes threads per channel (grid-stride over channels);
-// thread l < L = reduce_lanes(s) accumulates lane l in double (body::bn_stat_lane /
-// bn_grad_lane), then the lanes are combined in shared memory by body::bn_tree_step with
-// widths L/2, ..., 1 — the order of the CPU loop. Compiled with -fmad=false (no FMA
-// contraction), so the sums are meant to equal the CPU backend's bitwise. No atomics.
-// Per-channel steps: one thread per channel. Per-element steps: grid-stride loops.
+// Channel sums, in two kernels. segment_sums_kernel: one block of kReduceLanes threads per
+// segment of kernels/batchnorm_bodies.h (grid-stride over segments); thread l < L =
+// bn_lanes(s) accumulates lane l in double (body::bn_stat_lane / bn_grad_lane), then the
+// lanes are combined in shared memory by body::bn_tree_step with widths L/2, ..., 1 — the
+// order of the CPU loop — and the segment's two sums go to a scratch tensor. fold_kernel:
+// one thread per channel folds that channel's segments in order (body::bn_fold_channel).
+// A batch has n * c * ceil(s / kBatchNormSegment) segments, so even few channels fill the
+// device. Compiled with -fmad=false (no FMA contraction), so the sums are meant to equal the
+// CPU backend's bitwise. No atomics. Per-channel steps: one thread per channel. Per-element
+// steps: grid-stride loops over the same per-element bodies as the CPU.
 #include "kernels/batchnorm.h"
 #include "kernels/cuda/launch.cuh"
 
@@ -17,23 +21,26 @@ const float* ptr(const Tensor& t) {
 }
 float* ptr(Tensor& t) { return t.defined() ? static_cast<float*>(t.raw()) : nullptr; }
 
-// Mode 0: statistics sums of x around shift (y, mean, invstd unused). Mode 1: backward
-// sums sum(dy), sum(dy * xhat) with y = dy.
+// Backward false: statistics sums of x around shift_or_mean (dy unused). Backward true:
+// sums of dy and dy * (x - mean) with mean = shift_or_mean. Segment i's two sums go to
+// seg_a[i], seg_b[i].
 template <class T>
 __global__ void __launch_bounds__(kReduceLanes)
-    channel_sums_kernel(bool backward, const T* x, const T* dy, const float* shift_or_mean,
-                        const float* invstd, BatchNormGeometry g, float* sums) {
+    segment_sums_kernel(bool backward, const T* x, const T* dy, const float* shift_or_mean,
+                        BatchNormGeometry g, int64_t segments, double* seg_a, double* seg_b) {
   __shared__ double a[kReduceLanes];
   __shared__ double b[kReduceLanes];
   const int lane = int(threadIdx.x);
-  const int lanes = reduce_lanes(g.s);
-  for (int64_t c = blockIdx.x; c < g.c; c += gridDim.x) {  // same trip count for the whole block
-    const double k = shift_or_mean ? double(shift_or_mean[c]) : 0.0;
+  const int lanes = bn_lanes(g.s);
+  for (int64_t i = blockIdx.x; i < segments;
+       i += gridDim.x) {  // same trip count for the whole block
+    const BatchNormSegment seg = bn_segment(g, i);
+    const double k = shift_or_mean ? double(shift_or_mean[seg.channel]) : 0.0;
     if (lane < lanes) {
       if (backward)
-        body::bn_grad_lane(x, dy, g, c, k, lane, lanes, &a[lane], &b[lane]);
+        body::bn_grad_lane(x, dy, seg, k, lane, lanes, &a[lane], &b[lane]);
       else
-        body::bn_stat_lane(x, g, c, k, lane, lanes, &a[lane], &b[lane]);
+        body::bn_stat_lane(x, seg, k, lane, lanes, &a[lane], &b[lane]);
     }
     __syncthreads();
     for (int width = lanes / 2; width > 0; width /= 2) {
@@ -41,10 +48,20 @@ __global__ void __launch_bounds__(kReduceLanes)
       __syncthreads();
     }
     if (lane == 0) {
-      sums[c] = float(a[0]);
-      sums[g.c + c] = float(backward ? b[0] * double(invstd[c]) : b[0]);
+      seg_a[i] = a[0];
+      seg_b[i] = b[0];
     }
-    __syncthreads();  // a[0], b[0] are read before the next channel overwrites them
+    __syncthreads();  // a[0], b[0] are read before the next segment overwrites them
+  }
+}
+
+// Channel c's sums from its segments' (invstd: as body::bn_store_sums).
+__global__ void fold_kernel(const double* seg_a, const double* seg_b, BatchNormGeometry g,
+                            const float* invstd, float* sums) {
+  for (int64_t c = detail::grid_first(); c < g.c; c += detail::grid_stride()) {
+    double a, b;
+    body::bn_fold_channel(seg_a, seg_b, g, c, &a, &b);
+    body::bn_store_sums(c, g.c, a, b, invstd, sums);
   }
 }
 
@@ -88,10 +105,23 @@ template <class T>
 void launch_channel_sums(bool backward, const T* x, const T* dy, const float* k,
                          const float* invstd, BatchNormGeometry g, Tensor& sums,
                          ::gridnn::cuda::DeviceContext& ctx) {
-  const unsigned blocks = detail::grid_for(ctx, g.c, 1);  // one channel per block
-  channel_sums_kernel<<<blocks, kReduceLanes, 0, ctx.stream>>>(backward, x, dy, k, invstd, g,
-                                                               static_cast<float*>(sums.raw()));
-  GRIDNN_CHECK_LAUNCH("channel_sums_kernel");
+  const int64_t segments = bn_segment_count(g);
+  // The segments' sums, [a; b] in double: an i64 tensor of the same size holds them (there
+  // is no f64 dtype); from the caching allocator, so no cudaMalloc in a training step.
+  Tensor scratch;
+  double *seg_a = nullptr, *seg_b = nullptr;
+  if (segments > 0) {
+    scratch = Tensor::empty({2 * segments}, DType::i64, sums.device());
+    seg_a = static_cast<double*>(scratch.raw());
+    seg_b = seg_a + segments;
+    const unsigned blocks = detail::grid_for(ctx, segments, 1);  // one segment per block
+    segment_sums_kernel<<<blocks, kReduceLanes, 0, ctx.stream>>>(backward, x, dy, k, g, segments,
+                                                                 seg_a, seg_b);
+    GRIDNN_CHECK_LAUNCH("segment_sums_kernel");
+  }
+  fold_kernel<<<detail::grid_for(ctx, g.c), detail::kThreads, 0, ctx.stream>>>(
+      seg_a, seg_b, g, invstd, static_cast<float*>(sums.raw()));
+  GRIDNN_CHECK_LAUNCH("fold_kernel");
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
-// Reductions' contracts: output shapes, whole-tensor results, NaN and empty inputs, one
-// order of additions on both CPU paths, errors. Their values along every dimension are op
-// harness cases (test/ops/cases_reduce.cpp).
+// Reductions' contracts: output shapes, whole-tensor results, NaN and empty inputs, the
+// order of kernels/reduce_bodies.h on every CPU loop and thread count, errors. Their values
+// along every dimension are op harness cases (test/ops/cases_reduce.cpp).
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
+#include <string>
 
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
@@ -40,9 +42,9 @@ TEST(Reduce, MaxPropagatesNaNAndEmptySumIsZero) {
   EXPECT_THROW(ops::max(empty, 1), Error);
 }
 
-TEST(Reduce, BothCpuPathsAddInTheSameOrder) {
-  // Four rows reduced together take the one-output-per-thread path; one row alone (a
-  // single output) takes the lanes-in-parallel path. The order of additions is fixed by
+TEST(Reduce, RowsAloneAndTogetherAddInTheSameOrder) {
+  // Four rows reduced together are shared among the threads; one row alone (a whole-tensor
+  // reduction) runs on one thread. The order of additions is fixed by
   // kernels/reduce_bodies.h, so the results must be bitwise equal.
   Tensor x = random_tensor({4, 10000}, 16);
   std::vector<float> rows = ops::sum(x, 1).to_vector<float>();
@@ -51,6 +53,68 @@ TEST(Reduce, BothCpuPathsAddInTheSameOrder) {
     EXPECT_EQ(alone, rows[size_t(r)]) << "row " << r;
   }
   EXPECT_TRUE(test::tensors_equal(ops::sum(x, 1), ops::sum(x, 1)));
+}
+
+// Every output in the order kernels/reduce_bodies.h states, one lane at a time as the
+// CUDA threads run it (body::reduce_lane), then the tree (body::reduce_tree_step).
+Tensor reduce_in_stated_order(ReduceOp op, const Tensor& x, int dim) {
+  kernels::body::ReduceShape s{1, x.size(dim), 1};
+  for (int d = 0; d < dim; ++d) s.outer *= x.size(d);
+  for (int d = dim + 1; d < x.rank(); ++d) s.inner *= x.size(d);
+  std::vector<float> out(size_t(s.outer * s.inner));
+  kernels::visit_reduce(op, [&](auto o) {
+    using Op = decltype(o);
+    const int lanes = kernels::reduce_lanes(s.len);
+    for (int64_t i = 0; i < s.outer * s.inner; ++i) {
+      std::vector<float> partial(static_cast<size_t>(lanes));
+      for (int l = 0; l < lanes; ++l)
+        partial[size_t(l)] = kernels::body::reduce_lane<Op>(x.data<float>(), s, i, l, lanes);
+      for (int width = lanes / 2; width > 0; width /= 2)
+        for (int l = 0; l < width; ++l)
+          kernels::body::reduce_tree_step<Op>(partial.data(), l, width);
+      out[size_t(i)] = partial[0];
+    }
+  });
+  return Tensor::from_vector(out, {s.outer * s.inner});
+}
+
+// Random values with a few rows of -0 (a sum must still start from the identity +0, as the
+// lanes do) and a few NaNs.
+Tensor awkward_tensor(const Shape& shape, uint64_t seed) {
+  std::vector<float> v = random_tensor(shape, seed).to_vector<float>();
+  for (size_t i = 0; i < v.size() && i < 40; ++i) v[i] = -0.0f;
+  for (size_t i = 97; i < v.size(); i += 997) v[i] = std::nanf("");
+  return Tensor::from_vector(v, shape);
+}
+
+TEST(Reduce, EveryCpuLoopAddsInTheOrderOfTheBodies) {
+  // Exact short rows (2, 4, 16), other short rows, a single element, long rows, columns
+  // short and long, few columns, a whole-tensor reduction, no outputs and empty rows; on 1,
+  // 2 and 3 threads, which moves the split of the work. The CUDA backend runs the bodies as
+  // they are: the CPU must give their bits.
+  const struct {
+    Shape shape;
+    int dim;
+  } geometries[] = {{{999, 4}, 1},   {{999, 2}, 1},     {{999, 16}, 1},    {{999, 5}, 1},
+                    {{999, 1}, 1},   {{300, 17}, 1},    {{3, 600}, 1},     {{7, 300, 5}, 1},
+                    {{5, 3, 33}, 1}, {{1, 5000, 3}, 1}, {{2, 2000, 1}, 1}, {{70000}, 0},
+                    {{0, 4}, 1},     {{3, 0}, 1}};
+  const int saved = omp_get_max_threads();
+  for (const auto& g : geometries) {
+    const Tensor x = awkward_tensor(g.shape, 18);
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::sum_squares, ReduceOp::max}) {
+      if (op == ReduceOp::max && g.shape[g.dim] == 0) continue;  // no maximum of nothing
+      const Tensor expected = reduce_in_stated_order(op, x, g.dim);
+      for (int threads : {1, 2, 3}) {
+        SCOPED_TRACE(g.shape.str() + " dim " + std::to_string(g.dim) + " op " +
+                     std::to_string(int(op)) + " threads " + std::to_string(threads));
+        omp_set_num_threads(threads);
+        EXPECT_TRUE(
+            test::tensors_equal(ops::reduce(op, x, g.dim).reshape(expected.shape()), expected));
+      }
+    }
+  }
+  omp_set_num_threads(saved);
 }
 
 TEST(Reduce, OutputMustNotAliasTheInput) {

@@ -2,8 +2,10 @@
 // reference, the running statistics after two steps by hand, num_batches_tracked, names,
 // central-difference gradients in both modes, the statistics steps of kernels/batchnorm.h
 // (precision with a large mean, summing over split batches as a distributed run does,
-// determinism), and the errors.
+// determinism, the same bits on one and two threads, the order of kernels/batchnorm_bodies.h
+// that the CUDA backend follows too), and the errors.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <condition_variable>
@@ -301,6 +303,178 @@ TEST(BatchNorm3d, StatisticsAreDeterministic) {
   EXPECT_TRUE(test::tensors_equal(a, b));
   const std::vector<double> ref = test::reference_batchnorm_channel_sums(x, {});
   EXPECT_TRUE(test::tensors_close(a, from_doubles(ref, {2, 2}), {1e-4, 1e-6}));
+}
+
+// The three sums of kernels/batchnorm.h on one input: statistics with and without a shift,
+// and the backward sums.
+struct AllSums {
+  Tensor plain, shifted, backward;
+};
+
+AllSums all_sums(const Tensor& x, const Tensor& dy, const Tensor& shift, const Tensor& invstd) {
+  const int64_t c = x.size(1);
+  AllSums r{Tensor::empty({2, c}), Tensor::empty({2, c}), Tensor::empty({2, c})};
+  ops::batchnorm_channel_sums(x, Tensor(), r.plain);
+  ops::batchnorm_channel_sums(x, shift, r.shifted);
+  ops::batchnorm_backward_sums(x, dy, shift, invstd, r.backward);
+  return r;
+}
+
+void expect_same_bits(const AllSums& a, const AllSums& b) {
+  EXPECT_TRUE(test::tensors_equal(a.plain, b.plain));
+  EXPECT_TRUE(test::tensors_equal(a.shifted, b.shifted));
+  EXPECT_TRUE(test::tensors_equal(a.backward, b.backward));
+}
+
+// Values of either sign spread over 2^-30 .. 2^30, each plane's second half the negated
+// mirror of its first: the sums of x (and dy) cancel to a small remainder, whose last f32
+// bits depend on the order in which the double sums rounded. So two orders give different
+// sums (sums of values in one range round to the same f32 in almost any order).
+Tensor cancelling_tensor(const Shape& shape, uint64_t seed) {
+  const std::vector<double> mantissa = values(test::random_tensor(shape, seed, 1.0f, 2.0f));
+  const std::vector<double> exponent = values(test::random_tensor(shape, seed + 1, -30.0f, 30.0f));
+  const std::vector<double> sign = values(test::random_tensor(shape, seed + 2));
+  std::vector<double> v(mantissa.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = std::copysign(std::ldexp(mantissa[i], int(std::floor(exponent[i]))), sign[i]);
+  const size_t s = v.size() / size_t(shape[0] * shape[1]);
+  for (size_t plane = 0; plane < v.size(); plane += s)
+    for (size_t k = 0; k < s / 2; ++k) v[plane + s - 1 - k] = -v[plane + k];
+  return from_doubles(v, shape);
+}
+
+// Restores the OpenMP thread count when it goes out of scope.
+class ThreadCount {
+ public:
+  explicit ThreadCount(int threads) { omp_set_num_threads(threads); }
+  ~ThreadCount() { omp_set_num_threads(saved_); }
+
+ private:
+  int saved_ = omp_get_max_threads();
+};
+
+// Big enough to run threaded, planes of two segments (the second not a multiple of the lanes).
+const Shape kThreadedShape{3, 4, 40, 30, 20};
+
+AllSums sums_on_threads(int threads, const Tensor& x, const Tensor& dy, const Tensor& shift,
+                        const Tensor& invstd) {
+  ThreadCount count(threads);
+  return all_sums(x, dy, shift, invstd);
+}
+
+TEST(BatchNorm3d, SumsAreTheSameBitsOnOneAndTwoThreads) {
+  // The order of additions depends on the shape only (kernels/batchnorm_bodies.h), never
+  // on how the segments are shared among threads.
+  Tensor shift = test::random_tensor({4}, 52, 0.5f, 1.5f),
+         invstd = test::random_tensor({4}, 53, 0.5f, 1.5f);
+  Tensor x = cancelling_tensor(kThreadedShape, 50), dy = cancelling_tensor(kThreadedShape, 53);
+  expect_same_bits(sums_on_threads(1, x, dy, shift, invstd),
+                   sums_on_threads(2, x, dy, shift, invstd));
+
+  // Data in one range: within f32's rounding of double loops (accumulated in double,
+  // rounded once to f32).
+  x = test::random_tensor(kThreadedShape, 50, -1.0f, 3.0f);
+  dy = test::random_tensor(kThreadedShape, 51);
+  const AllSums two = sums_on_threads(2, x, dy, shift, invstd);
+  expect_same_bits(sums_on_threads(1, x, dy, shift, invstd), two);
+  const std::vector<double> s = values(shift), is = values(invstd);
+  const test::Tolerance tight{1e-9, 2e-7};
+  EXPECT_TRUE(test::tensors_close(
+      two.plain, from_doubles(test::reference_batchnorm_channel_sums(x, {}), {2, 4}), tight));
+  EXPECT_TRUE(test::tensors_close(
+      two.shifted, from_doubles(test::reference_batchnorm_channel_sums(x, s), {2, 4}), tight));
+  EXPECT_TRUE(test::tensors_close(
+      two.backward, from_doubles(test::reference_batchnorm_backward_sums(x, dy, s, is), {2, 4}),
+      tight));
+}
+
+// Channel c's sums in the order kernels/batchnorm_bodies.h states, one lane at a time as the
+// CUDA threads run it: per segment the lanes (body::bn_stat_lane / bn_grad_lane) and the
+// tree, then the fold. The backward sums with mean = shift; dy and invstd undefined: the
+// statistics sums around shift (0 when undefined).
+std::vector<float> sums_in_stated_order(const Tensor& x, const Tensor& dy, const Tensor& shift,
+                                        const Tensor& invstd) {
+  using namespace kernels;
+  const BatchNormGeometry g{x.size(0), x.size(1), x.numel() / (x.size(0) * x.size(1))};
+  const int64_t segments = bn_segment_count(g);
+  const int lanes = bn_lanes(g.s);
+  std::vector<double> seg_a(static_cast<size_t>(segments)), seg_b(seg_a.size());
+  for (int64_t i = 0; i < segments; ++i) {
+    const BatchNormSegment seg = bn_segment(g, i);
+    const double k = shift.defined() ? double(shift.data<float>()[seg.channel]) : 0.0;
+    std::vector<double> a(static_cast<size_t>(lanes)), b(a.size());
+    for (int l = 0; l < lanes; ++l) {
+      if (dy.defined())
+        body::bn_grad_lane(x.data<float>(), dy.data<float>(), seg, k, l, lanes, &a[size_t(l)],
+                           &b[size_t(l)]);
+      else
+        body::bn_stat_lane(x.data<float>(), seg, k, l, lanes, &a[size_t(l)], &b[size_t(l)]);
+    }
+    for (int width = lanes / 2; width > 0; width /= 2)
+      for (int l = 0; l < width; ++l) body::bn_tree_step(a.data(), b.data(), l, width);
+    seg_a[size_t(i)] = a[0];
+    seg_b[size_t(i)] = b[0];
+  }
+  std::vector<float> sums(size_t(2 * g.c));
+  for (int64_t c = 0; c < g.c; ++c) {
+    double a, b;
+    body::bn_fold_channel(seg_a.data(), seg_b.data(), g, c, &a, &b);
+    body::bn_store_sums(c, g.c, a, b, invstd.defined() ? invstd.data<float>() : nullptr,
+                        sums.data());
+  }
+  return sums;
+}
+
+TEST(BatchNorm3d, SumsFollowTheOrderOfTheBodies) {
+  // The CPU loop interleaves the lanes of a segment; the result must be the bits of the
+  // lane-by-lane order the CUDA kernel runs, or the backends would disagree.
+  for (const Shape& shape : {kThreadedShape, Shape{2, 3, 5, 7, 9}, Shape{1, 2, 130, 130, 1}}) {
+    SCOPED_TRACE(shape.str());
+    const int64_t c = shape[1];
+    Tensor x = cancelling_tensor(shape, 54), dy = cancelling_tensor(shape, 57);
+    Tensor shift = test::random_tensor({c}, 60, 0.5f, 1.5f),
+           invstd = test::random_tensor({c}, 61, 0.5f, 1.5f);
+    const AllSums cpu = all_sums(x, dy, shift, invstd);
+    EXPECT_EQ(cpu.plain.to_vector<float>(), sums_in_stated_order(x, Tensor(), Tensor(), Tensor()));
+    EXPECT_EQ(cpu.shifted.to_vector<float>(), sums_in_stated_order(x, Tensor(), shift, Tensor()));
+    EXPECT_EQ(cpu.backward.to_vector<float>(), sums_in_stated_order(x, dy, shift, invstd));
+  }
+}
+
+TEST(BatchNorm3d, PerElementStepsMatchTheBodiesOnOneAndTwoThreads) {
+  // Normalize and the input gradient walk planes (split mid-plane between two threads here)
+  // with per-channel coefficients; every element must equal the per-element body the CUDA
+  // kernels run.
+  using namespace kernels;
+  const Shape shape{3, 5, 9, 11, 70};
+  const int64_t c = shape[1], count = shape.numel() / c;
+  const BatchNormGeometry g{shape[0], c, shape.numel() / (shape[0] * c)};
+  Tensor x = test::random_tensor(shape, 60, -1.0f, 3.0f), dy = test::random_tensor(shape, 61);
+  Tensor mean = test::random_tensor({c}, 62), invstd = test::random_tensor({c}, 63, 0.5f, 1.5f);
+  Tensor weight = test::random_tensor({c}, 64, 0.5f, 2.0f), bias = test::random_tensor({c}, 65);
+  Tensor sums = test::random_tensor({2, c}, 66, -100.0f, 100.0f);
+  std::vector<float> y(size_t(shape.numel())), dx_train(y.size()), dx_eval(y.size());
+  for (int64_t i = 0; i < shape.numel(); ++i) {
+    body::bn_normalize_at(i, x.data<float>(), g, mean.data<float>(), invstd.data<float>(),
+                          weight.data<float>(), bias.data<float>(), y.data());
+    body::bn_backward_input_at(i, x.data<float>(), dy.data<float>(), g, mean.data<float>(),
+                               invstd.data<float>(), weight.data<float>(), sums.data<float>(),
+                               count, true, dx_train.data());
+    body::bn_backward_input_at(i, x.data<float>(), dy.data<float>(), g, mean.data<float>(),
+                               invstd.data<float>(), weight.data<float>(), nullptr, count, false,
+                               dx_eval.data());
+  }
+  for (int t : {1, 2}) {
+    SCOPED_TRACE("threads " + std::to_string(t));
+    ThreadCount threads(t);
+    Tensor out = Tensor::empty(shape);
+    ops::batchnorm_normalize(x, mean, invstd, weight, bias, out);
+    EXPECT_EQ(out.to_vector<float>(), y);
+    ops::batchnorm_backward_input(x, dy, mean, invstd, weight, sums, count, true, out);
+    EXPECT_EQ(out.to_vector<float>(), dx_train);
+    ops::batchnorm_backward_input(x, dy, mean, invstd, weight, Tensor(), count, false, out);
+    EXPECT_EQ(out.to_vector<float>(), dx_eval);
+  }
 }
 
 TEST(BatchNorm3d, ErrorsNameTheLayerAndShapes) {
