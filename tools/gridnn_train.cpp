@@ -69,6 +69,13 @@ void add_flags(CLI::App& app, Cli& c) {
       ->capture_default_str()->check(CLI::Range(0.0, 1.0));
   app.add_option("--fit", o.data.fit, "NIfTI volumes to --input: crop (center crop / zero pad) or resample")
       ->capture_default_str()->check(CLI::IsMember({"crop", "resample"}));
+  app.add_option("--orientation", o.data.orientation,
+                 "NIfTI voxel order: canonical (nibabel's closest RAS+ from the sform, else the qform) or "
+                 "native (as stored)")
+      ->capture_default_str()->check(CLI::IsMember({"canonical", "native"}));
+  app.add_option("--spacing", o.data.spacing,
+                 "NIfTI: resample to voxels of MM mm on every axis before --fit (0: off)")
+      ->capture_default_str()->check(CLI::Range(0.0, 100.0));
   app.add_flag("!--no-augment", o.data.augment, "no random shifts, flips or noise in training");
   app.add_flag("--cache-data", o.data.cache,
                "keep the training samples in memory after their first load (needs --no-augment)");

@@ -1,6 +1,7 @@
 #include "models/data/nifti_dataset.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <utility>
 
@@ -23,6 +24,8 @@ NiftiDataset::NiftiDataset(Manifest manifest, NiftiDatasetOptions options)
   const auto& t = options_.target;
   GRIDNN_REQUIRE(t[0] > 0 && t[1] > 0 && t[2] > 0, source_, ": the target size ", t[0], "x", t[1],
                  "x", t[2], " must be positive in every axis (the model's input D, H, W)");
+  GRIDNN_REQUIRE(std::isfinite(options_.spacing) && options_.spacing >= 0, source_, ": the spacing ",
+                 options_.spacing, " must be 0 (off) or a positive number of mm");
   for (ManifestRow& row : manifest.rows)
     if (!options_.split || row.split == *options_.split) rows_.push_back(std::move(row));
   GRIDNN_REQUIRE(!rows_.empty(), source_, ": no rows in split \"",
@@ -60,18 +63,36 @@ std::string NiftiDataset::describe(int64_t index) const {
          std::to_string(r.line) + ")";
 }
 
-Tensor NiftiDataset::load_volume(int64_t index, const Augment& augment) const {
+Tensor NiftiDataset::prepare(int64_t index, ScanGeometry* geometry, IndexMap* to_stored) const {
   const ManifestRow& r = row(index);
-  Tensor volume;
+  ScanGeometry g;
+  GridVolume grid;
   try {
-    volume = read_nifti_volume(r.path);
+    Tensor stored = read_nifti_volume(r.path, &g);
+    grid = orient(stored, g, options_.orientation);
+    if (options_.spacing > 0) grid = resample_to_spacing(grid, options_.spacing);
   } catch (const Error& e) {
     throw Error(std::string(e.what()) + " [sample " + std::to_string(index) + ", listed at " +
                 source_ + ":" + std::to_string(r.line) + "]");
   }
-  volume = options_.fit == Fit::crop ? center_crop_or_pad(volume, options_.target)
-                                     : resample_trilinear(volume, options_.target);
+  const std::array<int64_t, 3> from{grid.volume.size(0), grid.volume.size(1), grid.volume.size(2)};
+  Tensor volume;
+  IndexMap fit_map;
+  if (options_.fit == Fit::crop) {
+    volume = center_crop_or_pad(grid.volume, options_.target);
+    fit_map = crop_or_pad_index_map(from, options_.target);
+  } else {
+    volume = resample_trilinear(grid.volume, options_.target);
+    fit_map = resample_index_map(from, options_.target);
+  }
   if (options_.normalize) zscore_(volume);
+  if (to_stored) *to_stored = compose(grid.to_stored, fit_map);
+  if (geometry) *geometry = std::move(g);
+  return volume;
+}
+
+Tensor NiftiDataset::load_volume(int64_t index, const Augment& augment) const {
+  Tensor volume = prepare(index, nullptr, nullptr);
   if (augment.enabled) {
     const Philox4x32 words =
         philox_words(augment.seed, philox_stream_id("data.flip") + augment.epoch, uint64_t(index));
@@ -79,6 +100,12 @@ Tensor NiftiDataset::load_volume(int64_t index, const Augment& augment) const {
                    philox_unit(words.v[2]) < 0.5f});
   }
   return volume;
+}
+
+Scan NiftiDataset::load_scan(int64_t index) const {
+  Scan scan;
+  scan.volume = prepare(index, &scan.stored, &scan.to_stored);
+  return scan;
 }
 
 int64_t NiftiDataset::load(int64_t index, Tensor& x, const Augment& augment,

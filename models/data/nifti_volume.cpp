@@ -111,8 +111,16 @@ double stored_value(int datatype, const uint8_t* data, int64_t v) {
 // checked on the raw header first (NIfTI-1 or NIfTI-2, swapped to our byte order when its
 // dim[0] is plausible only swapped, as the standard prescribes).
 struct StoredHeader {
+  int version = 1;  // 1 (NIfTI-1 or Analyze 7.5) or 2
+  bool nifti = false;  // a NIfTI magic ("n+1", "ni1", "n+2", "ni2"); else Analyze: no codes
   int64_t dim[8];
   int datatype;
+  // Geometry as stored (float32 in NIfTI-1, promoted exactly; double in NIfTI-2).
+  int qform_code = 0, sform_code = 0;
+  double pixdim[8];
+  double quatern[3], qoffset[3];
+  double srow[3][4];
+  std::vector<uint8_t> raw;  // the header in the machine's byte order (348 or 540 bytes)
 };
 
 // The byte order is told twice: by sizeof_hdr (348 or 540 in the file's order) and by dim[0]
@@ -134,12 +142,31 @@ StoredHeader stored_header(Header* h, int version, const std::string& path) {
                  "); the header is damaged");
   if (size_says_swapped) swap_nifti_header(h, version);
   StoredHeader stored;
+  stored.version = version;
+  stored.nifti = version == 2 ? std::memcmp(h->magic, "n+2", 4) == 0 || std::memcmp(h->magic, "ni2", 4) == 0
+                              : std::memcmp(h->magic, "n+1", 4) == 0 || std::memcmp(h->magic, "ni1", 4) == 0;
   for (int d = 0; d < 8; ++d) stored.dim[d] = int64_t(h->dim[d]);
   stored.datatype = h->datatype;
+  stored.qform_code = h->qform_code;
+  stored.sform_code = h->sform_code;
+  for (int d = 0; d < 8; ++d) stored.pixdim[d] = double(h->pixdim[d]);
+  stored.quatern[0] = double(h->quatern_b);
+  stored.quatern[1] = double(h->quatern_c);
+  stored.quatern[2] = double(h->quatern_d);
+  stored.qoffset[0] = double(h->qoffset_x);
+  stored.qoffset[1] = double(h->qoffset_y);
+  stored.qoffset[2] = double(h->qoffset_z);
+  for (int c = 0; c < 4; ++c) {
+    stored.srow[0][c] = double(h->srow_x[c]);
+    stored.srow[1][c] = double(h->srow_y[c]);
+    stored.srow[2][c] = double(h->srow_z[c]);
+  }
+  stored.raw.resize(sizeof(Header));
+  std::memcpy(stored.raw.data(), h, sizeof(Header));
   return stored;
 }
 
-void check_stored_header(const std::string& path) {
+StoredHeader check_stored_header(const std::string& path) {
   int version = 0;
   std::unique_ptr<void, decltype(&std::free)> raw(
       nifti_read_header(path.c_str(), &version, /*check=*/0), &std::free);
@@ -148,7 +175,7 @@ void check_stored_header(const std::string& path) {
                  "Analyze file, or a truncated header); inspect it with `nifti_tool "
                  "-disp_hdr -infiles ",
                  path, "`");
-  const StoredHeader h = version == 1 ? stored_header(static_cast<nifti_1_header*>(raw.get()), 1, path)
+  StoredHeader h = version == 1 ? stored_header(static_cast<nifti_1_header*>(raw.get()), 1, path)
                                       : stored_header(static_cast<nifti_2_header*>(raw.get()), 2, path);
   const int64_t ndim = h.dim[0];
   GRIDNN_REQUIRE(ndim >= 1 && ndim <= 7, path, ": dim[0] = ", ndim,
@@ -160,14 +187,16 @@ void check_stored_header(const std::string& path) {
       bytes_per_voxel(h.datatype) > 0, path, ": datatype ", datatype_name(h.datatype),
       " is not supported; gridnn reads uint8, int8, int16, uint16, int32, uint32, "
       "int64, uint64, float32 and float64 (convert it, e.g. fslmaths in out -odt float)");
+  return h;
 }
 
-ImagePtr read_header(const std::string& path) {
+ImagePtr read_header(const std::string& path, StoredHeader* stored = nullptr) {
   std::error_code ec;
   GRIDNN_REQUIRE(std::filesystem::is_regular_file(path, ec), path,
                  ": no such file; check the path (relative manifest paths are resolved "
                  "against the manifest's folder)");
-  check_stored_header(path);
+  StoredHeader h = check_stored_header(path);
+  if (stored) *stored = std::move(h);
   ImagePtr nim(nifti_image_read(path.c_str(), /*read_data=*/0));
   GRIDNN_REQUIRE(nim != nullptr, path,
                  ": the NIfTI library cannot read its header (a damaged header, or a .hdr "
@@ -231,12 +260,89 @@ std::vector<uint8_t> read_voxel_bytes(const std::string& path, const nifti_image
   return bytes;
 }
 
+// nibabel's header fixes on load: pixdim[1..3] of 0 -> 1, negative -> |.| (and, as the NIfTI
+// library does, non-finite -> 1).
+double fixed_pixdim(double p) { return std::isfinite(p) && p != 0.0 ? std::fabs(p) : 1.0; }
+
+// The affine as nibabel 5.0 computes it (orientation.h).
+ScanGeometry geometry_of(const std::string& path, const StoredHeader& h) {
+  ScanGeometry g;
+  g.path = path;
+  g.dims = {h.dim[3], h.dim[2], h.dim[1]};
+  const double vox[3] = {fixed_pixdim(h.pixdim[1]), fixed_pixdim(h.pixdim[2]), fixed_pixdim(h.pixdim[3])};
+  Affine a{};
+  a[3][3] = 1.0;
+  if (h.nifti && h.sform_code > 0) {
+    g.source = AffineSource::sform;
+    for (int r = 0; r < 3; ++r)
+      for (int c = 0; c < 4; ++c) a[r][c] = h.srow[r][c];
+  } else if (h.nifti && h.qform_code > 0) {
+    g.source = AffineSource::qform;
+    // fillpositive + quat2mat in numpy's longdouble, the order of operations as nibabel's.
+    using LD = long double;
+    const LD x = h.quatern[0], y = h.quatern[1], z = h.quatern[2];
+    const LD w2 = LD(1.0) - ((x * x + y * y) + z * z);
+    GRIDNN_REQUIRE(w2 >= LD(-3.0) * LD(std::numeric_limits<float>::epsilon()), path, ": the qform quaternion (b, c, d) = (",
+                   double(x), ", ", double(y), ", ", double(z), ") has a norm above 1; fix the header's qform");
+    const LD w = w2 < 0 ? LD(0) : std::sqrt(w2);
+    const LD nq = ((w * w + x * x) + y * y) + z * z;
+    LD rot[3][3];
+    if (nq < LD(std::numeric_limits<double>::epsilon())) {
+      for (int r = 0; r < 3; ++r)
+        for (int c = 0; c < 3; ++c) rot[r][c] = r == c ? 1 : 0;
+    } else {
+      const LD s = LD(2.0) / nq;
+      const LD X = x * s, Y = y * s, Z = z * s;
+      const LD wX = w * X, wY = w * Y, wZ = w * Z;
+      const LD xX = x * X, xY = x * Y, xZ = x * Z;
+      const LD yY = y * Y, yZ = y * Z, zZ = z * Z;
+      const LD m[3][3] = {{LD(1.0) - (yY + zZ), xY - wZ, xZ + wY},
+                          {xY + wZ, LD(1.0) - (xX + zZ), yZ - wX},
+                          {xZ - wY, yZ + wX, LD(1.0) - (xX + yY)}};
+      std::memcpy(rot, m, sizeof(m));
+    }
+    const double qfac = h.pixdim[0] == -1.0 ? -1.0 : 1.0;
+    const LD scale[3] = {vox[0], vox[1], vox[2] * qfac};
+    for (int r = 0; r < 3; ++r) {
+      for (int c = 0; c < 3; ++c) a[r][c] = double(rot[r][c] * scale[c]);
+      a[r][3] = h.qoffset[r];
+    }
+  } else {
+    // nibabel's base affine: diag(-dx, dy, dz), centred on the volume (LAS).
+    g.source = AffineSource::none;
+    const double zooms[3] = {-vox[0], vox[1], vox[2]};
+    for (int r = 0; r < 3; ++r) {
+      a[r][r] = zooms[r];
+      a[r][3] = -(double(h.dim[r + 1] - 1) / 2.0) * zooms[r];
+    }
+  }
+  g.affine = a;
+  for (int c = 0; c < 3; ++c) {
+    double sum = 0.0;
+    for (int r = 0; r < 3; ++r) sum += a[r][c] * a[r][c];
+    g.zooms[size_t(c)] = sum > 0.0 ? std::sqrt(sum) : 1.0;
+  }
+  return g;
+}
+
 }  // namespace
 
-Tensor read_nifti_volume(const std::string& path) {
+Tensor read_nifti_volume(const std::string& path) { return read_nifti_volume(path, nullptr); }
+
+ScanGeometry read_nifti_geometry(const std::string& path) {
   quiet_nifti_library();
-  ImagePtr nim = read_header(path);
+  StoredHeader stored;
+  ImagePtr nim = read_header(path, &stored);
   check_header(path, *nim);
+  return geometry_of(path, stored);
+}
+
+Tensor read_nifti_volume(const std::string& path, ScanGeometry* geometry) {
+  quiet_nifti_library();
+  StoredHeader header;
+  ImagePtr nim = read_header(path, &header);
+  check_header(path, *nim);
+  if (geometry) *geometry = geometry_of(path, header);
   const int64_t depth = nim->dim[3], height = nim->dim[2], width = nim->dim[1];
   GRIDNN_REQUIRE(height <= std::numeric_limits<int64_t>::max() / width &&
                      depth <= std::numeric_limits<int64_t>::max() / (height * width),
@@ -266,6 +372,85 @@ Tensor read_nifti_volume(const std::string& path) {
     out[v] = float(value);
   }
   return volume;
+}
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The scan's header made the header of a single-file float32 volume: every geometry field
+// kept as stored, the data fields set.
+template <class Header>
+void make_float_header(Header& h, bool nifti, const char* magic, size_t magic_size, double vox_offset) {
+  h.dim[0] = 3;
+  for (int d = 4; d < 8; ++d) h.dim[d] = 1;
+  h.datatype = NIFTI_TYPE_FLOAT32;
+  h.bitpix = 32;
+  h.scl_slope = 1;
+  h.scl_inter = 0;
+  h.cal_min = 0;
+  h.cal_max = 0;
+  h.intent_code = 0;
+  h.intent_p1 = h.intent_p2 = h.intent_p3 = 0;
+  std::memset(h.intent_name, 0, sizeof(h.intent_name));
+  h.vox_offset = vox_offset;
+  std::memcpy(h.magic, magic, magic_size);
+  if (!nifti) {  // Analyze 7.5: the bytes NIfTI reads as geometry are something else
+    h.qform_code = h.sform_code = 0;
+    h.quatern_b = h.quatern_c = h.quatern_d = 0;
+    h.qoffset_x = h.qoffset_y = h.qoffset_z = 0;
+    for (int c = 0; c < 4; ++c) h.srow_x[c] = h.srow_y[c] = h.srow_z[c] = 0;
+    h.pixdim[0] = 1;
+  }
+}
+
+}  // namespace
+
+void write_nifti_like(const std::string& out_path, const Tensor& volume, const std::string& scan_path) {
+  quiet_nifti_library();
+  GRIDNN_REQUIRE(ends_with(out_path, ".nii") || ends_with(out_path, ".nii.gz"), out_path,
+                 ": the output must be a single-file NIfTI (.nii or .nii.gz)");
+  StoredHeader stored;
+  ImagePtr nim = read_header(scan_path, &stored);
+  check_header(scan_path, *nim);
+  const std::array<int64_t, 3> dims{stored.dim[3], stored.dim[2], stored.dim[1]};
+  GRIDNN_REQUIRE(volume.defined() && volume.rank() == 3 && volume.dtype() == DType::f32 && volume.device().is_cpu(),
+                 out_path, ": expected a CPU f32 volume [D, H, W] to write, got ",
+                 volume.defined() ? volume.str() : std::string("an undefined tensor"));
+  GRIDNN_REQUIRE(volume.size(0) == dims[0] && volume.size(1) == dims[1] && volume.size(2) == dims[2], out_path,
+                 ": the volume is ", volume.size(0), "x", volume.size(1), "x", volume.size(2), " [D, H, W] but ",
+                 scan_path, " stores ", dims[0], "x", dims[1], "x", dims[2],
+                 " (map it to the scan's grid first: map_to_stored)");
+  std::vector<uint8_t> file;
+  if (stored.version == 2) {
+    static_assert(sizeof(nifti_2_header) == 540, "NIfTI-2 header layout");
+    nifti_2_header h;
+    std::memcpy(&h, stored.raw.data(), sizeof(h));
+    make_float_header(h, stored.nifti, "n+2\0\r\n\032\n", 8, 544.0);
+    h.sizeof_hdr = 540;
+    file.resize(544 + size_t(volume.numel()) * sizeof(float), 0);
+    std::memcpy(file.data(), &h, sizeof(h));
+  } else {
+    static_assert(sizeof(nifti_1_header) == 348, "NIfTI-1 header layout");
+    nifti_1_header h;
+    std::memcpy(&h, stored.raw.data(), sizeof(h));
+    make_float_header(h, stored.nifti, "n+1", 4, 352.0);
+    h.sizeof_hdr = 348;
+    file.resize(352 + size_t(volume.numel()) * sizeof(float), 0);
+    std::memcpy(file.data(), &h, sizeof(h));
+  }
+  // The 4 bytes after the header stay 0: no extensions. Data in the machine's byte order,
+  // as the header (nifti_read_header gave it in the machine's order).
+  const size_t data_offset = stored.version == 2 ? 544 : 352;
+  std::memcpy(file.data() + data_offset, volume.data<float>(), size_t(volume.numel()) * sizeof(float));
+  znzFile f = znzopen(out_path.c_str(), "wb", ends_with(out_path, ".gz") ? 1 : 0);
+  GRIDNN_REQUIRE(!znz_isnull(f), out_path, ": cannot open for writing; check the folder exists and is writable");
+  const size_t written = znzwrite(file.data(), 1, file.size(), f);
+  const int closed = znzclose(f);
+  GRIDNN_REQUIRE(written == file.size() && closed == 0, out_path, ": write failed (", written, " of ", file.size(),
+                 " bytes; disk full?)");
 }
 
 }  // namespace gridnn::data

@@ -10,7 +10,18 @@
 // Axes: NIfTI's i (dim[1], fastest in the file) is W, j (dim[2]) is H and k (dim[3]) is
 // D, so voxel (i, j, k) lands at [k, j, i] and the file's data order is already the
 // row-major order of [D, H, W]: nothing is transposed. Orientation (qform/sform) is not
-// applied: the volume is used in its stored voxel order.
+// applied here: the volume is in its stored voxel order, and the overload with a
+// ScanGeometry also returns the header's affine (computed as nibabel 5.0 does, rules in
+// orientation.h), which orient() (orientation.h) uses to reorder it to canonical RAS+.
+//
+// write_nifti_like writes a float32 volume (a heatmap) on a scan's stored grid: a
+// single-file NIfTI of the scan's version (NIfTI-1 or -2; .nii.gz gzipped) whose header is
+// the scan's own with every geometry field kept byte for byte (dims, pixdim including qfac,
+// quatern_b/c/d, qoffset, srow, qform_code and sform_code, xyzt_units, dim_info, descrip), and
+// the data fields set: datatype float32, bitpix 32, dim[0] 3, scl_slope 1, scl_inter 0,
+// cal_min/max 0, intent 0, no extensions, vox_offset 352 (544), the machine's byte order.
+// Viewers that prefer the qform and those that prefer the sform thus overlay it alike. An
+// Analyze 7.5 scan (no NIfTI geometry) gives both codes 0.
 //
 // Values: every integer and real datatype (uint8, int8, int16, uint16, int32, uint32,
 // int64, uint64, float32, float64) is converted to f32, with value = stored * scl_slope +
@@ -33,11 +44,21 @@
 #include <string>
 
 #include "core/tensor.h"
+#include "models/data/orientation.h"
 
 namespace gridnn::data {
 
 // The volume stored in `path` as a contiguous CPU f32 tensor [D, H, W] = [dim[3], dim[2],
 // dim[1]], scaled by scl_slope/scl_inter.
 Tensor read_nifti_volume(const std::string& path);
+// The same, and the file's geometry in *geometry when it is not null.
+Tensor read_nifti_volume(const std::string& path, ScanGeometry* geometry);
+// The geometry alone (header only; the data is not read).
+ScanGeometry read_nifti_geometry(const std::string& path);
+
+// `volume` [D, H, W] (CPU f32, exactly the scan's stored dims) written to out_path (.nii or
+// .nii.gz) with the geometry of the scan at scan_path, as described above. Errors name the
+// files.
+void write_nifti_like(const std::string& out_path, const Tensor& volume, const std::string& scan_path);
 
 }  // namespace gridnn::data

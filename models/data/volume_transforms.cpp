@@ -42,6 +42,51 @@ AxisSamples axis_samples(int64_t n, int64_t t) {
   return s;
 }
 
+// Along an axis of size n, output index o samples scale * o + offset clamped to [0, n - 1].
+AxisSamples axis_samples_at(int64_t n, int64_t t, double scale, double offset) {
+  AxisSamples s;
+  s.lo.resize(size_t(t));
+  s.hi.resize(size_t(t));
+  s.frac.resize(size_t(t));
+  for (int64_t o = 0; o < t; ++o) {
+    const double x = std::clamp(scale * double(o) + offset, 0.0, double(n - 1));
+    const int64_t lo = std::min(int64_t(std::floor(x)), n - 1);
+    s.lo[size_t(o)] = lo;
+    s.hi[size_t(o)] = std::min(lo + 1, n - 1);
+    s.frac[size_t(o)] = x - double(lo);
+  }
+  return s;
+}
+
+// Trilinear resampling with the given per-axis samples.
+Tensor resample_with(const Tensor& volume, const std::array<int64_t, 3>& target, const AxisSamples& sd,
+                     const AxisSamples& sh, const AxisSamples& sw) {
+  const int64_t H = volume.size(1), W = volume.size(2);
+  Tensor out = Tensor::empty({target[0], target[1], target[2]});
+  const float* in = volume.data<float>();
+  float* dst = out.data<float>();
+  auto at = [&](int64_t d, int64_t h, int64_t w) { return double(in[(d * H + h) * W + w]); };
+  for (int64_t od = 0; od < target[0]; ++od) {
+    const int64_t d0 = sd.lo[size_t(od)], d1 = sd.hi[size_t(od)];
+    const double fd = sd.frac[size_t(od)];
+    for (int64_t oh = 0; oh < target[1]; ++oh) {
+      const int64_t h0 = sh.lo[size_t(oh)], h1 = sh.hi[size_t(oh)];
+      const double fh = sh.frac[size_t(oh)];
+      for (int64_t ow = 0; ow < target[2]; ++ow) {
+        const int64_t w0 = sw.lo[size_t(ow)], w1 = sw.hi[size_t(ow)];
+        const double fw = sw.frac[size_t(ow)];
+        auto along_w = [&](int64_t d, int64_t h) {
+          return at(d, h, w0) * (1.0 - fw) + at(d, h, w1) * fw;
+        };
+        const double plane0 = along_w(d0, h0) * (1.0 - fh) + along_w(d0, h1) * fh;
+        const double plane1 = along_w(d1, h0) * (1.0 - fh) + along_w(d1, h1) * fh;
+        dst[(od * target[1] + oh) * target[2] + ow] = float(plane0 * (1.0 - fd) + plane1 * fd);
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Tensor center_crop_or_pad(const Tensor& volume, const std::array<int64_t, 3>& target) {
@@ -73,33 +118,20 @@ Tensor center_crop_or_pad(const Tensor& volume, const std::array<int64_t, 3>& ta
 Tensor resample_trilinear(const Tensor& volume, const std::array<int64_t, 3>& target) {
   require_volume(volume, "resample_trilinear");
   require_target(target, "resample_trilinear");
-  const int64_t H = volume.size(1), W = volume.size(2);
-  const AxisSamples sd = axis_samples(volume.size(0), target[0]);
-  const AxisSamples sh = axis_samples(H, target[1]);
-  const AxisSamples sw = axis_samples(W, target[2]);
-  Tensor out = Tensor::empty({target[0], target[1], target[2]});
-  const float* in = volume.data<float>();
-  float* dst = out.data<float>();
-  auto at = [&](int64_t d, int64_t h, int64_t w) { return double(in[(d * H + h) * W + w]); };
-  for (int64_t od = 0; od < target[0]; ++od) {
-    const int64_t d0 = sd.lo[size_t(od)], d1 = sd.hi[size_t(od)];
-    const double fd = sd.frac[size_t(od)];
-    for (int64_t oh = 0; oh < target[1]; ++oh) {
-      const int64_t h0 = sh.lo[size_t(oh)], h1 = sh.hi[size_t(oh)];
-      const double fh = sh.frac[size_t(oh)];
-      for (int64_t ow = 0; ow < target[2]; ++ow) {
-        const int64_t w0 = sw.lo[size_t(ow)], w1 = sw.hi[size_t(ow)];
-        const double fw = sw.frac[size_t(ow)];
-        auto along_w = [&](int64_t d, int64_t h) {
-          return at(d, h, w0) * (1.0 - fw) + at(d, h, w1) * fw;
-        };
-        const double plane0 = along_w(d0, h0) * (1.0 - fh) + along_w(d0, h1) * fh;
-        const double plane1 = along_w(d1, h0) * (1.0 - fh) + along_w(d1, h1) * fh;
-        dst[(od * target[1] + oh) * target[2] + ow] = float(plane0 * (1.0 - fd) + plane1 * fd);
-      }
-    }
-  }
-  return out;
+  return resample_with(volume, target, axis_samples(volume.size(0), target[0]),
+                       axis_samples(volume.size(1), target[1]), axis_samples(volume.size(2), target[2]));
+}
+
+Tensor resample_trilinear_at(const Tensor& volume, const std::array<int64_t, 3>& target,
+                             const std::array<double, 3>& scale, const std::array<double, 3>& offset) {
+  require_volume(volume, "resample_trilinear_at");
+  require_target(target, "resample_trilinear_at");
+  for (int a = 0; a < 3; ++a)
+    GRIDNN_REQUIRE(std::isfinite(scale[a]) && std::isfinite(offset[a]),
+                   "resample_trilinear_at: non-finite scale or offset on axis ", a);
+  return resample_with(volume, target, axis_samples_at(volume.size(0), target[0], scale[0], offset[0]),
+                       axis_samples_at(volume.size(1), target[1], scale[1], offset[1]),
+                       axis_samples_at(volume.size(2), target[2], scale[2], offset[2]));
 }
 
 void zscore_(Tensor& volume) {

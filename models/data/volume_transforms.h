@@ -20,6 +20,13 @@ Tensor center_crop_or_pad(const Tensor& volume, const std::array<int64_t, 3>& ta
 // t = 1). Exact for volumes linear in their indices.
 Tensor resample_trilinear(const Tensor& volume, const std::array<int64_t, 3>& target);
 
+// Trilinear resampling to target {D, H, W} at given positions: along axis a, output index o
+// samples source coordinate scale[a] * o + offset[a], clamped to [0, n - 1] (beyond the outer
+// voxel centres the edge value). resample_to_spacing (orientation.h) uses it voxel-centre
+// aligned; the positions are exactly those of its IndexMap.
+Tensor resample_trilinear_at(const Tensor& volume, const std::array<int64_t, 3>& target,
+                             const std::array<double, 3>& scale, const std::array<double, 3>& offset);
+
 // In place: (x - mean) / std over all elements (population std, in double); a constant
 // volume only has its mean subtracted.
 void zscore_(Tensor& volume);

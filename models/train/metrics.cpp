@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 
 #include "core/error.h"
@@ -68,6 +69,26 @@ double roc_auc(const std::vector<double>& score, const std::vector<int64_t>& lab
   if (positives == 0 || negatives == 0) return 0.5;
   return (positive_rank_sum - 0.5 * double(positives) * double(positives + 1)) /
          (double(positives) * double(negatives));
+}
+
+nlohmann::ordered_json metrics_json(const Metrics& m) {
+  nlohmann::ordered_json j = {{"samples", m.samples}, {"loss", m.loss}, {"accuracy", m.accuracy}};
+  if (m.binary) {
+    j["sensitivity"] = m.sensitivity;
+    j["specificity"] = m.specificity;
+    j["auc"] = m.auc;
+  }
+  return j;
+}
+
+std::string metrics_text(const Metrics& m) {
+  char text[256];
+  int n = std::snprintf(text, sizeof text, "loss %.4f  accuracy %.4f (%lld samples)", m.loss,
+                        m.accuracy, static_cast<long long>(m.samples));
+  if (m.binary)
+    std::snprintf(text + n, sizeof text - size_t(n), "  sensitivity %.4f  specificity %.4f  AUC %.4f",
+                  m.sensitivity, m.specificity, m.auc);
+  return text;
 }
 
 }  // namespace gridnn::train

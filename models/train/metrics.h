@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/tensor.h"
 
 namespace gridnn::train {
@@ -35,6 +37,11 @@ class MetricsAccumulator {
   std::vector<int64_t> label_;
   std::vector<int64_t> predicted_;
 };
+
+// "loss 0.3012  accuracy 0.9000 (40 samples)  sensitivity ...  AUC 0.9412" (one line), and
+// the same as JSON fields.
+std::string metrics_text(const Metrics& m);
+nlohmann::ordered_json metrics_json(const Metrics& m);
 
 // Area under the ROC curve of `score` for the positives (label 1) against the negatives
 // (label 0); 0.5 when either class is absent.

@@ -1,6 +1,8 @@
 // TrainOptions: JSON round trip, validation, and building the model they describe.
 #include "models/train/options.h"
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -34,7 +36,8 @@ std::string to_json(const TrainOptions& o) {
   j["data"] = {{"source", o.data.source},         {"train_samples", o.data.train_samples},
                {"val_samples", o.data.val_samples}, {"val_fraction", o.data.val_fraction},
                {"augment", o.data.augment},       {"fit", o.data.fit},
-               {"cache", o.data.cache}};
+               {"cache", o.data.cache},           {"orientation", o.data.orientation},
+               {"spacing", o.data.spacing}};
   j["grid"] = o.grid;
   j["stages"] = o.stages;
   j["micro_batches"] = o.micro_batches;
@@ -88,6 +91,10 @@ TrainOptions options_from_json(const std::string& text) {
     o.data.augment = d.at("augment");
     o.data.fit = d.at("fit");
     o.data.cache = d.value("cache", false);  // came later
+    // Orientation and spacing came later: older runs read their volumes in the stored voxel
+    // order (native) at their stored spacing.
+    o.data.orientation = d.value("orientation", std::string("native"));
+    o.data.spacing = d.value("spacing", 0.0);
     // Pipeline options came later: older checkpoints have none (one stage).
     o.stages = j.value("stages", 1);
     o.micro_batches = j.value("micro_batches", 1);
@@ -131,6 +138,10 @@ void validate(const TrainOptions& o) {
   GRIDNN_REQUIRE(o.micro_batches >= 1 && o.micro_batches <= o.batch, "--micro-batches must be between 1 and --batch (",
                  o.batch, "), got ", o.micro_batches);
   GRIDNN_REQUIRE(o.schedule.base_lr > 0, "--lr must be > 0, got ", o.schedule.base_lr);
+  GRIDNN_REQUIRE(o.data.orientation == "canonical" || o.data.orientation == "native",
+                 "--orientation must be canonical or native, got '", o.data.orientation, "'");
+  GRIDNN_REQUIRE(std::isfinite(o.data.spacing) && o.data.spacing >= 0,
+                 "--spacing must be 0 (off) or a positive number of mm, got ", o.data.spacing);
   if (o.model == "resattnet3d") {
     // The stem and four stride-2 stages shrink each side by 32; smaller inputs still run
     // (the convolutions pad) but the last stages then see a single voxel.

@@ -22,6 +22,8 @@ struct DataOptions {
   bool augment = true;               // random shifts / flips and fresh noise while training
   bool cache = false;                // keep loaded training samples in memory (needs augment off)
   std::string fit = "crop";          // NIfTI: crop (center crop or zero pad) | resample
+  std::string orientation = "canonical";  // NIfTI: canonical (closest RAS+) | native (stored voxel order)
+  double spacing = 0;                // NIfTI: resample to voxels of this many mm before the fit; 0: off
 };
 
 struct TrainOptions {

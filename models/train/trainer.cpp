@@ -22,26 +22,6 @@ Shape sample_shape(const TrainOptions& o) {
   return {o.in_channels, o.input[0], o.input[1], o.input[2]};
 }
 
-Json metrics_json(const Metrics& m) {
-  Json j = {{"samples", m.samples}, {"loss", m.loss}, {"accuracy", m.accuracy}};
-  if (m.binary) {
-    j["sensitivity"] = m.sensitivity;
-    j["specificity"] = m.specificity;
-    j["auc"] = m.auc;
-  }
-  return j;
-}
-
-std::string metrics_text(const Metrics& m) {
-  char text[256];
-  int n = std::snprintf(text, sizeof text, "loss %.4f  accuracy %.4f (%lld samples)", m.loss,
-                        m.accuracy, static_cast<long long>(m.samples));
-  if (m.binary)
-    std::snprintf(text + n, sizeof text - size_t(n), "  sensitivity %.4f  specificity %.4f  AUC %.4f",
-                  m.sensitivity, m.specificity, m.auc);
-  return text;
-}
-
 // Checks a loss every rank computed alike (it is summed over the grid first).
 void require_finite(double loss, const RunState& state) {
   if (!std::isfinite(loss))
@@ -115,6 +95,9 @@ void Trainer::restore(const Checkpoint& c) {
   GRIDNN_REQUIRE(saved.model == options_.model && saved.seed == options_.seed && saved.batch == options_.batch,
                  c.path, " was written by a run with --model ", saved.model, " --seed ", saved.seed,
                  " --batch ", saved.batch, "; resume with the same options or use another --checkpoint-dir");
+  GRIDNN_REQUIRE(saved.data.orientation == options_.data.orientation && saved.data.spacing == options_.data.spacing,
+                 c.path, " was written by a run that read its volumes with --orientation ", saved.data.orientation,
+                 " --spacing ", saved.data.spacing, "; resume with those (the network learnt that voxel order)");
   step_->load_state_dict({NamedTensors(c.model.begin(), c.model.end()),
                           NamedTensors(c.optimizer.begin(), c.optimizer.end()), c.optimizer_steps},
                          c.path);

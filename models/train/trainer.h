@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "models/data/loader.h"
+#include "models/data/nifti_dataset.h"
 #include "models/layers/loss.h"
 #include "models/train/checkpoint.h"
 #include "models/train/grid_batch.h"
@@ -39,6 +40,9 @@ struct Datasets {
   std::unique_ptr<data::Dataset> train, val;
 };
 Datasets make_datasets(const TrainOptions& options);
+// How the options read NIfTI volumes (input size, fit, orientation, spacing, classes): the
+// same for training, validation and gridnn-predict.
+data::NiftiDatasetOptions nifti_dataset_options(const TrainOptions& options);
 
 class Trainer {
  public:

@@ -112,6 +112,16 @@ std::vector<uint8_t> nifti1_header(const NiftiSpec& spec, bool single_file) {
   put<int16_t>(h, 70, int16_t(spec.datatype), be);                       // datatype
   put<int16_t>(h, 72, int16_t(8 * bytes_per_voxel(spec.datatype)), be);  // bitpix
   for (size_t d = 0; d < 8; ++d) put<float>(h, 76 + 4 * d, 1.0f, be);    // pixdim (qfac 1)
+  put<float>(h, 76, spec.qfac, be);
+  for (size_t d = 0; d < 3; ++d) put<float>(h, 80 + 4 * d, spec.pixdim[d], be);
+  put<int16_t>(h, 252, int16_t(spec.qform_code), be);
+  put<int16_t>(h, 254, int16_t(spec.sform_code), be);
+  for (size_t d = 0; d < 3; ++d) {
+    put<float>(h, 256 + 4 * d, spec.quatern[d], be);
+    put<float>(h, 268 + 4 * d, spec.qoffset[d], be);
+  }
+  for (size_t r = 0; r < 3; ++r)
+    for (size_t c = 0; c < 4; ++c) put<float>(h, 280 + 16 * r + 4 * c, spec.srow[r][c], be);
   put<float>(h, 108, single_file ? 352.0f : 0.0f, be);                   // vox_offset
   put<float>(h, 112, spec.scl_slope, be);
   put<float>(h, 116, spec.scl_inter, be);

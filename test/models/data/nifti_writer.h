@@ -6,6 +6,7 @@
 // NIfTI-2 and as a second, independent writer. Paths ending in .gz are gzipped.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -18,6 +19,13 @@ struct NiftiSpec {
   float scl_slope = 0.0f;     // 0: not scaled
   float scl_inter = 0.0f;
   bool big_endian = false;  // byte order of header and data (hand-written files only)
+  // Geometry (hand-written NIfTI-1 files only): the defaults are no codes, pixdim 1, qfac 1.
+  int qform_code = 0, sform_code = 0;
+  float qfac = 1.0f;                                // pixdim[0]
+  std::array<float, 3> pixdim{1.0f, 1.0f, 1.0f};   // pixdim[1..3]
+  std::array<float, 3> quatern{0.0f, 0.0f, 0.0f};  // quatern_b, c, d
+  std::array<float, 3> qoffset{0.0f, 0.0f, 0.0f};
+  std::array<std::array<float, 4>, 3> srow{};      // srow_x, srow_y, srow_z
 };
 
 // Stored values converted to `datatype` (a real or integer NIFTI_TYPE_*), in the byte
