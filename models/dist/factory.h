@@ -21,6 +21,10 @@
 
 namespace gridnn::nn {
 
+// The rule above: whether an activation of global depth `depth` is split over `rows` row
+// ranks (else it is whole on every rank of the row).
+inline bool depth_is_split(int64_t depth, int rows) { return rows > 1 && depth >= rows; }
+
 class GridLayerFactory : public LayerFactory {
  public:
   explicit GridLayerFactory(parallel::ProcessGrid& grid) : grid_(grid) {}
@@ -37,7 +41,7 @@ class GridLayerFactory : public LayerFactory {
 
  private:
   // Whether an activation of this (global) depth is split over the rows.
-  bool split(int64_t depth) const { return grid_.shape().rows > 1 && depth >= grid_.shape().rows; }
+  bool split(int64_t depth) const { return depth_is_split(depth, grid_.shape().rows); }
   // `layer` run whole on every rank of the row, its input gathered first when split.
   std::unique_ptr<Module> replicated(std::unique_ptr<Module> layer, int64_t in_depth) const;
   parallel::ProcessGrid& grid_;

@@ -4,7 +4,9 @@
 // the same blocks in order, so a pipelined run computes exactly what the whole network does.
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,9 @@ namespace gridnn::nn {
 struct BlockInfo {
   std::string name;                   // "stem", "layer2.1", "att3", "head", "fc2"
   std::vector<std::string> prefixes;  // state_dict prefixes of its tensors ("layer2.1.", "fc.")
+  // The global {D, H, W} of the block's output when it is a volume [B, C, D, H, W] (what
+  // Grad-CAM can explain); zeros when it is not (the head, fully connected blocks).
+  std::array<int64_t, 3> output_size{0, 0, 0};
 };
 
 class BlockNetwork {

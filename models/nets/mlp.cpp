@@ -18,7 +18,7 @@ Mlp::Mlp(const MlpConfig& config, const LayerFactory& layers)
   for (size_t i = 0; i + 1 < config.sizes.size(); ++i) {
     const std::string name = "fc" + std::to_string(i + 1);
     fcs_.push_back(&register_module(name, layers.linear(config.sizes[i], config.sizes[i + 1])));
-    blocks_.push_back({name, {name + "."}});
+    blocks_.push_back({name, {name + "."}, {0, 0, 0}});
   }
   whole_ = layers.whole_volume(config.input_depth);
 }

@@ -89,7 +89,7 @@ ResAttNet3D::ResAttNet3D(const ResAttNetConfig& config, const LayerFactory& laye
   const std::array<int, 4> blocks = config.depth == 18 ? std::array<int, 4>{2, 2, 2, 2}
                                                        : std::array<int, 4>{3, 4, 6, 3};
   int64_t channels = w;
-  add_block("stem", Part::stem, nullptr);
+  add_block("stem", Part::stem, nullptr, size);
   for (size_t l = 0; l < 4; ++l) {
     const int64_t out = w << l;
     const std::string name = "layer" + std::to_string(l + 1);
@@ -104,14 +104,14 @@ ResAttNet3D::ResAttNet3D(const ResAttNetConfig& config, const LayerFactory& laye
     channels = out;
     register_module(name, std::move(layer));
     for (size_t b = 0; b < residuals.size(); ++b)
-      add_block(name + "." + std::to_string(b), Part::residual, residuals[b]);
+      add_block(name + "." + std::to_string(b), Part::residual, residuals[b], size);
     if (l == 2 && config.attention3) {
       att3_ = &register_module("att3", layers.attention(channels, depth));
-      add_block("att3", Part::attention, att3_);
+      add_block("att3", Part::attention, att3_, size);
     }
     if (l == 3 && config.attention4) {
       att4_ = &register_module("att4", layers.attention(channels, depth));
-      add_block("att4", Part::attention, att4_);
+      add_block("att4", Part::attention, att4_, size);
     }
   }
   avgpool_ = &register_module("avgpool", layers.global_avg_pool(size[0] * size[1] * size[2], size[0]));
@@ -119,12 +119,12 @@ ResAttNet3D::ResAttNet3D(const ResAttNetConfig& config, const LayerFactory& laye
   add_block("head", Part::head, nullptr);
 }
 
-void ResAttNet3D::add_block(std::string name, Part part, Module* module) {
+void ResAttNet3D::add_block(std::string name, Part part, Module* module, std::array<int64_t, 3> output_size) {
   std::vector<std::string> prefixes;
   if (part == Part::stem) prefixes = {"conv1.", "bn1."};
   else if (part == Part::head) prefixes = {"fc."};
   else prefixes = {name + "."};
-  blocks_.push_back({std::move(name), std::move(prefixes)});
+  blocks_.push_back({std::move(name), std::move(prefixes), output_size});
   block_parts_.emplace_back(part, module);
 }
 

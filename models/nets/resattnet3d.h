@@ -87,7 +87,7 @@ class ResAttNet3D : public Module, public BlockNetwork {
 
  private:
   enum class Part { stem, residual, attention, head };
-  void add_block(std::string name, Part part, Module* module);
+  void add_block(std::string name, Part part, Module* module, std::array<int64_t, 3> output_size = {0, 0, 0});
 
   ResAttNetConfig config_;
   std::vector<BlockInfo> blocks_;

@@ -1,0 +1,180 @@
+#include "models/explain/montage.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace gridnn::explain {
+namespace {
+
+constexpr double kTargetPanelHeight = 300;  // pixels, for the automatic zoom
+constexpr double kHeatThreshold = 0.2;
+constexpr Rgb kLetterColour{255, 255, 255};
+
+// Each panel's axes (0 = d, 1 = h, 2 = w): the one along the image's width, the one up it;
+// the third stays at the centre's index.
+struct PanelAxes {
+  int across, up;
+};
+constexpr std::array<PanelAxes, 3> kPanelAxes{
+    {{2, 1}, {2, 0}, {1, 0}}};  // axial, coronal, sagittal
+// The letters at the low and the high end of each axis.
+constexpr std::array<std::array<char, 2>, 3> kAxisLetters{{{'I', 'S'}, {'P', 'A'}, {'L', 'R'}}};
+
+void require_volume(const Tensor& t, const char* role) {
+  GRIDNN_REQUIRE(t.defined() && t.rank() == 3 && t.dtype() == DType::f32 && t.device().is_cpu(),
+                 "render_montage: ", role, " must be a CPU f32 volume [D, H, W], got ",
+                 t.defined() ? t.str() : std::string("an undefined tensor"));
+  GRIDNN_REQUIRE(t.numel() > 0, "render_montage: ", role, " ", t.str(), " is empty");
+}
+
+// The 1st and 99th percentiles (nearest rank) of the finite values; {0, 0} when there are none.
+std::array<double, 2> window(const Tensor& anatomy) {
+  std::vector<float> finite;
+  finite.reserve(size_t(anatomy.numel()));
+  const float* v = anatomy.data<float>();
+  for (int64_t i = 0; i < anatomy.numel(); ++i)
+    if (std::isfinite(v[i])) finite.push_back(v[i]);
+  if (finite.empty()) return {0, 0};
+  auto quantile = [&](double q) {
+    auto nth = finite.begin() + std::lround(q * double(finite.size() - 1));
+    std::nth_element(finite.begin(), nth, finite.end());
+    return double(*nth);
+  };
+  return {quantile(0.01), quantile(0.99)};
+}
+
+double grey(float value, const std::array<double, 2>& win) {
+  if (!std::isfinite(value)) return 0;
+  if (win[1] <= win[0]) return value > win[0] ? 255 : 0;
+  return 255 * std::clamp((double(value) - win[0]) / (win[1] - win[0]), 0.0, 1.0);
+}
+
+// Jet: blue at 0, cyan, yellow, red, dark red at 1 (each channel a clamped tent).
+std::array<double, 3> jet(double x) {
+  auto tent = [x](double centre) {
+    return 255 * std::clamp(1.5 - std::abs(4 * x - centre), 0.0, 1.0);
+  };
+  return {tent(3), tent(2), tent(1)};
+}
+
+Rgb blend(double grey_level, float heat_value) {
+  const double heat = std::isnan(heat_value) ? 0.0 : std::clamp(double(heat_value), 0.0, 1.0);
+  const double alpha =
+      heat < kHeatThreshold ? 0.0 : 0.3 + 0.5 * (heat - kHeatThreshold) / (1 - kHeatThreshold);
+  const std::array<double, 3> colour = jet(heat);
+  auto mix = [&](double c) { return uint8_t(std::lround((1 - alpha) * grey_level + alpha * c)); };
+  return {mix(colour[0]), mix(colour[1]), mix(colour[2])};
+}
+
+// Pixel p of P along an axis of n voxels shows voxel floor((p + 1/2) n / P).
+int64_t nearest_voxel(int64_t p, int64_t pixels, int64_t n) {
+  return std::min(n - 1, ((2 * p + 1) * n) / (2 * pixels));
+}
+
+void draw_letter(RgbImage& image, int64_t centre_x, int64_t centre_y, char letter, int scale) {
+  draw_text(image, centre_x - kGlyphWidth * scale / 2, centre_y - kGlyphHeight * scale / 2,
+            std::string(1, letter), kLetterColour, scale);
+}
+
+}  // namespace
+
+MontageLayout montage_layout(const Shape& shape, std::array<double, 3> spacing, int zoom) {
+  GRIDNN_REQUIRE(shape.rank() == 3 && shape.numel() > 0,
+                 "montage: expected a volume shape [D, H, W], got ", shape.str());
+  for (double s : spacing)
+    GRIDNN_REQUIRE(std::isfinite(s) && s > 0, "montage: voxel spacing ", spacing[0], " x ",
+                   spacing[1], " x ", spacing[2], " mm must be positive");
+  GRIDNN_REQUIRE(zoom >= 0, "montage: zoom ", zoom, " must be 0 (automatic) or positive");
+
+  const double finest = *std::min_element(spacing.begin(), spacing.end());
+  std::array<int64_t, 3> extent{};  // pixels per axis at zoom 1
+  for (int a = 0; a < 3; ++a)
+    extent[size_t(a)] =
+        std::max<int64_t>(1, std::llround(double(shape[a]) * spacing[size_t(a)] / finest));
+
+  MontageLayout layout;
+  const int64_t tallest = std::max(extent[0], extent[1]);  // the panels' vertical axes are h and d
+  layout.zoom =
+      zoom > 0 ? zoom : std::max(1, int(std::lround(kTargetPanelHeight / double(tallest))));
+  const int64_t panel_height = layout.zoom * tallest;
+  layout.font_scale = std::max(1, int(std::lround(double(panel_height) / 150)));
+  layout.margin = (kGlyphHeight + 4) * layout.font_scale;
+
+  int64_t x = 0;
+  for (size_t p = 0; p < 3; ++p) {
+    PanelRect& rect = layout.panels[p];
+    rect.width = layout.zoom * extent[size_t(kPanelAxes[p].across)];
+    rect.height = layout.zoom * extent[size_t(kPanelAxes[p].up)];
+    rect.x = x + layout.margin;
+    rect.y = layout.margin + (panel_height - rect.height) / 2;
+    x += rect.width + 3 * layout.margin;  // its own two margins and a gap before the next
+  }
+  layout.width = x - layout.margin;
+  layout.height = panel_height + 2 * layout.margin;
+  return layout;
+}
+
+RgbImage render_montage(const Tensor& anatomy, const Tensor& heat, std::array<int64_t, 3> centre,
+                        std::array<double, 3> spacing, int zoom) {
+  require_volume(anatomy, "the anatomy");
+  require_volume(heat, "the heat map");
+  GRIDNN_REQUIRE(heat.shape() == anatomy.shape(), "render_montage: the heat map ",
+                 heat.shape().str(), " and the anatomy ", anatomy.shape().str(),
+                 " differ in shape");
+  const Shape& shape = anatomy.shape();
+  for (int a = 0; a < 3; ++a)
+    GRIDNN_REQUIRE(centre[size_t(a)] >= 0 && centre[size_t(a)] < shape[a],
+                   "render_montage: centre {", centre[0], ", ", centre[1], ", ", centre[2],
+                   "} lies outside the volume ", shape.str());
+
+  const MontageLayout layout = montage_layout(shape, spacing, zoom);
+  const std::array<double, 2> win = window(anatomy);
+  const float* anatomy_at = anatomy.data<float>();
+  const float* heat_at = heat.data<float>();
+  RgbImage image = RgbImage::filled(layout.width, layout.height, Rgb{0, 0, 0});
+
+  for (size_t p = 0; p < 3; ++p) {
+    const PanelAxes axes = kPanelAxes[p];
+    const PanelRect& rect = layout.panels[p];
+    const int64_t n_across = shape[axes.across], n_up = shape[axes.up];
+    std::array<int64_t, 3> voxel = centre;
+    for (int64_t py = 0; py < rect.height; ++py) {
+      voxel[size_t(axes.up)] =
+          n_up - 1 - nearest_voxel(py, rect.height, n_up);  // highest index at the top
+      for (int64_t px = 0; px < rect.width; ++px) {
+        voxel[size_t(axes.across)] = nearest_voxel(px, rect.width, n_across);
+        const int64_t i = (voxel[0] * shape[1] + voxel[1]) * shape[2] + voxel[2];
+        image.set(rect.x + px, rect.y + py, blend(grey(anatomy_at[i], win), heat_at[i]));
+      }
+    }
+    const int scale = layout.font_scale;
+    const std::array<char, 2> across_letters = kAxisLetters[size_t(axes.across)];
+    const std::array<char, 2> up_letters = kAxisLetters[size_t(axes.up)];
+    const int64_t mid_x = rect.x + rect.width / 2, mid_y = rect.y + rect.height / 2;
+    draw_letter(image, rect.x - layout.margin / 2, mid_y, across_letters[0], scale);
+    draw_letter(image, rect.x + rect.width + layout.margin / 2, mid_y, across_letters[1], scale);
+    draw_letter(image, mid_x, rect.y - layout.margin / 2, up_letters[1], scale);
+    draw_letter(image, mid_x, rect.y + rect.height + layout.margin / 2, up_letters[0], scale);
+  }
+  return image;
+}
+
+std::array<int64_t, 3> peak_voxel(const Tensor& heat) {
+  GRIDNN_REQUIRE(
+      heat.defined() && heat.rank() == 3 && heat.dtype() == DType::f32 && heat.device().is_cpu(),
+      "peak_voxel: expected a CPU f32 volume [D, H, W], got ",
+      heat.defined() ? heat.str() : std::string("an undefined tensor"));
+  const float* v = heat.data<float>();
+  int64_t best = -1;
+  for (int64_t i = 0; i < heat.numel(); ++i)
+    if (!std::isnan(v[i]) && (best < 0 || v[i] > v[best])) best = i;
+  GRIDNN_REQUIRE(best >= 0, "peak_voxel: the volume ", heat.str(), " has no value that is not NaN");
+  const int64_t H = heat.size(1), W = heat.size(2);
+  return {best / (H * W), (best / W) % H, best % W};
+}
+
+}  // namespace gridnn::explain

@@ -1,0 +1,300 @@
+// gridnn-predict's work (predict.h): scans in, probabilities, metrics and heatmaps out.
+#include "models/train/predict.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/png.h"
+#include "models/data/nifti_dataset.h"
+#include "models/data/nifti_volume.h"
+#include "models/data/orientation.h"
+#include "models/explain/gradcam.h"
+#include "models/explain/montage.h"
+#include "models/explain/roc_plot.h"
+#include "models/layers/loss.h"
+#include "models/train/grid_batch.h"
+#include "models/train/step.h"
+#include "models/train/trainer.h"
+
+namespace gridnn::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool is_nifti_name(const std::string& name) {
+  for (const char* ext : {".nii", ".nii.gz", ".hdr", ".hdr.gz"})
+    if (name.size() > std::strlen(ext) && name.compare(name.size() - std::strlen(ext), std::string::npos, ext) == 0)
+      return true;
+  return false;
+}
+
+// A CSV field, quoted when it holds a comma, a quote or a line break.
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return q + "\"";
+}
+
+// Writes `text` to `path` (gridnn::Error naming it when that fails).
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+  f.close();
+  GRIDNN_REQUIRE(f, "cannot write ", path, "; check that its folder exists and is writable");
+}
+
+// The softmax of each row of logits [rows, classes], in double.
+std::vector<std::vector<double>> probabilities(const Tensor& logits) {
+  const int64_t rows = logits.size(0), classes = logits.size(1);
+  const float* z = logits.data<float>();
+  std::vector<std::vector<double>> p(static_cast<size_t>(rows), std::vector<double>(static_cast<size_t>(classes)));
+  for (int64_t r = 0; r < rows; ++r) {
+    const double top = *std::max_element(z + r * classes, z + (r + 1) * classes);
+    double sum = 0;
+    for (int64_t c = 0; c < classes; ++c) sum += p[size_t(r)][size_t(c)] = std::exp(double(z[r * classes + c]) - top);
+    for (double& v : p[size_t(r)]) v /= sum;
+  }
+  return p;
+}
+
+// The voxel size (mm) of the network's input along d, h, w: what one network voxel spans in
+// the stored grid, in the stored voxels' sizes (zooms are along i, j, k = stored w, h, d).
+std::array<double, 3> network_spacing(const data::Scan& scan) {
+  const std::array<double, 3> stored{scan.stored.zooms[2], scan.stored.zooms[1], scan.stored.zooms[0]};
+  std::array<double, 3> s{};
+  for (int a = 0; a < 3; ++a) {
+    double mm2 = 0;
+    for (int t = 0; t < 3; ++t) mm2 += std::pow(scan.to_stored[size_t(t)][size_t(a)] * stored[size_t(t)], 2);
+    s[size_t(a)] = mm2 > 0 ? std::sqrt(mm2) : 1.0;
+  }
+  return s;
+}
+
+// Writes scan `scan`'s heatmap (NIfTI in its stored grid, PNG montage) from its coarse map.
+std::vector<std::string> write_explanation(const std::string& dir, const data::Scan& scan,
+                                           const Tensor& coarse, int64_t cls) {
+  const std::array<int64_t, 3> input{scan.volume.size(0), scan.volume.size(1), scan.volume.size(2)};
+  bool flat = false;
+  const Tensor heat = explain::normalize_map(explain::upsample_map(coarse, input), &flat);
+  if (flat)
+    std::fprintf(stderr, "gridnn-predict: %s: the Grad-CAM map of class %lld is zero everywhere (no positive "
+                 "evidence at this layer); its heatmap is all zeros\n", scan.stored.path.c_str(),
+                 static_cast<long long>(cls));
+  const std::string stem = (fs::path(dir) / scan_stem(scan.stored.path)).string() + "_gradcam";
+  data::write_nifti_like(stem + ".nii.gz", data::map_to_stored(heat, scan.to_stored, scan.stored.dims),
+                         scan.stored.path);
+  write_png(stem + ".png", explain::render_montage(scan.volume, heat, explain::peak_voxel(heat),
+                                                   network_spacing(scan)));
+  return {stem + ".nii.gz", stem + ".png"};
+}
+
+}  // namespace
+
+std::string scan_stem(const std::string& path) {
+  std::string name = fs::path(path).filename().string();
+  for (const char* ext : {".gz", ".nii", ".hdr", ".img"})
+    if (name.size() > std::strlen(ext) && name.compare(name.size() - std::strlen(ext), std::string::npos, ext) == 0)
+      name.resize(name.size() - std::strlen(ext));
+  return name;
+}
+
+std::vector<ScanEntry> list_scans(const std::string& data, const std::string& split) {
+  std::vector<ScanEntry> scans;
+  std::error_code ec;
+  if (fs::is_directory(data, ec)) {
+    for (const auto& e : fs::directory_iterator(data))
+      if (e.is_regular_file() && is_nifti_name(e.path().filename().string())) scans.push_back({e.path().string(), -1});
+    std::sort(scans.begin(), scans.end(), [](const ScanEntry& a, const ScanEntry& b) { return a.path < b.path; });
+    GRIDNN_REQUIRE(!scans.empty(), "--data ", data, ": the folder has no .nii or .nii.gz files");
+    return scans;
+  }
+  GRIDNN_REQUIRE(fs::exists(data, ec), "--data ", data, ": no such file or folder");
+  if (is_nifti_name(data)) return {{data, -1}};
+  const data::Manifest manifest = data::read_manifest(data);
+  std::optional<data::Split> only;
+  if (split != "all") {
+    only = data::parse_split(split);
+    GRIDNN_REQUIRE(only && !split.empty(), "--split '", split, "': choose all, train, val or test");
+  }
+  for (const auto& row : manifest.rows)
+    if (!only || row.split == *only) scans.push_back({row.path, row.label});
+  GRIDNN_REQUIRE(!scans.empty(), "--data ", data, ": no rows", only ? " of split " + split : std::string());
+  return scans;
+}
+
+PredictResult predict(const PredictOptions& o, parallel::ProcessGrid& grid, std::FILE* out) {
+  GRIDNN_REQUIRE(grid.shape().stages == 1, "gridnn-predict runs on one pipeline stage: give --grid PrxPc, not ",
+                 grid.shape().str());
+  GRIDNN_REQUIRE(o.run.model == "resattnet3d", "gridnn-predict needs a ResAttNet3D model (volumes in)");
+  GRIDNN_REQUIRE(o.run.batch >= 1, "--batch must be at least 1");
+  const bool leader = grid.world_rank() == 0;
+  PredictResult result;
+
+  // The scans, as the dataset reads them (unlabelled rows get label 0 there).
+  const std::vector<ScanEntry> scans = list_scans(o.data, o.split);
+  data::Manifest manifest{o.data, {}};
+  for (size_t i = 0; i < scans.size(); ++i)
+    manifest.rows.push_back({scans[i].path, std::max<int64_t>(scans[i].label, 0), data::Split::unassigned, int(i + 1)});
+  const data::NiftiDataset dataset(std::move(manifest), nifti_dataset_options(o.run));
+  result.scans = int64_t(scans.size());
+  result.labelled = std::all_of(scans.begin(), scans.end(), [](const ScanEntry& s) { return s.label >= 0; });
+
+  // The model: the checkpoint's or the weights' tensors (a mismatch lists them).
+  TrainOptions run = o.run;
+  run.init_from = o.weights;
+  Step step(run, grid);
+  auto* net = dynamic_cast<nn::BlockNetwork*>(&step.model());
+  GRIDNN_REQUIRE(net, "gridnn-predict: the model is not made of blocks");
+  const bool explain = !o.explain_dir.empty();
+  size_t layer = 0;
+  if (explain) {
+    layer = explain::layer_index(*net, o.explain_layer.empty() ? explain::default_layer(*net) : o.explain_layer);
+    if (grid.row_rank() == 0) fs::create_directories(o.explain_dir);
+  }
+  if (out)
+    std::fprintf(out, "predicting %zu scans on %s, grid %s%s\n", scans.size(), step.device().str().c_str(),
+                 grid.shape().str().c_str(),
+                 explain ? (", Grad-CAM of " + net->blocks()[layer].name + " into " + o.explain_dir).c_str() : "");
+
+  // Which scans can be read: every rank tries its share, then all agree.
+  const int world = grid.world().size();
+  Tensor failed = Tensor::zeros(Shape{int64_t(scans.size())});
+  for (size_t i = size_t(grid.world_rank()); i < scans.size(); i += size_t(world)) {
+    try {
+      dataset.load_scan(int64_t(i));
+    } catch (const std::exception&) {
+      failed.data<float>()[i] = 1.0f;
+    }
+  }
+  grid.world().all_reduce(failed);
+  std::vector<std::string> error(scans.size());
+  std::vector<int64_t> good;
+  for (size_t i = 0; i < scans.size(); ++i) {
+    if (failed.data<float>()[i] == 0.0f) {
+      good.push_back(int64_t(i));
+      continue;
+    }
+    ++result.failed;
+    if (!leader) continue;
+    try {  // again, for the message
+      dataset.load_scan(int64_t(i));
+      error[i] = "could not be read on another rank";
+    } catch (const std::exception& e) {
+      error[i] = e.what();
+    }
+    std::fprintf(stderr, "gridnn-predict: skipped %s\n", error[i].c_str());
+  }
+
+  // Batches of the readable scans: rank (r, c) takes rows balanced_range(rows, Pc, c) and
+  // their depth planes balanced_range(D, Pr, r), as training does.
+  const std::array<int64_t, 3> input{o.run.input[0], o.run.input[1], o.run.input[2]};
+  const parallel::Range depth = parallel::balanced_range(input[0], grid.shape().rows, grid.row_rank());
+  const int64_t classes = o.run.classes;
+  Tensor all_logits = Tensor::empty(Shape{int64_t(good.size()), classes});
+  for (size_t start = 0; start < good.size(); start += size_t(o.run.batch)) {
+    const int64_t rows = std::min<int64_t>(o.run.batch, int64_t(good.size() - start));
+    const parallel::Range mine = parallel::balanced_range(rows, grid.shape().cols, grid.col_rank());
+    std::vector<data::Scan> local;
+    data::Batch batch;
+    batch.x = Tensor::empty(Shape{mine.size(), 1, depth.size(), input[1], input[2]});
+    batch.y = Tensor::zeros(Shape{mine.size()}, DType::i64);
+    for (int64_t k = 0; k < mine.size(); ++k) {
+      local.push_back(dataset.load_scan(good[start + size_t(mine.begin + k)]));
+      batch.x.narrow(k, 1).copy_from(local.back().volume.narrow(depth.begin, depth.size()).reshape(
+          Shape{1, 1, depth.size(), input[1], input[2]}));
+    }
+    Tensor logits = Tensor::empty(Shape{0, classes});
+    if (mine.size() > 0 && explain) {
+      const explain::CoarseCam cam =
+          explain::grad_cam(step.model(), *net, layer, batch.x.to(step.device()), o.explain_class, grid.row());
+      logits = cam.logits;
+      for (int64_t k = 0; grid.row_rank() == 0 && k < mine.size(); ++k) {
+        const Tensor coarse = cam.maps.narrow(k, 1).reshape(Shape{cam.maps.size(1), cam.maps.size(2), cam.maps.size(3)});
+        for (auto& f : write_explanation(o.explain_dir, local[size_t(k)], coarse, cam.target[size_t(k)]))
+          result.files.push_back(std::move(f));
+      }
+    } else if (mine.size() > 0) {
+      step.evaluate(batch, &logits);
+      logits = logits.to(Device::cpu());
+    }
+    const Tensor whole = gather_rows(grid, logits);
+    all_logits.narrow(int64_t(start), rows).copy_from(whole);
+  }
+
+  result.logits = all_logits;
+
+  // Tables, on the first rank.
+  if (!leader) return result;
+  const auto prob = probabilities(all_logits);
+  std::ostringstream csv;
+  csv << "path";
+  for (int64_t c = 0; c < classes; ++c) csv << ",prob_" << c;
+  csv << ",predicted,label,error\n";
+  char number[32];
+  for (size_t i = 0, g = 0; i < scans.size(); ++i) {
+    csv << csv_field(scans[i].path);
+    if (!error[i].empty()) {
+      for (int64_t c = 0; c < classes; ++c) csv << ",";
+      csv << "," << "," << (scans[i].label >= 0 ? std::to_string(scans[i].label) : "") << "," << csv_field(error[i]) << "\n";
+      continue;
+    }
+    const auto& p = prob[g++];
+    for (double v : p) std::snprintf(number, sizeof number, "%.6g", v), csv << "," << number;
+    csv << "," << (std::max_element(p.begin(), p.end()) - p.begin()) << ","
+        << (scans[i].label >= 0 ? std::to_string(scans[i].label) : "") << ",\n";
+  }
+  write_text(o.out, csv.str());
+  result.files.push_back(o.out);
+
+  if (!result.labelled || good.empty()) return result;
+  Tensor labels = Tensor::empty(Shape{int64_t(good.size())}, DType::i64);
+  for (size_t g = 0; g < good.size(); ++g) labels.data<int64_t>()[g] = scans[size_t(good[g])].label;
+  nn::SoftmaxCrossEntropy loss;
+  loss.forward(all_logits, labels);
+  MetricsAccumulator acc;
+  acc.add(all_logits, labels, loss.loss_sum());
+  result.metrics = acc.result();
+  result.confusion.assign(size_t(classes), std::vector<int64_t>(size_t(classes), 0));
+  std::vector<double> score;
+  std::vector<int64_t> label;
+  for (size_t g = 0; g < good.size(); ++g) {
+    const auto& p = prob[g];
+    ++result.confusion[size_t(labels.data<int64_t>()[g])][size_t(std::max_element(p.begin(), p.end()) - p.begin())];
+    if (classes == 2) score.push_back(p[1]), label.push_back(labels.data<int64_t>()[g]);
+  }
+  const std::string stem = (fs::path(o.out).parent_path() / fs::path(o.out).stem()).string();
+  nlohmann::ordered_json j = metrics_json(result.metrics);
+  j["confusion"] = result.confusion;
+  j["failed"] = result.failed;
+  write_text(stem + "_metrics.json", j.dump(2) + "\n");
+  result.files.push_back(stem + "_metrics.json");
+  if (classes == 2) {
+    const auto curve = explain::roc_curve(score, label);
+    std::ostringstream roc;
+    roc << "threshold,fpr,tpr\n";
+    for (const auto& pt : curve) roc << pt.threshold << "," << pt.fpr << "," << pt.tpr << "\n";
+    write_text(stem + "_roc.csv", roc.str());
+    write_png(stem + "_roc.png", explain::render_roc(curve, result.metrics.auc));
+    result.files.push_back(stem + "_roc.csv");
+    result.files.push_back(stem + "_roc.png");
+  }
+  if (out) {
+    std::fprintf(out, "%s\nconfusion (rows: label, columns: predicted):", metrics_text(result.metrics).c_str());
+    for (const auto& r : result.confusion) {
+      std::fprintf(out, "\n ");
+      for (int64_t v : r) std::fprintf(out, " %6lld", static_cast<long long>(v));
+    }
+    std::fprintf(out, "\n");
+  }
+  return result;
+}
+
+}  // namespace gridnn::train

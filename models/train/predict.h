@@ -1,0 +1,72 @@
+// Inference with a trained model (gridnn-predict, docs/design.md §8): class probabilities
+// for every scan of a manifest, a NIfTI file or a folder of them, with metrics when the
+// scans are labelled, and optionally 3D Grad-CAM heatmaps (models/explain/gradcam.h).
+//
+// The scans are read as training reads its validation set (models/data/nifti_dataset.h:
+// orientation, spacing, fit, z-score; no augmentation) and run in evaluation mode, batch by
+// batch, on any PrxPc grid: rank (r, c) takes its batch shard's scans and their depth slab,
+// as in training, so the logits equal the single process's up to reassociation.
+//
+// Outputs (the first rank writes the tables; with --explain each batch shard's first row
+// rank writes its scans' images):
+//   <out>                  CSV: path, prob_<class>..., predicted, label, error — one row per
+//                          scan in input order; a scan that cannot be read has only its error
+//   <out stem>_metrics.json  with labels: samples, loss, accuracy (and for two classes
+//                          sensitivity, specificity, AUC), the confusion matrix (rows: label,
+//                          columns: predicted)
+//   <out stem>_roc.csv/.png  with labels and two classes: the ROC curve of class 1
+//   <explain>/<scan stem>_gradcam.nii.gz  the heatmap in [0, 1], in the scan's own voxel grid
+//                          and geometry (overlays in FSLeyes, MRIcron, ITK-SNAP)
+//   <explain>/<scan stem>_gradcam.png     axial, coronal and sagittal slices through the
+//                          heatmap's peak, heat over the scan as the network saw it
+// Unreadable scans (missing, corrupt, 4-D, ...) are listed with their error and skipped; the
+// others are still predicted, and the result counts the failures (the program then exits
+// non-zero).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "models/train/metrics.h"
+#include "models/train/options.h"
+#include "parallel/process_grid.h"
+
+namespace gridnn::train {
+
+struct PredictOptions {
+  TrainOptions run;           // the network, --input, the data options, device, precision, grid, batch
+  std::string weights;        // a checkpoint file or PyTorch weights (safetensors)
+  std::string data;           // a CSV manifest, a NIfTI file or a folder of them
+  std::string split = "all";  // manifest rows: all, train, val or test
+  std::string out = "predictions.csv";
+  std::string explain_dir;    // empty: no Grad-CAM
+  std::string explain_layer;  // empty: the last attention block
+  int64_t explain_class = -1; // -1: each scan's predicted class
+};
+
+struct PredictResult {
+  int64_t scans = 0, failed = 0;
+  bool labelled = false;                       // metrics below are set
+  Metrics metrics;
+  std::vector<std::vector<int64_t>> confusion;  // [label][predicted]
+  std::vector<std::string> files;              // what was written
+  Tensor logits;  // [readable scans, classes]: their logits in input order (every rank)
+};
+
+// Collective over the grid; `out` (the first rank's, may be null) gets progress and results.
+PredictResult predict(const PredictOptions& options, parallel::ProcessGrid& grid, std::FILE* out);
+
+// The scans `data` names, in order: the rows of a manifest (of `split`), one NIfTI file, or
+// the .nii/.nii.gz files of a folder sorted by name (unlabelled: label -1).
+struct ScanEntry {
+  std::string path;
+  int64_t label = -1;
+};
+std::vector<ScanEntry> list_scans(const std::string& data, const std::string& split);
+
+// "sub-01.nii.gz" -> "sub-01": the file name without folders and .nii/.nii.gz/.hdr/.img(.gz).
+std::string scan_stem(const std::string& path);
+
+}  // namespace gridnn::train

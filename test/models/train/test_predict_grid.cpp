@@ -1,0 +1,89 @@
+// gridnn-predict on a grid (label mpi, 2 ranks): 2x1 (each volume's depth split) and 1x2 (the
+// scans split) give the single process's logits and Grad-CAM heatmaps within 1e-5.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/safetensors.h"
+#include "models/data/nifti_volume.h"
+#include "models/train/predict.h"
+#include "models/train/whole_state.h"
+#include "test/models/data/nifti_writer.h"
+#include "test/support/mpi_main.h"
+#include "test/support/tensor_compare.h"
+
+namespace gridnn {
+namespace {
+
+namespace fs = std::filesystem;
+using parallel::GridShape;
+using parallel::ProcessGrid;
+
+TEST(PredictGrid, EveryGridGivesTheSingleProcessResults) {
+  ASSERT_EQ(test::world_size(), 2);
+  auto pair = ProcessGrid::create(GridShape{1, 1, 2});
+  Tensor id = Tensor::from_vector(std::vector<int64_t>{int64_t(::getpid())}, Shape{1});
+  pair->world().broadcast(id, 0);
+  const fs::path dir = fs::temp_directory_path() / ("gridnn_predict_grid_" + std::to_string(id.data<int64_t>()[0]));
+
+  train::TrainOptions o;
+  o.resattnet.width = 2;
+  o.input = {12, 12, 12};
+  o.data.fit = "resample";
+  o.batch = 3;
+  if (test::world_rank() == 0) {
+    fs::create_directories(dir);
+    std::ofstream csv(dir / "scans.csv");
+    csv << "path,label\n";
+    for (int i = 0; i < 5; ++i) {
+      test::NiftiSpec spec;
+      spec.dims = {11, 13, 14};
+      std::vector<double> v(11 * 13 * 14);
+      for (size_t k = 0; k < v.size(); ++k) v[k] = double((k * (i + 5)) % 41) * 0.1;
+      test::write_nifti1((dir / ("s" + std::to_string(i) + ".nii")).string(), spec, v);
+      csv << "s" << i << ".nii," << i % 2 << "\n";
+    }
+    auto model = train::build_model(o);
+    NamedTensors weights;
+    for (auto& [name, p] : model->named_parameters()) weights.emplace_back(name, p->value);
+    for (auto& [name, b] : model->named_buffers()) weights.emplace_back(name, *b);
+    save_safetensors((dir / "w.safetensors").string(), weights);
+  }
+  Tensor done = Tensor::zeros(Shape{1});
+  pair->world().all_reduce(done);  // the files are written
+
+  train::PredictOptions p;
+  p.run = o;
+  p.weights = (dir / "w.safetensors").string();
+  p.data = (dir / "scans.csv").string();
+  auto run = [&](ProcessGrid& grid, const std::string& name) {
+    p.out = (dir / (name + ".csv")).string();
+    p.explain_dir = (dir / name).string();
+    return train::predict(p, grid, nullptr);
+  };
+  auto single = ProcessGrid::single();
+  const train::PredictResult ref = run(*single, "single" + std::to_string(test::world_rank()));
+  ASSERT_EQ(ref.logits.size(0), 5);
+  for (const GridShape& shape : {GridShape{1, 2, 1}, GridShape{1, 1, 2}}) {
+    SCOPED_TRACE("grid " + shape.str() + ", rank " + std::to_string(test::world_rank()));
+    auto grid = ProcessGrid::create(shape);
+    const train::PredictResult r = run(*grid, "grid" + shape.str());
+    EXPECT_EQ(r.failed, 0);
+    EXPECT_LE(test::max_relative_error(r.logits, ref.logits), 1e-5);
+    pair->world().all_reduce(done);  // every heatmap is written
+    for (int i = 0; i < 5; ++i) {
+      const std::string file = "s" + std::to_string(i) + "_gradcam.nii.gz";
+      const Tensor expected = data::read_nifti_volume((dir / ("single" + std::to_string(test::world_rank())) / file).string());
+      const Tensor got = data::read_nifti_volume((dir / ("grid" + shape.str()) / file).string());
+      EXPECT_TRUE(test::tensors_close(got, expected, {1e-5, 1e-5})) << file;
+    }
+  }
+  pair->world().all_reduce(done);
+  if (test::world_rank() == 0) fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gridnn

@@ -1,0 +1,160 @@
+// gridnn-predict: apply a trained ResAttNet3D to NIfTI scans; class probabilities, metrics
+// when labelled, and 3D Grad-CAM heatmaps (models/train/predict.h).
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "core/device.h"
+#include "core/error.h"
+#include "models/train/checkpoint.h"
+#include "models/train/predict.h"
+#include "parallel/process_grid.h"
+#include "parallel/progress_board.h"
+#include "tools/cli.h"
+
+namespace {
+
+using namespace gridnn;
+
+struct Cli {
+  train::PredictOptions p;
+  train::TrainOptions flags;  // only the flags given are applied over the checkpoint's options
+  std::string checkpoint, input = "32x32x32", attention = "both";
+};
+
+void add_flags(CLI::App& app, Cli& c) {
+  auto& p = c.p;
+  auto& o = c.flags;
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  auto* ckpt = app.add_option("--checkpoint", c.checkpoint,
+                              "a gridnn checkpoint, or a checkpoint folder (its newest); the network, input size "
+                              "and data options default to the run's");
+  app.add_option("--init-from", p.weights, "weights (safetensors with PyTorch names) instead of a checkpoint")
+      ->check(CLI::ExistingFile)->excludes(ckpt);
+  app.add_option("--data", p.data, "a CSV manifest (path,label[,split]), a NIfTI file or a folder of them")
+      ->required();
+  app.add_option("--split", p.split, "manifest rows to predict: all, train, val or test")->capture_default_str()
+      ->check(CLI::IsMember({"all", "train", "val", "test"}));
+  app.add_option("--out", p.out, "predictions CSV (metrics, ROC beside it)")->capture_default_str();
+  app.add_option("--explain", p.explain_dir, "write Grad-CAM heatmaps (NIfTI in each scan's grid, PNG) here");
+  app.add_option("--explain-layer", p.explain_layer, "the layer Grad-CAM explains (default: the last attention block)");
+  app.add_option("--explain-class", p.explain_class, "the class to explain (default: each scan's predicted class)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 20));
+
+  app.add_option("--depth", o.resattnet.depth, "ResAttNet3D depth: 18 or 34")->check(CLI::IsMember({18, 34}));
+  app.add_option("--width", o.resattnet.width, "ResAttNet3D width w")->check(CLI::Range(1, 4096));
+  app.add_option("--attention", c.attention, "self-attention after: both, layer3, layer4 or none")
+      ->check(CLI::IsMember({"both", "layer3", "layer4", "none"}));
+  app.add_option("--input", c.input, "input volume size DxHxW");
+  app.add_option("--in-channels", o.in_channels, "input channels")->check(CLI::Range(1, 1024));
+  app.add_option("--classes", o.classes, "number of classes")->check(CLI::Range(2, 1 << 20));
+  app.add_option("--fit", o.data.fit, "NIfTI volumes to --input: crop or resample")
+      ->check(CLI::IsMember({"crop", "resample"}));
+  app.add_option("--orientation", o.data.orientation,
+                 "canonical (RAS+, from sform, else qform) or native (the stored voxel order)")
+      ->check(CLI::IsMember({"canonical", "native"}));
+  app.add_option("--spacing", o.data.spacing, "resample to this voxel size (mm) before fitting; 0: off")
+      ->check(CLI::Range(0.0, 100.0));
+
+  app.add_option("--batch", o.batch, "scans per batch")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--grid", o.grid, "process grid PrxPc (run under mpiexec -n Pr*Pc)")->capture_default_str();
+  app.add_option("--device", o.device, "cpu, cuda or cuda:N")->capture_default_str();
+  app.add_option("--comm-backend", o.comm_backend, "auto, mpi or nccl")->capture_default_str()
+      ->check(CLI::IsMember({"auto", "mpi", "nccl"}));
+  app.add_option("--precision", o.precision, "GPU math: fp32, tf32 or bf16")->capture_default_str()
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
+  app.add_option("--comm-timeout", o.comm_timeout, "seconds a communication may wait; 0: forever")
+      ->capture_default_str()->check(CLI::Range(0.0, 1e9));
+}
+
+// The run's options: the checkpoint's (or the defaults), then every flag given.
+train::TrainOptions options(const CLI::App& app, Cli& c) {
+  train::TrainOptions o;
+  if (!c.checkpoint.empty()) {
+    std::string path = c.checkpoint;
+    if (std::filesystem::is_directory(path)) {
+      auto newest = train::latest_checkpoint(path);
+      GRIDNN_REQUIRE(newest, "--checkpoint ", path, ": the folder has no checkpoint");
+      path = newest->path;
+      o = train::options_from_json(newest->state.config_json);
+    } else {
+      o = train::options_from_json(train::read_checkpoint(path).state.config_json);
+    }
+    c.p.weights = path;
+  }
+  GRIDNN_REQUIRE(!c.p.weights.empty(), "give the model: --checkpoint FILE|DIR or --init-from WEIGHTS");
+  const train::TrainOptions& f = c.flags;
+  auto given = [&](const char* flag) { return app.count(flag) > 0; };
+  if (given("--depth")) o.resattnet.depth = f.resattnet.depth;
+  if (given("--width")) o.resattnet.width = f.resattnet.width;
+  if (given("--attention")) {
+    o.resattnet.attention3 = c.attention == "both" || c.attention == "layer3";
+    o.resattnet.attention4 = c.attention == "both" || c.attention == "layer4";
+  }
+  if (given("--input")) {
+    const auto input = cli::parse_size("--input", c.input);
+    o.input.assign(input.begin(), input.end());
+  }
+  if (given("--in-channels")) o.in_channels = f.in_channels;
+  if (given("--classes")) o.classes = f.classes;
+  if (given("--fit")) o.data.fit = f.data.fit;
+  if (given("--orientation")) o.data.orientation = f.data.orientation;
+  if (given("--spacing")) o.data.spacing = f.data.spacing;
+  if (given("--batch")) o.batch = f.batch;
+  // Where and how it runs: this command's, never the training run's.
+  o.grid = f.grid;
+  o.stages = 1;
+  o.micro_batches = 1;
+  o.placement.clear();
+  o.device = f.device;
+  o.comm_backend = f.comm_backend;
+  o.precision = f.precision;
+  o.comm_timeout = f.comm_timeout;
+  o.init_from.clear();
+  o.resume = false;
+  o.checkpoint_dir.clear();
+  o.model = "resattnet3d";
+  return o;
+}
+
+const char* const kDescription =
+    "gridnn-predict: apply a trained ResAttNet3D to NIfTI scans.\n\n"
+    "Examples:\n"
+    "  gridnn-predict --checkpoint ckpt --data scans.csv --split test --out test.csv\n"
+    "                 # probabilities per scan; with labels also loss, accuracy, sensitivity, specificity,\n"
+    "                 # AUC, the confusion matrix (test_metrics.json) and the ROC curve (test_roc.csv/.png)\n"
+    "  gridnn-predict --checkpoint ckpt --data scan.nii.gz --explain heat\n"
+    "                 # heat/scan_gradcam.nii.gz (the scan's grid) and heat/scan_gradcam.png\n"
+    "  mpiexec -n 2 gridnn-predict --grid 2x1 ...   # each volume's depth split over 2 ranks\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{kDescription};
+  Cli c;
+  add_flags(app, c);
+  CLI11_PARSE(app, argc, argv);
+  return cli::run_mpi_program(&argc, &argv, [&](const cli::Process& process) {
+    c.p.run = options(app, c);
+    train::validate(c.p.run);
+    parallel::set_comm_timeout(c.p.run.comm_timeout);
+    if (c.p.run.device == "cuda" && process.node_size > 1 && cuda_device_count() > 0)
+      c.p.run.device = "cuda:" + std::to_string(process.node_rank % cuda_device_count());
+    auto grid = parallel::ProcessGrid::create(parallel::GridShape::parse(c.p.run.grid),
+                                              parallel::parse_comm_backend(c.p.run.comm_backend),
+                                              Device::parse(c.p.run.device),
+                                              parallel::parse_rank_order(c.p.run.rank_order));
+    const train::PredictResult r = train::predict(c.p, *grid, process.rank == 0 ? stdout : nullptr);
+    if (process.rank == 0) {
+      for (const auto& f : r.files)
+        if (f.find("_gradcam.") == std::string::npos) std::printf("wrote %s\n", f.c_str());
+      if (!c.p.explain_dir.empty()) std::printf("wrote heatmaps into %s\n", c.p.explain_dir.c_str());
+      if (r.failed > 0)
+        std::fprintf(stderr, "gridnn-predict: %lld of %lld scans could not be read (listed in %s)\n",
+                     static_cast<long long>(r.failed), static_cast<long long>(r.scans), c.p.out.c_str());
+    }
+    return r.failed > 0 ? 1 : 0;
+  });
+}
