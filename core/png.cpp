@@ -1,17 +1,14 @@
 #include "core/png.h"
 
-#include <fcntl.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <limits>
-#include <random>
 
+#include "core/file_io.h"
 #include "core/error.h"
 
 namespace gridnn {
@@ -116,48 +113,6 @@ std::string encode_png(const std::string& path, const RgbImage& image) {
   return png;
 }
 
-std::string errno_text() { return std::strerror(errno); }
-
-// Creates a temporary file beside `path` (so the rename stays in one filesystem) under a
-// random name, exclusively and with the mode any new file gets (0666 less the umask).
-int create_temp_file(const std::string& path, std::string* temp) {
-  std::random_device entropy;
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    char suffix[20];
-    std::snprintf(suffix, sizeof suffix, ".tmp.%08x", unsigned(entropy()));
-    *temp = path + suffix;
-    const int fd = ::open(temp->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0 || errno != EEXIST) return fd;
-  }
-  return -1;
-}
-
-// Writes `bytes` to a temporary file beside `path` and renames it over `path`.
-void write_atomically(const std::string& path, const std::string& bytes) {
-  std::string temp;
-  const int fd = create_temp_file(path, &temp);
-  GRIDNN_REQUIRE(fd >= 0, "write_png ", path, ": cannot create temporary file '", temp,
-                 "': ", errno_text());
-  std::string failure;
-  size_t done = 0;
-  while (failure.empty() && done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0)
-      failure = "write failed: " + errno_text();
-    else
-      done += size_t(n);
-  }
-  if (::close(fd) != 0 && failure.empty())
-    failure = "closing '" + temp + "' failed: " + errno_text();
-  if (failure.empty() && ::rename(temp.c_str(), path.c_str()) != 0)
-    failure = "cannot rename '" + temp + "' over it: " + errno_text();
-  if (!failure.empty()) {
-    ::unlink(temp.c_str());
-    throw Error("write_png " + path + ": " + failure);
-  }
-}
-
 }  // namespace
 
 RgbImage RgbImage::filled(int64_t width, int64_t height, Rgb colour) {
@@ -214,7 +169,7 @@ void draw_text(RgbImage& image, int64_t x, int64_t y, const std::string& text, R
 }
 
 void write_png(const std::string& path, const RgbImage& image) {
-  write_atomically(path, encode_png(path, image));
+  write_file_atomically(path, encode_png(path, image));
 }
 
 }  // namespace gridnn

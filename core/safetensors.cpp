@@ -7,22 +7,18 @@
 // Every failure throws gridnn::Error "<source>: <what is wrong>[; <what to do>]".
 #include "core/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <tuple>
 
+#include "core/file_io.h"
 #include "core/error.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -42,8 +38,6 @@ template <class... Parts>
 [[noreturn]] void fail(const std::string& source, const Parts&... parts) {
   throw Error(detail::concat(source, ": ", parts...));
 }
-
-std::string errno_text(int err) { return std::strerror(err); }
 
 // ---- reading: raw layout -------------------------------------------------------------
 
@@ -382,129 +376,6 @@ void append_data(std::string& out, const Tensor& tensor) {
   out.append(static_cast<const char*>(host.raw()), host.nbytes());
 }
 
-// ---- files ---------------------------------------------------------------------------
-
-// Closes a POSIX file descriptor when it goes out of scope.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return fd_; }
-  // Closes now and returns close()'s result (0, or -1 with errno set).
-  int close() {
-    int rc = ::close(fd_);
-    fd_ = -1;
-    return rc;
-  }
-
- private:
-  int fd_;
-};
-
-// Removes the temporary file on scope exit unless it was renamed into place.
-class TempFileGuard {
- public:
-  explicit TempFileGuard(std::string path) : path_(std::move(path)) {}
-  ~TempFileGuard() {
-    if (!path_.empty()) ::unlink(path_.c_str());
-  }
-  TempFileGuard(const TempFileGuard&) = delete;
-  TempFileGuard& operator=(const TempFileGuard&) = delete;
-  void release() { path_.clear(); }
-
- private:
-  std::string path_;
-};
-
-std::string read_whole_file(const std::string& path) {
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) fail(path, "cannot open for reading: ", errno_text(errno));
-  struct stat info {};
-  if (::fstat(fd.get(), &info) != 0) fail(path, "cannot stat: ", errno_text(errno));
-  if (!S_ISREG(info.st_mode)) fail(path, "is not a regular file");
-  std::string bytes(size_t(info.st_size), '\0');
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::read(fd.get(), bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail(path, "read failed: ", errno_text(errno));
-    if (n == 0) fail(path, "file shrank while being read (", done, " of ", bytes.size(), " bytes)");
-    done += size_t(n);
-  }
-  return bytes;
-}
-
-// Armed by inject_save_crash_for_testing: write this many bytes, then _Exit.
-std::atomic<int64_t> g_crash_after_bytes{-1};
-std::atomic<int> g_crash_exit_code{86};
-
-// For tests of a full disk without one: GRIDNN_TEST_DISK_FULL_AFTER=N makes every file
-// write fail with ENOSPC once N bytes of it are written, as a full device does.
-int64_t disk_full_after() {
-  static const int64_t bytes = [] {
-    const char* v = std::getenv("GRIDNN_TEST_DISK_FULL_AFTER");
-    return v && *v ? std::strtoll(v, nullptr, 10) : int64_t(-1);
-  }();
-  return bytes;
-}
-
-void write_all(int fd, const std::string& bytes, const std::string& what) {
-  size_t done = 0;
-  const int64_t crash_after = g_crash_after_bytes.exchange(-1);
-  const int64_t full_after = disk_full_after();
-  while (done < bytes.size()) {
-    if (full_after >= 0 && done >= size_t(full_after)) fail(what, "write failed: ", errno_text(ENOSPC));
-    if (crash_after >= 0 && done >= size_t(crash_after)) std::_Exit(g_crash_exit_code.load());
-    size_t chunk = bytes.size() - done;
-    if (crash_after >= 0) chunk = std::min(chunk, size_t(crash_after) - done);
-    if (full_after >= 0) chunk = std::min(chunk, size_t(full_after) - done);
-    ssize_t n = ::write(fd, bytes.data() + done, chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail(what, "write failed: ", errno_text(errno));
-    done += size_t(n);
-  }
-}
-
-// Creates the temporary file beside `path` (so the rename stays in one filesystem) under a
-// name unique to this call: mkstemp picks random letters and creates with O_EXCL, so ranks
-// on different hosts saving to one shared filesystem never share a temporary (a name made
-// from the process id could collide). `templ` ends in "XXXXXX" and receives the name.
-int create_temp_file(std::string* templ, const std::string& path) {
-  int fd = ::mkostemp(templ->data(), O_CLOEXEC);
-  if (fd < 0) fail(path, "cannot create temporary file '", *templ, "': ", errno_text(errno));
-  return fd;
-}
-
-// The process umask, read without changing it: umask() can only be read by setting it,
-// which would race with other threads creating files. Linux reports it in
-// /proc/self/status; where that is unavailable, assume the usual 022.
-mode_t current_umask() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind("Umask:", 0) == 0) return mode_t(std::strtoul(line.c_str() + 6, nullptr, 8));
-  return 022;
-}
-
-// mkstemp creates the file readable by its owner only; give the saved file the mode any
-// newly created file gets (0666 less the umask), as open(O_CREAT, 0666) would.
-void set_new_file_mode(int fd, const std::string& path, const std::string& temp) {
-  if (::fchmod(fd, 0666 & ~current_umask()) != 0)
-    fail(path, "cannot set the mode of '", temp, "': ", errno_text(errno));
-}
-
-// Makes the rename durable. Filesystems that cannot sync a directory (EINVAL) are tolerated.
-void sync_directory(const std::string& dir, const std::string& path) {
-  FileDescriptor fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0)
-    fail(path, "saved, but cannot open directory '", dir, "' to sync it: ", errno_text(errno));
-  if (::fsync(fd.get()) != 0 && errno != EINVAL)
-    fail(path, "saved, but syncing directory '", dir, "' failed: ", errno_text(errno));
-}
 
 }  // namespace
 
@@ -541,28 +412,9 @@ std::string serialize_safetensors(const NamedTensors& tensors,
   return out;
 }
 
-void inject_save_crash_for_testing(size_t bytes, int exit_code) {
-  g_crash_exit_code = exit_code;
-  g_crash_after_bytes = int64_t(bytes);
-}
-
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata) {
-  std::string bytes = serialize_safetensors(tensors, metadata);
-  std::string temp = path + ".tmp.XXXXXX";  // mkstemp replaces the Xs
-
-  FileDescriptor fd(create_temp_file(&temp, path));
-  TempFileGuard guard(temp);
-  set_new_file_mode(fd.get(), path, temp);
-  write_all(fd.get(), bytes, path);
-  if (::fsync(fd.get()) != 0) fail(path, "fsync of '", temp, "' failed: ", errno_text(errno));
-  if (fd.close() != 0) fail(path, "closing '", temp, "' failed: ", errno_text(errno));
-  if (::rename(temp.c_str(), path.c_str()) != 0)
-    fail(path, "cannot rename '", temp, "' over it: ", errno_text(errno));
-  guard.release();
-
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  sync_directory(dir.empty() ? "." : dir, path);
+  write_file_atomically(path, serialize_safetensors(tensors, metadata));
 }
 
 }  // namespace gridnn

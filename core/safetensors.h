@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/file_io.h"  // inject_save_crash_for_testing
 #include "core/tensor.h"
 
 namespace gridnn {
@@ -40,14 +41,9 @@ SafetensorsFile parse_safetensors(const void* bytes, size_t size, const std::str
 // data section starts at an 8-byte boundary, as the reference writer does.
 std::string serialize_safetensors(const NamedTensors& tensors,
                                   const std::map<std::string, std::string>& metadata = {});
-// Writes atomically: a temporary file beside `path`, fsync, then rename, so a crash
-// while saving never leaves a half-written file under `path`.
+// Writes atomically (core/file_io.h): a temporary file beside `path`, fsync, then
+// rename, so a crash while saving never leaves a half-written file under `path`.
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata = {});
-
-// Crash-safety tests only: the next save_safetensors() in this process writes the first
-// `bytes` bytes of its temporary file and then ends the process on the spot
-// (std::_Exit(exit_code)), as a crash or a kill in the middle of a write would.
-void inject_save_crash_for_testing(size_t bytes, int exit_code = 86);
 
 }  // namespace gridnn

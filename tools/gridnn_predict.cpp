@@ -1,6 +1,7 @@
 // gridnn-predict: apply a trained ResAttNet3D to NIfTI scans; class probabilities, metrics
 // when labelled, and 3D Grad-CAM heatmaps (models/train/predict.h).
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <filesystem>
@@ -38,10 +39,12 @@ void add_flags(CLI::App& app, Cli& c) {
   app.add_option("--split", p.split, "manifest rows to predict: all, train, val or test")->capture_default_str()
       ->check(CLI::IsMember({"all", "train", "val", "test"}));
   app.add_option("--out", p.out, "predictions CSV (metrics, ROC beside it)")->capture_default_str();
-  app.add_option("--explain", p.explain_dir, "write Grad-CAM heatmaps (NIfTI in each scan's grid, PNG) here");
-  app.add_option("--explain-layer", p.explain_layer, "the layer Grad-CAM explains (default: the last attention block)");
+  auto* explain = app.add_option("--explain", p.explain_dir,
+                                 "write Grad-CAM heatmaps (NIfTI in each scan's grid, PNG) here");
+  app.add_option("--explain-layer", p.explain_layer, "the layer Grad-CAM explains (default: the last attention block)")
+      ->needs(explain);
   app.add_option("--explain-class", p.explain_class, "the class to explain (default: each scan's predicted class)")
-      ->check(CLI::Range(int64_t(0), int64_t(1) << 20));
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 20))->needs(explain);
 
   app.add_option("--depth", o.resattnet.depth, "ResAttNet3D depth: 18 or 34")->check(CLI::IsMember({18, 34}));
   app.add_option("--width", o.resattnet.width, "ResAttNet3D width w")->check(CLI::Range(1, 4096));
@@ -72,8 +75,10 @@ void add_flags(CLI::App& app, Cli& c) {
 // The run's options: the checkpoint's (or the defaults), then every flag given.
 train::TrainOptions options(const CLI::App& app, Cli& c) {
   train::TrainOptions o;
-  if (!c.checkpoint.empty()) {
+  const bool from_checkpoint = !c.checkpoint.empty();
+  if (from_checkpoint) {
     std::string path = c.checkpoint;
+    GRIDNN_REQUIRE(std::filesystem::exists(path), "--checkpoint ", path, ": no such file or folder");
     if (std::filesystem::is_directory(path)) {
       auto newest = train::latest_checkpoint(path);
       GRIDNN_REQUIRE(newest, "--checkpoint ", path, ": the folder has no checkpoint");
@@ -83,6 +88,8 @@ train::TrainOptions options(const CLI::App& app, Cli& c) {
       o = train::options_from_json(train::read_checkpoint(path).state.config_json);
     }
     c.p.weights = path;
+    GRIDNN_REQUIRE(o.model == "resattnet3d", "--checkpoint ", path, " holds a ", o.model,
+                   " model; gridnn-predict applies ResAttNet3D models to volumes");
   }
   GRIDNN_REQUIRE(!c.p.weights.empty(), "give the model: --checkpoint FILE|DIR or --init-from WEIGHTS");
   const train::TrainOptions& f = c.flags;
@@ -99,9 +106,18 @@ train::TrainOptions options(const CLI::App& app, Cli& c) {
   }
   if (given("--in-channels")) o.in_channels = f.in_channels;
   if (given("--classes")) o.classes = f.classes;
-  if (given("--fit")) o.data.fit = f.data.fit;
-  if (given("--orientation")) o.data.orientation = f.data.orientation;
-  if (given("--spacing")) o.data.spacing = f.data.spacing;
+  // The way volumes are read: the training run's unless a flag says otherwise (then a warning,
+  // as the network learnt the run's).
+  auto data_flag = [&](const char* flag, auto& value, const auto& flag_value, const std::string& text) {
+    if (!given(flag) || value == flag_value) return;
+    if (from_checkpoint)
+      std::fprintf(stderr, "gridnn-predict: warning: %s %s differs from the training run's %s\n", flag,
+                   text.c_str(), nlohmann::json(value).dump().c_str());
+    value = flag_value;
+  };
+  data_flag("--fit", o.data.fit, f.data.fit, f.data.fit);
+  data_flag("--orientation", o.data.orientation, f.data.orientation, f.data.orientation);
+  data_flag("--spacing", o.data.spacing, f.data.spacing, std::to_string(f.data.spacing));
   if (given("--batch")) o.batch = f.batch;
   // Where and how it runs: this command's, never the training run's.
   o.grid = f.grid;
@@ -148,9 +164,11 @@ int main(int argc, char** argv) {
                                               parallel::parse_rank_order(c.p.run.rank_order));
     const train::PredictResult r = train::predict(c.p, *grid, process.rank == 0 ? stdout : nullptr);
     if (process.rank == 0) {
+      size_t heatmaps = 0;
       for (const auto& f : r.files)
         if (f.find("_gradcam.") == std::string::npos) std::printf("wrote %s\n", f.c_str());
-      if (!c.p.explain_dir.empty()) std::printf("wrote heatmaps into %s\n", c.p.explain_dir.c_str());
+        else heatmaps += f.size() > 7 && f.compare(f.size() - 7, 7, ".nii.gz") == 0;
+      if (heatmaps > 0) std::printf("wrote %zu heatmaps into %s\n", heatmaps, c.p.explain_dir.c_str());
       if (r.failed > 0)
         std::fprintf(stderr, "gridnn-predict: %lld of %lld scans could not be read (listed in %s)\n",
                      static_cast<long long>(r.failed), static_cast<long long>(r.scans), c.p.out.c_str());

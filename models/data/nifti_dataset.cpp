@@ -11,6 +11,13 @@
 
 namespace gridnn::data {
 
+namespace {
+// "scans.csv:12" for a manifest row; the source alone for a row not read from a file (line 0).
+std::string listed_at(const std::string& source, const ManifestRow& r) {
+  return r.line > 0 ? source + ":" + std::to_string(r.line) : source;
+}
+}  // namespace
+
 Fit parse_fit(const std::string& name) {
   if (name == "crop") return Fit::crop;
   if (name == "resample") return Fit::resample;
@@ -36,7 +43,7 @@ NiftiDataset::NiftiDataset(Manifest manifest, NiftiDatasetOptions options)
   for (const ManifestRow& row : rows_) max_label = std::max(max_label, row.label);
   num_classes_ = options_.num_classes > 0 ? options_.num_classes : max_label + 1;
   for (const ManifestRow& row : rows_)
-    GRIDNN_REQUIRE(row.label < num_classes_, source_, ":", row.line, ": label ", row.label,
+    GRIDNN_REQUIRE(row.label < num_classes_, listed_at(source_, row), ": label ", row.label,
                    " is not below the number of classes ", num_classes_,
                    "; fix the label or raise the number of classes");
 }
@@ -59,8 +66,7 @@ int64_t NiftiDataset::label(int64_t index) const { return row(index).label; }
 
 std::string NiftiDataset::describe(int64_t index) const {
   const ManifestRow& r = row(index);
-  return r.path + " (sample " + std::to_string(index) + ", " + source_ + ":" +
-         std::to_string(r.line) + ")";
+  return r.path + " (sample " + std::to_string(index) + ", " + listed_at(source_, r) + ")";
 }
 
 Tensor NiftiDataset::prepare(int64_t index, ScanGeometry* geometry, IndexMap* to_stored) const {
@@ -73,7 +79,7 @@ Tensor NiftiDataset::prepare(int64_t index, ScanGeometry* geometry, IndexMap* to
     if (options_.spacing > 0) grid = resample_to_spacing(grid, options_.spacing);
   } catch (const Error& e) {
     throw Error(std::string(e.what()) + " [sample " + std::to_string(index) + ", listed at " +
-                source_ + ":" + std::to_string(r.line) + "]");
+                listed_at(source_, r) + "]");
   }
   const std::array<int64_t, 3> from{grid.volume.size(0), grid.volume.size(1), grid.volume.size(2)};
   Tensor volume;

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "models/data/volume_transforms.h"
 #include "models/dist/factory.h"
 #include "parallel/process_grid.h"
 
@@ -132,36 +133,14 @@ Tensor upsample_map(const Tensor& map, const std::array<int64_t, 3>& size) {
   GRIDNN_REQUIRE(map.defined() && map.rank() == 3 && map.dtype() == DType::f32 && map.device().is_cpu(),
                  "upsample_map: expected a CPU f32 map [D, H, W], got ", map.defined() ? map.str() : "(undefined)");
   GRIDNN_REQUIRE(size[0] > 0 && size[1] > 0 && size[2] > 0, "upsample_map: sizes must be positive");
-  // Per axis: the two source planes and the weight of the second for every output plane.
-  struct Tap {
-    int64_t i0, i1;
-    double w1;
-  };
-  auto taps = [](int64_t n, int64_t m) {
-    std::vector<Tap> t(static_cast<size_t>(m));
-    const double scale = double(n) / double(m);
-    for (int64_t o = 0; o < m; ++o) {
-      const double s = std::max((double(o) + 0.5) * scale - 0.5, 0.0);
-      const auto i0 = std::min(int64_t(std::floor(s)), n - 1);
-      t[size_t(o)] = {i0, std::min(i0 + 1, n - 1), s - double(i0)};
-    }
-    return t;
-  };
-  const int64_t D = map.size(0), H = map.size(1), W = map.size(2);
-  const auto td = taps(D, size[0]), th = taps(H, size[1]), tw = taps(W, size[2]);
-  Tensor out = Tensor::empty(Shape{size[0], size[1], size[2]});
-  const float* in = map.data<float>();
-  float* o = out.data<float>();
-  auto at = [&](int64_t d, int64_t h, int64_t w) { return double(in[(d * H + h) * W + w]); };
-  for (int64_t d = 0; d < size[0]; ++d)
-    for (int64_t h = 0; h < size[1]; ++h)
-      for (int64_t w = 0; w < size[2]; ++w) {
-        const Tap &a = td[size_t(d)], &b = th[size_t(h)], &c = tw[size_t(w)];
-        auto line = [&](int64_t dd, int64_t hh) { return (1 - c.w1) * at(dd, hh, c.i0) + c.w1 * at(dd, hh, c.i1); };
-        auto plane = [&](int64_t dd) { return (1 - b.w1) * line(dd, b.i0) + b.w1 * line(dd, b.i1); };
-        *o++ = float((1 - a.w1) * plane(a.i0) + a.w1 * plane(a.i1));
-      }
-  return out;
+  // s = (o + 0.5) * n / m - 0.5 = scale * o + offset; clamping s to [0, n - 1] gives
+  // PyTorch's taps (above n - 1 both of its taps are plane n - 1).
+  std::array<double, 3> scale{}, offset{};
+  for (size_t a = 0; a < 3; ++a) {
+    scale[a] = double(map.size(int(a))) / double(size[a]);
+    offset[a] = 0.5 * scale[a] - 0.5;
+  }
+  return data::resample_trilinear_at(map, size, scale, offset);
 }
 
 Tensor normalize_map(const Tensor& map, bool* flat) {

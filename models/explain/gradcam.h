@@ -58,7 +58,7 @@ CoarseCam grad_cam(nn::Module& model, nn::BlockNetwork& net, size_t layer, const
 // Trilinear resampling of a map [D, H, W] to `size` as PyTorch's F.interpolate does with
 // align_corners=False: along an axis of n planes resized to m, output o samples source
 // coordinate s = max((o + 0.5) * n / m - 0.5, 0) between planes floor(s) and
-// min(floor(s) + 1, n - 1). Computed in double, stored f32.
+// min(floor(s) + 1, n - 1) (data::resample_trilinear_at at those positions).
 Tensor upsample_map(const Tensor& map, const std::array<int64_t, 3>& size);
 
 // (map - min) / (max - min) into [0, 1]; a constant map (no evidence: all zero after the

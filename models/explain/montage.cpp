@@ -119,7 +119,7 @@ MontageLayout montage_layout(const Shape& shape, std::array<double, 3> spacing, 
 }
 
 RgbImage render_montage(const Tensor& anatomy, const Tensor& heat, std::array<int64_t, 3> centre,
-                        std::array<double, 3> spacing, int zoom) {
+                        std::array<double, 3> spacing, int zoom, bool canonical) {
   require_volume(anatomy, "the anatomy");
   require_volume(heat, "the heat map");
   GRIDNN_REQUIRE(heat.shape() == anatomy.shape(), "render_montage: the heat map ",
@@ -151,6 +151,7 @@ RgbImage render_montage(const Tensor& anatomy, const Tensor& heat, std::array<in
         image.set(rect.x + px, rect.y + py, blend(grey(anatomy_at[i], win), heat_at[i]));
       }
     }
+    if (!canonical) continue;  // the axes' directions are unknown: no letters
     const int scale = layout.font_scale;
     const std::array<char, 2> across_letters = kAxisLetters[size_t(axes.across)];
     const std::array<char, 2> up_letters = kAxisLetters[size_t(axes.up)];

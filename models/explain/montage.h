@@ -8,7 +8,9 @@
 //   axial    (fixed d): subject's left on the image's left, right on the right; anterior up
 //   coronal  (fixed h): left on the left, right on the right; superior up
 //   sagittal (fixed w): posterior on the left, anterior on the right; superior up
-// The margins carry the letters: L/R, P/A, I/S on the low/high side of each axis.
+// The margins carry the letters: L/R, P/A, I/S on the low/high side of each axis; a volume
+// in another voxel order (gridnn-predict --orientation native) is drawn the same way without
+// them (canonical = false).
 //
 // Intensities: the anatomy is grey, windowed linearly between its 1st and 99th percentiles
 // of its finite values (when they coincide, voxels above them are white, the rest black;
@@ -52,7 +54,7 @@ MontageLayout montage_layout(const Shape& shape, std::array<double, 3> spacing, 
 // shape) over them. gridnn::Error for tensors that are not CPU f32 [D, H, W] of one shape,
 // a centre outside the volume, a spacing not positive or a negative zoom.
 RgbImage render_montage(const Tensor& anatomy, const Tensor& heat, std::array<int64_t, 3> centre,
-                        std::array<double, 3> spacing = {1, 1, 1}, int zoom = 0);
+                        std::array<double, 3> spacing = {1, 1, 1}, int zoom = 0, bool canonical = true);
 
 // The voxel {d, h, w} of the largest value (the first in memory order on ties; NaN never wins).
 std::array<int64_t, 3> peak_voxel(const Tensor& heat);

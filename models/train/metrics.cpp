@@ -24,7 +24,7 @@ void MetricsAccumulator::add(const Tensor& logits, const Tensor& labels, double 
     correct_ += best == y[size_t(r)];
     predicted_.push_back(best);
     label_.push_back(y[size_t(r)]);
-    if (classes == 2) score_.push_back(1.0 / (1.0 + std::exp(double(row[0]) - double(row[1]))));
+    if (classes == 2) score_.push_back(positive_score(row[0], row[1]));
   }
   loss_sum_ += loss_sum;
 }
@@ -69,6 +69,10 @@ double roc_auc(const std::vector<double>& score, const std::vector<int64_t>& lab
   if (positives == 0 || negatives == 0) return 0.5;
   return (positive_rank_sum - 0.5 * double(positives) * double(positives + 1)) /
          (double(positives) * double(negatives));
+}
+
+double positive_score(float logit0, float logit1) {
+  return 1.0 / (1.0 + std::exp(double(logit0) - double(logit1)));
 }
 
 nlohmann::ordered_json metrics_json(const Metrics& m) {

@@ -43,6 +43,10 @@ class MetricsAccumulator {
 std::string metrics_text(const Metrics& m);
 nlohmann::ordered_json metrics_json(const Metrics& m);
 
+// The class-1 probability of two logits, 1 / (1 + exp(z0 - z1)): the score the AUC and
+// gridnn-predict's ROC rank.
+double positive_score(float logit0, float logit1);
+
 // Area under the ROC curve of `score` for the positives (label 1) against the negatives
 // (label 0); 0.5 when either class is absent.
 double roc_auc(const std::vector<double>& score, const std::vector<int64_t>& label);

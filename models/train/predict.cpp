@@ -5,10 +5,12 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <iomanip>
+#include <map>
 #include <optional>
 #include <sstream>
 
+#include "core/file_io.h"
 #include "core/error.h"
 #include "core/png.h"
 #include "models/data/nifti_dataset.h"
@@ -28,11 +30,29 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool is_nifti_name(const std::string& name) {
-  for (const char* ext : {".nii", ".nii.gz", ".hdr", ".hdr.gz"})
-    if (name.size() > std::strlen(ext) && name.compare(name.size() - std::strlen(ext), std::string::npos, ext) == 0)
-      return true;
+bool ends_with(const std::string& s, const std::string& end) {
+  return s.size() > end.size() && s.compare(s.size() - end.size(), std::string::npos, end) == 0;
+}
+
+// A NIfTI file's name: single files (.nii), pairs by their header (.hdr), either gzipped;
+// `image_too` also takes a pair's image file (.img), which a folder listing leaves out.
+bool is_nifti_name(const std::string& name, bool image_too) {
+  for (const char* ext : {".nii", ".nii.gz", ".hdr", ".hdr.gz", ".img", ".img.gz"})
+    if (ends_with(name, ext) && (image_too || std::strncmp(ext, ".img", 4) != 0)) return true;
   return false;
+}
+
+// Every scan's file name for its explanation: its stem, or "<stem>-<n>" (n its 1-based place)
+// when scans share a stem.
+std::vector<std::string> explanation_names(const std::vector<ScanEntry>& scans) {
+  std::map<std::string, int> uses;
+  for (const auto& s : scans) ++uses[scan_stem(s.path)];
+  std::vector<std::string> names;
+  for (size_t i = 0; i < scans.size(); ++i) {
+    const std::string stem = scan_stem(scans[i].path);
+    names.push_back(uses[stem] > 1 ? stem + "-" + std::to_string(i + 1) : stem);
+  }
+  return names;
 }
 
 // A CSV field, quoted when it holds a comma, a quote or a line break.
@@ -43,13 +63,6 @@ std::string csv_field(const std::string& s) {
   return q + "\"";
 }
 
-// Writes `text` to `path` (gridnn::Error naming it when that fails).
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << text;
-  f.close();
-  GRIDNN_REQUIRE(f, "cannot write ", path, "; check that its folder exists and is writable");
-}
 
 // The softmax of each row of logits [rows, classes], in double.
 std::vector<std::vector<double>> probabilities(const Tensor& logits) {
@@ -78,9 +91,10 @@ std::array<double, 3> network_spacing(const data::Scan& scan) {
   return s;
 }
 
-// Writes scan `scan`'s heatmap (NIfTI in its stored grid, PNG montage) from its coarse map.
-std::vector<std::string> write_explanation(const std::string& dir, const data::Scan& scan,
-                                           const Tensor& coarse, int64_t cls) {
+// Writes scan `scan`'s heatmap (NIfTI in its stored grid, PNG montage) from its coarse map,
+// as <dir>/<name>_gradcam.*.
+std::vector<std::string> write_explanation(const std::string& dir, const std::string& name, const data::Scan& scan,
+                                           const Tensor& coarse, int64_t cls, bool canonical) {
   const std::array<int64_t, 3> input{scan.volume.size(0), scan.volume.size(1), scan.volume.size(2)};
   bool flat = false;
   const Tensor heat = explain::normalize_map(explain::upsample_map(coarse, input), &flat);
@@ -88,11 +102,11 @@ std::vector<std::string> write_explanation(const std::string& dir, const data::S
     std::fprintf(stderr, "gridnn-predict: %s: the Grad-CAM map of class %lld is zero everywhere (no positive "
                  "evidence at this layer); its heatmap is all zeros\n", scan.stored.path.c_str(),
                  static_cast<long long>(cls));
-  const std::string stem = (fs::path(dir) / scan_stem(scan.stored.path)).string() + "_gradcam";
+  const std::string stem = (fs::path(dir) / name).string() + "_gradcam";
   data::write_nifti_like(stem + ".nii.gz", data::map_to_stored(heat, scan.to_stored, scan.stored.dims),
                          scan.stored.path);
   write_png(stem + ".png", explain::render_montage(scan.volume, heat, explain::peak_voxel(heat),
-                                                   network_spacing(scan)));
+                                                   network_spacing(scan), 0, canonical));
   return {stem + ".nii.gz", stem + ".png"};
 }
 
@@ -101,8 +115,7 @@ std::vector<std::string> write_explanation(const std::string& dir, const data::S
 std::string scan_stem(const std::string& path) {
   std::string name = fs::path(path).filename().string();
   for (const char* ext : {".gz", ".nii", ".hdr", ".img"})
-    if (name.size() > std::strlen(ext) && name.compare(name.size() - std::strlen(ext), std::string::npos, ext) == 0)
-      name.resize(name.size() - std::strlen(ext));
+    if (ends_with(name, ext)) name.resize(name.size() - std::strlen(ext));
   return name;
 }
 
@@ -111,22 +124,29 @@ std::vector<ScanEntry> list_scans(const std::string& data, const std::string& sp
   std::error_code ec;
   if (fs::is_directory(data, ec)) {
     for (const auto& e : fs::directory_iterator(data))
-      if (e.is_regular_file() && is_nifti_name(e.path().filename().string())) scans.push_back({e.path().string(), -1});
+      if (e.is_regular_file() && is_nifti_name(e.path().filename().string(), false))
+        scans.push_back({e.path().string(), -1, 0});
     std::sort(scans.begin(), scans.end(), [](const ScanEntry& a, const ScanEntry& b) { return a.path < b.path; });
-    GRIDNN_REQUIRE(!scans.empty(), "--data ", data, ": the folder has no .nii or .nii.gz files");
+    GRIDNN_REQUIRE(!scans.empty(), "--data ", data, ": the folder has no NIfTI files (.nii, .nii.gz, .hdr)");
     return scans;
   }
   GRIDNN_REQUIRE(fs::exists(data, ec), "--data ", data, ": no such file or folder");
-  if (is_nifti_name(data)) return {{data, -1}};
+  if (is_nifti_name(data, true)) return {{data, -1, 0}};
   const data::Manifest manifest = data::read_manifest(data);
   std::optional<data::Split> only;
   if (split != "all") {
     only = data::parse_split(split);
     GRIDNN_REQUIRE(only && !split.empty(), "--split '", split, "': choose all, train, val or test");
   }
-  for (const auto& row : manifest.rows)
-    if (!only || row.split == *only) scans.push_back({row.path, row.label});
-  GRIDNN_REQUIRE(!scans.empty(), "--data ", data, ": no rows", only ? " of split " + split : std::string());
+  std::map<std::string, int> splits;
+  for (const auto& row : manifest.rows) {
+    ++splits[row.split == data::Split::unassigned ? "(none)" : data::split_name(row.split)];
+    if (!only || row.split == *only) scans.push_back({row.path, row.label, row.line});
+  }
+  std::string found;
+  for (const auto& [name, count] : splits) found += (found.empty() ? "" : ", ") + name + " " + std::to_string(count);
+  GRIDNN_REQUIRE(!scans.empty(), "--data ", data, ": no rows of split ", split, "; its rows by split: ", found,
+                 " (--split all takes every row)");
   return scans;
 }
 
@@ -135,6 +155,8 @@ PredictResult predict(const PredictOptions& o, parallel::ProcessGrid& grid, std:
                  grid.shape().str());
   GRIDNN_REQUIRE(o.run.model == "resattnet3d", "gridnn-predict needs a ResAttNet3D model (volumes in)");
   GRIDNN_REQUIRE(o.run.batch >= 1, "--batch must be at least 1");
+  GRIDNN_REQUIRE(o.explain_class < o.run.classes, "--explain-class ", o.explain_class, " is not a class of this model (",
+                 o.run.classes, " classes: 0 to ", o.run.classes - 1, ")");
   const bool leader = grid.world_rank() == 0;
   PredictResult result;
 
@@ -142,7 +164,7 @@ PredictResult predict(const PredictOptions& o, parallel::ProcessGrid& grid, std:
   const std::vector<ScanEntry> scans = list_scans(o.data, o.split);
   data::Manifest manifest{o.data, {}};
   for (size_t i = 0; i < scans.size(); ++i)
-    manifest.rows.push_back({scans[i].path, std::max<int64_t>(scans[i].label, 0), data::Split::unassigned, int(i + 1)});
+    manifest.rows.push_back({scans[i].path, std::max<int64_t>(scans[i].label, 0), data::Split::unassigned, scans[i].line});
   const data::NiftiDataset dataset(std::move(manifest), nifti_dataset_options(o.run));
   result.scans = int64_t(scans.size());
   result.labelled = std::all_of(scans.begin(), scans.end(), [](const ScanEntry& s) { return s.label >= 0; });
@@ -159,8 +181,12 @@ PredictResult predict(const PredictOptions& o, parallel::ProcessGrid& grid, std:
     layer = explain::layer_index(*net, o.explain_layer.empty() ? explain::default_layer(*net) : o.explain_layer);
     if (grid.row_rank() == 0) fs::create_directories(o.explain_dir);
   }
+  const std::vector<std::string> names = explanation_names(scans);
+  const bool canonical = o.run.data.orientation == "canonical";
+  if (leader && fs::path(o.out).has_parent_path()) fs::create_directories(fs::path(o.out).parent_path());
   if (out)
-    std::fprintf(out, "predicting %zu scans on %s, grid %s%s\n", scans.size(), step.device().str().c_str(),
+    std::fprintf(out, "predicting %zu scan%s on %s, grid %s%s\n", scans.size(), scans.size() == 1 ? "" : "s",
+                 step.device().str().c_str(),
                  grid.shape().str().c_str(),
                  explain ? (", Grad-CAM of " + net->blocks()[layer].name + " into " + o.explain_dir).c_str() : "");
 
@@ -218,7 +244,10 @@ PredictResult predict(const PredictOptions& o, parallel::ProcessGrid& grid, std:
       logits = cam.logits;
       for (int64_t k = 0; grid.row_rank() == 0 && k < mine.size(); ++k) {
         const Tensor coarse = cam.maps.narrow(k, 1).reshape(Shape{cam.maps.size(1), cam.maps.size(2), cam.maps.size(3)});
-        for (auto& f : write_explanation(o.explain_dir, local[size_t(k)], coarse, cam.target[size_t(k)]))
+        const size_t index = size_t(good[start + size_t(mine.begin + k)]);
+        const data::Scan& scan = local[size_t(k)];
+        for (auto& f : write_explanation(o.explain_dir, names[index], scan, coarse, cam.target[size_t(k)],
+                                         canonical && scan.stored.source != data::AffineSource::none))
           result.files.push_back(std::move(f));
       }
     } else if (mine.size() > 0) {
@@ -251,7 +280,7 @@ PredictResult predict(const PredictOptions& o, parallel::ProcessGrid& grid, std:
     csv << "," << (std::max_element(p.begin(), p.end()) - p.begin()) << ","
         << (scans[i].label >= 0 ? std::to_string(scans[i].label) : "") << ",\n";
   }
-  write_text(o.out, csv.str());
+  write_file_atomically(o.out, csv.str());
   result.files.push_back(o.out);
 
   if (!result.labelled || good.empty()) return result;
@@ -268,20 +297,28 @@ PredictResult predict(const PredictOptions& o, parallel::ProcessGrid& grid, std:
   for (size_t g = 0; g < good.size(); ++g) {
     const auto& p = prob[g];
     ++result.confusion[size_t(labels.data<int64_t>()[g])][size_t(std::max_element(p.begin(), p.end()) - p.begin())];
-    if (classes == 2) score.push_back(p[1]), label.push_back(labels.data<int64_t>()[g]);
+    if (classes == 2) {
+      const float* z = all_logits.data<float>() + 2 * g;
+      score.push_back(positive_score(z[0], z[1]));  // the score the AUC ranks
+      label.push_back(labels.data<int64_t>()[g]);
+    }
   }
   const std::string stem = (fs::path(o.out).parent_path() / fs::path(o.out).stem()).string();
   nlohmann::ordered_json j = metrics_json(result.metrics);
   j["confusion"] = result.confusion;
   j["failed"] = result.failed;
-  write_text(stem + "_metrics.json", j.dump(2) + "\n");
+  write_file_atomically(stem + "_metrics.json", j.dump(2) + "\n");
   result.files.push_back(stem + "_metrics.json");
-  if (classes == 2) {
+  const bool both = std::count(label.begin(), label.end(), 1) > 0 && std::count(label.begin(), label.end(), 0) > 0;
+  if (classes == 2 && !both && out)
+    std::fprintf(out, "no ROC curve: the readable labelled scans are all of class %lld\n",
+                 static_cast<long long>(label.empty() ? 0 : label[0]));
+  if (classes == 2 && both) {
     const auto curve = explain::roc_curve(score, label);
     std::ostringstream roc;
-    roc << "threshold,fpr,tpr\n";
+    roc << std::setprecision(17) << "threshold,fpr,tpr\n";
     for (const auto& pt : curve) roc << pt.threshold << "," << pt.fpr << "," << pt.tpr << "\n";
-    write_text(stem + "_roc.csv", roc.str());
+    write_file_atomically(stem + "_roc.csv", roc.str());
     write_png(stem + "_roc.png", explain::render_roc(curve, result.metrics.auc));
     result.files.push_back(stem + "_roc.csv");
     result.files.push_back(stem + "_roc.png");

@@ -15,10 +15,16 @@
 //                          sensitivity, specificity, AUC), the confusion matrix (rows: label,
 //                          columns: predicted)
 //   <out stem>_roc.csv/.png  with labels and two classes: the ROC curve of class 1
-//   <explain>/<scan stem>_gradcam.nii.gz  the heatmap in [0, 1], in the scan's own voxel grid
-//                          and geometry (overlays in FSLeyes, MRIcron, ITK-SNAP)
-//   <explain>/<scan stem>_gradcam.png     axial, coronal and sagittal slices through the
-//                          heatmap's peak, heat over the scan as the network saw it
+//   <explain>/<name>_gradcam.nii.gz  the heatmap in [0, 1], in the scan's own voxel grid and
+//                          geometry (overlays in FSLeyes, MRIcron, ITK-SNAP)
+//   <explain>/<name>_gradcam.png     axial, coronal and sagittal slices through the heatmap's
+//                          peak, heat over the scan as the network saw it (orientation letters
+//                          when it is in canonical RAS+ order)
+//   <name> is the scan's file name without .nii/.nii.gz (scan_stem), or, when two scans share
+//   it, that name and "-<n>" with n the scan's place in the input (1-based).
+// The metrics JSON also counts the scans that failed ("failed"); the ROC needs both classes
+// among the readable labelled scans (else a note says why it is missing); its first point
+// is (threshold inf, 0, 0).
 // Unreadable scans (missing, corrupt, 4-D, ...) are listed with their error and skipped; the
 // others are still predicted, and the result counts the failures (the program then exits
 // non-zero).
@@ -63,6 +69,7 @@ PredictResult predict(const PredictOptions& options, parallel::ProcessGrid& grid
 struct ScanEntry {
   std::string path;
   int64_t label = -1;
+  int line = 0;  // the manifest line (0: not from a manifest)
 };
 std::vector<ScanEntry> list_scans(const std::string& data, const std::string& split);
 

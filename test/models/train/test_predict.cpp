@@ -218,6 +218,36 @@ TEST_F(Predict, ExplainWritesHeatmapsInEachScansGridAndNamesBadLayers) {
   }
 }
 
+TEST_F(Predict, OneClassGivesNoRocAndScansOfOneNameGetTheirOwnHeatmaps) {
+  const train::TrainOptions o = options(write_manifest());
+  train(o);
+  // The same file name in two folders, both of class 1.
+  for (const char* sub : {"a", "b"}) {
+    fs::create_directories(dir_ / sub);
+    fs::copy_file(dir_ / "scan1.nii.gz", dir_ / sub / "x.nii.gz");
+  }
+  std::ofstream(dir_ / "same.csv") << "path,label\na/x.nii.gz,1\nb/x.nii.gz,1\n";
+  train::PredictOptions p = predict_options(o);
+  p.data = (dir_ / "same.csv").string();
+  p.explain_dir = (dir_ / "heat").string();
+  auto grid = parallel::ProcessGrid::single();
+  const train::PredictResult r = train::predict(p, *grid, null_);
+  EXPECT_EQ(r.metrics.samples, 2);
+  EXPECT_TRUE(fs::exists(dir_ / "out" / "pred_metrics.json"));
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "pred_roc.csv"));  // one class: no curve
+  for (const char* name : {"x-1_gradcam.nii.gz", "x-2_gradcam.nii.gz", "x-1_gradcam.png", "x-2_gradcam.png"})
+    EXPECT_TRUE(fs::exists(dir_ / "heat" / name)) << name;
+  EXPECT_FALSE(fs::exists(dir_ / "heat" / "x_gradcam.nii.gz"));
+
+  // A split without rows says which splits there are.
+  try {
+    train::list_scans((dir_ / "scans.csv").string(), "test");
+    FAIL() << "the manifest has no test rows";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("train 8, val 4"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(Predict, FoldersAndSingleFilesAreUnlabelled) {
   write_manifest();
   const auto folder = train::list_scans(dir_.string(), "all");
