@@ -5,6 +5,7 @@
 #include <exception>
 #include <vector>
 
+#include "core/device.h"
 #include "core/error.h"
 #if GRIDNN_HAVE_MPI
 #include "parallel/mpi_session.h"
@@ -56,6 +57,14 @@ train::TrainOptions model_options(const ModelFlags& f, int64_t batch) {
     o.classes = f.mlp_sizes.back();
   }
   return o;
+}
+
+std::unique_ptr<parallel::ProcessGrid> create_grid(const parallel::GridShape& shape, train::TrainOptions& o,
+                                                   const Process& process) {
+  if (o.device == "cuda" && process.node_size > 1 && cuda_device_count() > 0)
+    o.device = "cuda:" + std::to_string(process.node_rank % cuda_device_count());
+  return parallel::ProcessGrid::create(shape, parallel::parse_comm_backend(o.comm_backend), Device::parse(o.device),
+                                       parallel::parse_rank_order(o.rank_order));
 }
 
 int run_mpi_program(int* argc, char*** argv, const std::function<int(const Process&)>& body) {

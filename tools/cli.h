@@ -6,12 +6,14 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "models/train/options.h"
+#include "parallel/process_grid.h"
 
 namespace gridnn::cli {
 
@@ -40,6 +42,13 @@ struct Process {
   int node_rank = 0, node_size = 1;
   std::vector<int> node_of_rank{0};  // every world rank's node (MpiSession::node_of_rank)
 };
+
+// The process grid of a program's run: `shape` over the job, with the options' communication
+// backend and rank order, on the options' device; `--device cuda` is made "cuda:i" for the
+// process's place i among its node's ranks (modulo the node's GPUs), and options.device says
+// so afterwards.
+std::unique_ptr<parallel::ProcessGrid> create_grid(const parallel::GridShape& shape, train::TrainOptions& options,
+                                                   const Process& process);
 
 // Runs `body` as the main() of a program that may run under mpiexec: in MPI builds inside
 // an MpiSession (an exception on any rank ends the job with "gridnn: rank R failed: <why>";

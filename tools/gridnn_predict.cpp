@@ -156,12 +156,7 @@ int main(int argc, char** argv) {
     c.p.run = options(app, c);
     train::validate(c.p.run);
     parallel::set_comm_timeout(c.p.run.comm_timeout);
-    if (c.p.run.device == "cuda" && process.node_size > 1 && cuda_device_count() > 0)
-      c.p.run.device = "cuda:" + std::to_string(process.node_rank % cuda_device_count());
-    auto grid = parallel::ProcessGrid::create(parallel::GridShape::parse(c.p.run.grid),
-                                              parallel::parse_comm_backend(c.p.run.comm_backend),
-                                              Device::parse(c.p.run.device),
-                                              parallel::parse_rank_order(c.p.run.rank_order));
+    auto grid = cli::create_grid(parallel::GridShape::parse(c.p.run.grid), c.p.run, process);
     const train::PredictResult r = train::predict(c.p, *grid, process.rank == 0 ? stdout : nullptr);
     if (process.rank == 0) {
       size_t heatmaps = 0;

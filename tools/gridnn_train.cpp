@@ -207,12 +207,7 @@ int main(int argc, char** argv) {
   install_stop_signals();  // before MPI starts: a signal from now on waits for a step boundary
   return cli::run_mpi_program(&argc, &argv, [&](const cli::Process& process) {
     parallel::set_comm_timeout(c.o.comm_timeout);
-    // --device cuda: rank i of a node on GPU i (modulo the node's GPUs).
-    if (c.o.device == "cuda" && process.node_size > 1 && cuda_device_count() > 0)
-      c.o.device = "cuda:" + std::to_string(process.node_rank % cuda_device_count());
-    auto grid = parallel::ProcessGrid::create(grid_shape(c, process.size, process.rank == 0),
-                                              parallel::parse_comm_backend(c.o.comm_backend),
-                                              Device::parse(c.o.device), parallel::parse_rank_order(c.o.rank_order));
+    auto grid = cli::create_grid(grid_shape(c, process.size, process.rank == 0), c.o, process);
     if (process.size > 1 && process.rank == 0)
       std::printf("%s\n", grid->describe_placement(process.node_of_rank).c_str());
     return run(c, *grid);

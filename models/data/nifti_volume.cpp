@@ -406,6 +406,25 @@ void make_float_header(Header& h, bool nifti, const char* magic, size_t magic_si
   }
 }
 
+// A single-file float32 NIfTI of `volume` with the stored header's geometry: the header
+// (Header: nifti_1_header or nifti_2_header) made float, the 4 bytes after it 0 (no
+// extensions), then the data in the machine's byte order, as the header (nifti_read_header
+// gave it in the machine's order).
+static_assert(sizeof(nifti_1_header) == 348 && sizeof(nifti_2_header) == 540, "NIfTI header layouts");
+template <class Header>
+std::vector<uint8_t> float_file(const StoredHeader& stored, const char* magic, size_t magic_bytes,
+                                const Tensor& volume) {
+  const size_t header_bytes = sizeof(Header), data_offset = header_bytes + 4;
+  Header h;
+  std::memcpy(&h, stored.raw.data(), header_bytes);
+  make_float_header(h, stored.nifti, magic, magic_bytes, double(data_offset));
+  h.sizeof_hdr = int(header_bytes);
+  std::vector<uint8_t> file(data_offset + size_t(volume.numel()) * sizeof(float), 0);
+  std::memcpy(file.data(), &h, header_bytes);
+  std::memcpy(file.data() + data_offset, volume.data<float>(), size_t(volume.numel()) * sizeof(float));
+  return file;
+}
+
 }  // namespace
 
 void write_nifti_like(const std::string& out_path, const Tensor& volume, const std::string& scan_path) {
@@ -423,34 +442,20 @@ void write_nifti_like(const std::string& out_path, const Tensor& volume, const s
                  ": the volume is ", volume.size(0), "x", volume.size(1), "x", volume.size(2), " [D, H, W] but ",
                  scan_path, " stores ", dims[0], "x", dims[1], "x", dims[2],
                  " (map it to the scan's grid first: map_to_stored)");
-  std::vector<uint8_t> file;
-  if (stored.version == 2) {
-    static_assert(sizeof(nifti_2_header) == 540, "NIfTI-2 header layout");
-    nifti_2_header h;
-    std::memcpy(&h, stored.raw.data(), sizeof(h));
-    make_float_header(h, stored.nifti, "n+2\0\r\n\032\n", 8, 544.0);
-    h.sizeof_hdr = 540;
-    file.resize(544 + size_t(volume.numel()) * sizeof(float), 0);
-    std::memcpy(file.data(), &h, sizeof(h));
-  } else {
-    static_assert(sizeof(nifti_1_header) == 348, "NIfTI-1 header layout");
-    nifti_1_header h;
-    std::memcpy(&h, stored.raw.data(), sizeof(h));
-    make_float_header(h, stored.nifti, "n+1", 4, 352.0);
-    h.sizeof_hdr = 348;
-    file.resize(352 + size_t(volume.numel()) * sizeof(float), 0);
-    std::memcpy(file.data(), &h, sizeof(h));
-  }
-  // The 4 bytes after the header stay 0: no extensions. Data in the machine's byte order,
-  // as the header (nifti_read_header gave it in the machine's order).
-  const size_t data_offset = stored.version == 2 ? 544 : 352;
-  std::memcpy(file.data() + data_offset, volume.data<float>(), size_t(volume.numel()) * sizeof(float));
-  znzFile f = znzopen(out_path.c_str(), "wb", ends_with(out_path, ".gz") ? 1 : 0);
-  GRIDNN_REQUIRE(!znz_isnull(f), out_path, ": cannot open for writing; check the folder exists and is writable");
+  const std::vector<uint8_t> file =
+      stored.version == 2 ? float_file<nifti_2_header>(stored, "n+2\0\r\n\032\n", 8, volume)
+                          : float_file<nifti_1_header>(stored, "n+1", 4, volume);
+  // Written beside the output and renamed over it, so a reader never sees half a file.
+  const std::string temp = out_path + ".tmp";
+  znzFile f = znzopen(temp.c_str(), "wb", ends_with(out_path, ".gz") ? 1 : 0);
+  GRIDNN_REQUIRE(!znz_isnull(f), out_path, ": cannot open ", temp, " for writing; check the folder exists and is writable");
   const size_t written = znzwrite(file.data(), 1, file.size(), f);
   const int closed = znzclose(f);
-  GRIDNN_REQUIRE(written == file.size() && closed == 0, out_path, ": write failed (", written, " of ", file.size(),
-                 " bytes; disk full?)");
+  if (written != file.size() || closed != 0 || std::rename(temp.c_str(), out_path.c_str()) != 0) {
+    std::remove(temp.c_str());
+    throw Error(out_path + ": write failed (" + std::to_string(written) + " of " + std::to_string(file.size()) +
+                " bytes written; disk full or not writable?)");
+  }
 }
 
 }  // namespace gridnn::data

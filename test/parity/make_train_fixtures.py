@@ -27,7 +27,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from torch_modules import ResAttNet3D
+from torch_modules import ResAttNet3D, randomized_state
 
 MODEL = {"depth": 18, "width": 2, "in_channels": 1, "classes": 3, "att3": True, "att4": True}
 OPTIMIZERS = {
@@ -44,24 +44,7 @@ def make_optimizer(config, params):
 
 
 def initial_state(generator):
-    model = ResAttNet3D(**MODEL).double()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("gamma"):
-                p.fill_(0.5 if name.startswith("att3") else -0.3)
-            elif ".bn" in name or name.startswith("bn1") or "downsample.1" in name:
-                p.copy_(1 + 0.2 * (torch.rand(p.shape, generator=generator, dtype=torch.float64) - 0.5)
-                        if name.endswith("weight") else
-                        0.1 * (torch.rand(p.shape, generator=generator, dtype=torch.float64) - 0.5))
-        for name, b in model.named_buffers():
-            if name.endswith("running_mean"):
-                b.copy_(0.1 * torch.randn(b.shape, generator=generator, dtype=torch.float64))
-            elif name.endswith("running_var"):
-                b.copy_(0.5 + torch.rand(b.shape, generator=generator, dtype=torch.float64))
-            elif name.endswith("num_batches_tracked"):
-                b.fill_(7)
-    # Round the start to float32, so both sides start from the very same values.
-    return {k: v.float().double() if v.is_floating_point() else v.clone() for k, v in model.state_dict().items()}
+    return randomized_state(ResAttNet3D(**MODEL).double(), generator, {"att3": 0.5, "att4": -0.3})
 
 
 def step(state, x, y, optimizer):

@@ -73,3 +73,26 @@ class ResAttNet3D(torch.nn.Module):
             if hasattr(self, f"att{i}"):
                 h = getattr(self, f"att{i}")(h)
         return self.fc(h.mean(dim=(2, 3, 4)))
+
+
+def randomized_state(model, generator, gammas):
+    """The state of `model` (float64) with the attention gammas set ({"att3": g3, "att4": g4}),
+    BatchNorm affine parameters and running statistics drawn from `generator` (so every path
+    carries a gradient), num_batches_tracked 7; rounded to float32 and back, so that gridnn,
+    which reads float32, starts from the very same values."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("gamma"):
+                p.fill_(gammas[name.split(".")[0]])
+            elif ".bn" in name or name.startswith("bn1") or "downsample.1" in name:
+                p.copy_(1 + 0.2 * (torch.rand(p.shape, generator=generator, dtype=torch.float64) - 0.5)
+                        if name.endswith("weight") else
+                        0.1 * (torch.rand(p.shape, generator=generator, dtype=torch.float64) - 0.5))
+        for name, b in model.named_buffers():
+            if name.endswith("running_mean"):
+                b.copy_(0.1 * torch.randn(b.shape, generator=generator, dtype=torch.float64))
+            elif name.endswith("running_var"):
+                b.copy_(0.5 + torch.rand(b.shape, generator=generator, dtype=torch.float64))
+            elif name.endswith("num_batches_tracked"):
+                b.fill_(7)
+    return {k: v.float().double() if v.is_floating_point() else v.clone() for k, v in model.state_dict().items()}
