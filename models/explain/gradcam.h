@@ -1,4 +1,4 @@
-// 3D Grad-CAM (Selvaraju et al. 2017; docs/design.md §8): where in a volume a network finds
+// 3D Grad-CAM (Selvaraju et al. 2017; docs/design.md §5): where in a volume a network finds
 // the evidence for a class.
 //
 //   y_c      the logit of class c (before softmax) of one sample, in evaluation mode;

@@ -27,7 +27,9 @@
 // is (threshold inf, 0, 0).
 // Unreadable scans (missing, corrupt, 4-D, ...) are listed with their error and skipped; the
 // others are still predicted, and the result counts the failures (the program then exits
-// non-zero).
+// non-zero). To agree on them before any batch, the ranks first read every scan once between
+// them (each its share) and all-reduce the failures; the batches read their scans again.
+// So a scan is read twice, and the ranks must see the same files (a shared filesystem).
 #pragma once
 
 #include <cstdint>
