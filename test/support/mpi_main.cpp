@@ -1,7 +1,9 @@
 // main() of the MPI test binaries (label mpi): MPI through MpiSession, GoogleTest's full
 // report from rank 0, only the failures (with the rank) from the others, and one exit
-// status for all: non-zero when any rank failed. Tests reach the world through
-// test::world_rank() / world_size().
+// status for all: 1 when any rank failed; kAllSkipped (77, the CTest tests'
+// SKIP_RETURN_CODE, test/CMakeLists.txt) when no rank failed and every test that ran on
+// every rank skipped (GTEST_SKIP: a gpu test without a device), so CTest reports "Skipped"
+// and not "Passed"; else 0. Tests reach the world through test::world_rank() / world_size().
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -14,6 +16,7 @@ namespace gridnn::test {
 namespace {
 
 int g_rank = 0, g_size = 1;
+constexpr int kAllSkipped = 77;
 
 // The failures of a rank other than 0, each with its rank.
 class FailurePrinter : public ::testing::EmptyTestEventListener {
@@ -46,7 +49,11 @@ int main(int argc, char** argv) {
     listeners.Append(new gridnn::test::FailurePrinter);
   }
   int failed = RUN_ALL_TESTS();
-  int any_failed = 0;
+  const ::testing::UnitTest& unit = *::testing::UnitTest::GetInstance();
+  int all_skipped = unit.test_to_run_count() > 0 && unit.skipped_test_count() == unit.test_to_run_count();
+  int any_failed = 0, everywhere_skipped = 0;
   GRIDNN_CHECK_MPI(MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-  return any_failed;
+  GRIDNN_CHECK_MPI(MPI_Allreduce(&all_skipped, &everywhere_skipped, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  if (any_failed) return 1;
+  return everywhere_skipped ? gridnn::test::kAllSkipped : 0;
 }
