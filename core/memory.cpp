@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/transfers.h"
 
 #if GRIDNN_HAVE_CUDA
 #include "core/cuda_check.h"
@@ -20,6 +21,7 @@ void copy_bytes(void* dst, const Device& dst_device, const void* src, const Devi
     return;
   }
 #if GRIDNN_HAVE_CUDA
+  count_copy(dst_device, src_device, n);
   // Order the copy after the work already queued on the stream that produced the source
   // (or will consume the destination).
   const bool cross_device =

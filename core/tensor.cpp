@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "core/memory.h"
+#include "core/transfers.h"
 
 namespace gridnn {
 
@@ -63,6 +64,7 @@ Tensor Tensor::narrow(int64_t start, int64_t length) const {
 
 Tensor Tensor::to_host() const {
   require_defined("to_host");
+  count_host_read();
   return device().is_cpu() ? *this : to(Device::cpu());
 }
 

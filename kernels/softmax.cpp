@@ -58,11 +58,16 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& labels, Tensor& p
   expect_same_device(op, logits, row_loss);
   expect_disjoint(op, logits, row_loss);
   expect_disjoint(op, probs, row_loss);
-  const std::vector<int64_t> host_labels = labels.to_vector<int64_t>();  // N integers, checked here
-  for (size_t i = 0; i < host_labels.size(); ++i)
-    GRIDNN_REQUIRE(host_labels[i] >= 0 && host_labels[i] < s.cols, op, ": label ", host_labels[i],
-                   " of sample ", i, " is out of range for ", s.cols, " classes (logits ", logits.str(),
-                   "); labels must be in [0, ", s.cols, ")");
+  // Host labels are checked here. Device labels are not read back (a step reads nothing from
+  // the GPU, docs/design.md §2): their owner checks them before the upload, and an
+  // out-of-range one gives a NaN row loss (softmax_bodies.h) and no read outside the row.
+  if (labels.device().is_cpu()) {
+    const int64_t* host_labels = labels.data<int64_t>();
+    for (int64_t i = 0; i < s.rows; ++i)
+      GRIDNN_REQUIRE(host_labels[i] >= 0 && host_labels[i] < s.cols, op, ": label ", host_labels[i],
+                     " of sample ", i, " is out of range for ", s.cols, " classes (logits ", logits.str(),
+                     "); labels must be in [0, ", s.cols, ")");
+  }
   if (s.rows == 0) return;
   GRIDNN_BACKEND_CALL(logits.device(), cross_entropy_forward, logits, labels, probs, row_loss, s);
 }

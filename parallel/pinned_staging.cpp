@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/transfers.h"
 
 #if GRIDNN_HAVE_CUDA
 #include "core/cuda_check.h"
@@ -98,6 +99,7 @@ void download_to_pinned(const Tensor& device_tensor, void* host) {
                  " is not a device tensor");
 #if GRIDNN_HAVE_CUDA
   if (device_tensor.nbytes() == 0) return;
+  count_staged_copy(/*to_device=*/false, device_tensor.nbytes());
   cudaStream_t stream = cuda::context(device_tensor.device().index).stream;
   GRIDNN_CHECK_CUDA(
       cudaMemcpyAsync(host, device_tensor.raw(), device_tensor.nbytes(), cudaMemcpyDeviceToHost, stream));
@@ -113,6 +115,7 @@ void upload_from_pinned(const void* host, Tensor& device_tensor) {
                  " is not a device tensor");
 #if GRIDNN_HAVE_CUDA
   if (device_tensor.nbytes() == 0) return;
+  count_staged_copy(/*to_device=*/true, device_tensor.nbytes());
   cudaStream_t stream = cuda::context(device_tensor.device().index).stream;
   GRIDNN_CHECK_CUDA(
       cudaMemcpyAsync(device_tensor.raw(), host, device_tensor.nbytes(), cudaMemcpyHostToDevice, stream));

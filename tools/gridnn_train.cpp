@@ -130,6 +130,9 @@ void add_flags(CLI::App& app, Cli& c) {
   app.add_option("--metrics", o.metrics_path, "write one JSON line per step and per validation here");
   app.add_option("--eval-every", o.eval_every, "validate every N steps (default: every epoch)");
   app.add_flag("!--no-progress", o.progress, "no progress output");
+  app.add_option("--log-every", o.log_every,
+                 "read the training loss back every N steps, and before validation and checkpoints (default 10); "
+                 "on a GPU a step reads nothing else back");
 
   app.add_option("--batch-file", c.batch_file, "single-step mode: batch with x f32 [B,C,D,H,W] and y i64 [B]")
       ->check(CLI::ExistingFile);

@@ -8,18 +8,6 @@
 
 namespace gridnn::nn {
 
-std::array<float, 3> count_digits(int64_t count) {
-  constexpr int64_t B = kCountDigitBase;
-  GRIDNN_REQUIRE(count >= 0 && count < B * B * B, "BatchNorm3d: ", count,
-                 " values per channel on one rank; fewer than 2^36 are supported");
-  return {float(count % B), float(count / B % B), float(count / (B * B))};
-}
-
-int64_t count_from_digits(const float* d) {
-  constexpr int64_t B = kCountDigitBase;
-  return int64_t(d[0]) + B * int64_t(d[1]) + B * B * int64_t(d[2]);
-}
-
 BatchNorm3d::BatchNorm3d(int64_t num_features, double eps, double momentum, Device device,
                          parallel::Communicator* statistics_over)
     : Module("BatchNorm3d"), statistics_over_(statistics_over), channels_(num_features), eps_(eps),
@@ -37,27 +25,15 @@ BatchNorm3d::BatchNorm3d(int64_t num_features, double eps, double momentum, Devi
       &register_buffer("num_batches_tracked", Tensor::empty(Shape{}, DType::i64, device));
   reset_parameters(0, "");
   on_device_change(device);
-  if (statistics_over) {
-    require_layer(statistics_over->size() <= kMaxCountRanks, "BatchNorm3d",
-                  "statistics over " + std::to_string(statistics_over->size()) + " ranks; at most " +
-                      std::to_string(kMaxCountRanks) + " are supported");
-    weight_->layout.grad_sum_over = bias_->layout.grad_sum_over = statistics_over;
-  }
+  if (statistics_over) weight_->layout.grad_sum_over = bias_->layout.grad_sum_over = statistics_over;
 }
 
-int64_t BatchNorm3d::reduce_mean_sums(Tensor& sums, int64_t local_count) {
+int64_t BatchNorm3d::reduce_count(int64_t local_count) {
   if (!statistics_over_) return local_count;
   parallel::CommLayerScope scope(name());
-  const int64_t C = channels_;
-  const std::array<float, 3> digits = count_digits(local_count);
-  Tensor message = Tensor::empty({C + 3}, DType::f32, sums.device());
-  Tensor mean_sums = sums.narrow(0, 1).reshape({C});  // sum(x); row 1 is not used yet
-  message.narrow(0, C).copy_from(mean_sums);
-  message.narrow(C, 3).copy_from(Tensor::from_vector(std::vector<float>(digits.begin(), digits.end()), {3}));
-  statistics_over_->all_reduce(message);
-  mean_sums.copy_from(message.narrow(0, C));
-  const std::vector<float> total = message.narrow(C, 3).to_vector<float>();
-  return count_from_digits(total.data());
+  Tensor count = Tensor::from_vector(std::vector<int64_t>{local_count}, Shape{1});  // on the host
+  statistics_over_->all_reduce(count);
+  return count.data<int64_t>()[0];
 }
 
 void BatchNorm3d::reduce_sums(Tensor& sums) {
@@ -77,7 +53,7 @@ Shape BatchNorm3d::describe(const Shape& in, plan::RankStep& step) const {
   l.forward_flops = 4.0 * double(channels_) * double(in[2] * in[3] * in[4]);
   step.layers.push_back(l);
   if (statistics_over_)
-    for (int64_t n : {channels_ + 3, 2 * channels_, 2 * channels_})
+    for (int64_t n : {int64_t(1), channels_, 2 * channels_, 2 * channels_})
       step.calls.push_back(
           plan::make_call(name(), statistics_over_->name(), "all_reduce", n, statistics_over_->size()));
   return in;
@@ -119,8 +95,10 @@ Tensor BatchNorm3d::forward(const Tensor& x) {
   batch_statistics_ = is_training();
   if (batch_statistics_) {
     const Tensor none;
+    count_ = reduce_count(x.numel() / channels_);
     ops::batchnorm_channel_sums(x, none, sums_);  // pass 1: sum(x) -> mean
-    count_ = reduce_mean_sums(sums_, x.numel() / channels_);
+    Tensor mean_sums = sums_.narrow(0, 1);        // row 1 is not used yet
+    reduce_sums(mean_sums);
     require_layer(count_ > 1, "BatchNorm3d",
                   "Expected more than 1 value per channel when training, got input size " +
                       x.shape().str() + "; use a larger batch or volume, or eval()");

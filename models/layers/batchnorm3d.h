@@ -17,23 +17,21 @@
 // forward passes and of backward are all-reduced over it (the all-reduce <-> all-reduce pair
 // of parallel/mappings.h: each rank's x feeds every rank's output through the statistics),
 // so outputs, running statistics and input gradients are those of one process holding all
-// the values. Three all-reduces per training step, labelled with the layer's name:
-//   forward   [C + 3]: sum(x) and this rank's values-per-channel count in one message (the
-//             count as three base-4096 digits in floats, below); then the [2, C] sums of
-//             the second pass
+// the values. Per training step, labelled with the layer's name:
+//   forward   this rank's values-per-channel count, all-reduced as one i64 host tensor;
+//             then [C] sum(x); then the [2, C] sums of the second pass
 //   backward  the [2, C] sums of dy and dy * xhat
 // The weight and bias gradients are this rank's shares (added before the sums are reduced)
 // and are summed over the same communicator after backward (their layout's grad_sum_over).
 // Evaluation mode communicates nothing (running statistics).
 //
 // The count. Each rank knows only its own count (B_c * D_r * H * W differs between ranks
-// when the split is uneven, and the last batch of an epoch may be smaller), so it travels
-// with the first sums as three base-4096 digits, each a float: every partial sum of digits
-// stays below 2^24 for groups of up to 4096 ranks, so the float sums are exact integers in
-// any order and the count is exact (up to 2^36 values per channel and rank).
+// when the split is uneven, and the last batch of an epoch may be smaller), and the kernels
+// take the total on the host. It is all-reduced as a host tensor: over MPI directly, and on
+// an NCCL communicator through its host (MPI) side, so the GPU never waits for it and nothing
+// is read back from the device (docs/design.md §2: a step reads nothing back). The sums stay
+// on the device.
 #pragma once
-
-#include <array>
 
 #include "models/module.h"
 
@@ -61,10 +59,10 @@ class BatchNorm3d : public Module {
 
  private:
   void check_input(const Tensor& x) const;
-  // The first pass's sums[0] = sum(x) reduced over statistics_over with the count of values
-  // per channel (this rank's `local_count`): returns the count over all its ranks.
-  int64_t reduce_mean_sums(Tensor& sums, int64_t local_count);
-  // The [2, C] sums of the second pass or of backward, reduced over statistics_over.
+  // The count of values per channel over statistics_over's ranks (this rank's: `local_count`).
+  int64_t reduce_count(int64_t local_count);
+  // Sums (sum(x) of the first pass, the [2, C] sums of the second pass or of backward),
+  // reduced over statistics_over.
   void reduce_sums(Tensor& sums);
 
   parallel::Communicator* statistics_over_;
@@ -83,11 +81,5 @@ class BatchNorm3d : public Module {
   int64_t count_ = 0;              // values per channel behind mean_ (global)
   bool batch_statistics_ = false;  // the last forward was in training mode
 };
-
-// The count's digits (see above): count = d[0] + 4096 d[1] + 4096^2 d[2]; the sum of up to
-// kMaxCountRanks ranks' digits, added as floats, decodes to the sum of their counts.
-constexpr int64_t kCountDigitBase = 4096, kMaxCountRanks = 4096;
-std::array<float, 3> count_digits(int64_t count);
-int64_t count_from_digits(const float* digits);
 
 }  // namespace gridnn::nn

@@ -8,7 +8,17 @@
 
 namespace gridnn::nn {
 
-float SoftmaxCrossEntropy::forward(const Tensor& logits, const Tensor& labels) {
+void check_labels(const Tensor& labels, int64_t classes, const std::string& where) {
+  GRIDNN_REQUIRE(labels.defined() && labels.rank() == 1 && labels.dtype() == DType::i64 && labels.device().is_cpu(),
+                 where, ": labels must be i64 [N] on the host, got ",
+                 labels.defined() ? labels.str() : std::string("undefined"));
+  const int64_t* v = labels.data<int64_t>();
+  for (int64_t i = 0; i < labels.numel(); ++i)
+    GRIDNN_REQUIRE(v[i] >= 0 && v[i] < classes, where, ": label ", v[i], " of sample ", i, " is out of range for ",
+                   classes, " classes; labels must be in [0, ", classes, ")");
+}
+
+void SoftmaxCrossEntropy::compute(const Tensor& logits, const Tensor& labels) {
   const char* layer = "SoftmaxCrossEntropy";
   require_layer(logits.defined() && logits.rank() == 2 && logits.size(1) > 0, layer,
                 "expects logits [N, classes], got " + (logits.defined() ? logits.str() : std::string("undefined")));
@@ -27,8 +37,17 @@ float SoftmaxCrossEntropy::forward(const Tensor& logits, const Tensor& labels) {
   }
   probs_ = probs;
   labels_ = labels;
-  loss_sum_ = double(ops::sum_all(row_loss).to_vector<float>()[0]);
-  return float(loss_sum_ / double(logits.size(0)));
+  sum_ = ops::sum_all(row_loss).reshape({1});
+}
+
+float SoftmaxCrossEntropy::forward(const Tensor& logits, const Tensor& labels) {
+  compute(logits, labels);
+  return float(loss_sum() / double(logits.size(0)));
+}
+
+double SoftmaxCrossEntropy::loss_sum() const {
+  require_layer(sum_.defined(), "SoftmaxCrossEntropy", "loss_sum() called before forward");
+  return double(sum_.to_vector<float>()[0]);
 }
 
 Tensor SoftmaxCrossEntropy::backward(int64_t divisor) const {

@@ -59,4 +59,8 @@ double sum_over_batch(parallel::ProcessGrid& grid, double value) {
   return double(sums[0]) + double(sums[1]);
 }
 
+void sum_over_batch(parallel::ProcessGrid& grid, Tensor& t) {
+  if (grid.col().size() > 1) grid.col().all_reduce(t);
+}
+
 }  // namespace gridnn::train

@@ -28,5 +28,8 @@ data::Batch take_shard(const data::Batch& full, const BatchShard& shard);
 Tensor gather_rows(parallel::ProcessGrid& grid, const Tensor& local);
 // The sum of `value` over the batch shards (the col communicator), to about 48 bits.
 double sum_over_batch(parallel::ProcessGrid& grid, double value);
+// The same for a tensor on any device, in place (f32: a training step's loss, which stays on
+// the device).
+void sum_over_batch(parallel::ProcessGrid& grid, Tensor& t);
 
 }  // namespace gridnn::train

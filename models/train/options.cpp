@@ -132,6 +132,8 @@ void validate(const TrainOptions& o) {
   GRIDNN_REQUIRE(o.precision != "tf32" || o.device.rfind("cuda", 0) == 0,
                  "--precision tf32 needs --device cuda (TF32 is a tensor-core format)");
   GRIDNN_REQUIRE(o.save_every >= 0 && o.eval_every >= 0, "--save-every and --eval-every must not be negative");
+  GRIDNN_REQUIRE(o.log_every >= 1, "--log-every must be at least 1 (steps between reads of the loss), got ",
+                 o.log_every);
   GRIDNN_REQUIRE(!o.resume || !o.checkpoint_dir.empty(), "--resume needs --checkpoint-dir");
   GRIDNN_REQUIRE(o.keep_checkpoints >= 1, "--keep-checkpoints must be >= 1");
   GRIDNN_REQUIRE(o.stages >= 1, "--stages must be >= 1, got ", o.stages);

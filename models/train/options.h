@@ -62,6 +62,7 @@ struct TrainOptions {
   std::string metrics_path;    // JSON lines
   int64_t eval_every = 0;      // steps; 0: at the end of every epoch
   bool progress = true;        // a progress bar on a terminal
+  int64_t log_every = 10;      // steps between reads of the training loss (and its reports)
 
   // Running on a cluster (docs/cluster.md). They change where and how long ranks run, never
   // the results, so checkpoints do not record them.

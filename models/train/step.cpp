@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "kernels/elementwise.h"
 #include "kernels/math_mode.h"
 #include "models/dist/factory.h"
 #include "models/train/checkpoint.h"
@@ -115,7 +116,7 @@ void Step::set_gradient_sync(bool overlap, int64_t bucket_bytes) {
   sync_ = std::make_unique<GradientSync>(*model_, partition_parameters(), bucket_bytes);
 }
 
-double Step::forward_backward(const data::Batch& shard, int64_t global_rows, Tensor* logits) {
+Tensor Step::forward_backward(const data::Batch& shard, int64_t global_rows, Tensor* logits) {
   model_->train();
   const int64_t rows = shard.y.size(0);
   const int M = micro_batches_;
@@ -123,14 +124,17 @@ double Step::forward_backward(const data::Batch& shard, int64_t global_rows, Ten
   GRIDNN_REQUIRE(rows >= M, "training step: ", M, " micro-batches need at least as many rows per batch shard, got ",
                  rows);
   const int64_t offset = parallel::balanced_range(global_rows, grid_.shape().cols, grid_.col_rank()).begin;
+  // The labels are checked here, on the host: on the device they are not read back.
+  if (last()) nn::check_labels(shard.y, classes_, "training batch");
   const Tensor x = first() ? shard.x.to(device_) : Tensor();
   const Tensor y = last() ? shard.y.to(device_) : Tensor();
 
-  // Forward: every micro-batch through this partition; the last one computes the loss.
+  // Forward: every micro-batch through this partition; the last one computes the loss, summed
+  // on the device (nothing is read back in a step, docs/design.md §2).
   const size_t n = size_t(M);
   std::vector<Tensor> inputs(n), dlogits(n), outputs(n);
   std::vector<std::vector<int64_t>> micro_rows(n);
-  double loss_sum = 0;
+  Tensor loss = Tensor::zeros({1}, DType::f32, device_);
   for (int m = 0; m < M; ++m) {
     micro_rows[size_t(m)] = micro_batch_rows(offset, rows, M, m);
     inputs[size_t(m)] = first() ? take_rows(x, micro_rows[size_t(m)]) : receive(partition_ - 1, kActivationTag);
@@ -150,8 +154,8 @@ double Step::forward_backward(const data::Batch& shard, int64_t global_rows, Ten
     }
     if (last()) {
       parallel::CommLayerScope scope("loss");
-      loss_.forward(out, take_rows(y, micro_rows[size_t(m)]));
-      loss_sum += loss_.loss_sum();
+      loss_.compute(out, take_rows(y, micro_rows[size_t(m)]));
+      ops::axpy(1.0f, loss_.sum(), loss);
       dlogits[size_t(m)] = loss_.backward(global_rows);
       outputs[size_t(m)] = out;
     } else {
@@ -164,13 +168,16 @@ double Step::forward_backward(const data::Batch& shard, int64_t global_rows, Ten
       for (size_t k = 0; k < micro_rows[size_t(m)].size(); ++k)
         logits->narrow(micro_rows[size_t(m)][k], 1).copy_from(outputs[size_t(m)].narrow(int64_t(k), 1));
   }
-  double mean = 0;
   {
     parallel::CommLayerScope scope("loss");
-    if (last()) mean = sum_over_batch(grid_, loss_sum) / double(global_rows);
-    if (stages() > 1) share_outputs(logits, &mean);
+    if (last()) {
+      sum_over_batch(grid_, loss);
+      ops::scale(loss, float(1.0 / double(global_rows)));
+    }
+    if (stages() > 1) share_outputs(logits, &loss);
   }
-  if (!std::isfinite(mean)) return mean;  // every rank stops alike; nothing was changed
+  // A loss that is not finite is found when the trainer reads it (once per logging interval,
+  // and before every checkpoint): its updates are never saved.
 
   // Backward, last micro-batch first (its layer state is the live one); the others are
   // recomputed from their stashed inputs with the buffers put back afterwards. The
@@ -205,7 +212,7 @@ double Step::forward_backward(const data::Batch& shard, int64_t global_rows, Ten
   else
     sync_->reduce();
   timing_.sync_seconds = seconds_since(sync_start);
-  return mean;
+  return loss;
 }
 
 double Step::evaluate(const data::Batch& shard, Tensor* logits) {
@@ -216,19 +223,20 @@ double Step::evaluate(const data::Batch& shard, Tensor* logits) {
     return 0.0;
   }
   model_->eval();
-  double loss_sum = 0;
+  Tensor loss_sum;
   Tensor h = first() ? shard.x.to(device_) : receive(partition_ - 1, kActivationTag);
   h = net_->forward_blocks(begin_, end_, h);
   if (last()) {
-    loss_.forward(h, shard.y.to(device_));
-    loss_sum = loss_.loss_sum();
+    nn::check_labels(shard.y, classes_, "validation batch");
+    loss_.compute(h, shard.y.to(device_));
+    loss_sum = loss_.sum();
     *logits = h;
   } else {
     send(h, partition_ + 1, kActivationTag);
   }
   if (stages() > 1) share_outputs(logits, &loss_sum);
   model_->train();
-  return loss_sum;
+  return double(loss_sum.to_vector<float>()[0]);
 }
 
 // ---- the pipe --------------------------------------------------------------------------
@@ -260,7 +268,7 @@ Tensor Step::receive(int from_partition, int tag) {
   return t;
 }
 
-void Step::share_outputs(Tensor* logits, double* loss) {
+void Step::share_outputs(Tensor* logits, Tensor* loss) {
   parallel::Communicator& pipe = grid_.pipe();
   const int root = group_of(placement_.partitions() - 1);
   Tensor sizes =
@@ -269,11 +277,8 @@ void Step::share_outputs(Tensor* logits, double* loss) {
   const int64_t* n = sizes.data<int64_t>();
   if (!last()) *logits = Tensor::empty(Shape{n[0], n[1]}, DType::f32, device_);
   if (n[0] > 0) pipe.broadcast(*logits, root);
-  // The loss travels as two floats (high and low part) to keep about 48 bits.
-  const float high = float(*loss);
-  Tensor parts = Tensor::from_vector(std::vector<float>{high, float(*loss - double(high))}, Shape{2});
-  pipe.broadcast(parts, root);
-  *loss = double(parts.data<float>()[0]) + double(parts.data<float>()[1]);
+  if (!last()) *loss = Tensor::empty(Shape{1}, DType::f32, device_);
+  pipe.broadcast(*loss, root);
 }
 
 std::string Step::describe_stages() const {

@@ -75,9 +75,10 @@ class Step {
 
   // One forward and backward of this rank's batch shard (see above); parameter gradients
   // are zeroed first and summed over their ranks at the end. Returns the mean loss over the
-  // global batch (`global_rows` samples) on every rank (not finite: nothing was changed);
-  // `logits` gets this rank's rows on every stage.
-  double forward_backward(const data::Batch& shard, int64_t global_rows, Tensor* logits);
+  // global batch (`global_rows` samples) on every rank: f32 [1] on the step's device, not read
+  // back (docs/design.md §2); `logits` gets this rank's rows on every stage. Labels out of
+  // range are a gridnn::Error before anything runs.
+  Tensor forward_backward(const data::Batch& shard, int64_t global_rows, Tensor* logits);
   // The optimizer step of this rank's partition, the same on every rank of a stage.
   void update(double lr) { optimizer_->step(lr); }
   // Evaluation-mode forward of the shard (one micro-batch); returns the summed loss of this
@@ -127,7 +128,7 @@ class Step {
   void send(const Tensor& t, int to_partition, int tag);
   Tensor receive(int from_partition, int tag);
   // Sends logits and the loss from the last partition to every stage.
-  void share_outputs(Tensor* logits, double* loss);
+  void share_outputs(Tensor* logits, Tensor* loss);
 
   parallel::ProcessGrid& grid_;
   Device device_;

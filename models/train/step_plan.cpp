@@ -19,7 +19,7 @@ plan::RankStep describe_step(nn::Module& model, const parallel::GridShape& grid,
   const int64_t planes = parallel::balanced_range(sample[1], grid.rows, row).size();
   model.describe(Shape{step.samples, sample[0], planes, sample[2], sample[3]}, step);
   // The loss over the global batch (train::sum_over_batch), and the gradients.
-  if (grid.cols > 1) step.calls.push_back(plan::make_call("loss", "col", "all_reduce", 2, grid.cols));
+  if (grid.cols > 1) step.calls.push_back(plan::make_call("loss", "col", "all_reduce", 1, grid.cols));
   std::map<std::string, std::pair<int64_t, int>> gradients;  // communicator -> elements, size
   for (auto& [name, p] : model.named_parameters()) {
     const parallel::Communicator* comm = p->layout.grad_sum_over;

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/stop_signal.h"
+#include "core/transfers.h"
 #include "parallel/progress_board.h"
 #include "models/train/grid_batch.h"
 
@@ -22,12 +23,11 @@ Shape sample_shape(const TrainOptions& o) {
   return {o.in_channels, o.input[0], o.input[1], o.input[2]};
 }
 
-// Checks a loss every rank computed alike (it is summed over the grid first).
-void require_finite(double loss, const RunState& state) {
+// Checks the loss of `step` (every rank computed it alike: it is summed over the grid first).
+void require_finite(double loss, int64_t step, int64_t epoch) {
   if (!std::isfinite(loss))
-    throw Error("the loss became " + std::to_string(loss) + " at step " + std::to_string(state.step + 1) +
-                " (epoch " + std::to_string(state.epoch) +
-                "); lower --lr or check the data. Checkpoints already saved are untouched");
+    throw Error("the loss became " + std::to_string(loss) + " at step " + std::to_string(step) + " (epoch " +
+                std::to_string(epoch) + "); lower --lr or check the data. Checkpoints already saved are untouched");
 }
 
 }  // namespace
@@ -150,12 +150,35 @@ void Trainer::log_json(const std::string& line) {
   metrics_.flush();
 }
 
-double Trainer::train_step(const data::Batch& shard) {
+Tensor Trainer::train_step(const data::Batch& shard) {
+  const TransferCounts before = transfer_counts();
   Tensor logits;
-  const double loss = step_->forward_backward(shard, options_.batch, &logits);
-  require_finite(loss, state_);
+  const Tensor loss = step_->forward_backward(shard, options_.batch, &logits);
   step_->update(schedule_->lr(state_.step));
+  step_transfers_ += transfer_counts().since(before);
   return loss;
+}
+
+void Trainer::keep_loss(const Tensor& loss, double lr, double seconds) {
+  if (!unread_losses_.defined() || unread_losses_.device() != loss.device())
+    unread_losses_ = Tensor::empty({options_.log_every}, DType::f32, loss.device());
+  const int64_t k = int64_t(unread_.size());
+  unread_losses_.narrow(k, 1).copy_from(loss);  // on the device
+  unread_.push_back({state_.step, state_.epoch, lr, seconds});
+}
+
+void Trainer::read_losses(Progress& progress) {
+  if (unread_.empty()) return;
+  const std::vector<float> losses = unread_losses_.narrow(0, int64_t(unread_.size())).to_vector<float>();
+  const std::vector<UnreadLoss> steps = std::move(unread_);
+  unread_.clear();
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const UnreadLoss& u = steps[i];
+    require_finite(double(losses[i]), u.step, u.epoch);
+    progress.step(u.step, u.epoch, double(losses[i]), u.lr);
+    log_json(Json{{"event", "train"}, {"step", u.step}, {"epoch", u.epoch}, {"loss", double(losses[i])},
+                  {"lr", u.lr}, {"seconds", u.seconds}}.dump());
+  }
 }
 
 Metrics Trainer::evaluate() {
@@ -189,6 +212,9 @@ Metrics Trainer::run(int64_t stop_at_step) {
   if (out_ && (step_->stages() > 1 || step_->micro_batches() > 1))
     std::fprintf(out_, "pipeline, %d micro-batches: %s\n", step_->micro_batches(), step_->describe_stages().c_str());
   const auto start = std::chrono::steady_clock::now();
+  const TransferCounts run_start = transfer_counts();
+  step_transfers_ = TransferCounts();
+  const int64_t first_step = state_.step;
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   Metrics last;
   bool evaluated_now = false;
@@ -196,15 +222,17 @@ Metrics Trainer::run(int64_t stop_at_step) {
     parallel::set_progress_step(state_.step + 1);
     const double lr = schedule_->lr(state_.step);
     const data::Batch batch = loader_->next();
-    const double loss = train_step(batch);
+    const Tensor loss = train_step(batch);
     ++state_.step;
     state_.epoch = loader_->position().epoch;
     state_.batch = loader_->position().batch;
-    progress.step(state_.step, state_.epoch, loss, lr);
-    log_json(Json{{"event", "train"}, {"step", state_.step}, {"epoch", state_.epoch}, {"loss", loss},
-                  {"lr", lr}, {"seconds", seconds()}}.dump());
+    // The loss stays on the device; read once per --log-every steps, and before validation,
+    // a checkpoint or a stop, so a loss that is not finite is never saved.
+    keep_loss(loss, lr, seconds());
+    if (int64_t(unread_.size()) == options_.log_every) read_losses(progress);
 
     if (const auto [signal, rank] = agree_on_stop(); signal != 0) {
+      read_losses(progress);
       stop_.signal = signal;
       std::string what = std::string(stop_signal_name(signal)) + " reached rank " + std::to_string(rank) +
                          (grid_->shape().size() > 1 ? " (and perhaps others)" : "") + ": stopped after step " +
@@ -226,6 +254,8 @@ Metrics Trainer::run(int64_t stop_at_step) {
 
     const bool epoch_end = state_.batch == 0;
     evaluated_now = options_.eval_every > 0 ? state_.step % options_.eval_every == 0 : epoch_end;
+    const bool save_due = options_.save_every > 0 && state_.step % options_.save_every == 0;
+    if (evaluated_now || state_.step == end || save_due) read_losses(progress);
     if (evaluated_now || state_.step == end) {
       last = evaluate();
       evaluated_now = true;
@@ -234,19 +264,28 @@ Metrics Trainer::run(int64_t stop_at_step) {
       j.update(metrics_json(last));
       log_json(j.dump());
     }
-    const bool save_due = options_.save_every > 0 && state_.step % options_.save_every == 0;
     if (!options_.checkpoint_dir.empty() && (save_due || state_.step == end)) {
       const std::string path = save();
       if (out_ && !path.empty()) progress.line("saved " + path);
     }
   }
+  read_losses(progress);
   if (!evaluated_now) last = evaluate();
   progress.finish();
   Json summary = {{"event", "done"}, {"step", state_.step}, {"seconds", seconds()}};
   summary.update(metrics_json(last));
   log_json(summary.dump());
   say(summary.dump());
-  if (options_.comm_report) say(parallel::comm_log().report());
+  if (options_.comm_report) {
+    say(parallel::comm_log().report());
+    // docs/design.md §2: a step moves its batch up and nothing down; the losses are read
+    // once per --log-every steps, outside the steps.
+    say("host<->device copies in " + std::to_string(state_.step - first_step) +
+        " training steps: " + step_transfers_.str());
+    TransferCounts elsewhere = transfer_counts().since(run_start);
+    elsewhere = elsewhere.since(step_transfers_);
+    say("host<->device copies outside them (loss reads, validation, checkpoints): " + elsewhere.str());
+  }
   return last;
 }
 
@@ -277,14 +316,14 @@ void dump_step(const TrainOptions& options, const std::string& batch_file, const
   Step step(o, *grid);
   const BatchShard shard = batch_shard(*grid, o.batch, o.input[0]);
   Tensor logits;
-  const double loss = step.forward_backward(take_shard(batch, shard), o.batch, &logits);
+  const Tensor loss = step.forward_backward(take_shard(batch, shard), o.batch, &logits);
 
   // The file the 1x1 run writes: the whole batch's logits, the summed gradients, and the
   // updated tensors (whole: gathered from pipeline stages and row blocks; the first rank
   // writes it).
   NamedTensors out;
   out.emplace_back("logits", gather_rows(*grid, logits.to_host()));
-  out.emplace_back("loss", Tensor::from_vector(std::vector<float>{float(loss)}, Shape{}));
+  out.emplace_back("loss", Tensor::from_vector(loss.to_vector<float>(), Shape{}));
   for (auto& [name, g] : step.gradients()) out.emplace_back("grad." + name, g.to_host());
   step.update(optim::LrSchedule(o.schedule).lr(0));
   for (auto& [name, t] : step.model_state()) out.emplace_back(name, t.to_host());

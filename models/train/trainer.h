@@ -21,7 +21,9 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "core/transfers.h"
 #include "models/data/loader.h"
 #include "models/data/nifti_dataset.h"
 #include "models/layers/loss.h"
@@ -58,8 +60,9 @@ class Trainer {
   // --resume run continues as if it had not stopped). Returns the last validation.
   Metrics run(int64_t stop_at_step = -1);
   // One optimizer step on this rank's shard of a batch (CPU tensors; moved to the device);
-  // returns the loss over the global batch.
-  double train_step(const data::Batch& shard);
+  // returns the loss over the global batch, f32 [1] on the device, not read back (run()
+  // reads it once per options.log_every steps).
+  Tensor train_step(const data::Batch& shard);
   // The validation set in evaluation mode.
   Metrics evaluate();
 
@@ -92,6 +95,12 @@ class Trainer {
   // Collective over the world: the stop signal any rank received (0: none), and the highest
   // rank that received one.
   std::pair<int, int> agree_on_stop();
+  // The losses of the steps since the last read stay on the device side by side
+  // (docs/design.md §2: a step reads nothing back): keep_loss after each step, read_losses
+  // reads them in one copy, reports each step (progress, metrics file) and throws
+  // gridnn::Error naming the first step whose loss is not finite.
+  void keep_loss(const Tensor& loss, double lr, double seconds);
+  void read_losses(Progress& progress);
 
   TrainOptions options_;
   std::unique_ptr<parallel::ProcessGrid> own_grid_;  // when none was given
@@ -107,6 +116,13 @@ class Trainer {
   int64_t total_steps_ = 0;
   std::ofstream metrics_;
   Stop stop_;
+  struct UnreadLoss {
+    int64_t step, epoch;
+    double lr, seconds;
+  };
+  std::vector<UnreadLoss> unread_;  // the steps whose losses are in unread_losses_[0, n)
+  Tensor unread_losses_;            // f32 [log_every] on the step's device
+  TransferCounts step_transfers_;   // host<->device copies inside train_step this run
 };
 
 // Single-step mode (gridnn-train --batch-file B --dump-step OUT): one forward, backward and

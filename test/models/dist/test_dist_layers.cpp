@@ -13,7 +13,6 @@
 #include <cmath>
 #include <cstring>
 #include <map>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -165,26 +164,6 @@ TEST(DistSelfAttention3d, RejectsAWrongSlabAndTooManyRows) {
 
 // ---- BatchNorm3d -------------------------------------------------------------------------
 
-// The count travels as float digits beside the sums: the float sum of kMaxCountRanks
-// ranks' digits decodes to the exact sum of their counts, far beyond float's 2^24.
-TEST(SynchronizedBatchNorm3d, CountDigitsAddExactlyAsFloats) {
-  std::mt19937_64 rng(5);
-  std::uniform_int_distribution<int64_t> any(0, (int64_t(1) << 36) - 1);
-  for (int64_t ranks : {int64_t(1), int64_t(3), nn::kMaxCountRanks}) {
-    float digits[3] = {0, 0, 0};
-    int64_t total = 0;
-    for (int64_t r = 0; r < ranks; ++r) {
-      const int64_t count = r == 0 ? (int64_t(1) << 36) - 1 : any(rng);
-      const std::array<float, 3> d = nn::count_digits(count);
-      for (int k = 0; k < 3; ++k) digits[k] += d[size_t(k)];  // as an all-reduce adds them
-      total += count;
-    }
-    EXPECT_EQ(nn::count_from_digits(digits), total) << ranks << " ranks";
-  }
-  EXPECT_EQ(nn::count_from_digits(nn::count_digits(16777217).data()), 16777217);  // 2^24 + 1
-  EXPECT_THROW(nn::count_digits(int64_t(1) << 36), Error);
-}
-
 TEST(SynchronizedBatchNorm3d, StatisticsAndGradientsAreGridInvariant) {
   const int64_t B = 4, C = 3, D = 5, H = 3, W = 2;
   const Tensor x = random_tensor({B, C, D, H, W}, 11, 1.0f, 4.0f);  // a mean far from 0
@@ -211,11 +190,11 @@ TEST(SynchronizedBatchNorm3d, StatisticsAndGradientsAreGridInvariant) {
     EXPECT_LE(max_relative_error(y, slab(y_ref, part)), kRel);
     const Tensor dx = bn.backward(slab(dy, part));
     EXPECT_LE(max_relative_error(dx, slab(dx_ref, part)), kRel);
-    // docs/design.md §4: sum(x) with the count's 3 digits, then the [2, C] second-pass sums
-    // forward; [2, C] backward: three all-reduces.
-    EXPECT_EQ(parallel::comm_log().elements("stage", "all_reduce", "BatchNorm3d"), (C + 3) + 2 * 2 * C);
-    EXPECT_EQ(parallel::comm_log().elements("", "", ""), (C + 3) + 2 * 2 * C);
-    EXPECT_EQ(parallel::comm_log().records().size(), 3u);
+    // docs/design.md §4: the count (one i64 on the host), sum(x), then the [2, C] second-pass
+    // sums forward; [2, C] backward: four all-reduces.
+    EXPECT_EQ(parallel::comm_log().elements("stage", "all_reduce", "BatchNorm3d"), 1 + C + 2 * 2 * C);
+    EXPECT_EQ(parallel::comm_log().elements("", "", ""), 1 + C + 2 * 2 * C);
+    EXPECT_EQ(parallel::comm_log().records().size(), 4u);
 
     EXPECT_LE(max_relative_error(bn.running_mean(), ref.running_mean()), kRel);
     EXPECT_LE(max_relative_error(bn.running_var(), ref.running_var()), kRel);

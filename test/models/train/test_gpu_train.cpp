@@ -2,7 +2,11 @@
 // ResAttNet3D (logits, loss, every gradient, every updated parameter and buffer) and three
 // trainer steps; fp32 on both sides, cuDNN's convolutions summing in another order than
 // vol2col + OpenBLAS, hence relative error up to 1e-3 per tensor instead of bitwise.
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
+
+#include "core/transfers.h"
 
 #include "models/data/synthetic.h"
 #include "models/train/trainer.h"
@@ -84,6 +88,30 @@ TEST_F(GpuTrainTest, ThreeTrainerStepsMatchTheCpu) {
   for (auto& [n, t] : train::model_tensors(gpu.model())) a[n] = t.to_host();
   for (auto& [n, t] : train::model_tensors(cpu.model())) b[n] = t;
   expect_all_close(a, b);
+}
+
+// docs/design.md §2: a training step on the GPU moves its batch up (x and y) and nothing
+// down: no loss, logits or labels read back, no host synchronization of batch norm. Counted
+// in the copy path (core/transfers.h); the same count is printed by --comm-report.
+TEST_F(GpuTrainTest, AStepUploadsItsBatchAndDownloadsNothing) {
+  std::FILE* null = std::fopen("/dev/null", "w");
+  train::Trainer gpu(tiny("cuda"), null);
+  std::fclose(null);
+  data::SyntheticDataset d({12, 0, 3, 1, Shape{24, 32, 28}, 4, 0.15f});
+  data::BatchLoader loader(d, {4, false, true, 4, false, 0, -1, {}, false});
+  const data::Batch b = loader.next();
+  gpu.train_step(b);  // warm-up: cuDNN's algorithm choice, the caching allocator
+  reset_transfer_counts();
+  const Tensor loss = gpu.train_step(b);
+  const TransferCounts c = transfer_counts();
+  std::printf("one training step on cuda:0: %s\n", c.str().c_str());
+  EXPECT_EQ(c.downloads, 0) << c.str();
+  EXPECT_EQ(c.host_reads, 0) << c.str();
+  EXPECT_EQ(c.uploads, 2) << c.str();
+  EXPECT_EQ(c.upload_bytes, int64_t(b.x.nbytes() + b.y.nbytes())) << c.str();
+  EXPECT_EQ(c.staged_uploads + c.staged_downloads, 0) << c.str();
+  EXPECT_TRUE(loss.device().is_cuda());
+  EXPECT_TRUE(std::isfinite(loss.to_vector<float>()[0]));
 }
 
 }  // namespace

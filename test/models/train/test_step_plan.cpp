@@ -120,7 +120,7 @@ TEST(StepPlan, GridnnsOwnRunCountsTheHandoverTheLossAndTheGradients) {
   EXPECT_DOUBLE_EQ(words_of(p41, "loss"), 0);
   EXPECT_DOUBLE_EQ(words_of(p41, "fc"), 0);  // replicated; its gradient under "gradients"
   const PlanCost p22 = estimate_grid(o, {1, 2, 2}, kPaper);
-  EXPECT_DOUBLE_EQ(words_of(p22, "loss"), 2 * 0.5 * 2);
+  EXPECT_DOUBLE_EQ(words_of(p22, "loss"), 1 * 0.5 * 2);
   // On 1 x 2 every gradient goes over col, once: the whole net's weights.
   const Network net = network_of(o);
   const auto e12 = comm_elements(describe_grid(o, {1, 1, 2}).at(1).calls);

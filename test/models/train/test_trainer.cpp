@@ -7,10 +7,15 @@
 #include <fstream>
 #include <csignal>
 #include <limits>
+#include <cmath>
+#include <vector>
 
 #include "core/stop_signal.h"
+#include "core/transfers.h"
+#include "kernels/elementwise.h"
 #include "models/train/trainer.h"
 #include "test/support/error_message.h"
+#include "test/support/random_tensor.h"
 #include "test/support/tensor_compare.h"
 
 namespace gridnn {
@@ -102,17 +107,57 @@ TEST_F(TrainerTest, StopSignalSavesAtTheStepBoundary) {
   }
 }
 
+// The loss is read once per --log-every steps (and before validation and checkpoints): a
+// step whose loss is not finite is named exactly, and nothing after it is saved.
 TEST_F(TrainerTest, NanLossStopsWithAMessageAndKeepsCheckpoints) {
-  train::Trainer t(tiny(dir_), null_);
+  auto o = tiny(dir_);
+  o.log_every = 10;  // more than the run: the NaN is found at the epoch's validation (step 4)
+  train::Trainer t(o, null_);
   t.run(2);
-  data::Batch bad;
-  bad.x = Tensor::zeros({4, 1, 16, 16, 16});
-  bad.x.data<float>()[5] = std::numeric_limits<float>::quiet_NaN();
-  bad.y = Tensor::zeros({4}, DType::i64);
-  const std::string m = error_message([&] { t.train_step(bad); });
+  ASSERT_EQ(train::latest_checkpoint(dir_.string())->state.step, 2);
+  auto params = t.model().named_parameters();
+  ops::fill(params.front().second->value, std::numeric_limits<double>::quiet_NaN());
+  const std::string m = error_message([&] { t.run(); });
   EXPECT_NE(m.find("the loss became nan at step 3"), std::string::npos) << m;
   EXPECT_NE(m.find("lower --lr"), std::string::npos) << m;
   EXPECT_EQ(train::latest_checkpoint(dir_.string())->state.step, 2);
+}
+
+// docs/design.md §2: a training step reads nothing back from its device. On the CPU the
+// counters of core/transfers.h count every to_host / to_vector call (the reads that would be
+// downloads on a GPU): none inside a step, one per --log-every steps for the loss.
+TEST_F(TrainerTest, AStepReadsNothingBackAndEveryStepIsStillReported) {
+  auto o = tiny(dir_);
+  o.checkpoint_dir.clear();
+  o.steps = 6;
+  o.eval_every = 100;  // validation only at the end
+  o.log_every = 2;
+  fs::create_directories(dir_);
+  train::Trainer t(o, null_);
+  data::Batch batch;
+  batch.x = test::random_tensor({4, 1, 16, 16, 16}, 3);
+  batch.y = Tensor::from_vector(std::vector<int64_t>{0, 1, 1, 0}, Shape{4});
+  t.train_step(batch);  // warm-up
+  reset_transfer_counts();
+  const Tensor loss = t.train_step(batch);
+  const TransferCounts c = transfer_counts();
+  EXPECT_EQ(c.host_reads, 0) << c.str();
+  EXPECT_EQ(c.downloads, 0) << c.str();
+  EXPECT_TRUE(std::isfinite(loss.to_vector<float>()[0]));
+
+  // A label out of range is an error before anything runs, read on the host.
+  batch.y = Tensor::from_vector(std::vector<int64_t>{0, 1, 2, 0}, Shape{4});
+  const std::string m = error_message([&] { t.train_step(batch); });
+  EXPECT_NE(m.find("label 2 of sample 2 is out of range for 2 classes"), std::string::npos) << m;
+
+  // A run reads the losses in groups of --log-every and still reports every step.
+  o.metrics_path = (dir_ / "metrics.jsonl").string();
+  train::Trainer logged(o, null_);
+  logged.run(5);
+  std::ifstream in(o.metrics_path);
+  int train_lines = 0;
+  for (std::string line; std::getline(in, line);) train_lines += line.find("\"event\":\"train\"") != std::string::npos;
+  EXPECT_EQ(train_lines, 5);  // one per step, written when read
 }
 
 TEST_F(TrainerTest, MetricsFileHasALinePerStepAndValidation) {
