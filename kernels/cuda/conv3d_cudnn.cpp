@@ -10,15 +10,24 @@
 //   Candidates come from cudnnGet*Algorithm_v7 (cuDNN's heuristic ranking, no timing runs);
 //   the first one that is supported, deterministic (CUDNN_DETERMINISTIC: no atomics, the
 //   same bits every run) and of an allowed math type is taken.
-// - Precision (kernels/math_mode.h): fp32 uses CUDNN_FMA_MATH and only FMA algorithms.
-//   CUDNN_DEFAULT_MATH would let cuDNN pick TF32 tensor-core kernels for fp32 data on
-//   Ampere and newer GPUs, and TF32 must never be silent (docs/design.md §3). tf32 sets
-//   CUDNN_TENSOR_OP_MATH on the fp32 descriptors. bf16 casts the two operands into bf16
-//   scratch tensors, describes x, w and y as CUDNN_DATA_BFLOAT16 with an fp32 compute type
-//   and CUDNN_TENSOR_OP_MATH, writes the result into bf16 scratch and widens it into the
-//   f32 output (backward filter: adds it to dw). Never CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION
-//   (that would let cuDNN convert fp32 operands to f16). Scratch comes from the caching
-//   allocator, so after the first step no call allocates device memory.
+// - Each direction (forward, backward data, backward filter) has its own convolution
+//   descriptor. The ranking is asked with the mode's math type on it; each candidate
+//   reports the math type it runs with (perf.mathType, not always the one asked: a
+//   tensor-op request also ranks algorithms without tensor cores), and cuDNN wants the
+//   descriptor of the call to carry that math type. So the chosen candidate's math type is
+//   set on that direction's descriptor (before its workspace size is asked), and stays there
+//   for every later call of that direction; the three may differ.
+// - Precision (kernels/math_mode.h): fp32 asks with CUDNN_FMA_MATH and takes only
+//   candidates that run with CUDNN_FMA_MATH. CUDNN_DEFAULT_MATH on the descriptor would let
+//   cuDNN pick TF32 tensor-core kernels for fp32 data on Ampere and newer GPUs, and TF32
+//   must never be silent (docs/design.md §3). tf32 asks with CUDNN_TENSOR_OP_MATH on the
+//   fp32 descriptors and takes tensor-op, default or FMA candidates. bf16 casts the two
+//   operands into bf16 scratch tensors, describes x, w and y as CUDNN_DATA_BFLOAT16 with an
+//   fp32 compute type, asks with CUDNN_TENSOR_OP_MATH (takes the same candidates as tf32),
+//   writes the result into bf16 scratch and widens it into the f32 output (backward filter:
+//   adds it to dw). Never CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION (that would let cuDNN
+//   convert operands down to f16). Scratch comes from the caching allocator, so after the
+//   first step no call allocates device memory.
 // - The workspace is one device buffer per device from the caching allocator, grown when a
 //   plan needs more and reused by every call (kernels run in stream order, so reuse is safe).
 // - Parameter gradients accumulate: backward filter and bias run with beta = 1.
@@ -98,7 +107,8 @@ struct FilterDesc {
 
 struct ConvDesc {
   cudnnConvolutionDescriptor_t d = nullptr;
-  // The compute type is fp32 in every mode (bf16 data: products accumulated in fp32).
+  // The compute type is fp32 in every mode (bf16 data: products accumulated in fp32). The
+  // math type is the mode's until an algorithm is chosen (choose() then sets the algorithm's).
   ConvDesc(const Conv3dGeometry& g, cudnnMathType_t math) {
     GRIDNN_CHECK_CUDNN(cudnnCreateConvolutionDescriptor(&d));
     int pad[3], stride[3], dilation[3] = {1, 1, 1};
@@ -137,12 +147,15 @@ struct Plan {
         y_f32(dims5(n, g.out_channels, g.out_size)),
         bias({1, int(g.out_channels), 1, 1, 1}),
         w(dims5(g.out_channels, g.in_channels, g.kernel), data_type(mode)),
-        conv(g, math_type(mode)) {}
+        conv_fwd(g, math_type(mode)),
+        conv_bwd_data(g, math_type(mode)),
+        conv_bwd_filter(g, math_type(mode)) {}
   ops::MathMode math;
   TensorDesc x, y;      // in the mode's data type
   TensorDesc y_f32, bias;  // the f32 output the bias is added to, and the bias
   FilterDesc w;
-  ConvDesc conv;
+  // One per direction, each carrying the math type of the algorithm chosen for it.
+  ConvDesc conv_fwd, conv_bwd_data, conv_bwd_filter;
   bool have_fwd = false, have_bwd_data = false, have_bwd_filter = false;
   cudnnConvolutionFwdAlgo_t fwd{};
   cudnnConvolutionBwdDataAlgo_t bwd_data{};
@@ -167,13 +180,16 @@ Plan& plan_for(int device, int64_t n, const Conv3dGeometry& g, ops::MathMode mat
   return *p;
 }
 
-// fp32 takes no tensor-core algorithm (the descriptor's CUDNN_FMA_MATH already rules out
-// TF32); tf32 and bf16 take them too, never ALLOW_CONVERSION (fp32 converted to f16).
+// The math type a candidate runs with is set on the call's descriptor, so it must be one
+// the mode allows there: fp32 only CUDNN_FMA_MATH (CUDNN_DEFAULT_MATH permits TF32 on
+// Ampere and newer); tf32 and bf16 also CUDNN_DEFAULT_MATH and CUDNN_TENSOR_OP_MATH; never
+// CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION (operands converted down to f16).
 bool acceptable(cudnnStatus_t status, cudnnDeterminism_t determinism, cudnnMathType_t algo_math,
                 ops::MathMode mode) {
   if (status != CUDNN_STATUS_SUCCESS || determinism != CUDNN_DETERMINISTIC) return false;
-  const bool plain = algo_math == CUDNN_FMA_MATH || algo_math == CUDNN_DEFAULT_MATH;
-  return plain || (mode != ops::MathMode::fp32 && algo_math == CUDNN_TENSOR_OP_MATH);
+  if (algo_math == CUDNN_FMA_MATH) return true;
+  return mode != ops::MathMode::fp32 &&
+         (algo_math == CUDNN_DEFAULT_MATH || algo_math == CUDNN_TENSOR_OP_MATH);
 }
 
 [[noreturn]] void no_algorithm(const char* direction, int64_t n, const Conv3dGeometry& g,
@@ -183,21 +199,28 @@ bool acceptable(cudnnStatus_t status, cudnnDeterminism_t determinism, cudnnMathT
               "; try another math mode, batch size or padding, or run this layer on the cpu");
 }
 
-// The first acceptable candidate of cuDNN's ranking whose workspace size cuDNN reports.
+// The first acceptable candidate of cuDNN's ranking whose workspace size cuDNN reports,
+// asked with the mode's math type on `conv` (the direction's descriptor). The chosen
+// candidate's math type is left on `conv`, where every call of this direction finds it;
+// the workspace size is asked with it already set.
 template <class Perf, class Algo, class GetAll, class GetBytes>
 void choose(const char* direction, int64_t n, const Conv3dGeometry& g, ops::MathMode mode,
-            int max_count, GetAll get_all, GetBytes get_bytes, Algo* algo, size_t* bytes) {
+            cudnnConvolutionDescriptor_t conv, int max_count, GetAll get_all, GetBytes get_bytes,
+            Algo* algo, size_t* bytes) {
+  GRIDNN_CHECK_CUDNN(cudnnSetConvolutionMathType(conv, math_type(mode)));
   std::unique_ptr<Perf[]> perf(new Perf[size_t(max_count)]);
   int returned = 0;
   GRIDNN_CHECK_CUDNN(get_all(max_count, &returned, perf.get()));
   for (int i = 0; i < returned; ++i) {
     if (!acceptable(perf[i].status, perf[i].determinism, perf[i].mathType, mode)) continue;
+    GRIDNN_CHECK_CUDNN(cudnnSetConvolutionMathType(conv, perf[i].mathType));
     size_t size = 0;
     if (get_bytes(perf[i].algo, &size) != CUDNN_STATUS_SUCCESS) continue;
     *algo = perf[i].algo;
     *bytes = size;
     return;
   }
+  GRIDNN_CHECK_CUDNN(cudnnSetConvolutionMathType(conv, math_type(mode)));
   no_algorithm(direction, n, g, mode);
 }
 
@@ -206,12 +229,14 @@ void ensure_forward(cudnnHandle_t h, Plan& p, int64_t n, const Conv3dGeometry& g
   int count = 0;
   GRIDNN_CHECK_CUDNN(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &count));
   choose<cudnnConvolutionFwdAlgoPerf_t>(
-      "forward", n, g, p.math, count,
+      "forward", n, g, p.math, p.conv_fwd.d, count,
       [&](int req, int* ret, cudnnConvolutionFwdAlgoPerf_t* perf) {
-        return cudnnGetConvolutionForwardAlgorithm_v7(h, p.x.d, p.w.d, p.conv.d, p.y.d, req, ret, perf);
+        return cudnnGetConvolutionForwardAlgorithm_v7(h, p.x.d, p.w.d, p.conv_fwd.d, p.y.d, req, ret,
+                                                      perf);
       },
       [&](cudnnConvolutionFwdAlgo_t a, size_t* size) {
-        return cudnnGetConvolutionForwardWorkspaceSize(h, p.x.d, p.w.d, p.conv.d, p.y.d, a, size);
+        return cudnnGetConvolutionForwardWorkspaceSize(h, p.x.d, p.w.d, p.conv_fwd.d, p.y.d, a,
+                                                       size);
       },
       &p.fwd, &p.fwd_bytes);
   p.have_fwd = true;
@@ -222,12 +247,14 @@ void ensure_backward_data(cudnnHandle_t h, Plan& p, int64_t n, const Conv3dGeome
   int count = 0;
   GRIDNN_CHECK_CUDNN(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &count));
   choose<cudnnConvolutionBwdDataAlgoPerf_t>(
-      "backward-data", n, g, p.math, count,
+      "backward-data", n, g, p.math, p.conv_bwd_data.d, count,
       [&](int req, int* ret, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
-        return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w.d, p.y.d, p.conv.d, p.x.d, req, ret, perf);
+        return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w.d, p.y.d, p.conv_bwd_data.d,
+                                                           p.x.d, req, ret, perf);
       },
       [&](cudnnConvolutionBwdDataAlgo_t a, size_t* size) {
-        return cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w.d, p.y.d, p.conv.d, p.x.d, a, size);
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w.d, p.y.d, p.conv_bwd_data.d,
+                                                            p.x.d, a, size);
       },
       &p.bwd_data, &p.bwd_data_bytes);
   p.have_bwd_data = true;
@@ -238,12 +265,14 @@ void ensure_backward_filter(cudnnHandle_t h, Plan& p, int64_t n, const Conv3dGeo
   int count = 0;
   GRIDNN_CHECK_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &count));
   choose<cudnnConvolutionBwdFilterAlgoPerf_t>(
-      "backward-filter", n, g, p.math, count,
+      "backward-filter", n, g, p.math, p.conv_bwd_filter.d, count,
       [&](int req, int* ret, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
-        return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x.d, p.y.d, p.conv.d, p.w.d, req, ret, perf);
+        return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x.d, p.y.d, p.conv_bwd_filter.d,
+                                                             p.w.d, req, ret, perf);
       },
       [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* size) {
-        return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x.d, p.y.d, p.conv.d, p.w.d, a, size);
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x.d, p.y.d, p.conv_bwd_filter.d,
+                                                              p.w.d, a, size);
       },
       &p.bwd_filter, &p.bwd_filter_bytes);
   p.have_bwd_filter = true;
@@ -275,8 +304,9 @@ void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
   void* ws = workspace(device, p.fwd_bytes);
   const Tensor x_op = operand(x, math), w_op = operand(w, math);
   Tensor y_op = result_buffer(y, math);
-  GRIDNN_CHECK_CUDNN(cudnnConvolutionForward(h, &kOne, p.x.d, x_op.raw(), p.w.d, w_op.raw(), p.conv.d,
-                                             p.fwd, ws, p.fwd_bytes, &kZero, p.y.d, y_op.raw()));
+  GRIDNN_CHECK_CUDNN(cudnnConvolutionForward(h, &kOne, p.x.d, x_op.raw(), p.w.d, w_op.raw(),
+                                             p.conv_fwd.d, p.fwd, ws, p.fwd_bytes, &kZero, p.y.d,
+                                             y_op.raw()));
   if (math == ops::MathMode::bf16) ops::cast(y_op, y);
   if (bias.defined())  // y += bias, broadcast over N, D, H, W (fp32 in every mode)
     GRIDNN_CHECK_CUDNN(cudnnAddTensor(h, &kOne, p.bias.d, bias.raw(), &kOne, p.y_f32.d, y.raw()));
@@ -292,8 +322,8 @@ void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometr
   const Tensor dy_op = operand(dy, math), w_op = operand(w, math);
   Tensor dx_op = result_buffer(dx, math);
   GRIDNN_CHECK_CUDNN(cudnnConvolutionBackwardData(h, &kOne, p.w.d, w_op.raw(), p.y.d, dy_op.raw(),
-                                                  p.conv.d, p.bwd_data, ws, p.bwd_data_bytes, &kZero,
-                                                  p.x.d, dx_op.raw()));
+                                                  p.conv_bwd_data.d, p.bwd_data, ws,
+                                                  p.bwd_data_bytes, &kZero, p.x.d, dx_op.raw()));
   if (math == ops::MathMode::bf16) ops::cast(dx_op, dx);
 }
 
@@ -306,16 +336,16 @@ void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeome
   void* ws = workspace(device, p.bwd_filter_bytes);
   const Tensor x_op = operand(x, math), dy_op = operand(dy, math);
   if (math != ops::MathMode::bf16) {
-    GRIDNN_CHECK_CUDNN(cudnnConvolutionBackwardFilter(h, &kOne, p.x.d, x_op.raw(), p.y.d, dy_op.raw(),
-                                                      p.conv.d, p.bwd_filter, ws, p.bwd_filter_bytes,
-                                                      &kOne, p.w.d, dw.raw()));  // beta = 1: dw accumulates
+    GRIDNN_CHECK_CUDNN(cudnnConvolutionBackwardFilter(
+        h, &kOne, p.x.d, x_op.raw(), p.y.d, dy_op.raw(), p.conv_bwd_filter.d, p.bwd_filter, ws,
+        p.bwd_filter_bytes, &kOne, p.w.d, dw.raw()));  // beta = 1: dw accumulates
     return;
   }
   // bf16: the gradient of this call into bf16 scratch (beta = 0), widened, added to dw.
   Tensor dw_op = result_buffer(dw, math);
-  GRIDNN_CHECK_CUDNN(cudnnConvolutionBackwardFilter(h, &kOne, p.x.d, x_op.raw(), p.y.d, dy_op.raw(),
-                                                    p.conv.d, p.bwd_filter, ws, p.bwd_filter_bytes,
-                                                    &kZero, p.w.d, dw_op.raw()));
+  GRIDNN_CHECK_CUDNN(cudnnConvolutionBackwardFilter(
+      h, &kOne, p.x.d, x_op.raw(), p.y.d, dy_op.raw(), p.conv_bwd_filter.d, p.bwd_filter, ws,
+      p.bwd_filter_bytes, &kZero, p.w.d, dw_op.raw()));
   ops::axpy(1.0f, ops::cast(dw_op, DType::f32), dw);
 }
 
