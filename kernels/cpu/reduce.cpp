@@ -1,22 +1,29 @@
 // CPU backend of kernels/reduce.h, in the order of kernels/reduce_bodies.h: for every output,
-// lane l of L = reduce_lanes(len) folds elements l, l + L, ... in turn, then the pairwise tree
-// over the lanes. Two loops keep that order and differ only in what they vectorize:
-// - Long contiguous rows (inner == 1, L > kShortRowLanes): one output per OpenMP iteration,
-//   its L lanes interleaved in one contiguous pass (element k goes to lane k mod L), the loop
-//   over a block's lanes vectorized.
-// - Short rows and columns (inner > 1): a tile of outputs at a time, every lane and tree
-//   step a loop over the tile's outputs (contiguous for columns), vectorized across outputs;
-//   no per-output set-up. Sums over rows of exactly 2, 4, 8 or 16 elements (one per lane)
-//   keep their lanes and tree in registers instead.
-// Threads share outputs, never the lanes of one output: a whole-tensor reduction runs on one
-// thread. Splitting its lanes among threads gives each a strided share of every block of L
-// elements, and measured 2-3x slower on 2 threads than one thread streaming the whole input.
-// Which loop runs, and how it is split over threads, never changes a result.
+// each segment of the reduced dimension in L = reduce_lanes(len) lanes (lane l folds the
+// segment's elements l, l + L, ... in turn), then the pairwise tree over the lanes, then
+// (several segments) the fold of the segments' results. Two loops reduce segments; they keep
+// that order and differ only in what they vectorize:
+// - Long contiguous rows (inner == 1, L > kShortRowLanes): one segment of one output per
+//   OpenMP iteration, its L lanes interleaved in one contiguous pass (element k goes to lane
+//   k mod L), the loop over a block's lanes vectorized.
+// - Short rows and columns (inner > 1): a tile of outputs at a time (the same segment of
+//   each), every lane and tree step a loop over the tile's outputs (contiguous for columns),
+//   vectorized across outputs; no per-output set-up. Sums over rows of exactly 2, 4, 8 or
+//   16 elements (one per lane) keep their lanes and tree in registers instead.
+// A dimension of one segment (len <= kReduceSegment) writes its outputs directly. Longer
+// ones write each segment's result to a scratch buffer (segment-major), then fold it
+// (body::reduce_fold). Threads share (output, segment) pairs, never the lanes of one
+// segment: a whole-tensor reduction runs on as many threads as it has segments, each
+// streaming its own contiguous part (splitting the lanes of one row among threads instead,
+// a strided share of every block of L elements each, measured 2-3x slower on 2 threads than
+// one thread streaming the whole row). Which loop runs, and how it is split over threads,
+// never changes a result.
 #include "kernels/reduce.h"
 
 #include <omp.h>
 
 #include <type_traits>
+#include <vector>
 
 #include "kernels/cpu/parallel_for.h"
 
@@ -48,16 +55,21 @@ float tree(float* partial, int lanes) {
   return partial[0];
 }
 
-// Long contiguous rows: output o is row o.
+// Segment `seg` of a contiguous row (its first element at row[0]): the lanes, then the tree.
+template <class Op, class T>
+float reduce_row_segment(const T* row, ReduceSegment seg, int lanes) {
+  float partial[kReduceLanes];
+  fold_lanes<Op>(row + seg.begin, seg.end - seg.begin, lanes, partial);
+  return tree<Op>(partial, lanes);
+}
+
+// Long contiguous rows of one segment: output o is row o.
 template <class Op, class T>
 void reduce_rows(const T* x, body::ReduceShape s, int lanes, T* out) {
-  const int64_t n_out = s.outer;
   parallel_for(
-      n_out,
+      s.outer,
       [&](int64_t o) {
-        float partial[kReduceLanes];
-        fold_lanes<Op>(x + o * s.len, s.len, lanes, partial);
-        out[o] = from_float<T>(tree<Op>(partial, lanes));
+        out[o] = from_float<T>(reduce_row_segment<Op>(x + o * s.len, {0, s.len}, lanes));
       },
       s.len + lanes);
 }
@@ -65,10 +77,11 @@ void reduce_rows(const T* x, body::ReduceShape s, int lanes, T* out) {
 // Outputs [first, first + count) of one tile, output first + t reading its element k at
 // x0[t * out_stride + k * len_stride]: rows (out_stride len, len_stride 1) or the columns of
 // one outer index (out_stride 1, len_stride inner). acc[l * count + t] is lane l of output
-// first + t; each lane and tree step is the loop over t.
-template <class Op, class T>
+// first + t; each lane and tree step is the loop over t. out: the outputs (T) or, for a
+// segment of a longer dimension, the segment's results (float).
+template <class Op, class T, class U>
 void reduce_tile(const T* x0, int64_t out_stride, int64_t len_stride, int64_t len, int lanes,
-                 int64_t count, float* acc, T* out) {
+                 int64_t count, float* acc, U* out) {
   for (int64_t j = 0; j < lanes * count; ++j) acc[j] = Op::identity();
   for (int64_t k = 0; k < len; ++k) {
     float* lane = acc + (k & (lanes - 1)) * count;  // lane k mod L (L a power of two)
@@ -83,7 +96,7 @@ void reduce_tile(const T* x0, int64_t out_stride, int64_t len_stride, int64_t le
       for (int64_t t = 0; t < count; ++t)
         low[t] = Op::combine(low[t], high[t]);  // body::reduce_tree_step
     }
-  for (int64_t t = 0; t < count; ++t) out[t] = from_float<T>(acc[t]);
+  for (int64_t t = 0; t < count; ++t) out[t] = from_float<U>(acc[t]);
 }
 
 // A tile of `count` rows of exactly L elements (L a power of two, 2..kShortRowLanes): one
@@ -125,16 +138,23 @@ bool reduce_exact_rows(const T* x, int64_t len, int lanes, int64_t count, T* out
   }
 }
 
-// Short rows (inner == 1) or columns (inner > 1), tiles of outputs in parallel. Tiles never
-// straddle two outer indices; at most as many outputs as leave every thread a tile.
+// Outputs per tile of reduce_tiles and reduce_segmented: kTileFloats accumulators, at most
+// `group` (the outputs that can share a tile) and at most as many as leave every thread a
+// tile of one of the `segments` segments (1: one-segment dimensions).
+int64_t tile_outputs(body::ReduceShape s, int lanes, int64_t group, int64_t segments) {
+  const int64_t per_thread = s.outer * s.inner * segments / omp_get_max_threads();
+  int64_t tile = kTileFloats / lanes;
+  if (tile > per_thread) tile = per_thread > 0 ? per_thread : 1;
+  return tile < group ? tile : group;
+}
+
+// Short rows (inner == 1) or columns (inner > 1) of one segment, tiles of outputs in
+// parallel. Tiles never straddle two outer indices.
 template <class Op, class T>
 void reduce_tiles(const T* x, body::ReduceShape s, int lanes, T* out) {
   const bool rows = s.inner == 1;
   const int64_t group = rows ? s.outer : s.inner;  // outputs that can share a tile
-  const int64_t per_thread = s.outer * s.inner / omp_get_max_threads();
-  int64_t tile = kTileFloats / lanes;
-  if (tile > per_thread) tile = per_thread > 0 ? per_thread : 1;
-  if (tile > group) tile = group;
+  const int64_t tile = tile_outputs(s, lanes, group, 1);
   const int64_t tiles_per_group = (group + tile - 1) / tile;
   const int64_t groups = rows ? 1 : s.outer;
   parallel_for(
@@ -153,11 +173,56 @@ void reduce_tiles(const T* x, body::ReduceShape s, int lanes, T* out) {
       tile * s.len);
 }
 
+// A reduced dimension of several segments (len > kReduceSegment, so L = kReduceLanes):
+// pass 1 reduces every (output, segment) pair into partial[k * n_out + o] (rows: one pair
+// per iteration; columns: a tile of outputs of one outer index per iteration), pass 2 folds
+// each output's segments in order (body::reduce_fold).
+template <class Op, class T>
+void reduce_segmented(const T* x, body::ReduceShape s, int lanes, int64_t segments, T* out) {
+  const int64_t n_out = s.outer * s.inner;
+  std::vector<float> partial(size_t(n_out * segments));
+  float* const part = partial.data();
+  if (s.inner == 1) {
+    parallel_for(
+        n_out * segments,
+        [&](int64_t item) {
+          const int64_t o = item / segments, k = item % segments;
+          part[k * n_out + o] =
+              reduce_row_segment<Op>(x + o * s.len, reduce_segment(s.len, k), lanes);
+        },
+        kReduceSegment);
+  } else {
+    const int64_t tile = tile_outputs(s, lanes, s.inner, segments);
+    const int64_t tiles_per_group = (s.inner + tile - 1) / tile;
+    const int64_t per_segment = s.outer * tiles_per_group;
+    parallel_for(
+        segments * per_segment,
+        [&](int64_t item) {
+          float acc[kTileFloats];
+          const int64_t k = item / per_segment, rest = item % per_segment;
+          const int64_t g = rest / tiles_per_group, first = (rest % tiles_per_group) * tile;
+          const int64_t count = s.inner - first < tile ? s.inner - first : tile;
+          const ReduceSegment seg = reduce_segment(s.len, k);
+          reduce_tile<Op>(x + (g * s.len + seg.begin) * s.inner + first, 1, s.inner,
+                          seg.end - seg.begin, lanes, count, acc,
+                          part + k * n_out + g * s.inner + first);
+        },
+        tile * kReduceSegment);
+  }
+  parallel_for(
+      n_out,
+      [&](int64_t o) { out[o] = from_float<T>(body::reduce_fold<Op>(part, n_out, o, segments)); },
+      segments);
+}
+
 template <class Op, class T>
 void reduce_typed(const T* x, body::ReduceShape s, T* out) {
   if (s.outer * s.inner == 0) return;
   const int lanes = reduce_lanes(s.len);
-  if (s.inner == 1 && lanes > kShortRowLanes)
+  const int64_t segments = reduce_segments(s.len);
+  if (segments > 1)
+    reduce_segmented<Op>(x, s, lanes, segments, out);
+  else if (s.inner == 1 && lanes > kShortRowLanes)
     reduce_rows<Op>(x, s, lanes, out);
   else
     reduce_tiles<Op>(x, s, lanes, out);

@@ -1,8 +1,10 @@
 // kernels/reduce.h: sum, sum of squares and max along every dimension of an odd shape,
 // along long rows and long strided columns, with more outputs than CUDA blocks and over
 // 2 M elements; keepdim and whole-tensor reductions, NaN propagation, 16-bit inputs
-// accumulating in f32. Sum and max add in the same lane and tree order on both backends
-// (kernels/reduce_bodies.h): bitwise; the sum of squares may contract into FMAs.
+// accumulating in f32. Few outputs with long rows and columns cut into several segments
+// (kernels/reduce_bodies.h: one segment exactly, one element more, the last segment
+// partial), so both passes and the fold run. Every op adds in the same segment, lane, tree
+// and fold order on both backends, neither contracting into FMAs: bitwise.
 #include <cmath>
 
 #include "kernels/elementwise.h"
@@ -43,7 +45,7 @@ OpCase reduce_case(ReduceOp op, const Geometry& g, DType dt, bool keepdim = fals
   // Rounding of a float accumulation grows with the length reduced.
   const double len = double(shape[dim]);
   c.ref_tol = op == ReduceOp::max ? Tolerance{0, 0} : stored_tolerance(dt, {1e-6 * (1 + len), 1e-6});
-  c.bitwise = op != ReduceOp::sum_squares;
+  c.bitwise = true;
   c.backend_tol = stored_tolerance(dt, {1e-5, 1e-5});
   return c;
 }
@@ -86,6 +88,23 @@ void add_reduce_cases(OpCases& cases) {
     cases.push_back(reduce_case(ReduceOp::sum, {{0, 4}, 1}, dt));
   }
   cases.push_back(reduce_case(ReduceOp::max, {{16, 4099, 3}, 1}, DType::f32));
+  // Few outputs, long rows and columns: kReduceSegment (4096) elements exactly (one segment),
+  // one more (a segment of one element after it), several segments with a partial last one,
+  // few columns of several segments, four rows of eight whole segments; and a whole
+  // [8, 4, 16, 16, 16] activation (32 segments, one output).
+  const std::vector<Geometry> segmented = {
+      {{3, 4096}, 1}, {{3, 4097}, 1}, {{2, 3 * 4096 + 17}, 1}, {{12289}, 0},
+      {{2, 9000, 3}, 1}, {{1, 8193, 2}, 1}, {{4, 8 * 4096}, 1},
+  };
+  for (DType dt : {DType::f32, DType::bf16})
+    for (const Geometry& g : segmented)
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::sum_squares, ReduceOp::max})
+        cases.push_back(reduce_case(op, g, dt));
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::sum_squares, ReduceOp::max})
+    cases.push_back(reduce_all_case(op, {8, 4, 16, 16, 16}, DType::f32));
+  // Empty rows: sums of nothing are zeros, with and without columns.
+  cases.push_back(reduce_case(ReduceOp::sum, {{3, 0, 5}, 1}, DType::f32));
+  cases.push_back(reduce_case(ReduceOp::sum_squares, {{7, 0}, 1}, DType::f32));
   for (ReduceOp op : {ReduceOp::sum, ReduceOp::sum_squares, ReduceOp::max})
     cases.push_back(reduce_all_case(op, {4, 6, 5}, DType::f32));
 
