@@ -1,15 +1,18 @@
 // CUDA backend of kernels/batchnorm.h: kernels over the bodies of kernels/batchnorm_bodies.h.
 //
-// Channel sums, in two kernels. segment_sums_kernel: one block of kReduceLanes threads per
+// Channel sums, in two kernels. segment_sums_kernel: one block of max(L, 32) threads per
 // segment of kernels/batchnorm_bodies.h (grid-stride over segments); thread l < L =
 // bn_lanes(s) accumulates lane l in double (body::bn_stat_lane / bn_grad_lane), then the
 // lanes are combined in shared memory by body::bn_tree_step with widths L/2, ..., 1 — the
 // order of the CPU loop — and the segment's two sums go to a scratch tensor. fold_kernel:
 // one thread per channel folds that channel's segments in order (body::bn_fold_channel).
 // A batch has n * c * ceil(s / kBatchNormSegment) segments, so even few channels fill the
-// device. Compiled with -fmad=false (no FMA contraction), so the sums are meant to equal the
-// CPU backend's bitwise. No atomics. Per-channel steps: one thread per channel. Per-element
-// steps: grid-stride loops over the same per-element bodies as the CPU.
+// device: [8, 16, 32, 32, 32] is 256 blocks of 256 threads (two segments per plane),
+// [8, 128, 4, 4, 4] 1024 blocks of 64 (one per plane); the grid is capped at 16 blocks per
+// SM (2112 on 132 SMs), beyond which blocks loop over segments. Compiled with -fmad=false
+// (no FMA contraction), so the sums are meant to equal the CPU backend's bitwise. No
+// atomics. Per-channel steps: one thread per channel. Per-element steps: grid-stride loops
+// over the same per-element bodies as the CPU.
 #include "kernels/batchnorm.h"
 #include "kernels/cuda/launch.cuh"
 
@@ -115,8 +118,10 @@ void launch_channel_sums(bool backward, const T* x, const T* dy, const float* k,
     seg_a = static_cast<double*>(scratch.raw());
     seg_b = seg_a + segments;
     const unsigned blocks = detail::grid_for(ctx, segments, 1);  // one segment per block
-    segment_sums_kernel<<<blocks, kReduceLanes, 0, ctx.stream>>>(backward, x, dy, k, g, segments,
-                                                                 seg_a, seg_b);
+    // A thread per lane (one warp at least): small planes do not idle most of a block.
+    const int threads = bn_lanes(g.s) > 32 ? bn_lanes(g.s) : 32;
+    segment_sums_kernel<<<blocks, threads, 0, ctx.stream>>>(backward, x, dy, k, g, segments, seg_a,
+                                                            seg_b);
     GRIDNN_CHECK_LAUNCH("segment_sums_kernel");
   }
   fold_kernel<<<detail::grid_for(ctx, g.c), detail::kThreads, 0, ctx.stream>>>(
