@@ -1,13 +1,13 @@
-// Memory-bound kernels: add, ReLU forward, sum along the last dimension and Philox
-// normal init, on the CPU and (when present) the GPU. Counter GB/s counts the bytes each
-// op must read and write once (shown per second). Also batch normalization's training
-// steps on two layer shapes: forward = the channel sums twice (the mean, then the sums
-// around it), moments, invstd and normalize, as nn::BatchNorm3d runs them (x read three
-// times, y written); backward = the backward sums and the input gradient (x and dy read
-// twice, dx written).
+// Memory-bound kernels: add, ReLU forward, sums (along rows of 1024 and of 4, of the whole
+// tensor, along four long rows) and Philox normal init, on the CPU and (when present) the
+// GPU. Counter GB/s counts the bytes each op must read and write once (shown per second).
+// Also batch normalization's training steps on two layer shapes: forward = the channel sums
+// twice (the mean, then the sums around it), moments, invstd and normalize, as
+// nn::BatchNorm3d runs them (x read three times, y written); backward = the backward sums
+// and the input gradient (x and dy read twice, dx written).
 //
-//   build/bench/bench_elementwise [--benchmark_filter=cuda]
-//   OMP_NUM_THREADS=1 build/bench/bench_elementwise --benchmark_filter=batchnorm
+//   build/default/bench/bench_elementwise [--benchmark_filter=cuda]
+//   OMP_NUM_THREADS=1 build/default/bench/bench_elementwise --benchmark_filter=batchnorm
 #include "bench/bench_main.h"
 
 #include <functional>
@@ -32,6 +32,9 @@ const Case kCases[] = {
     {"relu", 2, [](Tensor& a, Tensor&, Tensor& c) { ops::relu_forward(a, c); }},
     {"sum_rows", 1, [](Tensor& a, Tensor&, Tensor&) { ops::sum(a, -1); }},
     {"sum_rows_of_4", 1, [](Tensor& a, Tensor&, Tensor&) { ops::sum(a.reshape({a.numel() / 4, 4}), -1); }},
+    // One output (segments of kernels/reduce_bodies.h and their fold), four long rows.
+    {"sum_all", 1, [](Tensor& a, Tensor&, Tensor&) { ops::sum_all(a); }},
+    {"sum_4_rows", 1, [](Tensor& a, Tensor&, Tensor&) { ops::sum(a.reshape({4, a.numel() / 4}), -1); }},
     {"normal_init", 1, [](Tensor& a, Tensor&, Tensor&) { ops::normal_(a, 0, 1, {1, 3}); }},
 };
 
@@ -121,10 +124,9 @@ std::string shape_label(const Shape& s) {
 void register_batchnorm(Device device, const std::string& dev) {
   for (const Shape& shape : {Shape{8, 16, 32, 32, 32}, Shape{2, 64, 16, 16, 16}})
     for (bool backward : {false, true})
-      benchmark::RegisterBenchmark(
-          (std::string(backward ? "batchnorm_bwd/" : "batchnorm_fwd/") + shape_label(shape) + "/" +
-           dev)
-              .c_str(),
+      bench::register_guarded(
+          std::string(backward ? "batchnorm_bwd/" : "batchnorm_fwd/") + shape_label(shape) + "/" +
+              dev,
           [=](benchmark::State& s) { run_batchnorm(s, device, shape, backward); })
           ->Unit(benchmark::kMicrosecond)
           ->UseRealTime();
@@ -135,12 +137,12 @@ void register_batchnorm(Device device, const std::string& dev) {
 void gridnn::bench::register_benchmarks() {
   const bool gpu = cuda_device_count() > 0;
   for (const Case& c : kCases) {
-    benchmark::RegisterBenchmark((std::string(c.name) + "/cpu").c_str(),
-                                 [&c](benchmark::State& s) { run_case(s, Device::cpu(), c); })
+    register_guarded(std::string(c.name) + "/cpu",
+                     [&c](benchmark::State& s) { run_case(s, Device::cpu(), c); })
         ->Arg(1 << 22)->Unit(benchmark::kMicrosecond)->UseRealTime();
     if (gpu)
-      benchmark::RegisterBenchmark((std::string(c.name) + "/cuda").c_str(),
-                                   [&c](benchmark::State& s) { run_case(s, Device::cuda(0), c); })
+      register_guarded(std::string(c.name) + "/cuda",
+                       [&c](benchmark::State& s) { run_case(s, Device::cuda(0), c); })
           ->Arg(1 << 26)->Unit(benchmark::kMicrosecond)->UseRealTime();
   }
   register_batchnorm(Device::cpu(), "cpu");

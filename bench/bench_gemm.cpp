@@ -1,7 +1,7 @@
 // GEMM throughput: C[m, n] = A[m, k] B[k, n] for square sizes, on the CPU (OpenBLAS) and,
 // when a CUDA device is present, on the GPU (cuBLAS) in fp32, tf32, bf16 and f16.
 //
-//   build/bench/bench_gemm [--benchmark_filter=cpu] [--benchmark_min_time=0.2s]
+//   build/default/bench/bench_gemm [--benchmark_filter=cpu] [--benchmark_min_time=0.2]
 //
 // Counter GFLOP (shown per second) = 2 m n k per iteration. GPU timings synchronize the device after
 // every product, so they include launch overhead (small sizes show it).
@@ -38,8 +38,10 @@ void run_gemm(benchmark::State& state, Device device, DType dtype, ops::MathMode
 
 void gridnn::bench::register_benchmarks() {
   for (int64_t n : {128, 256, 512, 1024})
-    benchmark::RegisterBenchmark("gemm/cpu/f32",
-                                 [](benchmark::State& s) { run_gemm(s, Device::cpu(), DType::f32, ops::MathMode::fp32); })
+    register_guarded("gemm/cpu/f32",
+                     [](benchmark::State& s) {
+                       run_gemm(s, Device::cpu(), DType::f32, ops::MathMode::fp32);
+                     })
         ->Arg(n)->Unit(benchmark::kMillisecond)->UseRealTime();
   if (cuda_device_count() == 0) return;
   struct GpuCase {
@@ -53,7 +55,9 @@ void gridnn::bench::register_benchmarks() {
                                   {"f16", DType::f16, ops::MathMode::fp32}};
   for (const GpuCase& gc : cases)
     for (int64_t n : {1024, 4096, 8192})
-      benchmark::RegisterBenchmark(("gemm/cuda/" + std::string(gc.name)).c_str(),
-                                   [gc](benchmark::State& s) { run_gemm(s, Device::cuda(0), gc.dtype, gc.math); })
+      register_guarded("gemm/cuda/" + std::string(gc.name),
+                       [gc](benchmark::State& s) {
+                         run_gemm(s, Device::cuda(0), gc.dtype, gc.math);
+                       })
           ->Arg(n)->Unit(benchmark::kMicrosecond)->UseRealTime();
 }

@@ -408,6 +408,10 @@ int body(MpiSession& mpi, int argc, char** argv) {
                  "bench_grid: see the options above (and --model, --width, --input, --batch, --steps, --hidden, "
                  "--alpha, --bandwidth)");
   const int P = mpi.size();
+  // Not guarded like the single-process benchmarks (bench/bench_main.h): a rank that skipped
+  // a case after an exception would leave the others waiting in that case's collectives, so
+  // an exception ends the whole job instead (MpiSession::run). Cases every rank refuses
+  // alike call SkipWithError themselves (run_grid).
   auto add = [&](const std::string& name, parallel::GridShape shape, bool one_proc) {
     benchmark::RegisterBenchmark(name.c_str(),
                                  [=](benchmark::State& st) { run_grid(st, c, shape, one_proc, P); })

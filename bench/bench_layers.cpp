@@ -158,7 +158,7 @@ void run_attention(benchmark::State& state, Device device, int64_t batch, int64_
 // ---- registration ---------------------------------------------------------------------
 
 void add(const std::string& name, std::function<void(benchmark::State&)> fn, bool cpu, bool once) {
-  auto* b = benchmark::RegisterBenchmark(name.c_str(), std::move(fn));
+  auto* b = bench::register_guarded(name, std::move(fn));
   b->Unit(cpu ? benchmark::kMillisecond : benchmark::kMicrosecond)->UseRealTime();
   if (once) b->Iterations(1);
 }
