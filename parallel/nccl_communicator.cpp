@@ -1,9 +1,11 @@
 // The NCCL backend: device tensors through NCCL on the communicator's own stream, ordered
-// against the compute stream by events; host tensors through the wrapped communicator (see
+// by the rule of parallel/device_order.h; host tensors through the wrapped communicator (see
 // nccl_communicator.h for the why).
 #include "parallel/nccl_communicator.h"
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <initializer_list>
 #include <list>
@@ -19,6 +21,7 @@
 #include "core/cuda_context.h"
 #include "core/stream.h"
 #include "parallel/comm_detail.h"
+#include "parallel/device_order.h"
 #include "parallel/nccl_check.h"
 #include "parallel/progress_board.h"
 
@@ -40,6 +43,64 @@ namespace {
 
 using namespace detail;
 
+// ---- the environment ------------------------------------------------------------------
+
+// Two settings the ordering of docs/design.md §4 relies on, set before main() (this file is
+// linked into every program that can make NCCL communicators) because CUDA reads the first
+// when it creates a device's context and NCCL the second when it makes its first
+// communicator. A value the user set is kept (and warned about, check_environment()).
+//   CUDA_DEVICE_MAX_CONNECTIONS=32: a hardware work queue per stream (the compute stream,
+//     one per communicator, NCCL's own) instead of 8 shared round-robin, in which one
+//     stream's waiting work holds up the streams queued behind it.
+//   NCCL_RUNTIME_CONNECT=0: NCCL connects each algorithm's channels in ncclCommInitRank
+//     (collective, at the grid's creation) rather than in the first operation that uses it,
+//     which would block the host until every member issued it, so that a started all-reduce
+//     would block like a blocking one.
+[[maybe_unused]] const bool g_environment_defaults = [] {
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  setenv("NCCL_RUNTIME_CONNECT", "0", 0);
+  return true;
+}();
+
+bool env_is(const char* name, const char* value) {
+  const char* v = std::getenv(name);
+  return v && std::string(v) == value;
+}
+
+void warn_once(const std::string& text) {
+  static std::mutex mutex;
+  static std::vector<std::string> said;
+  std::lock_guard<std::mutex> lock(mutex);
+  for (const std::string& s : said)
+    if (s == text) return;
+  said.push_back(text);
+  std::fprintf(stderr, "gridnn: warning: %s\n", text.c_str());
+  std::fflush(stderr);
+}
+
+// Refuses what would break the ordering of docs/design.md §4 and warns about what weakens it.
+void check_environment() {
+  const char* implicit = std::getenv("NCCL_LAUNCH_ORDER_IMPLICIT");
+  GRIDNN_REQUIRE(!implicit || std::string(implicit).empty() || std::string(implicit) == "0",
+                 "NCCL_LAUNCH_ORDER_IMPLICIT=", implicit, ": NCCL would then launch every kernel of a GPU after "
+                 "the previous one in the host's order, whichever its communicator; gridnn's ranks issue their "
+                 "communicators' operations in different orders (pipeline stages), which can deadlock that way. "
+                 "Unset it (docs/design.md §4)");
+  GRIDNN_REQUIRE(!env_is("NCCL_COMM_BLOCKING", "0"),
+                 "NCCL_COMM_BLOCKING=0: gridnn's NCCL backend needs blocking NCCL communicators; unset it");
+  if (const char* connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+      connections && std::atoi(connections) < 32)
+    warn_once(std::string("CUDA_DEVICE_MAX_CONNECTIONS=") + connections +
+              ": streams share hardware work queues, where one NCCL stream's waiting operation can hold up "
+              "another's and deadlock ranks that issue operations in different orders; gridnn sets 32 unless "
+              "told otherwise (docs/design.md §4)");
+  if (const char* connect = std::getenv("NCCL_RUNTIME_CONNECT"); connect && std::string(connect) != "0")
+    warn_once(std::string("NCCL_RUNTIME_CONNECT=") + connect +
+              ": NCCL connects an algorithm's channels in its first operation, blocking the host until every "
+              "member has issued it, so a first start_all_reduce can block like a blocking all-reduce; gridnn "
+              "sets 0 unless told otherwise (docs/design.md §4)");
+}
+
 // Reductions: the dtypes check_reducible admits. Everything else moves as bytes (ncclUint8).
 ncclDataType_t nccl_reduce_type(DType dtype) {
   switch (dtype) {
@@ -52,45 +113,71 @@ ncclDataType_t nccl_reduce_type(DType dtype) {
 
 ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::sum ? ncclSum : ncclMax; }
 
-// The last NCCL operation enqueued on each device, whichever communicator it belonged to.
-// NCCL operations of different communicators (row, col, stage, pipe) must not run at the same
-// time on one GPU: their kernels wait for their peers, and when they cannot all be resident
-// at once ranks can deadlock each other (NCCL's documentation on concurrent communicators).
-// So each one waits for the previous one on its device; they still overlap computation.
-// Never freed: CUDA may be torn down before static destructors run.
-cuda::Event& last_nccl_operation(int device) {
-  static auto* events = new std::map<int, std::unique_ptr<cuda::Event>>();
-  std::unique_ptr<cuda::Event>& e = (*events)[device];
-  if (!e) e = std::make_unique<cuda::Event>(device);
-  return *e;
+// ---- the ordering -----------------------------------------------------------------------
+
+// The DeviceOrder of each GPU (device_order.h), shared by the communicators on it, and the
+// lock its calls take. Never freed: communicators may outlive static destruction.
+std::mutex& order_mutex() {
+  static auto* mutex = new std::mutex();
+  return *mutex;
 }
 
-// The NCCL watchdog: the time limit of parallel/progress_board.h for device tensors. NCCL
-// operations are waited for by CUDA (the compute stream waits on them, and the host then
-// synchronizes somewhere else, e.g. reading the loss), so no wait of this file could time
-// out; instead a thread looks, every 100 ms, at each operation enqueued: done (its event has
-// completed) or still under way. One under way longer than comm_timeout(), or a
-// communicator that reports an asynchronous error, is aborted (ncclCommAbort, which frees
-// the GPU's kernels waiting for peers) and the job ends with a message naming the operation,
-// communicator, layer and step. As PyTorch's NCCL watchdog does.
+DeviceOrder& device_order(int device) {
+  static auto* orders = new std::map<int, DeviceOrder>();
+  return (*orders)[device];
+}
+
+// The highest priority a stream of `device` can have: when SMs free up, the CTAs of NCCL
+// kernels are preferred to queued compute blocks (a hint to CUDA's scheduler, no guarantee).
+int highest_stream_priority(int device) {
+  cuda::DeviceGuard guard(device);
+  int least = 0, greatest = 0;
+  GRIDNN_CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  return greatest;
+}
+
+// ---- the time limit -----------------------------------------------------------------------
+
+// The NCCL watchdog: the time limit of parallel/progress_board.h for device tensors. Most
+// NCCL operations are waited for by CUDA (the compute stream waits on them, and the host
+// then synchronizes somewhere else, e.g. reading the loss through Tensor::to_host), so no
+// wait of this file sees them time out; instead a thread looks, every 100 ms, at each
+// operation enqueued: done (its end event has completed), under way, or not begun (its
+// begin event, recorded on the communicator's stream just before it, has not completed: its
+// stream is still busy with the compute work it waits for or with the communicator's
+// earlier operations, docs/design.md §4). One under way for longer than comm_timeout(), or
+// a communicator that reports an asynchronous error, ends the job (fail) with a message
+// naming the operation, communicator, layer and step. As PyTorch's NCCL watchdog does.
+// The waits of this file that do block the host (barrier() without a host communicator,
+// the destructor) poll the same way (wait_on_host) and end the job through the same fail.
 class NcclWatchdog {
  public:
-  // Watches the operation just enqueued on `stream` (an event is recorded after it).
-  void watch(ncclComm_t comm, int device, cudaStream_t stream, std::string what) {
+  // An event of the pool recorded on `stream` now; give it back with release() unless it
+  // is handed to watch().
+  cudaEvent_t mark(int device, cudaStream_t stream) {
+    cudaEvent_t event = take(device);
+    const cudaError_t status = cudaEventRecord(event, stream);
+    if (status != cudaSuccess) {
+      release(device, event);
+      GRIDNN_CHECK_CUDA(status);
+    }
+    return event;
+  }
+
+  void release(int device, cudaEvent_t event) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_events_[device].push_back(event);
+  }
+
+  // Watches the operation just enqueued on `stream` after mark() recorded `begin`.
+  void watch(ncclComm_t comm, int device, cudaEvent_t begin, cudaStream_t stream, std::string what) {
+    cudaEvent_t end = mark(device, stream);
     std::lock_guard<std::mutex> lock(mutex_);
     if (!thread_started_) {
       std::thread([this] { loop(); }).detach();  // lives as long as the process (never joined)
       thread_started_ = true;
     }
-    cudaEvent_t event = nullptr;
-    if (!free_events_[device].empty()) {
-      event = free_events_[device].back();
-      free_events_[device].pop_back();
-    } else {
-      GRIDNN_CHECK_CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-    }
-    GRIDNN_CHECK_CUDA(cudaEventRecord(event, stream));
-    pending_.push_back({comm, device, event, Clock::now(), std::move(what), g_watch_step()});
+    pending_.push_back({comm, device, begin, end, false, Clock::now(), std::move(what), progress_step()});
   }
 
   // Stops watching `comm` (it is about to be destroyed or aborted).
@@ -98,7 +185,8 @@ class NcclWatchdog {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto it = pending_.begin(); it != pending_.end();) {
       if (it->comm == comm) {
-        free_events_[it->device].push_back(it->event);
+        free_events_[it->device].push_back(it->begin);
+        free_events_[it->device].push_back(it->end);
         it = pending_.erase(it);
       } else {
         ++it;
@@ -106,17 +194,88 @@ class NcclWatchdog {
     }
   }
 
+  // Blocks the host until `end` (an event recorded after operation `what` of `comm`) has
+  // completed, polling it and ncclCommGetAsyncError; the time limit counts from when
+  // `begin` (recorded just before it; null: from now) has completed. A failure or the limit
+  // ends the job (fail). Never throws.
+  void wait_on_host(ncclComm_t comm, cudaEvent_t begin, cudaEvent_t end, const std::string& what) {
+    const int64_t step = progress_step();
+    bool begun = begin == nullptr;
+    Clock::time_point since = Clock::now();
+    for (unsigned polls = 0;; ++polls) {
+      const cudaError_t state = cudaEventQuery(end);
+      if (state == cudaSuccess) return;
+      if (state != cudaErrorNotReady)
+        fail(comm, what, step, std::string("CUDA reports an error: ") + cudaGetErrorString(state));
+      if (!begun) {
+        const cudaError_t started = cudaEventQuery(begin);
+        if (started == cudaSuccess) {
+          begun = true;
+          since = Clock::now();
+        } else if (started != cudaErrorNotReady) {
+          fail(comm, what, step, std::string("CUDA reports an error: ") + cudaGetErrorString(started));
+        }
+      }
+      ncclResult_t async = ncclSuccess;
+      const ncclResult_t asked = ncclCommGetAsyncError(comm, &async);
+      if (asked != ncclSuccess) async = asked;
+      if (async != ncclSuccess && async != ncclInProgress)
+        fail(comm, what, step, std::string("NCCL reports an error: ") + ncclGetErrorString(async));
+      const double limit = comm_timeout();
+      if (begun && limit > 0 && seconds_since(since) > limit)
+        fail(comm, what, step, timeout_reason(seconds_since(since), limit));
+      // Spin briefly (a barrier usually completes within microseconds), then sleep politely.
+      if (polls < 1000)
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+
+  // Ends the job for operation `what` of `comm` (aborted first, which frees the GPU's
+  // kernels waiting for peers): "NCCL communication timeout or failure: <what>, step S:
+  // <why>". The one place that does; any thread may call it.
+  [[noreturn]] void fail(ncclComm_t comm, const std::string& what, int64_t step, const std::string& why) {
+    mutex_.lock();  // the watchdog thread is not inside its loop, using `comm`; never unlocked
+    fail_locked(comm, what, step, why);
+  }
+
  private:
   struct Pending {
     ncclComm_t comm;
     int device;
-    cudaEvent_t event;
-    Clock::time_point start;
+    cudaEvent_t begin, end;
+    bool begun;               // begin has completed (seen at `start`)
+    Clock::time_point start;  // when begin was seen complete (the enqueue, until then)
     std::string what;
     int64_t step;
   };
 
-  static int64_t g_watch_step() { return progress_step(); }
+  static double seconds_since(Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  }
+
+  static std::string timeout_reason(double waited, double limit) {
+    return "not complete after " + std::to_string(int(waited)) + " s (--comm-timeout " + std::to_string(int(limit)) +
+           "): a peer is stopped, dead or far behind. Raise --comm-timeout if a step can legitimately take this "
+           "long";
+  }
+
+  cudaEvent_t take(int device) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      std::vector<cudaEvent_t>& free = free_events_[device];
+      if (!free.empty()) {
+        cudaEvent_t event = free.back();
+        free.pop_back();
+        return event;
+      }
+    }
+    cuda::DeviceGuard guard(device);
+    cudaEvent_t event = nullptr;
+    GRIDNN_CHECK_CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    return event;
+  }
 
   void loop() {
     for (;;) {
@@ -125,32 +284,40 @@ class NcclWatchdog {
       const double limit = comm_timeout();
       for (auto it = pending_.begin(); it != pending_.end();) {
         cudaSetDevice(it->device);
-        const cudaError_t state = cudaEventQuery(it->event);
+        const cudaError_t state = cudaEventQuery(it->end);
         if (state == cudaSuccess) {
-          free_events_[it->device].push_back(it->event);
+          free_events_[it->device].push_back(it->begin);
+          free_events_[it->device].push_back(it->end);
           it = pending_.erase(it);
           continue;
         }
+        if (!it->begun) {
+          const cudaError_t started = cudaEventQuery(it->begin);
+          if (started == cudaSuccess) {
+            it->begun = true;
+            it->start = Clock::now();
+          } else if (started != cudaErrorNotReady) {
+            fail_locked(it->comm, it->what, it->step,
+                        std::string("CUDA reports an error: ") + cudaGetErrorString(started));
+          }
+        }
         ncclResult_t async = ncclSuccess;
         ncclCommGetAsyncError(it->comm, &async);
-        const double waited = std::chrono::duration<double>(Clock::now() - it->start).count();
         if (async != ncclSuccess && async != ncclInProgress)
-          fail(*it, std::string("NCCL reports an error: ") + ncclGetErrorString(async));
+          fail_locked(it->comm, it->what, it->step, std::string("NCCL reports an error: ") + ncclGetErrorString(async));
         if (state != cudaErrorNotReady)
-          fail(*it, std::string("CUDA reports an error: ") + cudaGetErrorString(state));
-        if (limit > 0 && waited > limit)
-          fail(*it, "not complete after " + std::to_string(int(waited)) + " s (--comm-timeout " +
-                        std::to_string(int(limit)) + "): a peer is stopped, dead or far behind");
+          fail_locked(it->comm, it->what, it->step, std::string("CUDA reports an error: ") + cudaGetErrorString(state));
+        if (it->begun && limit > 0 && seconds_since(it->start) > limit)
+          fail_locked(it->comm, it->what, it->step, timeout_reason(seconds_since(it->start), limit));
         ++it;
       }
     }
   }
 
-  [[noreturn]] static void fail(const Pending& p, const std::string& why) {
-    ncclCommAbort(p.comm);
-    const std::string message = "NCCL communication timeout or failure: " + p.what + ", step " +
-                                std::to_string(p.step) + ": " + why +
-                                ". Ending the job; raise --comm-timeout if a step can legitimately take this long";
+  [[noreturn]] static void fail_locked(ncclComm_t comm, const std::string& what, int64_t step, const std::string& why) {
+    ncclCommAbort(comm);
+    const std::string message = "NCCL communication timeout or failure: " + what + ", step " + std::to_string(step) +
+                                ": " + why + ". Ending the job";
 #if GRIDNN_HAVE_MPI
     MpiSession::fail_job(message, kCommTimeoutExitCode);
 #else
@@ -184,27 +351,75 @@ class NcclCommunicator final : public Communicator {
       : Communicator(name, rank, size),
         device_(device),
         host_(host ? std::move(host) : size == 1 ? make_self_communicator(name) : nullptr),
-        stream_(device),
+        stream_(device, highest_stream_priority(device)),
         compute_ready_(device),
-        comm_done_(device) {
+        comm_done_(device),
+        barrier_begin_(device) {
     if (host_)
       GRIDNN_REQUIRE(host_->size() == size && host_->rank() == rank, "NCCL communicator \"", name, "\": rank ",
                      rank, " of ", size, ", but its host communicator \"", host_->name(), "\" is rank ",
                      host_->rank(), " of ", host_->size(), "; they must be the same group in the same order");
-    cuda::context(device_);  // makes the device current: NCCL binds the communicator to it
+    check_environment();
+    // Makes the device current (NCCL binds the communicator to it) and says how many SMs it has.
+    const int sms = cuda::context(device_).properties.multiProcessorCount;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 1;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 17, 0)
+    // Every kernel of this communicator uses at most nccl_cta_limit CTAs, so that a kernel of
+    // each communicator this rank holds fits on the GPU at once (docs/design.md §4); no
+    // thread-block clusters, which would need SMs free within one GPC (NCCL's default is 4
+    // on sm90 and later).
+    config.minCTAs = 1;
+    config.maxCTAs = nccl_cta_limit(sms);
+    config.cgaClusterSize = 0;
+#endif
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+    config.commName = this->name().c_str();  // NCCL keeps the pointer: the name lives as long
+#endif
+    GRIDNN_CHECK_NCCL(ncclCommInitRankConfig(&comm_, size, id, rank, &config));
+#else
+    (void)sms;
     GRIDNN_CHECK_NCCL(ncclCommInitRank(&comm_, size, id, rank));
+#endif
+    std::lock_guard<std::mutex> lock(order_mutex());
+    order_id_ = device_order(device_).add_communicator(name);
+    // (A group of one waits for no peer: a kernel of it cannot be left waiting.)
+    if (size > 1 && device_order(device_).communicators() > kCommunicatorsPerRank)
+      warn_once("cuda:" + std::to_string(device_) + " holds " +
+                std::to_string(device_order(device_).communicators()) + " NCCL communicators, more than the " +
+                std::to_string(kCommunicatorsPerRank) + " their CTA limit is sized for: their kernels may not all " +
+                "fit on the GPU at once (docs/design.md §4)");
   }
 
   ~NcclCommunicator() override {
     if (!comm_) return;
-    nccl_watchdog().forget(comm_);
-    if (failed_ || std::uncaught_exceptions() > 0) {
-      // A peer may never arrive: do not wait for the operations under way.
-      ncclCommAbort(comm_);
-      return;
+    {
+      std::lock_guard<std::mutex> lock(order_mutex());
+      device_order(device_).remove_communicator(order_id_);
     }
-    cudaStreamSynchronize(stream_.handle());  // enqueued operations finish with their communicator
-    ncclCommDestroy(comm_);
+    if (!failed_ && std::uncaught_exceptions() == 0) {
+      // Enqueued operations finish with their communicator, under the time limit: a dead
+      // peer ends the job rather than hanging here.
+      cudaEvent_t end = nullptr;
+      try {
+        end = nccl_watchdog().mark(device_, stream_.handle());
+      } catch (const std::exception&) {  // CUDA failed: nothing to wait for, abort below
+      }
+      if (end) {
+        nccl_watchdog().wait_on_host(comm_, nullptr, end,
+                                     "the operations still under way on NCCL communicator \"" + name() +
+                                         "\" (rank " + std::to_string(rank()) + " of " + std::to_string(size()) +
+                                         ") when it is destroyed");
+        nccl_watchdog().release(device_, end);
+        nccl_watchdog().forget(comm_);
+        ncclCommDestroy(comm_);
+        return;
+      }
+    }
+    // A peer may never arrive: do not wait for the operations under way.
+    nccl_watchdog().forget(comm_);
+    ncclCommAbort(comm_);
   }
 
   void all_reduce(Tensor& t, ReduceOp op) override {
@@ -323,32 +538,48 @@ class NcclCommunicator final : public Communicator {
     if (!on_device("send_recv", {sends ? &send : nullptr, receives ? &recv : nullptr}))
       return host("send_recv").send_recv(send, dest, recv, source, tag);
     const Tensor src = sends && receives && send.shares_storage_with(recv) ? send.clone() : send;
-    enqueue("send_recv", [&](cudaStream_t s) {
-      grouped([&] {
-        if (receives && recv.nbytes() > 0)
-          GRIDNN_CHECK_NCCL(ncclRecv(recv.raw(), recv.nbytes(), ncclUint8, source, comm_, s));
-        if (sends && src.nbytes() > 0)
-          GRIDNN_CHECK_NCCL(ncclSend(src.raw(), src.nbytes(), ncclUint8, dest, comm_, s));
-      });
-    });
+    enqueue(
+        "send_recv",
+        [&](cudaStream_t s) {
+          grouped([&] {
+            if (receives && recv.nbytes() > 0)
+              GRIDNN_CHECK_NCCL(ncclRecv(recv.raw(), recv.nbytes(), ncclUint8, source, comm_, s));
+            if (sends && src.nbytes() > 0)
+              GRIDNN_CHECK_NCCL(ncclSend(src.raw(), src.nbytes(), ncclUint8, dest, comm_, s));
+          });
+        },
+        Issue::blocking, Transfer::point_to_point);
     record(*this, "send_recv", sends ? send.numel() : 0, sends ? send.dtype() : DType::f32, start,
            receives ? recv.numel() : 0);
   }
 
   void barrier() override {
     if (host_) return host_->barrier();
-    // No host communicator: a one-element all-reduce through NCCL, waited for on the host.
+    // No host communicator: a one-element all-reduce through NCCL, waited for on the host
+    // under the time limit.
     const auto start = Clock::now();
     if (!token_.defined()) token_ = Tensor::zeros({1}, DType::i32, Device::cuda(device_));
-    enqueue("barrier", [&](cudaStream_t s) {
-      GRIDNN_CHECK_NCCL(ncclAllReduce(token_.raw(), token_.raw(), 1, ncclInt32, ncclSum, comm_, s));
-    });
-    stream_.synchronize();
+    const Enqueued e = enqueue(
+        "barrier",
+        [&](cudaStream_t s) {
+          GRIDNN_CHECK_NCCL(ncclAllReduce(token_.raw(), token_.raw(), 1, ncclInt32, ncclSum, comm_, s));
+        },
+        Issue::blocking, Transfer::collective, nullptr, &barrier_begin_);
+    // comm_done_ was recorded right after it (a blocking operation).
+    nccl_watchdog().wait_on_host(comm_, barrier_begin_.handle(), comm_done_.handle(), e.what);
     record(*this, "barrier", 0, DType::f32, start);
   }
 
  private:
   friend class NcclAllReduce;
+
+  // An operation enqueued: its place in the device's order and its description for
+  // messages ("all_reduce on NCCL communicator \"col\" (rank 0 of 2, operation #7), layer
+  // \"gradients\"").
+  struct Enqueued {
+    DeviceOrder::Op op;
+    std::string what;
+  };
 
   // True when the call's tensors are on this communicator's device, false when on the host
   // (null entries are sides a send_recv skips); an error for another device or a mix.
@@ -404,71 +635,93 @@ class NcclCommunicator final : public Communicator {
     GRIDNN_CHECK_NCCL(ncclGroupEnd());
   }
 
-  // Queues `body(nccl_stream)` after the work already on the compute stream. Without `done`,
-  // the compute stream then waits for it (a blocking call's semantics, without blocking the
-  // host); with `done`, the event is recorded after it and nothing waits (start_all_reduce).
+  std::string describe(const char* op, int64_t index, const std::string& layer) const {
+    return std::string(op) + " on NCCL communicator \"" + name() + "\" (rank " + std::to_string(rank()) + " of " +
+           std::to_string(size()) + ", operation #" + std::to_string(index + 1) + "), layer \"" +
+           (layer.empty() ? "-" : layer) + "\"";
+  }
+
+  // Queues `body(stream_)` as the rule of parallel/device_order.h orders it: stream_ (which
+  // runs this communicator's operations in order) first waits for the compute stream's work
+  // so far; a blocking operation then has the compute stream wait for it (a blocking call's
+  // semantics, without blocking the host); a started one records `done` after itself and
+  // nothing waits for it until NcclAllReduce::wait(). No other communicator's operation is
+  // waited for. `begin`, when given, is recorded just before the operation.
   template <class F>
-  void enqueue(const char* op, F&& body, cuda::Event* done = nullptr) {
+  Enqueued enqueue(const char* op, F&& body, Issue issue = Issue::blocking, Transfer transfer = Transfer::collective,
+                   cuda::Event* done = nullptr, cuda::Event* begin = nullptr) {
     cudaStream_t compute = cuda::context(device_).stream;  // (also makes the device current)
+    DeviceOrder::Plan plan;
+    {
+      std::lock_guard<std::mutex> lock(order_mutex());
+      plan = device_order(device_).enqueue(order_id_, issue, transfer, op);
+    }
+    Enqueued e{plan.op, describe(op, plan.op.index, CommLayerScope::current())};
+    // plan.after: this communicator's earlier operations (stream_ is in order) and what the
+    // compute stream has waited for, through compute_ready_.
     compute_ready_.record(compute);
     compute_ready_.wait(stream_);
-    cuda::Event& previous = last_nccl_operation(device_);
-    previous.wait(stream_);  // one NCCL operation at a time on this GPU (see above)
+    if (begin) begin->record(stream_);
+    cudaEvent_t watch_begin = nccl_watchdog().mark(device_, stream_.handle());
     try {
       body(stream_.handle());
     } catch (const NcclError&) {
       failed_ = true;
+      nccl_watchdog().release(device_, watch_begin);
       throw;
     }
-    previous.record(stream_);
-    nccl_watchdog().watch(comm_, device_, stream_.handle(),
-                          std::string(op) + " on NCCL communicator \"" + name() + "\" (rank " +
-                              std::to_string(rank()) + " of " + std::to_string(size()) + "), layer \"" +
-                              CommLayerScope::current() + "\"");
-    if (done) {
-      done->record(stream_);
-      return;
+    nccl_watchdog().watch(comm_, device_, watch_begin, stream_.handle(), e.what);
+    if (done) done->record(stream_);
+    if (plan.compute_waits) {
+      comm_done_.record(stream_);
+      comm_done_.wait(compute);
     }
-    comm_done_.record(stream_);
-    comm_done_.wait(compute);
+    return e;
   }
 
-  // Throws when NCCL reports an asynchronous failure (a peer died, a network error).
-  void check_async_error() {
+  // Ends the job when NCCL reports an asynchronous failure (a peer died, a network error)
+  // during operation `what`.
+  void check_async_error(const std::string& what) {
     ncclResult_t state = ncclSuccess;
-    GRIDNN_CHECK_NCCL(ncclCommGetAsyncError(comm_, &state));
-    if (state != ncclSuccess && state != ncclInProgress) {
-      failed_ = true;
-      throw NcclError("ncclCommGetAsyncError(communicator \"" + name() + "\")",
-                      gridnn::detail::nccl_error_string(state), __FILE__, __LINE__);
-    }
+    const ncclResult_t asked = ncclCommGetAsyncError(comm_, &state);
+    if (asked != ncclSuccess) state = asked;
+    if (state != ncclSuccess && state != ncclInProgress)
+      nccl_watchdog().fail(comm_, what, progress_step(),
+                           std::string("NCCL reports an error: ") + gridnn::detail::nccl_error_string(state));
   }
 
   int device_;
   std::unique_ptr<Communicator> host_;  // host tensors and barrier(); may be null (header)
-  cuda::Stream stream_;                 // NCCL's stream
+  cuda::Stream stream_;                 // NCCL's stream: this communicator's operations, in order
   cuda::Event compute_ready_;           // recorded on the compute stream before each operation
   cuda::Event comm_done_;               // recorded on stream_ after each blocking operation
+  cuda::Event barrier_begin_;           // recorded on stream_ before a barrier's all-reduce
   ncclComm_t comm_ = nullptr;
+  int order_id_ = -1;                   // this communicator in device_order(device_)
   bool failed_ = false;                 // an NCCL call failed: abort, do not destroy
   Tensor token_;                        // barrier() without a host communicator
 };
 
-// One start_all_reduce on device memory: ncclAllReduce enqueued on the NCCL stream after the
-// compute stream's work so far, and an event recorded after it. test() asks the event;
-// wait() makes the compute stream wait on it (the host does not block: the host reads t
-// through to_host, which synchronizes the compute stream).
+// One start_all_reduce on device memory: ncclAllReduce enqueued on the communicator's stream
+// after the compute stream's work so far, and an event recorded after it. test() asks the
+// event; wait() makes the compute stream wait on it (the host does not block: it reads t
+// through to_host, which synchronizes the compute stream, under the watchdog's limit).
+// Operations of other communicators enqueued meanwhile do not wait for it (device_order.h).
 class NcclAllReduce final : public PendingAllReduce {
  public:
   NcclAllReduce(NcclCommunicator& comm, Tensor& t, ReduceOp op)
       : comm_(comm), t_(t), done_(comm.device_), layer_(CommLayerScope::current()) {
     const auto start = Clock::now();
-    comm.enqueue("all_reduce", [&](cudaStream_t s) {
+    const NcclCommunicator::Enqueued e = comm.enqueue(
+        "all_reduce",
+        [&](cudaStream_t s) {
           if (t.numel() > 0)
             GRIDNN_CHECK_NCCL(ncclAllReduce(t.raw(), t.raw(), size_t(t.numel()), nccl_reduce_type(t.dtype()),
                                             nccl_op(op), comm.comm_, s));
         },
-        &done_);
+        Issue::started, Transfer::collective, &done_);
+    op_ = e.op;
+    what_ = e.what;
     seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
   }
 
@@ -484,7 +737,12 @@ class NcclAllReduce final : public PendingAllReduce {
     if (completed_) return true;
     const auto start = Clock::now();
     const bool done = done_.query();
-    if (!done) comm_.check_async_error();
+    if (done) {
+      std::lock_guard<std::mutex> lock(order_mutex());
+      device_order(comm_.device_).completed(op_);
+    } else {
+      comm_.check_async_error(what_);
+    }
     seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
     if (done) complete();
     return done;
@@ -493,8 +751,14 @@ class NcclAllReduce final : public PendingAllReduce {
   void wait() override {
     if (completed_) return;
     const auto start = Clock::now();
-    if (!done_.query()) comm_.check_async_error();  // a failed peer: an error, not a stalled stream
-    done_.wait(cuda::context(comm_.device_).stream);
+    if (!done_.query()) comm_.check_async_error(what_);  // a failed peer ends the job, not a stalled stream
+    bool compute_waits = false;
+    {
+      std::lock_guard<std::mutex> lock(order_mutex());
+      compute_waits = device_order(comm_.device_).wait(op_);
+    }
+    // Unless the compute stream already waits for a later operation of the communicator.
+    if (compute_waits) done_.wait(cuda::context(comm_.device_).stream);
     seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
     complete();
   }
@@ -507,7 +771,9 @@ class NcclAllReduce final : public PendingAllReduce {
 
   NcclCommunicator& comm_;
   Tensor t_;
-  cuda::Event done_;  // recorded on the NCCL stream after the all-reduce
+  cuda::Event done_;  // recorded on the communicator's stream after the all-reduce
+  DeviceOrder::Op op_;
+  std::string what_;
   std::string layer_;
   double seconds_ = 0;
   bool completed_ = false;

@@ -4,14 +4,32 @@
 // wrapped host communicator (the MPI one of the same group), so a layer may pass either.
 // One call takes tensors of one kind: all on this communicator's device, or all on the host.
 //
-// Streams and ordering (docs/design.md §2): NCCL runs on the communicator's own CUDA stream. Before
-// each operation that stream waits (cudaStreamWaitEvent) on an event recorded on the
-// device's compute stream, so NCCL reads what the kernels before the call wrote; after it
-// the compute stream waits on an event recorded on the NCCL stream, so the kernels after the
-// call read what NCCL wrote. Nothing blocks the host: a call returns once the operation is
-// enqueued (Tensor::to_host and copy_from synchronize the compute stream when the host
-// reads). start_all_reduce enqueues the same way but lets the compute stream run on until
-// wait(); test() asks the event (cudaEventQuery).
+// Streams and ordering (docs/design.md §2 and §4, the rule in parallel/device_order.h): NCCL
+// runs on the communicator's own CUDA stream (highest priority), which runs this
+// communicator's operations in the order they are issued. Before each operation that stream
+// waits (cudaStreamWaitEvent) on an event recorded on the device's compute stream, so NCCL
+// reads what the kernels before the call wrote; after a blocking call the compute stream
+// waits on an event recorded on the NCCL stream, so the kernels after the call read what
+// NCCL wrote. Nothing blocks the host: a call returns once the operation is enqueued
+// (Tensor::to_host and copy_from synchronize the compute stream when the host reads).
+// start_all_reduce enqueues the same way but lets the compute stream run on until wait();
+// test() asks the event (cudaEventQuery). No operation waits for another communicator's
+// except through the compute stream, so a started all-reduce holds up nothing but later
+// operations of its own communicator; a send_recv behind one not yet waited for is refused.
+// Each communicator's kernels use at most nccl_cta_limit() CTAs (ncclConfig_t::maxCTAs, no
+// thread-block clusters) so that a kernel of every communicator a rank holds fits on the GPU
+// at once. The environment: CUDA_DEVICE_MAX_CONNECTIONS=32 and NCCL_RUNTIME_CONNECT=0 unless
+// set (warned about when set otherwise); NCCL_LAUNCH_ORDER_IMPLICIT and NCCL_COMM_BLOCKING=0
+// are refused. NCCL_MAX_CTAS, NCCL_MIN_CTAS, NCCL_MIN_NCHANNELS and NCCL_CGA_CLUSTER_SIZE
+// override the CTA limit, at the risk docs/design.md §4 describes.
+//
+// Time limit (parallel/progress_board.h's comm_timeout(), --comm-timeout): a watchdog thread
+// looks at every operation enqueued; one that has begun (its stream reached it) and is not
+// complete after the limit, or an asynchronous NCCL error, ends the job with a message naming
+// the operation, communicator, layer and step. The waits that block the host here (barrier()
+// without a host communicator, the destructor) poll the event and ncclCommGetAsyncError
+// under the same limit, and test() / wait() check ncclCommGetAsyncError; all end the job the
+// same way.
 //
 // Counting: every call is recorded in comm_log() with the MPI backend's operation names and
 // element conventions (communicator.h); for device tensors `seconds` is the host time spent
@@ -31,9 +49,10 @@
 // issued (the tag is range-checked only), and the two sides' byte counts must agree (NCCL
 // cannot report a mismatch as MPI does: it would hang or fail the communicator).
 //
-// Lifetime: the destructor destroys the NCCL communicator (ncclCommDestroy), or aborts it
-// (ncclCommAbort) when it runs during exception unwinding or after a failed NCCL call, so a
-// failed rank does not wait forever for its peers.
+// Lifetime: the destructor waits for the operations under way (under the time limit) and
+// destroys the NCCL communicator (ncclCommDestroy), or aborts it (ncclCommAbort) when it runs
+// during exception unwinding or after a failed NCCL call, so a failed rank does not wait
+// forever for its peers.
 #pragma once
 
 #if !GRIDNN_HAVE_NCCL
