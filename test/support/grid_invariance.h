@@ -89,8 +89,10 @@ std::map<std::string, Tensor> as_map(const Tensors& tensors) {
   return m;
 }
 
+// `relative`: the bound, relative to each tensor's largest magnitude (at least 1% of the
+// largest of its kind); kGridRelativeError for one step.
 inline void expect_close(const std::map<std::string, Tensor>& got, const std::map<std::string, Tensor>& want,
-                         const std::string& where, bool bitwise = false) {
+                         const std::string& where, bool bitwise = false, double relative = kGridRelativeError) {
   ASSERT_EQ(got.size(), want.size()) << where;
   double largest_grad = 0, largest_value = 0;
   for (const auto& [name, t] : want) {
@@ -113,7 +115,7 @@ inline void expect_close(const std::map<std::string, Tensor>& got, const std::ma
       scale = std::max(scale, std::fabs(b[i]));
     }
     scale = std::max(scale, 0.01 * (name.rfind("grad.", 0) == 0 ? largest_grad : largest_value));
-    EXPECT_LE(diff, kGridRelativeError * scale) << where << ": " << name << " (relative " << diff / scale << ")";
+    EXPECT_LE(diff, relative * scale) << where << ": " << name << " (relative " << diff / scale << ")";
   }
 }
 

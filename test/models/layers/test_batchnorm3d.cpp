@@ -219,9 +219,16 @@ class SharedAllReduce {
   void all_reduce(Tensor& t) {
     std::unique_lock<std::mutex> lock(mutex_);
     const int generation = generation_;
-    std::vector<float> v = t.to_vector<float>();
-    if (arrived_ == 0) sum_.assign(v.size(), 0.0f);
-    for (size_t i = 0; i < v.size(); ++i) sum_[i] += v[i];
+    // f32 sums, and the i64 values-per-channel count (exact in a double at these sizes).
+    std::vector<double> v;
+    if (t.dtype() == DType::i64) {
+      for (int64_t x : t.to_vector<int64_t>()) v.push_back(double(x));
+    } else {
+      for (float x : t.to_vector<float>()) v.push_back(double(x));
+    }
+    if (arrived_ == 0) sum_.assign(v.size(), 0.0);
+    for (size_t i = 0; i < v.size(); ++i)  // two addends: the same in either order
+      sum_[i] = t.dtype() == DType::i64 ? sum_[i] + v[i] : double(float(sum_[i]) + float(v[i]));
     if (++arrived_ == kRanks) {
       arrived_ = 0;
       ++generation_;
@@ -230,7 +237,15 @@ class SharedAllReduce {
     } else {
       done_.wait(lock, [&] { return generation_ != generation; });
     }
-    t.copy_from(Tensor::from_vector(result_, t.shape()));
+    if (t.dtype() == DType::i64) {
+      std::vector<int64_t> r;
+      for (double x : result_) r.push_back(int64_t(x));
+      t.copy_from(Tensor::from_vector(r, t.shape()));
+    } else {
+      std::vector<float> r;
+      for (double x : result_) r.push_back(float(x));
+      t.copy_from(Tensor::from_vector(r, t.shape()));
+    }
   }
   static constexpr int kRanks = 2;
 
@@ -238,7 +253,7 @@ class SharedAllReduce {
   std::mutex mutex_;
   std::condition_variable done_;
   int arrived_ = 0, generation_ = 0;
-  std::vector<float> sum_, result_;
+  std::vector<double> sum_, result_;
 };
 
 // Rank `rank` of the threads sharing `shared`: a communicator that can all-reduce.

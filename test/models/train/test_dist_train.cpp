@@ -98,7 +98,12 @@ TEST_F(DistTrain, ThreeStepsEqualOneProcessAndRepeatBitwise) {
       auto weights = as_map(t.whole_model_tensors());
       if (run == 0) {
         first = weights;
-        if (test::world_rank() == 0) expect_close(weights, single, "3 steps on " + shape.str());
+        // fp32 drift between grids grows about twofold a step, and its size depends on the
+        // CPU's kernels (oneDNN picks its ISA at run time): three steps get four times the
+        // one-step bound (measured up to 1.0e-4 on a small batch-norm bias; a distribution
+        // error gives errors of order 1).
+        if (test::world_rank() == 0)
+          expect_close(weights, single, "3 steps on " + shape.str(), false, 4 * test::kGridRelativeError);
       } else {
         for (const auto& [name, w] : weights)
           EXPECT_TRUE(test::tensors_equal(w, first.at(name))) << shape.str() << " run 2: " << name;
