@@ -26,6 +26,7 @@
 #include "models/layers/pool3d.h"
 #include "models/train/whole_state.h"
 #include "parallel/process_grid.h"
+#include "test/support/batchnorm_case.h"
 #include "test/support/grids.h"
 #include "test/support/mpi_main.h"
 #include "test/support/random_tensor.h"
@@ -165,25 +166,17 @@ TEST(DistSelfAttention3d, RejectsAWrongSlabAndTooManyRows) {
 // ---- BatchNorm3d -------------------------------------------------------------------------
 
 TEST(SynchronizedBatchNorm3d, StatisticsAndGradientsAreGridInvariant) {
-  const int64_t B = 4, C = 3, D = 5, H = 3, W = 2;
-  const Tensor x = random_tensor({B, C, D, H, W}, 11, 1.0f, 4.0f);  // a mean far from 0
-  const Tensor dy = random_tensor({B, C, D, H, W}, 12);
-  const Tensor gamma = random_tensor({C}, 13, 0.5f, 1.5f), beta = random_tensor({C}, 14);
-  nn::BatchNorm3d ref(C);
-  ops::copy(gamma, ref.weight().value);
-  ops::copy(beta, ref.bias().value);
-  const Tensor y_ref = ref.forward(x);
-  const Tensor dx_ref = ref.backward(dy);
-  ref.eval();
-  const Tensor y_eval_ref = ref.forward(x);
+  test::BatchNormCase c;
+  const int64_t B = c.B, C = c.C, D = c.D;
+  const Tensor &x = c.x, &dy = c.dy, &y_ref = c.y_ref, &dx_ref = c.dx_ref, &y_eval_ref = c.y_eval_ref;
+  nn::BatchNorm3d& ref = c.ref;
 
   for (const GridShape& shape : grids()) {
     SCOPED_TRACE(trace(shape));
     auto grid = ProcessGrid::create(shape);
     const Part part = part_of(*grid, B, D);
     nn::BatchNorm3d bn(C, 1e-5, 0.1, Device::cpu(), &grid->stage_comm());
-    ops::copy(gamma, bn.weight().value);
-    ops::copy(beta, bn.bias().value);
+    c.set_affine(bn);
 
     parallel::comm_log().clear();
     const Tensor y = bn.forward(slab(x, part));

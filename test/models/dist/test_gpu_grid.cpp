@@ -51,6 +51,7 @@
 #include "parallel/mpi_check.h"
 #include "parallel/mpi_session.h"
 #include "parallel/process_grid.h"
+#include "test/support/batchnorm_case.h"
 #include "test/support/gpu_test.h"
 #include "test/support/grid_invariance.h"
 #include "test/support/grids.h"
@@ -359,17 +360,10 @@ TEST_F(GpuGrid, GatherOwnBlockAndReduceScatterOnDeviceEqualTheHost) {
 TEST_F(GpuGrid, SynchronizedBatchNormOnDeviceMatchesOneProcessOnTheCpu) {
   ending_the_job_on_error([&] {
     constexpr double kTol = 1e-5;
-    const int64_t B = 4, C = 3, D = 5, H = 3, W = 2;
-    const Tensor x = random_tensor({B, C, D, H, W}, 11, 1.0f, 4.0f);  // a mean far from 0
-    const Tensor dy = random_tensor({B, C, D, H, W}, 12);
-    const Tensor gamma = random_tensor({C}, 13, 0.5f, 1.5f), beta = random_tensor({C}, 14);
-    nn::BatchNorm3d ref(C);
-    ops::copy(gamma, ref.weight().value);
-    ops::copy(beta, ref.bias().value);
-    const Tensor y_ref = ref.forward(x);
-    const Tensor dx_ref = ref.backward(dy);
-    ref.eval();
-    const Tensor y_eval_ref = ref.forward(x);
+    test::BatchNormCase c;
+    const int64_t B = c.B, C = c.C, D = c.D;
+    const Tensor &x = c.x, &dy = c.dy, &y_ref = c.y_ref, &dx_ref = c.dx_ref, &y_eval_ref = c.y_eval_ref;
+    nn::BatchNorm3d& ref = c.ref;
 
     for (const GridShape& shape : test::job_grids(test::world_size())) {
       SCOPED_TRACE(where(shape));
@@ -377,8 +371,7 @@ TEST_F(GpuGrid, SynchronizedBatchNormOnDeviceMatchesOneProcessOnTheCpu) {
       const Range samples = parallel::balanced_range(B, shape.cols, grid->col_rank());
       const Range planes = parallel::balanced_range(D, shape.rows, grid->row_rank());
       nn::BatchNorm3d bn(C, 1e-5, 0.1, Device::cpu(), &grid->stage_comm());
-      ops::copy(gamma, bn.weight().value);
-      ops::copy(beta, bn.bias().value);
+      c.set_affine(bn);
       bn.to(gpu());
 
       const Tensor y = bn.forward(on_gpu(slab(x, samples, planes)));
