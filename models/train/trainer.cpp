@@ -167,11 +167,22 @@ void Trainer::keep_loss(const Tensor& loss, double lr, double seconds) {
   unread_.push_back({state_.step, state_.epoch, lr, seconds});
 }
 
-void Trainer::read_losses(Progress& progress) {
-  if (unread_.empty()) return;
-  const std::vector<float> losses = unread_losses_.narrow(0, int64_t(unread_.size())).to_vector<float>();
-  const std::vector<UnreadLoss> steps = std::move(unread_);
-  unread_.clear();
+void Trainer::read_losses(Progress& progress, bool wait) {
+  report_losses(progress);  // the interval before, copied while this one ran
+  if (!unread_.empty()) {
+    readback_.start(unread_losses_.narrow(0, int64_t(unread_.size())));
+    in_flight_ = std::move(unread_);
+    unread_.clear();
+  }
+  if (wait) report_losses(progress);
+}
+
+void Trainer::report_losses(Progress& progress) {
+  if (in_flight_.empty()) return;
+  const Tensor host = readback_.finish();
+  const float* losses = host.data<float>();
+  const std::vector<UnreadLoss> steps = std::move(in_flight_);
+  in_flight_.clear();
   for (size_t i = 0; i < steps.size(); ++i) {
     const UnreadLoss& u = steps[i];
     require_finite(double(losses[i]), u.step, u.epoch);
@@ -226,13 +237,14 @@ Metrics Trainer::run(int64_t stop_at_step) {
     ++state_.step;
     state_.epoch = loader_->position().epoch;
     state_.batch = loader_->position().batch;
-    // The loss stays on the device; read once per --log-every steps, and before validation,
-    // a checkpoint or a stop, so a loss that is not finite is never saved.
+    // The loss stays on the device: each interval of --log-every steps is copied to the host
+    // while the next one runs and reported then; before validation, a checkpoint or a stop
+    // every loss so far is read, so a loss that is not finite is never saved.
     keep_loss(loss, lr, seconds());
-    if (int64_t(unread_.size()) == options_.log_every) read_losses(progress);
+    if (int64_t(unread_.size()) == options_.log_every) read_losses(progress, /*wait=*/false);
 
     if (const auto [signal, rank] = agree_on_stop(); signal != 0) {
-      read_losses(progress);
+      read_losses(progress, /*wait=*/true);
       stop_.signal = signal;
       std::string what = std::string(stop_signal_name(signal)) + " reached rank " + std::to_string(rank) +
                          (grid_->shape().size() > 1 ? " (and perhaps others)" : "") + ": stopped after step " +
@@ -255,7 +267,7 @@ Metrics Trainer::run(int64_t stop_at_step) {
     const bool epoch_end = state_.batch == 0;
     evaluated_now = options_.eval_every > 0 ? state_.step % options_.eval_every == 0 : epoch_end;
     const bool save_due = options_.save_every > 0 && state_.step % options_.save_every == 0;
-    if (evaluated_now || state_.step == end || save_due) read_losses(progress);
+    if (evaluated_now || state_.step == end || save_due) read_losses(progress, /*wait=*/true);
     if (evaluated_now || state_.step == end) {
       last = evaluate();
       evaluated_now = true;
@@ -269,7 +281,7 @@ Metrics Trainer::run(int64_t stop_at_step) {
       if (out_ && !path.empty()) progress.line("saved " + path);
     }
   }
-  read_losses(progress);
+  read_losses(progress, /*wait=*/true);
   if (!evaluated_now) last = evaluate();
   progress.finish();
   Json summary = {{"event", "done"}, {"step", state_.step}, {"seconds", seconds()}};

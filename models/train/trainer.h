@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/readback.h"
 #include "core/transfers.h"
 #include "models/data/loader.h"
 #include "models/data/nifti_dataset.h"
@@ -96,11 +97,13 @@ class Trainer {
   // rank that received one.
   std::pair<int, int> agree_on_stop();
   // The losses of the steps since the last read stay on the device side by side
-  // (docs/design.md §2: a step reads nothing back): keep_loss after each step, read_losses
-  // reads them in one copy, reports each step (progress, metrics file) and throws
-  // gridnn::Error naming the first step whose loss is not finite.
+  // (docs/design.md §2: a step reads nothing back). keep_loss after each step; read_losses
+  // reports the interval whose copy was started before (progress, metrics file; gridnn::Error
+  // naming the first step whose loss is not finite) and starts copying the current one
+  // (core/readback.h), or with `wait` reports it too.
   void keep_loss(const Tensor& loss, double lr, double seconds);
-  void read_losses(Progress& progress);
+  void read_losses(Progress& progress, bool wait);
+  void report_losses(Progress& progress);
 
   TrainOptions options_;
   std::unique_ptr<parallel::ProcessGrid> own_grid_;  // when none was given
@@ -120,8 +123,10 @@ class Trainer {
     int64_t step, epoch;
     double lr, seconds;
   };
-  std::vector<UnreadLoss> unread_;  // the steps whose losses are in unread_losses_[0, n)
-  Tensor unread_losses_;            // f32 [log_every] on the step's device
+  std::vector<UnreadLoss> unread_;     // the steps whose losses are in unread_losses_[0, n)
+  Tensor unread_losses_;               // f32 [log_every] on the step's device
+  std::vector<UnreadLoss> in_flight_;  // the steps whose losses readback_ is copying
+  Readback readback_;
   TransferCounts step_transfers_;   // host<->device copies inside train_step this run
 };
 

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "core/allocator.h"
+#include "core/readback.h"
+#include "core/transfers.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/reduce.h"
@@ -309,6 +311,20 @@ TEST_F(GpuCore, TimingEventsMeasureElapsedTime) {
   cuda::Event moved = std::move(start);
   EXPECT_NE(moved.handle(), nullptr);
 #endif
+}
+
+// core/readback.h on cuda:0: the values as they were when the copy was queued (a later
+// kernel overwriting the source is ordered after it), one download counted.
+TEST_F(GpuCore, ReadbackCopiesWithoutWaitingAndKeepsStreamOrder) {
+  Tensor g = Tensor::from_vector(std::vector<float>{1, 2, 3, 4}, Shape{4}).to(gpu());
+  Readback r;
+  reset_transfer_counts();
+  r.start(g);
+  ops::fill(g, 7.0);  // queued after the copy
+  EXPECT_EQ(transfer_counts().downloads, 1);
+  EXPECT_EQ(r.finish().to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
+  r.start(g.narrow(1, 2));
+  EXPECT_EQ(r.finish().to_vector<float>(), (std::vector<float>{7, 7}));
 }
 
 }  // namespace

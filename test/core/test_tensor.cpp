@@ -1,7 +1,9 @@
 // Tensor handles, views, explicit copies and the host allocator's accounting.
 #include <gtest/gtest.h>
 
+#include "core/readback.h"
 #include "core/tensor.h"
+#include "core/transfers.h"
 #include "test/support/tensor_compare.h"
 
 namespace gridnn {
@@ -77,6 +79,24 @@ TEST(Tensor, CudaTensorsNeedADevice) {
   EXPECT_THROW(Tensor::empty({2}, DType::f32, Device::cuda(0)), Error);
   Tensor t = Tensor::zeros({2});
   EXPECT_THROW(t.to(Device::cuda(0)), Error);
+}
+
+// core/readback.h on the host: the values as they were at start(), counted as one host read.
+TEST(Readback, HostTensorIsCopiedAtStart) {
+  Tensor t = Tensor::from_vector(std::vector<float>{1, 2, 3}, Shape{3});
+  Readback r;
+  EXPECT_FALSE(r.pending());
+  EXPECT_THROW(r.finish(), Error);
+  reset_transfer_counts();
+  r.start(t);
+  EXPECT_EQ(transfer_counts().host_reads, 1);
+  t.data<float>()[0] = 9;  // after start(): not seen
+  EXPECT_TRUE(r.pending());
+  EXPECT_EQ(r.finish().to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  EXPECT_FALSE(r.pending());
+  r.start(t);
+  r.start(t.narrow(1, 2));  // finishes the first one
+  EXPECT_EQ(r.finish().to_vector<float>(), (std::vector<float>{2, 3}));
 }
 
 }  // namespace
