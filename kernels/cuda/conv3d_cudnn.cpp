@@ -6,17 +6,20 @@
 // - One cuDNN handle per device, created on first use and bound to the device's compute
 //   stream (core/cuda_context.h), so convolutions queue behind the other kernels.
 // - A Plan per (device, batch, geometry, math mode) holds the descriptors and, once each
-//   direction is first used, its algorithm and workspace size: chosen once, then cached.
-//   Candidates come from cudnnGet*Algorithm_v7 (cuDNN's heuristic ranking, no timing runs);
-//   the first one that is supported, deterministic (CUDNN_DETERMINISTIC: no atomics, the
-//   same bits every run) and of an allowed math type is taken.
+//   direction is first used, its candidate algorithms: chosen once, then cached. Candidates
+//   come from cudnnGet*Algorithm_v7 (cuDNN's heuristic ranking, no timing runs), in its
+//   order: those supported, deterministic (CUDNN_DETERMINISTIC: no atomics, the same bits
+//   every run) and of an allowed math type. The first that runs is kept; one that fails its
+//   first run (NOT_SUPPORTED, BAD_PARAM, EXECUTION_FAILED, an engine that did not compile)
+//   gives way to the next, with a line on stderr (kernels/algo_fallback.h). GRIDNN_LOG_CUDNN=1
+//   prints each direction's choice: algorithm, math type and workspace.
 // - Each direction (forward, backward data, backward filter) has its own convolution
 //   descriptor. The ranking is asked with the mode's math type on it; each candidate
 //   reports the math type it runs with (perf.mathType, not always the one asked: a
 //   tensor-op request also ranks algorithms without tensor cores), and cuDNN wants the
-//   descriptor of the call to carry that math type. So the chosen candidate's math type is
-//   set on that direction's descriptor (before its workspace size is asked), and stays there
-//   for every later call of that direction; the three may differ.
+//   descriptor of the call to carry that math type. So each candidate's math type is set on
+//   that direction's descriptor before its workspace size is asked and before it runs, and
+//   the kept one's stays there for every later call of that direction; the three may differ.
 // - Precision (kernels/math_mode.h): fp32 asks with CUDNN_FMA_MATH and takes only
 //   candidates that run with CUDNN_FMA_MATH. CUDNN_DEFAULT_MATH on the descriptor would let
 //   cuDNN pick TF32 tensor-core kernels for fp32 data on Ampere and newer GPUs, and TF32
@@ -25,8 +28,10 @@
 //   operands into bf16 scratch tensors, describes x, w and y as CUDNN_DATA_BFLOAT16 with an
 //   fp32 compute type, asks with CUDNN_TENSOR_OP_MATH (takes the same candidates as tf32),
 //   writes the result into bf16 scratch and widens it into the f32 output (backward filter:
-//   adds it to dw). Never CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION (that would let cuDNN
-//   convert operands down to f16). Scratch comes from the caching allocator, so after the
+//   adds it to dw). A direction with no deterministic bf16 candidate (a notice says so) runs
+//   in fp32 on operands rounded to bf16 and widened back: bf16's values, products exact in
+//   fp32, so the mode keeps its meaning. Never CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION (that
+//   would let cuDNN convert operands down to f16). Scratch comes from the caching allocator, so after the
 //   first step no call allocates device memory.
 // - The workspace is one device buffer per device from the caching allocator, grown when a
 //   plan needs more and reused by every call (kernels run in stream order, so reuse is safe).
@@ -38,12 +43,18 @@
 #include <cudnn.h>
 
 #include <array>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "core/cuda_check.h"
 #include "core/cuda_context.h"
+#include "kernels/algo_fallback.h"
 #include "kernels/conv3d.h"
 #include "kernels/elementwise.h"
 
@@ -108,7 +119,7 @@ struct FilterDesc {
 struct ConvDesc {
   cudnnConvolutionDescriptor_t d = nullptr;
   // The compute type is fp32 in every mode (bf16 data: products accumulated in fp32). The
-  // math type is the mode's until an algorithm is chosen (choose() then sets the algorithm's).
+  // math type is the mode's until candidates are asked for; then each run sets its candidate's.
   ConvDesc(const Conv3dGeometry& g, cudnnMathType_t math) {
     GRIDNN_CHECK_CUDNN(cudnnCreateConvolutionDescriptor(&d));
     int pad[3], stride[3], dilation[3] = {1, 1, 1};
@@ -139,28 +150,43 @@ cudnnMathType_t math_type(ops::MathMode m) {
   return m == ops::MathMode::fp32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
 }
 
+// One direction of a plan: its descriptor, the mode it runs in, and its candidates.
+struct Direction {
+  Direction(const Conv3dGeometry& g, ops::MathMode mode) : conv(g, math_type(mode)), runs(mode) {}
+  ConvDesc conv;
+  // The plan's mode, or fp32 for a bf16 plan without a deterministic bf16 candidate: the
+  // operands are then rounded to bf16 and widened back (bf16's values, products exact in
+  // fp32), so the result keeps the bf16 mode's meaning.
+  ops::MathMode runs;
+  int desc_math = -1;                 // the math type now on `conv`
+  std::optional<AlgoFallback> algos;  // made at the direction's first use
+};
+
 struct Plan {
   Plan(int64_t n, const Conv3dGeometry& g, ops::MathMode mode)
       : math(mode),
         x(dims5(n, g.in_channels, g.in_size), data_type(mode)),
         y(dims5(n, g.out_channels, g.out_size), data_type(mode)),
-        y_f32(dims5(n, g.out_channels, g.out_size)),
-        bias({1, int(g.out_channels), 1, 1, 1}),
         w(dims5(g.out_channels, g.in_channels, g.kernel), data_type(mode)),
-        conv_fwd(g, math_type(mode)),
-        conv_bwd_data(g, math_type(mode)),
-        conv_bwd_filter(g, math_type(mode)) {}
+        x_f32(dims5(n, g.in_channels, g.in_size)),
+        y_f32(dims5(n, g.out_channels, g.out_size)),
+        w_f32(dims5(g.out_channels, g.in_channels, g.kernel), CUDNN_DATA_FLOAT),
+        bias({1, int(g.out_channels), 1, 1, 1}),
+        fwd(g, mode),
+        bwd_data(g, mode),
+        bwd_filter(g, mode) {}
   ops::MathMode math;
-  TensorDesc x, y;      // in the mode's data type
-  TensorDesc y_f32, bias;  // the f32 output the bias is added to, and the bias
+  TensorDesc x, y;  // in the mode's data type
   FilterDesc w;
-  // One per direction, each carrying the math type of the algorithm chosen for it.
-  ConvDesc conv_fwd, conv_bwd_data, conv_bwd_filter;
-  bool have_fwd = false, have_bwd_data = false, have_bwd_filter = false;
-  cudnnConvolutionFwdAlgo_t fwd{};
-  cudnnConvolutionBwdDataAlgo_t bwd_data{};
-  cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
-  size_t fwd_bytes = 0, bwd_data_bytes = 0, bwd_filter_bytes = 0;
+  TensorDesc x_f32, y_f32;  // f32: the output the bias is added to, and a direction run in fp32
+  FilterDesc w_f32;
+  TensorDesc bias;
+  Direction fwd, bwd_data, bwd_filter;
+
+  // The descriptors of a direction that runs in `m`.
+  const TensorDesc& x_in(ops::MathMode m) const { return m == math ? x : x_f32; }
+  const TensorDesc& y_in(ops::MathMode m) const { return m == math ? y : y_f32; }
+  const FilterDesc& w_in(ops::MathMode m) const { return m == math ? w : w_f32; }
 };
 
 using PlanKey = std::array<int64_t, 17>;
@@ -192,105 +218,201 @@ bool acceptable(cudnnStatus_t status, cudnnDeterminism_t determinism, cudnnMathT
          (algo_math == CUDNN_DEFAULT_MATH || algo_math == CUDNN_TENSOR_OP_MATH);
 }
 
-[[noreturn]] void no_algorithm(const char* direction, int64_t n, const Conv3dGeometry& g,
-                               ops::MathMode mode) {
-  throw Error(std::string("conv3d (cuDNN): no deterministic ") + ops::str(mode) + " " + direction +
-              " algorithm for batch " + std::to_string(n) + ", " + ops::str(g) +
-              "; try another math mode, batch size or padding, or run this layer on the cpu");
+const char* math_name(cudnnMathType_t m) {
+  switch (m) {
+    case CUDNN_DEFAULT_MATH:
+      return "default";
+    case CUDNN_TENSOR_OP_MATH:
+      return "tensor-op";
+    case CUDNN_FMA_MATH:
+      return "FMA";
+    default:
+      return "tensor-op with conversion";
+  }
 }
 
-// The first acceptable candidate of cuDNN's ranking whose workspace size cuDNN reports,
-// asked with the mode's math type on `conv` (the direction's descriptor). The chosen
-// candidate's math type is left on `conv`, where every call of this direction finds it;
-// the workspace size is asked with it already set.
-template <class Perf, class Algo, class GetAll, class GetBytes>
-void choose(const char* direction, int64_t n, const Conv3dGeometry& g, ops::MathMode mode,
-            cudnnConvolutionDescriptor_t conv, int max_count, GetAll get_all, GetBytes get_bytes,
-            Algo* algo, size_t* bytes) {
-  GRIDNN_CHECK_CUDNN(cudnnSetConvolutionMathType(conv, math_type(mode)));
+// Status categories worth running the next candidate for (cuDNN 9 codes are category +
+// detail): the candidate does not support this case (NOT_SUPPORTED), rejects a parameter
+// (BAD_PARAM), failed to launch or run (EXECUTION_FAILED), or is a runtime-compiled engine
+// that did not compile.
+bool retryable(int status) {
+  const int category = CUDNN_STATUS_CATEGORY(status);
+  return category == CUDNN_STATUS_NOT_SUPPORTED || category == CUDNN_STATUS_BAD_PARAM ||
+         category == CUDNN_STATUS_EXECUTION_FAILED ||
+         status == CUDNN_STATUS_INTERNAL_ERROR_COMPILATION_FAILED;
+}
+
+// Each plan direction's choice is printed with GRIDNN_LOG_CUDNN=1 (the GPU check sets it);
+// a candidate that fails its first run is always reported.
+AlgoFallback::Log cudnn_log() {
+  static const bool verbose = [] {
+    const char* v = std::getenv("GRIDNN_LOG_CUDNN");
+    return v && *v && std::string(v) != "0";
+  }();
+  AlgoFallback::Log log;
+  log.fallback = [](const std::string& line) { std::fprintf(stderr, "gridnn: %s\n", line.c_str()); };
+  if (verbose) log.chosen = log.fallback;
+  return log;
+}
+
+std::string size_text(size_t bytes) {
+  if (bytes < (size_t(1) << 20)) return std::to_string(bytes) + " B";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", double(bytes) / double(size_t(1) << 20));
+  return text;
+}
+
+// The acceptable candidates of cuDNN's ranking for a direction run in `mode`, in its order,
+// each with the workspace size asked with its own math type on the descriptor.
+template <class Perf, class GetAll, class GetBytes>
+std::vector<AlgoCandidate> candidates(Direction& d, ops::MathMode mode, int max_count,
+                                      GetAll get_all, GetBytes get_bytes,
+                                      const std::vector<const char*>& names) {
+  GRIDNN_CHECK_CUDNN(cudnnSetConvolutionMathType(d.conv.d, math_type(mode)));
+  d.desc_math = math_type(mode);
   std::unique_ptr<Perf[]> perf(new Perf[size_t(max_count)]);
   int returned = 0;
-  GRIDNN_CHECK_CUDNN(get_all(max_count, &returned, perf.get()));
+  GRIDNN_CHECK_CUDNN(get_all(mode, max_count, &returned, perf.get()));
+  std::vector<AlgoCandidate> out;
   for (int i = 0; i < returned; ++i) {
     if (!acceptable(perf[i].status, perf[i].determinism, perf[i].mathType, mode)) continue;
-    GRIDNN_CHECK_CUDNN(cudnnSetConvolutionMathType(conv, perf[i].mathType));
-    size_t size = 0;
-    if (get_bytes(perf[i].algo, &size) != CUDNN_STATUS_SUCCESS) continue;
-    *algo = perf[i].algo;
-    *bytes = size;
-    return;
+    GRIDNN_CHECK_CUDNN(cudnnSetConvolutionMathType(d.conv.d, perf[i].mathType));
+    d.desc_math = perf[i].mathType;
+    size_t bytes = 0;
+    if (get_bytes(mode, perf[i].algo, &bytes) != CUDNN_STATUS_SUCCESS) continue;
+    const int algo = int(perf[i].algo);
+    const char* name = algo >= 0 && size_t(algo) < names.size() ? names[size_t(algo)] : "?";
+    out.push_back({algo, int(perf[i].mathType), bytes,
+                   std::string(name) + " (" + math_name(perf[i].mathType) + " math, " +
+                       size_text(bytes) + " workspace)"});
   }
-  GRIDNN_CHECK_CUDNN(cudnnSetConvolutionMathType(conv, math_type(mode)));
-  no_algorithm(direction, n, g, mode);
+  return out;
 }
 
+// Makes d.algos at the direction's first use: the plan mode's candidates; for bf16 without
+// one, fp32's (see Direction::runs).
+template <class Perf, class GetAll, class GetBytes>
+void ensure(Direction& d, const char* direction, int64_t n, const Conv3dGeometry& g,
+            ops::MathMode mode, int max_count, GetAll get_all, GetBytes get_bytes,
+            const std::vector<const char*>& names) {
+  if (d.algos) return;
+  std::string what = std::string("cuDNN ") + direction + " of " + ops::str(g) + ", batch " +
+                     std::to_string(n) + ", " + ops::str(mode);
+  std::vector<AlgoCandidate> ranked =
+      candidates<Perf>(d, mode, max_count, get_all, get_bytes, names);
+  d.runs = mode;
+  if (ranked.empty() && mode == ops::MathMode::bf16) {
+    ranked = candidates<Perf>(d, ops::MathMode::fp32, max_count, get_all, get_bytes, names);
+    d.runs = ops::MathMode::fp32;
+    what += " (no deterministic bf16 algorithm: bf16-rounded operands in fp32 arithmetic)";
+    if (!ranked.empty()) std::fprintf(stderr, "gridnn: %s\n", what.c_str());
+  }
+  if (ranked.empty())
+    throw Error("conv3d (cuDNN): no deterministic " + std::string(ops::str(mode)) + " " +
+                direction + " algorithm for batch " + std::to_string(n) + ", " + ops::str(g) +
+                "; try another math mode, batch size or padding, or run this layer on the cpu");
+  d.algos.emplace(std::move(what), std::move(ranked),
+                  AlgoStatusRules{retryable, [](int s) {
+                                    return std::string(cudnnGetErrorString(cudnnStatus_t(s)));
+                                  }},
+                  cudnn_log());
+}
+
+const std::vector<const char*> kFwdNames = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM",
+                                            "DIRECT",        "FFT",                   "FFT_TILING",
+                                            "WINOGRAD",      "WINOGRAD_NONFUSED"};
+const std::vector<const char*> kBwdDataNames = {"ALGO_0",     "ALGO_1",   "FFT",
+                                                "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+const std::vector<const char*> kBwdFilterNames = {"ALGO_0",   "ALGO_1",
+                                                  "FFT",      "ALGO_3",
+                                                  "WINOGRAD", "WINOGRAD_NONFUSED",
+                                                  "FFT_TILING"};
+
 void ensure_forward(cudnnHandle_t h, Plan& p, int64_t n, const Conv3dGeometry& g) {
-  if (p.have_fwd) return;
+  if (p.fwd.algos) return;
   int count = 0;
   GRIDNN_CHECK_CUDNN(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &count));
-  choose<cudnnConvolutionFwdAlgoPerf_t>(
-      "forward", n, g, p.math, p.conv_fwd.d, count,
-      [&](int req, int* ret, cudnnConvolutionFwdAlgoPerf_t* perf) {
-        return cudnnGetConvolutionForwardAlgorithm_v7(h, p.x.d, p.w.d, p.conv_fwd.d, p.y.d, req, ret,
-                                                      perf);
+  ensure<cudnnConvolutionFwdAlgoPerf_t>(
+      p.fwd, "forward", n, g, p.math, count,
+      [&](ops::MathMode m, int req, int* ret, cudnnConvolutionFwdAlgoPerf_t* perf) {
+        return cudnnGetConvolutionForwardAlgorithm_v7(h, p.x_in(m).d, p.w_in(m).d, p.fwd.conv.d,
+                                                      p.y_in(m).d, req, ret, perf);
       },
-      [&](cudnnConvolutionFwdAlgo_t a, size_t* size) {
-        return cudnnGetConvolutionForwardWorkspaceSize(h, p.x.d, p.w.d, p.conv_fwd.d, p.y.d, a,
-                                                       size);
+      [&](ops::MathMode m, cudnnConvolutionFwdAlgo_t a, size_t* size) {
+        return cudnnGetConvolutionForwardWorkspaceSize(h, p.x_in(m).d, p.w_in(m).d, p.fwd.conv.d,
+                                                       p.y_in(m).d, a, size);
       },
-      &p.fwd, &p.fwd_bytes);
-  p.have_fwd = true;
+      kFwdNames);
 }
 
 void ensure_backward_data(cudnnHandle_t h, Plan& p, int64_t n, const Conv3dGeometry& g) {
-  if (p.have_bwd_data) return;
+  if (p.bwd_data.algos) return;
   int count = 0;
   GRIDNN_CHECK_CUDNN(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &count));
-  choose<cudnnConvolutionBwdDataAlgoPerf_t>(
-      "backward-data", n, g, p.math, p.conv_bwd_data.d, count,
-      [&](int req, int* ret, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
-        return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w.d, p.y.d, p.conv_bwd_data.d,
-                                                           p.x.d, req, ret, perf);
+  ensure<cudnnConvolutionBwdDataAlgoPerf_t>(
+      p.bwd_data, "backward-data", n, g, p.math, count,
+      [&](ops::MathMode m, int req, int* ret, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
+        return cudnnGetConvolutionBackwardDataAlgorithm_v7(
+            h, p.w_in(m).d, p.y_in(m).d, p.bwd_data.conv.d, p.x_in(m).d, req, ret, perf);
       },
-      [&](cudnnConvolutionBwdDataAlgo_t a, size_t* size) {
-        return cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w.d, p.y.d, p.conv_bwd_data.d,
-                                                            p.x.d, a, size);
+      [&](ops::MathMode m, cudnnConvolutionBwdDataAlgo_t a, size_t* size) {
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(
+            h, p.w_in(m).d, p.y_in(m).d, p.bwd_data.conv.d, p.x_in(m).d, a, size);
       },
-      &p.bwd_data, &p.bwd_data_bytes);
-  p.have_bwd_data = true;
+      kBwdDataNames);
 }
 
 void ensure_backward_filter(cudnnHandle_t h, Plan& p, int64_t n, const Conv3dGeometry& g) {
-  if (p.have_bwd_filter) return;
+  if (p.bwd_filter.algos) return;
   int count = 0;
   GRIDNN_CHECK_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &count));
-  choose<cudnnConvolutionBwdFilterAlgoPerf_t>(
-      "backward-filter", n, g, p.math, p.conv_bwd_filter.d, count,
-      [&](int req, int* ret, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
-        return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x.d, p.y.d, p.conv_bwd_filter.d,
-                                                             p.w.d, req, ret, perf);
+  ensure<cudnnConvolutionBwdFilterAlgoPerf_t>(
+      p.bwd_filter, "backward-filter", n, g, p.math, count,
+      [&](ops::MathMode m, int req, int* ret, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
+        return cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+            h, p.x_in(m).d, p.y_in(m).d, p.bwd_filter.conv.d, p.w_in(m).d, req, ret, perf);
       },
-      [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* size) {
-        return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x.d, p.y.d, p.conv_bwd_filter.d,
-                                                              p.w.d, a, size);
+      [&](ops::MathMode m, cudnnConvolutionBwdFilterAlgo_t a, size_t* size) {
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+            h, p.x_in(m).d, p.y_in(m).d, p.bwd_filter.conv.d, p.w_in(m).d, a, size);
       },
-      &p.bwd_filter, &p.bwd_filter_bytes);
-  p.have_bwd_filter = true;
+      kBwdFilterNames);
+}
+
+// Runs `call` (cudnnStatus_t(const AlgoCandidate&, void* workspace)) with the direction's
+// candidates (AlgoFallback), each with its math type on the descriptor and its workspace;
+// a failure that ends the fallback is thrown as CudnnError naming `call_name` and the
+// candidate.
+template <class Call>
+void run(int device, Direction& d, const char* call_name, Call call) {
+  const int status = d.algos->run([&](const AlgoCandidate& c) {
+    if (d.desc_math != c.math) {
+      GRIDNN_CHECK_CUDNN(cudnnSetConvolutionMathType(d.conv.d, cudnnMathType_t(c.math)));
+      d.desc_math = c.math;
+    }
+    const cudnnStatus_t s = call(c, workspace(device, c.workspace));
+    if (s != CUDNN_STATUS_SUCCESS) cudaGetLastError();  // a failed launch's error is not ours
+    return int(s);
+  });
+  if (status != CUDNN_STATUS_SUCCESS)
+    throw CudnnError(std::string(call_name) + " with " + d.algos->current().name,
+                     cudnnGetErrorString(cudnnStatus_t(status)), __FILE__, __LINE__);
 }
 
 const float kOne = 1.0f, kZero = 0.0f;
 
-// An operand as the plan's data type: the f32 tensor itself, or a bf16 scratch copy.
-Tensor operand(const Tensor& t, ops::MathMode mode) {
-  if (mode != ops::MathMode::bf16) return t;
-  Tensor out = Tensor::empty(t.shape(), DType::bf16, t.device());
-  ops::cast(t, out);
-  return out;
+// An operand as a direction running in `runs` takes it: the f32 tensor itself, a bf16
+// scratch copy, or (bf16 plan run in fp32) its values rounded to bf16 and widened back.
+Tensor operand(const Tensor& t, ops::MathMode plan, ops::MathMode runs) {
+  if (plan != ops::MathMode::bf16) return t;
+  Tensor b = Tensor::empty(t.shape(), DType::bf16, t.device());
+  ops::cast(t, b);
+  return runs == ops::MathMode::bf16 ? b : ops::cast(b, DType::f32);
 }
 
 // Where the op writes its result: `out` itself, or a bf16 scratch tensor of its shape.
-Tensor result_buffer(const Tensor& out, ops::MathMode mode) {
-  return mode == ops::MathMode::bf16 ? Tensor::empty(out.shape(), DType::bf16, out.device()) : out;
+Tensor result_buffer(const Tensor& out, ops::MathMode runs) {
+  return runs == ops::MathMode::bf16 ? Tensor::empty(out.shape(), DType::bf16, out.device()) : out;
 }
 
 }  // namespace
@@ -301,13 +423,15 @@ void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
   cudnnHandle_t h = handle_for(device);
   Plan& p = plan_for(device, x.size(0), g, math);
   ensure_forward(h, p, x.size(0), g);
-  void* ws = workspace(device, p.fwd_bytes);
-  const Tensor x_op = operand(x, math), w_op = operand(w, math);
-  Tensor y_op = result_buffer(y, math);
-  GRIDNN_CHECK_CUDNN(cudnnConvolutionForward(h, &kOne, p.x.d, x_op.raw(), p.w.d, w_op.raw(),
-                                             p.conv_fwd.d, p.fwd, ws, p.fwd_bytes, &kZero, p.y.d,
-                                             y_op.raw()));
-  if (math == ops::MathMode::bf16) ops::cast(y_op, y);
+  const ops::MathMode runs = p.fwd.runs;
+  const Tensor x_op = operand(x, math, runs), w_op = operand(w, math, runs);
+  Tensor y_op = result_buffer(y, runs);
+  run(device, p.fwd, "cudnnConvolutionForward", [&](const AlgoCandidate& c, void* ws) {
+    return cudnnConvolutionForward(h, &kOne, p.x_in(runs).d, x_op.raw(), p.w_in(runs).d,
+                                   w_op.raw(), p.fwd.conv.d, cudnnConvolutionFwdAlgo_t(c.algo), ws,
+                                   c.workspace, &kZero, p.y_in(runs).d, y_op.raw());
+  });
+  if (runs == ops::MathMode::bf16) ops::cast(y_op, y);
   if (bias.defined())  // y += bias, broadcast over N, D, H, W (fp32 in every mode)
     GRIDNN_CHECK_CUDNN(cudnnAddTensor(h, &kOne, p.bias.d, bias.raw(), &kOne, p.y_f32.d, y.raw()));
 }
@@ -318,13 +442,16 @@ void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometr
   cudnnHandle_t h = handle_for(device);
   Plan& p = plan_for(device, dy.size(0), g, math);
   ensure_backward_data(h, p, dy.size(0), g);
-  void* ws = workspace(device, p.bwd_data_bytes);
-  const Tensor dy_op = operand(dy, math), w_op = operand(w, math);
-  Tensor dx_op = result_buffer(dx, math);
-  GRIDNN_CHECK_CUDNN(cudnnConvolutionBackwardData(h, &kOne, p.w.d, w_op.raw(), p.y.d, dy_op.raw(),
-                                                  p.conv_bwd_data.d, p.bwd_data, ws,
-                                                  p.bwd_data_bytes, &kZero, p.x.d, dx_op.raw()));
-  if (math == ops::MathMode::bf16) ops::cast(dx_op, dx);
+  const ops::MathMode runs = p.bwd_data.runs;
+  const Tensor dy_op = operand(dy, math, runs), w_op = operand(w, math, runs);
+  Tensor dx_op = result_buffer(dx, runs);
+  run(device, p.bwd_data, "cudnnConvolutionBackwardData", [&](const AlgoCandidate& c, void* ws) {
+    return cudnnConvolutionBackwardData(h, &kOne, p.w_in(runs).d, w_op.raw(), p.y_in(runs).d,
+                                        dy_op.raw(), p.bwd_data.conv.d,
+                                        cudnnConvolutionBwdDataAlgo_t(c.algo), ws, c.workspace,
+                                        &kZero, p.x_in(runs).d, dx_op.raw());
+  });
+  if (runs == ops::MathMode::bf16) ops::cast(dx_op, dx);
 }
 
 void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw,
@@ -333,20 +460,22 @@ void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeome
   cudnnHandle_t h = handle_for(device);
   Plan& p = plan_for(device, x.size(0), g, math);
   ensure_backward_filter(h, p, x.size(0), g);
-  void* ws = workspace(device, p.bwd_filter_bytes);
-  const Tensor x_op = operand(x, math), dy_op = operand(dy, math);
-  if (math != ops::MathMode::bf16) {
-    GRIDNN_CHECK_CUDNN(cudnnConvolutionBackwardFilter(
-        h, &kOne, p.x.d, x_op.raw(), p.y.d, dy_op.raw(), p.conv_bwd_filter.d, p.bwd_filter, ws,
-        p.bwd_filter_bytes, &kOne, p.w.d, dw.raw()));  // beta = 1: dw accumulates
-    return;
-  }
-  // bf16: the gradient of this call into bf16 scratch (beta = 0), widened, added to dw.
-  Tensor dw_op = result_buffer(dw, math);
-  GRIDNN_CHECK_CUDNN(cudnnConvolutionBackwardFilter(
-      h, &kOne, p.x.d, x_op.raw(), p.y.d, dy_op.raw(), p.conv_bwd_filter.d, p.bwd_filter, ws,
-      p.bwd_filter_bytes, &kZero, p.w.d, dw_op.raw()));
-  ops::axpy(1.0f, ops::cast(dw_op, DType::f32), dw);
+  const ops::MathMode runs = p.bwd_filter.runs;
+  const Tensor x_op = operand(x, math, runs), dy_op = operand(dy, math, runs);
+  // f32: accumulated into dw (beta = 1). bf16: this call's gradient into bf16 scratch
+  // (beta = 0), widened and added to dw. A candidate that fails its first run has written
+  // nothing: cuDNN reports NOT_SUPPORTED and BAD_PARAM before launching, and a failed launch
+  // runs no kernel.
+  const bool accumulate = runs != ops::MathMode::bf16;
+  Tensor dw_op = result_buffer(dw, runs);
+  run(device, p.bwd_filter, "cudnnConvolutionBackwardFilter",
+      [&](const AlgoCandidate& c, void* ws) {
+        return cudnnConvolutionBackwardFilter(
+            h, &kOne, p.x_in(runs).d, x_op.raw(), p.y_in(runs).d, dy_op.raw(),
+            p.bwd_filter.conv.d, cudnnConvolutionBwdFilterAlgo_t(c.algo), ws, c.workspace,
+            accumulate ? &kOne : &kZero, p.w_in(runs).d, dw_op.raw());
+      });
+  if (!accumulate) ops::axpy(1.0f, ops::cast(dw_op, DType::f32), dw);
 }
 
 void conv3d_backward_bias(const Tensor& dy, Tensor& db) {
