@@ -16,8 +16,8 @@ void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx);
 
 // Softmax cross-entropy of logits [N, classes] (f32) with labels [N] (i64):
 // probs = softmax(logits), row_loss[i] = logsumexp(logits[i]) - logits[i, label_i].
-// A label outside [0, classes) is an error naming it (the labels are copied to the host
-// to be checked: N integers).
+// Host labels outside [0, classes) are an error naming the label. Device labels are not read
+// back (a step reads nothing from the GPU): an out-of-range one gives that row a NaN loss.
 void cross_entropy_forward(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& row_loss);
 // dlogits = (probs - onehot(labels)) * scale.
 void cross_entropy_backward(const Tensor& probs, const Tensor& labels, float scale, Tensor& dlogits);

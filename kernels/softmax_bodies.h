@@ -74,7 +74,8 @@ GRIDNN_HD GRIDNN_INLINE float softmax_tree(float* partial, Combine combine) {
 }
 
 // Cross-entropy of one row after its max m and exp-sum s are known: log-sum-exp minus
-// the label's logit. NaN for a label outside [0, cols) (the op checks labels first).
+// the label's logit. NaN for a label outside [0, cols) (the op checks host labels first;
+// device labels are not read back).
 GRIDNN_HD GRIDNN_INLINE float cross_entropy_row_loss(const float* row, int64_t cols, int64_t label, float m,
                                                      float s) {
   if (label < 0 || label >= cols) return bits_float(0x7fc00000u);

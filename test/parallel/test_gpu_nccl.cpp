@@ -6,11 +6,14 @@
 // must equal the same collective of the self communicator on host copies (bit for bit: a
 // group of one reduces nothing, so any difference is a wrong offset, count, type or a race
 // between the NCCL stream and the compute stream); the comm log counts like the MPI backend;
-// start_all_reduce completes through test() and wait(); the pinned pool stages round trips
-// and reuses its buffers.
+// start_all_reduce completes through test() and wait(); the ordering rule's requirement and
+// the NCCL settings that would break it are refused; the pinned pool stages round trips and
+// reuses its buffers. The rule between ranks, the CTA limit's residency argument and NCCL
+// timeouts need peers on other GPUs: no test here covers them (docs/design.md §4, §9).
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -278,6 +281,37 @@ TEST_F(GpuNccl, ProcessGridWithTheNcclBackend) {
   const std::string what =
       error_message([&] { parallel::ProcessGrid::create({1, 1, 1}, parallel::CommBackend::nccl, Device::cpu()); });
   EXPECT_NE(what.find("needs a CUDA device"), std::string::npos) << what;
+}
+
+// docs/design.md §4: a communicator runs its operations in issue order, so a transfer behind
+// an all-reduce started on it and not yet waited for is refused (it could deadlock), and
+// accepted once that all-reduce was waited for.
+TEST_F(GpuNccl, ATransferBehindAStartedAllReduceIsRefusedUntilWaited) {
+  Tensor a = on_gpu(random_tensor({1000}, 27));
+  const Tensor x = random_tensor({24}, 28);
+  Tensor recv = Tensor::empty({24}, DType::f32, gpu());
+  std::unique_ptr<parallel::PendingAllReduce> pending = nccl_->start_all_reduce(a);
+  const std::string what = error_message([&] { nccl_->send_recv(on_gpu(x), 0, recv, 0, 3); });
+  EXPECT_NE(what.find("has not been waited for"), std::string::npos) << what;
+  pending->wait();
+  nccl_->send_recv(on_gpu(x), 0, recv, 0, 3);
+  EXPECT_TRUE(tensors_equal(recv.to(Device::cpu()), x));
+}
+
+TEST_F(GpuNccl, SettingsThatBreakTheOrderingAreRefused) {
+  for (const char* name : {"NCCL_LAUNCH_ORDER_IMPLICIT", "NCCL_COMM_BLOCKING"}) {
+    SCOPED_TRACE(name);
+    const char* value = std::strcmp(name, "NCCL_COMM_BLOCKING") == 0 ? "0" : "1";
+    ASSERT_EQ(setenv(name, value, 1), 0);
+#if GRIDNN_HAVE_NCCL  // (SetUp skips the test otherwise)
+    const std::string what = error_message(
+        [&] { parallel::make_nccl_communicator(parallel::make_nccl_unique_id(), 0, 1, 0, "col", nullptr); });
+#else
+    const std::string what;
+#endif
+    unsetenv(name);
+    EXPECT_NE(what.find(std::string(name) + "=" + value), std::string::npos) << what;
+  }
 }
 
 }  // namespace

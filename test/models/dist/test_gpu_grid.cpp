@@ -51,6 +51,7 @@
 #include "parallel/mpi_check.h"
 #include "parallel/mpi_session.h"
 #include "parallel/process_grid.h"
+#include "parallel/progress_board.h"
 #include "test/support/batchnorm_case.h"
 #include "test/support/gpu_test.h"
 #include "test/support/grid_invariance.h"
@@ -105,6 +106,8 @@ class GpuGrid : public ::testing::Test {
                    << (built_with_cuda() ? "the CUDA runtime reports none (no GPU, or no usable driver)"
                                          : "gridnn was built without CUDA (-DGRIDNN_CUDA=OFF)");
     ending_the_job_on_error([] { synchronize(gpu()); });  // the device context, created once
+    // A hang ends the job naming the collective well inside ctest's 180 s limit.
+    parallel::set_comm_timeout(60);
   }
 };
 

@@ -6,6 +6,8 @@
 // last bits); layers built on cuBLAS agree within tolerances.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "kernels/dropout.h"
@@ -69,9 +71,15 @@ TEST_F(GpuSoftmaxAttention, CrossEntropyMatchesCpu) {
   EXPECT_NEAR(lg, lc, 1e-5 * std::max(1.0f, std::fabs(lc)));
   EXPECT_TRUE(tensors_close(g.backward(), c.backward(), {1e-7, 1e-5}));
   EXPECT_TRUE(tensors_close(g.backward(128), c.backward(128), {1e-7, 1e-5}));
+  // Device labels are not read back (a step reads nothing from the GPU): an out-of-range one
+  // gives a NaN loss, where host labels are an error naming the label (kernels/softmax.cpp).
   std::vector<int64_t> bad = lab;
   bad[3] = 11;
-  EXPECT_THROW(g.forward(on_gpu(logits), on_gpu(Tensor::from_vector(bad, {37}))), Error);
+  const Tensor bad_labels = Tensor::from_vector(bad, {37});
+  EXPECT_THROW(c.forward(logits, bad_labels), Error);
+  EXPECT_TRUE(std::isnan(g.forward(on_gpu(logits), on_gpu(bad_labels))));
+  // Nothing sticks: good labels give the CPU's loss again.
+  EXPECT_NEAR(g.forward(on_gpu(logits), on_gpu(labels)), lc, 1e-5 * std::max(1.0f, std::fabs(lc)));
 }
 
 TEST_F(GpuSoftmaxAttention, DropoutMaskMatchesCpuBitwise) {

@@ -50,7 +50,8 @@ train::TrainOptions tiny(const std::string& device) {
   return o;
 }
 
-void expect_all_close(const std::map<std::string, Tensor>& gpu_out, const std::map<std::string, Tensor>& cpu_out) {
+void expect_all_close(const std::map<std::string, Tensor>& gpu_out, const std::map<std::string, Tensor>& cpu_out,
+                      double tolerance = kStepTolerance) {
   ASSERT_EQ(gpu_out.size(), cpu_out.size());
   for (const auto& [name, ref] : cpu_out) {
     const Tensor& got = gpu_out.at(name);
@@ -61,7 +62,7 @@ void expect_all_close(const std::map<std::string, Tensor>& gpu_out, const std::m
     // Key biases have zero gradient in exact arithmetic (softmax ignores a shift shared by
     // every key): both sides hold rounding noise there, with nothing to compare.
     if (name.find("key.bias") != std::string::npos) continue;
-    EXPECT_LE(max_relative_error(got, ref), kStepTolerance) << name;
+    EXPECT_LE(max_relative_error(got, ref), tolerance) << name;
   }
 }
 
@@ -87,7 +88,8 @@ TEST_F(GpuTrainTest, ThreeTrainerStepsMatchTheCpu) {
   std::map<std::string, Tensor> a, b;
   for (auto& [n, t] : train::model_tensors(gpu.model())) a[n] = t.to_host();
   for (auto& [n, t] : train::model_tensors(cpu.model())) b[n] = t;
-  expect_all_close(a, b);
+  // fp32 drift about doubles a step (test_dist_train.cpp): three steps get 4x one step's bound.
+  expect_all_close(a, b, 4 * kStepTolerance);
 }
 
 // docs/design.md §2: a training step on the GPU moves its batch up (x and y) and nothing
