@@ -15,12 +15,17 @@
 // kernel of the device runs on its one compute stream (core/cuda_context.h): work that will
 // use the block again is queued after the work that used it. Code that touches memory on
 // another stream must order that stream against the compute stream with events before it
-// releases the tensor. release_cached() synchronizes the device before cudaFree.
+// releases the tensor. release_cached() synchronizes the device before cudaFree. Out of
+// memory, the allocator first takes any cached block large enough (ignoring the waste
+// bound), then releases the cache and retries, unless a StartedCollective is held for the
+// device (core/cuda_allocator.h says why).
 //
 // One allocator per device, created on first use, never destroyed (tensors may outlive main).
 #include "core/cuda_allocator.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -43,6 +48,10 @@ size_t round_size(size_t bytes) {
   return (bytes + g - 1) / g * g;
 }
 
+// StartedCollective counts, per device (at most kMaxDevices).
+constexpr int kMaxDevices = 64;
+std::atomic<int> started_collectives[kMaxDevices];
+
 std::string mib(size_t bytes) {
   char text[32];
   std::snprintf(text, sizeof text, "%.1f MiB", double(bytes) / (1024.0 * 1024.0));
@@ -58,14 +67,9 @@ class CudaCachingAllocator final : public Allocator {
     const size_t size = round_size(bytes);
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.allocations;
-    void* p = take_cached(size);
-    size_t block = size;
-    if (p) {
-      block = live_.at(p);
-    } else {
-      p = system_allocate(bytes, size);
-      live_[p] = block;
-    }
+    void* p = take_cached(size, 2 * size);
+    if (!p) p = system_allocate(bytes, size);
+    const size_t block = live_.at(p);
     stats_.in_use += block;
     stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
     return p;
@@ -98,40 +102,52 @@ class CudaCachingAllocator final : public Allocator {
   }
 
  private:
-  // The smallest cached block that fits `size` and wastes at most half of itself.
-  void* take_cached(size_t size) {
+  // The smallest cached block that fits `size` and is at most `largest` bytes.
+  void* take_cached(size_t size, size_t largest) {
     auto it = free_.lower_bound(size);
-    if (it == free_.end() || it->first > 2 * size) return nullptr;
+    if (it == free_.end() || it->first > largest) return nullptr;
     void* p = it->second;
     live_[p] = it->first;
     free_.erase(it);
     return p;
   }
 
-  // cudaMalloc with one retry after releasing the cache.
+  // A new block (cudaMalloc), entered in live_; out of memory, a larger cached block, else one
+  // retry after releasing the cache when no all-reduce is in flight.
   void* system_allocate(size_t requested, size_t size) {
     cuda::DeviceGuard guard(device_);
     void* p = nullptr;
     cudaError_t status = cudaMalloc(&p, size);
-    if (status == cudaErrorMemoryAllocation && !free_.empty()) {
-      cudaGetLastError();  // clear the (non-sticky) error before retrying
-      release_locked();
-      status = cudaMalloc(&p, size);
+    bool held_back = false;
+    if (status == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // clear the (non-sticky) error before going on
+      if (void* cached = take_cached(size, SIZE_MAX)) return cached;
+      held_back = !free_.empty() && started_collectives[device_].load() > 0;
+      if (!free_.empty() && !held_back) {
+        release_locked();
+        status = cudaMalloc(&p, size);
+      }
     }
     if (status == cudaErrorMemoryAllocation) {
       cudaGetLastError();
       size_t free_bytes = 0, total_bytes = 0;
       if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) cudaGetLastError();
+      const size_t cached = stats_.reserved - stats_.in_use;
       throw Error("out of memory on cuda:" + std::to_string(device_) + ": could not allocate " +
                   std::to_string(requested) + " bytes (" + mib(size) + " block); tensors use " +
                   mib(stats_.in_use) + ", gridnn holds " + mib(stats_.reserved) +
                   " in all, the device has " + mib(free_bytes) + " free of " + mib(total_bytes) +
+                  (held_back ? ". The " + mib(cached) + " gridnn caches were not released: an "
+                               "all-reduce started on this device has not been waited for, and "
+                               "releasing waits for the whole device"
+                             : std::string()) +
                   ". Reduce the batch size (or the model or input size), or spread the work "
                   "over more GPUs with a larger grid");
     }
     GRIDNN_CHECK_CUDA(status);
     ++stats_.system_allocations;
     stats_.reserved += size;
+    live_[p] = size;
     return p;
   }
 
@@ -154,6 +170,12 @@ class CudaCachingAllocator final : public Allocator {
 };
 
 }  // namespace
+
+StartedCollective::StartedCollective(int device) : device_(device) {
+  GRIDNN_REQUIRE(device >= 0 && device < kMaxDevices, "StartedCollective: device ", device, " out of range");
+  started_collectives[device_].fetch_add(1);
+}
+StartedCollective::~StartedCollective() { started_collectives[device_].fetch_sub(1); }
 
 Allocator& cuda_caching_allocator(int device) {
   require_device(Device::cuda(device));

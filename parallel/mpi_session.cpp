@@ -14,6 +14,11 @@
 namespace gridnn {
 
 namespace {
+// The thread that initialized MPI, and the thread support MPI provides: fail_job on another
+// thread may call MPI_Abort only with MPI_THREAD_MULTIPLE.
+std::thread::id g_mpi_thread;
+int g_thread_level = MPI_THREAD_SINGLE;
+
 // std::terminate (an exception nobody catches, a throw from a noexcept function) on one
 // rank must still end the whole job, naming the exception when there is one.
 [[noreturn]] void terminate_job() {
@@ -64,10 +69,14 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   int initialized = 0;
   GRIDNN_CHECK_MPI(MPI_Initialized(&initialized));
   if (!initialized) {
+    // MPI_THREAD_MULTIPLE, so that the NCCL watchdog's thread may end the job (fail_job):
+    // every other MPI call is made by this thread.
     int provided = 0;
-    GRIDNN_CHECK_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+    GRIDNN_CHECK_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
     owns_init_ = true;
   }
+  GRIDNN_CHECK_MPI(MPI_Query_thread(&g_thread_level));
+  g_mpi_thread = std::this_thread::get_id();
   GRIDNN_CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   GRIDNN_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
   GRIDNN_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size_));
@@ -114,6 +123,10 @@ void MpiSession::fail_job(const std::string& why, int exit_code) {
   // the forwarder before the message got out (seen 2 in 30 runs with MPICH 4.0). A short
   // pause lets it through; the job still ends within a second.
   std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  // Another thread (the NCCL watchdog) without MPI_THREAD_MULTIPLE must not call MPI: it
+  // exits, and the launcher ends the job when a rank exits without MPI_Finalize (mpiexec and
+  // srun --kill-on-bad-exit do; docs/cluster.md).
+  if (g_thread_level != MPI_THREAD_MULTIPLE && std::this_thread::get_id() != g_mpi_thread) std::_Exit(exit_code);
   MPI_Abort(MPI_COMM_WORLD, exit_code);
   std::_Exit(exit_code);  // MPI_Abort should not return
 }

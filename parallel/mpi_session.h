@@ -1,6 +1,7 @@
 // The MPI lifetime of a gridnn process (MPI builds only).
 //
-// One MpiSession in main() (best through MpiSession::run): MPI_Init_thread (funneled),
+// One MpiSession in main() (best through MpiSession::run): MPI_Init_thread (multiple, so
+// that a watchdog thread may end the job; every other call comes from main's thread),
 // MPI_ERRORS_RETURN on the world communicator (failures throw, see mpi_check.h), the world
 // rank recorded for error messages; MPI_Finalize on destruction. fail_job() ends the whole
 // job from one rank. A session destroyed while an exception unwinds fails the job rather

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/cuda_allocator.h"
 #include "core/cuda_check.h"
 #include "core/cuda_context.h"
 #include "core/stream.h"
@@ -710,7 +711,8 @@ class NcclCommunicator final : public Communicator {
 class NcclAllReduce final : public PendingAllReduce {
  public:
   NcclAllReduce(NcclCommunicator& comm, Tensor& t, ReduceOp op)
-      : comm_(comm), t_(t), done_(comm.device_), layer_(CommLayerScope::current()) {
+      : comm_(comm), t_(t), done_(comm.device_), layer_(CommLayerScope::current()),
+        in_flight_(std::make_unique<StartedCollective>(comm.device_)) {
     const auto start = Clock::now();
     const NcclCommunicator::Enqueued e = comm.enqueue(
         "all_reduce",
@@ -766,6 +768,7 @@ class NcclAllReduce final : public PendingAllReduce {
  private:
   void complete() {
     completed_ = true;
+    in_flight_.reset();  // waited for: the device may be synchronized again
     record_seconds(comm_, "all_reduce", t_.numel(), t_.dtype(), seconds_, layer_);
   }
 
@@ -777,6 +780,7 @@ class NcclAllReduce final : public PendingAllReduce {
   std::string layer_;
   double seconds_ = 0;
   bool completed_ = false;
+  std::unique_ptr<StartedCollective> in_flight_;  // until waited for (core/cuda_allocator.h)
 };
 
 std::unique_ptr<PendingAllReduce> NcclCommunicator::start_all_reduce(Tensor& t, ReduceOp op) {
