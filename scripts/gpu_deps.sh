@@ -1,23 +1,115 @@
 #!/usr/bin/env bash
-# Fetches the Debian 12 packages that scripts/gpu_check.sh needs on the GPU machine, whose
-# image has the CUDA toolkit, a C++ compiler, CMake, ninja and Python (cuDNN and NCCL as pip
-# wheels) but no OpenBLAS, cblas.h, nlohmann-json, CLI11, GoogleTest, Google Benchmark,
-# NIfTI or MPI, and no internet. Run it on a Debian 12 machine where apt works; the .deb
-# files land in .gpu-deps/ at the repository root (git-ignored) and go to the GPU machine
-# with the working tree:
+# The Debian 12 packages the GPU check (scripts/gpu_check.sh, docs/design.md §9) carries to
+# the GPU machine, whose image has the CUDA toolkit, a C++ compiler, CMake, ninja and Python
+# (cuDNN and NCCL as pip wheels) but no OpenBLAS, cblas.h, nlohmann-json, CLI11, GoogleTest,
+# Google Benchmark, NIfTI or MPI, and no internet.
 #
-#   bash scripts/gpu_deps.sh          # on the Debian machine: download into .gpu-deps/
-#   bash scripts/gpu_check.sh         # on the GPU machine, .gpu-deps/ copied along
+#   bash scripts/gpu_deps.sh                   on a Debian 12 machine where apt works: download
+#                                              them into .gpu-deps/ (git-ignored)
+#   bash scripts/gpu_deps.sh --unpack PREFIX [--dry-run]
+#                                              anywhere (gpu_check.sh calls it): unpack them
+#                                              into PREFIX and check that every shared library
+#                                              they need is found
 #
-# gpu_check.sh unpacks them (dpkg-deb -x, no root, no apt) into a prefix inside its build
-# folder and builds against that prefix only (its --dry-run proves it here). Copies of a
-# working tree to a GPU machine are often limited in size (64 MiB where gridnn's checks
-# run), so this script prints the total and fails above 48 MiB.
+# .gpu-deps/ is git-ignored, so it must be copied to the GPU machine explicitly, beside the
+# tracked files (README, "GPU check"). Copies of a working tree to a GPU machine are often
+# limited in size (64 MiB where gridnn's checks run), so the download prints the total and
+# fails above 48 MiB.
+#
+# Unpacking needs no root and no dpkg (dpkg-deb -x, or Python reading the .deb's ar and tar
+# archives). Links to absolute paths are pointed inside PREFIX; links to libraries not
+# carried are removed, and no link may leave PREFIX. PREFIX/rtlib gets links to the carried
+# shared libraries the loader must find by name (what the carried libraries need: libgfortran,
+# libhwloc, UCX, ...): on the GPU machine only those it lacks, so that its own newer copies
+# (libgomp, libz, ...) are not shadowed; with --dry-run all of them, as on a bare machine.
+# gridnn's programs find the libraries they link (libopenblas, libmpich, ...) through their
+# RUNPATH. scripts/gpu_check.py closure then follows what the carried programs and libraries
+# need. The last line printed is the result.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DEST="$ROOT/.gpu-deps"
 LIMIT_MIB=48
+PYTHON="${PYTHON:-python3}"
+
+# dpkg-deb -x DEB DIR without dpkg: a .deb is an ar archive holding data.tar.{xz,gz}.
+extract_deb() {
+  if command -v dpkg-deb >/dev/null; then
+    dpkg-deb -x "$1" "$2"
+    return
+  fi
+  "$PYTHON" - "$1" "$2" <<'PY'
+import io, sys, tarfile
+deb, dest = sys.argv[1], sys.argv[2]
+data = open(deb, "rb").read()
+assert data[:8] == b"!<arch>\n", "not an ar archive: " + deb
+pos = 8
+while pos + 60 <= len(data):
+    name = data[pos:pos + 16].decode().strip().rstrip("/")
+    size = int(data[pos + 48:pos + 58].decode().strip())
+    if name.startswith("data.tar"):
+        if name.endswith(".zst"):
+            sys.exit("data.tar.zst needs dpkg-deb or zstd: " + deb)
+        kw = {"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}
+        with tarfile.open(fileobj=io.BytesIO(data[pos + 60:pos + 60 + size]), mode="r:*") as t:
+            t.extractall(dest, **kw)
+        break
+    pos += 60 + size + (size & 1)
+else:
+    sys.exit("no data.tar in " + deb)
+PY
+}
+
+# --unpack PREFIX [--dry-run]: see the header. Exit status 1 when something is wrong.
+unpack() {
+  local prefix="$1" dry_run="$2" debs=() deb link target so f n=0 system outside
+  for deb in "$DEST"/*.deb; do [[ -f "$deb" ]] && debs+=("$deb"); done
+  if ((${#debs[@]} == 0)); then
+    echo "no .gpu-deps/*.deb: run 'bash scripts/gpu_deps.sh' on a Debian 12 machine, then copy .gpu-deps/ (git-ignored) to the GPU machine beside the tracked files"
+    return 1
+  fi
+  rm -rf "$prefix"
+  mkdir -p "$prefix/rtlib"
+  for deb in "${debs[@]}"; do
+    echo "unpacking ${deb##*/}" >&2
+    extract_deb "$deb" "$prefix" >&2 || { echo "could not unpack ${deb##*/}"; return 1; }
+  done
+  # Links to absolute paths (zlib1g-dev's libz.so -> /lib/x86_64-linux-gnu/libz.so.1.2.13)
+  # would reach the machine's own files: pointed inside the prefix.
+  while IFS= read -r link; do
+    target="$(readlink "$link")"
+    if [[ -e "$prefix$target" || -L "$prefix$target" ]]; then ln -sfnr "$prefix$target" "$link"; fi
+  done < <(find "$prefix" -type l -lname '/*')
+  # Links to libraries not carried (libniftiio-dev's libniftiio.so: only its header
+  # nifti2_io.h is used) are removed, so that no search half-finds them.
+  find "$prefix/usr/lib" "$prefix/lib" -type l -xtype l -print -delete 2>/dev/null | sed 's/^/removed (not carried): /' >&2
+  outside="$(find "$prefix/usr/bin" "$prefix/usr/include" "$prefix/usr/lib" "$prefix/lib" "$prefix/usr/share/cmake" \
+    -type l \( -lname '/*' -o -xtype l \) 2>/dev/null | sed "s|^$prefix/||" | head -5 | tr '\n' ' ')"
+  if [[ -n "$outside" ]]; then
+    echo "links that leave the prefix or dangle: $outside"
+    return 1
+  fi
+  # The soname links (Debian names them libX.so.N, libbenchmark.so.1debian) into rtlib/.
+  system=" $( { ldconfig -p 2>/dev/null | awk 'NR > 1 { print $1 }'
+    ls /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /lib64 /usr/lib64 2>/dev/null; } | sort -u | tr '\n' ' ') "
+  for f in "$prefix"/usr/lib/x86_64-linux-gnu/*.so.* "$prefix"/lib/x86_64-linux-gnu/*.so.*; do
+    so="${f##*/}"
+    [[ -e "$f" && "$so" =~ ^lib.*\.so\.[0-9][^.]*$ ]] || continue
+    if [[ -n "$dry_run" || "$system" != *" $so "* ]]; then
+      ln -sfn "$f" "$prefix/rtlib/$so"
+      n=$((n + 1))
+    fi
+  done
+  local mib closure
+  mib="$(du -cb "${debs[@]}" | tail -1 | awk '{ printf "%.1f", $1 / 1048576 }')"
+  closure="$("$PYTHON" "$ROOT/scripts/gpu_check.py" closure "$prefix" $dry_run)" || { echo "${#debs[@]} packages; $closure"; return 1; }
+  echo "${#debs[@]} packages, $mib MiB; $closure; $n in rtlib/"
+}
+if [[ "${1:-}" == --unpack ]]; then
+  [[ -n "${2:-}" ]] || { echo "usage: gpu_deps.sh --unpack PREFIX [--dry-run]" >&2; exit 2; }
+  unpack "$2" "${3:-}"
+  exit
+fi
 
 # Package -> what it brings (files checked with `dpkg -L`, dependencies with `apt-cache
 # depends` and `readelf -d` on Debian 12; gpu_check.sh --dry-run checks that every shared
@@ -134,4 +226,4 @@ if ((total > LIMIT_MIB * 1048576)); then
   echo "gpu_deps.sh: more than ${LIMIT_MIB} MiB: too close to the 64 MiB copy limit" >&2
   exit 1
 fi
-echo "next: copy the working tree with .gpu-deps/ to the GPU machine and run there: bash scripts/gpu_check.sh"
+echo "next: copy the working tree and .gpu-deps/ (git-ignored: name it explicitly) to the GPU machine and run there: bash scripts/gpu_check.sh"
