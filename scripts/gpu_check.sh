@@ -84,7 +84,8 @@ ctest_stage() {
   local at=$(($(date +%s) + lim - 15))
   [[ "$(date -d "@$at" +%F)" == "$(date +%F)" ]] && stop=(--stop-time "$(date -d "@$at" +%H:%M:%S)")
   stage "$name" ctest "$cap" "$reserve" ctest --test-dir "$BUILD" "$@" --output-on-failure --no-tests=error \
-    -j "$par" --output-junit "$LOGS/${name// /_}.xml" "${stop[@]}"
+    -j "$par" --output-junit "$LOGS/${name// /_}.xml" --test-output-size-passed 262144 \
+    --test-output-size-failed 262144 "${stop[@]}"
 }
 finish() {
   wait "$TORCH_PID" 2>/dev/null
