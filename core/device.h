@@ -24,6 +24,15 @@ struct Device {
 
 // True when gridnn was compiled with CUDA support.
 bool built_with_cuda();
+// The device stand-in (docs/design.md §9): with GRIDNN_DEVICE_STANDIN=1 on a machine whose
+// CUDA runtime reports no device (or a build without CUDA), cuda:0 is a stand-in. Its memory
+// is host memory, copies to and from it are plain copies (counted as device transfers, as
+// real ones are), synchronize() has nothing to wait for, and every op on it runs the CPU's
+// body; everything else treats it as a GPU: no host reads of its tensors, labels not checked
+// on it, the MPI backend staging it through pinned buffers. The gpu tests run on it on
+// machines without a GPU, so a test asserting a device contract the code no longer has fails
+// there (test/support/gpu_test.h). Never active where a real CUDA device is present.
+bool device_standin();
 // Number of usable CUDA devices: 0 when built without CUDA or when the runtime reports
 // any error (no driver, no device, driver too old: docs/design.md §11).
 int cuda_device_count();

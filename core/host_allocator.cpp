@@ -84,7 +84,9 @@ void unpoison(void* p, size_t bytes) {
 
 class HostAllocator final : public Allocator {
  public:
-  HostAllocator() : page_(page_size()) {}
+  // `device`: the CPU, or the device stand-in's cuda:0 (core/device.h), whose memory is host
+  // memory counted apart from the CPU's.
+  explicit HostAllocator(Device device) : device_(device), page_(page_size()) {}
 
   void* allocate(size_t bytes) override {
     if (bytes == 0) return nullptr;
@@ -121,7 +123,7 @@ class HostAllocator final : public Allocator {
     return stats_;
   }
 
-  Device device() const override { return Device::cpu(); }
+  Device device() const override { return device_; }
 
   void release_cached() override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -214,6 +216,7 @@ class HostAllocator final : public Allocator {
                  " in all; reduce the batch or the input size");
   }
 
+  const Device device_;
   const size_t page_;
   mutable std::mutex mu_;
   std::multimap<size_t, void*> free_;       // cached large blocks by size
@@ -224,13 +227,17 @@ class HostAllocator final : public Allocator {
 }  // namespace
 
 Allocator& host_allocator() {
-  static HostAllocator* a = new HostAllocator;  // never destroyed: tensors may outlive main
+  static HostAllocator* a = new HostAllocator(Device::cpu());  // never destroyed: tensors may outlive main
   return *a;
 }
 
 Allocator& allocator_for(const Device& d) {
   if (d.is_cpu()) return host_allocator();
   require_device(d);
+  if (device_standin()) {
+    static HostAllocator* standin = new HostAllocator(Device::cuda(0));
+    return *standin;
+  }
 #if GRIDNN_HAVE_CUDA
   return cuda_caching_allocator(d.index);
 #else

@@ -1,6 +1,8 @@
 // Pinned host buffers for staging device tensors (see pinned_staging.h).
 #include "parallel/pinned_staging.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <utility>
 
 #include "core/error.h"
@@ -18,18 +20,44 @@ namespace gridnn::parallel {
 namespace {
 // Requests are rounded up to a power of two (at least 64 KiB), so a tensor that grows a
 // little from call to call does not reallocate every time.
-[[maybe_unused]] size_t rounded_size(size_t bytes) {
+size_t rounded_size(size_t bytes) {
   size_t n = size_t(64) << 10;
   while (n < bytes) n <<= 1;
   return n;
 }
+
+// Page-locked host memory (cudaHostAlloc); plain host memory for the device stand-in
+// (core/device.h), whose copies are memcpy.
+void* host_buffer(size_t bytes) {
+  if (device_standin()) {
+    void* p = std::aligned_alloc(4096, bytes);
+    GRIDNN_REQUIRE(p, "pinned staging: could not allocate ", bytes, " bytes of host memory");
+    return p;
+  }
+#if GRIDNN_HAVE_CUDA
+  void* p = nullptr;
+  GRIDNN_CHECK_CUDA(cudaHostAlloc(&p, bytes, cudaHostAllocPortable));
+  return p;
+#else
+  throw Error(gridnn::detail::concat("pinned staging of ", bytes, " bytes asked for, but gridnn was built "
+                                     "without CUDA (there are no device tensors to stage)"));
+#endif
+}
+
+void free_host_buffer(void* p) {  // never throws (destructors call it); nothing to do on failure
+  if (device_standin()) {
+    std::free(p);
+    return;
+  }
+#if GRIDNN_HAVE_CUDA
+  cudaFreeHost(p);
+#endif
+}
 }  // namespace
 
 PinnedPool::~PinnedPool() {
-#if GRIDNN_HAVE_CUDA
   for (Buffer& b : buffers_)
-    if (b.data) cudaFreeHost(b.data);  // a destructor never throws; nothing to do on failure
-#endif
+    if (b.data) free_host_buffer(b.data);
 }
 
 size_t PinnedPool::reserved_bytes() const {
@@ -39,7 +67,6 @@ size_t PinnedPool::reserved_bytes() const {
 }
 
 PinnedPool::Lease PinnedPool::acquire(size_t bytes) {
-#if GRIDNN_HAVE_CUDA
   // The smallest free buffer that is large enough; else the largest free one, grown; else a
   // new one. So the pool holds as many buffers as were ever leased at once.
   size_t best = buffers_.size(), largest_free = buffers_.size();
@@ -52,12 +79,11 @@ PinnedPool::Lease PinnedPool::acquire(size_t bytes) {
   size_t slot = best;
   if (slot == buffers_.size()) {
     const size_t size = rounded_size(bytes);
-    void* data = nullptr;
-    GRIDNN_CHECK_CUDA(cudaHostAlloc(&data, size, cudaHostAllocPortable));
+    void* data = host_buffer(size);
     ++host_allocations_;
     if (largest_free != buffers_.size()) {  // grow that one
       slot = largest_free;
-      cudaFreeHost(buffers_[slot].data);
+      free_host_buffer(buffers_[slot].data);
     } else {
       buffers_.emplace_back();
     }
@@ -66,10 +92,6 @@ PinnedPool::Lease PinnedPool::acquire(size_t bytes) {
   }
   buffers_[slot].leased = true;
   return Lease(this, slot);
-#else
-  throw Error(gridnn::detail::concat("pinned staging of ", bytes, " bytes asked for, but gridnn was built "
-                                     "without CUDA (there are no device tensors to stage)"));
-#endif
 }
 
 PinnedPool::Lease::Lease(Lease&& other) noexcept
@@ -97,9 +119,13 @@ void PinnedPool::Lease::release() {
 void download_to_pinned(const Tensor& device_tensor, void* host) {
   GRIDNN_REQUIRE(device_tensor.device().is_cuda(), "download_to_pinned: ", device_tensor.str(),
                  " is not a device tensor");
-#if GRIDNN_HAVE_CUDA
   if (device_tensor.nbytes() == 0) return;
   count_staged_copy(/*to_device=*/false, device_tensor.nbytes());
+  if (device_standin()) {
+    std::memcpy(host, device_tensor.raw(), device_tensor.nbytes());
+    return;
+  }
+#if GRIDNN_HAVE_CUDA
   cudaStream_t stream = cuda::context(device_tensor.device().index).stream;
   GRIDNN_CHECK_CUDA(
       cudaMemcpyAsync(host, device_tensor.raw(), device_tensor.nbytes(), cudaMemcpyDeviceToHost, stream));
@@ -113,9 +139,13 @@ void download_to_pinned(const Tensor& device_tensor, void* host) {
 void upload_from_pinned(const void* host, Tensor& device_tensor) {
   GRIDNN_REQUIRE(device_tensor.device().is_cuda(), "upload_from_pinned: ", device_tensor.str(),
                  " is not a device tensor");
-#if GRIDNN_HAVE_CUDA
   if (device_tensor.nbytes() == 0) return;
   count_staged_copy(/*to_device=*/true, device_tensor.nbytes());
+  if (device_standin()) {
+    std::memcpy(device_tensor.raw(), host, device_tensor.nbytes());
+    return;
+  }
+#if GRIDNN_HAVE_CUDA
   cudaStream_t stream = cuda::context(device_tensor.device().index).stream;
   GRIDNN_CHECK_CUDA(
       cudaMemcpyAsync(device_tensor.raw(), host, device_tensor.nbytes(), cudaMemcpyHostToDevice, stream));

@@ -95,6 +95,7 @@ void expect_consistent(const AllocatorStats& s) {
 }
 
 TEST_F(GpuCore, AllocatorReachesASteadyStateWithoutCudaMalloc) {
+  GRIDNN_NEEDS_REAL_GPU("the caching allocator");
   Allocator& alloc = allocator_for(gpu());
   EXPECT_EQ(alloc.device(), gpu());
   EXPECT_EQ(alloc.allocate(0), nullptr);
@@ -128,6 +129,7 @@ TEST_F(GpuCore, AllocatorReachesASteadyStateWithoutCudaMalloc) {
 }
 
 TEST_F(GpuCore, TensorStepLoopStopsCallingCudaMalloc) {
+  GRIDNN_NEEDS_REAL_GPU("the caching allocator");
   Allocator& alloc = allocator_for(gpu());
   auto step = [] {
     Tensor x = on_gpu(random_tensor({64, 300}, 35));
@@ -145,6 +147,7 @@ TEST_F(GpuCore, TensorStepLoopStopsCallingCudaMalloc) {
 }
 
 TEST_F(GpuCore, ReleaseCachedReturnsUnusedBlocks) {
+  GRIDNN_NEEDS_REAL_GPU("the caching allocator");
   Allocator& alloc = allocator_for(gpu());
   Tensor kept = Tensor::empty({1 << 20}, DType::f32, gpu());
   { Tensor dropped = Tensor::empty({3 << 20}, DType::f32, gpu()); }
@@ -161,6 +164,7 @@ TEST_F(GpuCore, ReleaseCachedReturnsUnusedBlocks) {
 }
 
 TEST_F(GpuCore, OutOfMemoryIsAClearUserError) {
+  GRIDNN_NEEDS_REAL_GPU("the caching allocator");
   Allocator& alloc = allocator_for(gpu());
   try {
     alloc.allocate(size_t(1) << 50);  // 1 PiB
@@ -193,6 +197,7 @@ TEST_F(GpuCore, MissingDeviceIsAClearError) {
 // never run: the fixture skips), so every build lists the same tests.
 
 TEST_F(GpuCore, ContextIsCreatedOncePerDevice) {
+  GRIDNN_NEEDS_REAL_GPU("the CUDA context");
 #if GRIDNN_HAVE_CUDA  // (the fixture skips first without CUDA)
   std::vector<cuda::DeviceContext*> seen(8, nullptr);
   std::vector<std::thread> threads;
@@ -222,6 +227,7 @@ TEST_F(GpuCore, ContextIsCreatedOncePerDevice) {
 }
 
 TEST_F(GpuCore, StreamsAreMovableAndSynchronize) {
+  GRIDNN_NEEDS_REAL_GPU("CUDA streams");
 #if GRIDNN_HAVE_CUDA  // (the fixture skips first without CUDA)
   cuda::Stream s(0);
   EXPECT_NE(s.handle(), nullptr);
@@ -279,6 +285,7 @@ float marker_seen_by_second_stream(bool wait) {
 #endif
 
 TEST_F(GpuCore, EventsOrderWorkAcrossStreams) {
+  GRIDNN_NEEDS_REAL_GPU("CUDA streams and events");
 #if GRIDNN_HAVE_CUDA  // (the fixture skips first without CUDA)
   // Control: without the wait, the second stream must (at least once in three tries) read
   // the marker before the chain is done, or the producer's work is too short for the
@@ -295,6 +302,7 @@ TEST_F(GpuCore, EventsOrderWorkAcrossStreams) {
 }
 
 TEST_F(GpuCore, TimingEventsMeasureElapsedTime) {
+  GRIDNN_NEEDS_REAL_GPU("CUDA events");
 #if GRIDNN_HAVE_CUDA  // (the fixture skips first without CUDA)
   cuda::Stream s(0);
   cuda::Event start(0, true), end(0, true);

@@ -81,6 +81,7 @@ TEST_F(GpuPrecision, GemmModesAgainstCpu) {
 
 // bf16 scratch comes from the caching allocator: after a warm-up call, no cudaMalloc.
 TEST_F(GpuPrecision, Bf16GemmAllocatesNothingAfterWarmUp) {
+  GRIDNN_NEEDS_REAL_GPU("the caching allocator");
   Tensor a = on_gpu(random_tensor({64, 96}, 4)), b = on_gpu(random_tensor({96, 80}, 5));
   Tensor c = Tensor::empty({64, 80}, DType::f32, gpu());
   ops::GemmOptions o;

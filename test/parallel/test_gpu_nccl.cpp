@@ -105,6 +105,7 @@ class GpuNccl : public GpuTest {
   void SetUp() override {
     GpuTest::SetUp();
     if (IsSkipped()) return;
+    GRIDNN_NEEDS_REAL_GPU("NCCL");
 #if !GRIDNN_HAVE_NCCL
     GTEST_SKIP() << "gridnn was built without NCCL (needs -DGRIDNN_CUDA=ON and NCCL 2 found at configure)";
 #else

@@ -1,6 +1,10 @@
 // Shared pieces of the gpu tests: a fixture that skips without a CUDA device (also in a
 // build without CUDA, so these tests always build and show as skipped, never as passed),
 // the device under test, and per-dtype tolerances for comparing against the CPU backend.
+//
+// Every gpu test also runs on the device stand-in (core/device.h; CTest's gpu_standin_*
+// tests), which has host memory and the CPU's ops but the device's contracts. A test of what
+// only a real GPU has starts with GRIDNN_NEEDS_REAL_GPU("what"), which skips it there.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -14,6 +18,14 @@
 namespace gridnn::test {
 
 inline Device gpu() { return Device::cuda(0); }
+
+// The first statement of a test of what only a real GPU has (the caching allocator, CUDA
+// streams and events, cuBLAS and NCCL): skipped on the device stand-in.
+#define GRIDNN_NEEDS_REAL_GPU(WHAT)                                                      \
+  do {                                                                                   \
+    if (::gridnn::device_standin())                                                      \
+      GTEST_SKIP() << "needs a real GPU (" WHAT "); this is the device stand-in";        \
+  } while (0)
 inline Tensor on_gpu(const Tensor& t) { return t.to(gpu()); }
 
 class GpuTest : public ::testing::Test {
