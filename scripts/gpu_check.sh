@@ -1,31 +1,19 @@
 #!/usr/bin/env bash
-# The GPU check (docs/design.md §9): one call on a machine with an NVIDIA GPU that builds gridnn
-# with CUDA, cuDNN, NCCL and MPI against the carried packages, and runs, each stage under a
-# time limit that leaves time for the test stages after it:
-#   machine, deps, configure, build, libraries, selection   (scripts/gpu_deps.sh --unpack,
-#       cmake -C cmake/GpuCheck.cmake, the target gpu-check-targets)
-#   op backend      test-ops -m backend: every op case on the GPU against the CPU
-#   gpu tests       ctest -L gpu -LE mpi
-#   mpi plumbing    two ranks with the carried MPICH (scripts/mpi_probe.cpp)
-#   mpi gpu tests   ctest -L gpu -L mpi: two ranks on the one GPU
-#   benchmarks      bench_gemm and bench_layers per math mode, bench_elementwise, and a
-#                   training step against PyTorch (fp32, bf16), in whatever time is left:
-#                   they never take time from a test stage (not with --quick)
+# The GPU check (docs/design.md §9): one call on a machine with an NVIDIA GPU. Builds gridnn
+# with CUDA, cuDNN, NCCL and MPI against the carried packages (scripts/gpu_deps.sh --unpack,
+# cmake/GpuCheck.cmake), then runs, each stage under a time limit that leaves time for the
+# test stages after it: test-ops -m backend; ctest -L gpu -LE mpi; two ranks with the carried
+# MPICH; ctest -L gpu -L mpi (two ranks on the one GPU); then, in what is left (not with
+# --quick), the benchmarks per math mode and a training step against PyTorch.
 #
 #   bash scripts/gpu_check.sh [--quick]   on the GPU machine (no MPI, no internet there)
-#   bash scripts/gpu_check.sh --dry-run   anywhere: the same flow without a GPU (the gpu
-#                                         tests must all skip), the carried packages proved
+#   bash scripts/gpu_check.sh --dry-run   anywhere: the same flow without a GPU
 #
 # .gpu-deps/ (scripts/gpu_deps.sh) is git-ignored: copy it to the GPU machine explicitly,
-# beside the tracked files, and give the call a wall-clock limit of at least the budget + 60 s.
-# cuDNN and NCCL come from the Python environment's pip wheels (nvidia.cudnn, nvidia.nccl),
-# else the toolkit's; the dry run links the toolkit's into the wheels' layout to prove that
-# lookup. A missing cuDNN or NCCL fails the configure (GRIDNN_REQUIRE_GPU_LIBS).
-#
-# Output: a line per stage, then the summary (at most 3 KB, scripts/gpu_check.py summary:
-# per stage ran/passed/failed/skipped, the failures, cuDNN's choices, what one GPU cannot test).
-# $OUT gets exactly two files: summary.txt and gpu_check_logs.tar.gz. Exit status 0 only
-# when every build and test stage passed (the dry run: every check it makes).
+# beside the tracked files, and give the call a wall-clock limit of the budget + 60 s or more.
+# scripts/gpu_check.py judges what the stages left and prints the summary (at most 3 KB),
+# last; $OUT gets exactly summary.txt and gpu_check_logs.tar.gz. Exit status 0 only when
+# every build and test stage passed (the dry run: every check it makes).
 # Environment: BUILD_DIR (build-gpu), OUT ($BUILD_DIR/gpu_check_out), BUDGET_S (330; 3600
 # with --dry-run), CUDA_ARCH (90), PYTHON (python3, the one with torch), TRAIN_FILTER
 # (the compare_train_torch.py case, "w16 64^3 b8").
