@@ -53,14 +53,18 @@ using namespace gridnn;
 // ---- the bench's own flags ----------------------------------------------------------------
 
 struct Config {
-  std::string model = "resattnet3d";
+  train::Model model = train::Model::resattnet3d;
   int64_t width = 8, input = 32, batch = 8, steps = 5, classes = 2;
   std::vector<int64_t> hidden{256, 64};
   double alpha = 2e-6, bandwidth = 10e9;  // s per message, bytes per second
   std::string describe() const {
-    std::string s = model == "mlp" ? "mlp hidden" : "resattnet3d w" + std::to_string(width);
-    if (model == "mlp")
+    std::string s = enum_name(model);
+    if (model == train::Model::mlp) {
+      s += " hidden";
       for (int64_t h : hidden) s += " " + std::to_string(h);
+    } else {
+      s += " w" + std::to_string(width);
+    }
     return s + " in" + std::to_string(input) + " B" + std::to_string(batch);
   }
 };
@@ -106,7 +110,7 @@ Config take_flags(int* argc, char** argv, bool reporting) {
       GRIDNN_REQUIRE(v > 0, "bench_grid: ", name, " ", value, " must be a positive integer");
       return v;
     };
-    if (name == "--model") c.model = value;
+    if (name == "--model") c.model = parse_enum<train::Model>(value);
     else if (name == "--width") c.width = positive(std::atoll(value.c_str()));
     else if (name == "--input") c.input = positive(std::atoll(value.c_str()));
     else if (name == "--batch") c.batch = positive(std::atoll(value.c_str()));
@@ -117,8 +121,6 @@ Config take_flags(int* argc, char** argv, bool reporting) {
   }
   *argc = kept;
   argv[kept] = nullptr;
-  GRIDNN_REQUIRE(c.model == "resattnet3d" || c.model == "mlp", "bench_grid: --model ", c.model,
-                 " is not one of resattnet3d, mlp");
   GRIDNN_REQUIRE(c.alpha >= 0 && c.bandwidth > 0, "bench_grid: --alpha must be >= 0 and --bandwidth > 0 (bytes/s)");
   return c;
 }
@@ -420,7 +422,7 @@ int body(MpiSession& mpi, int argc, char** argv) {
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond);
   };
-  const std::string prefix = "grid/" + c.model + "/P" + std::to_string(P) + "/";
+  const std::string prefix = "grid/" + std::string(enum_name(c.model)) + "/P" + std::to_string(P) + "/";
   add(prefix + "1x1", parallel::GridShape{1, 1, 1}, true);  // the baselines first
   for (int rows = 1; rows <= P; ++rows)
     if (P % rows == 0 && P > 1) add(prefix + std::to_string(rows) + "x" + std::to_string(P / rows),

@@ -19,33 +19,19 @@
 // format with fp32 accumulation.
 #pragma once
 
-#include <string>
-
-#include "core/error.h"
 #include "core/half.h"
 #include "core/hd.h"
+#include "core/names.h"
 
 namespace gridnn::ops {
 
 enum class MathMode { fp32, tf32, bf16 };
 
-inline const char* str(MathMode m) {
-  switch (m) {
-    case MathMode::tf32:
-      return "tf32";
-    case MathMode::bf16:
-      return "bf16";
-    default:
-      return "fp32";
-  }
-}
+inline constexpr EnumName<MathMode> kMathModeNames[] = {
+    {MathMode::fp32, "fp32", "the default, exact fp32"}, {MathMode::tf32, "tf32"}, {MathMode::bf16, "bf16"}};
+constexpr EnumNames<MathMode> enum_names(MathMode) { return {"math mode", kMathModeNames}; }
 
-// "fp32", "tf32" or "bf16" (as str writes them); anything else is a gridnn::Error.
-inline MathMode parse_math_mode(const std::string& name) {
-  for (MathMode m : {MathMode::fp32, MathMode::tf32, MathMode::bf16})
-    if (name == str(m)) return m;
-  throw Error("unknown math mode '" + name + "': use fp32 (default, exact fp32), tf32 or bf16");
-}
+inline const char* str(MathMode m) { return enum_name(m); }
 
 // The value an f32 operand takes in mode `m`: x itself (fp32), or x rounded to nearest even
 // at 10 (tf32) or 7 (bf16) stored mantissa bits. NaN and infinities pass through.

@@ -60,33 +60,6 @@ Range balanced_range(int64_t n, int parts, int i) {
   return r;
 }
 
-const char* comm_backend_name(CommBackend backend) {
-  switch (backend) {
-    case CommBackend::automatic: return "auto";
-    case CommBackend::mpi: return "mpi";
-    case CommBackend::nccl: return "nccl";
-  }
-  return "?";
-}
-
-CommBackend parse_comm_backend(const std::string& text) {
-  if (text == "auto") return CommBackend::automatic;
-  if (text == "mpi") return CommBackend::mpi;
-  if (text == "nccl") return CommBackend::nccl;
-  throw Error("communication backend \"" + text + "\" is not auto, mpi or nccl");
-}
-
-const char* rank_order_name(RankOrder order) {
-  return order == RankOrder::rows_in_node ? "rows-in-node" : "cols-in-node";
-}
-
-RankOrder parse_rank_order(const std::string& text) {
-  if (text == "rows-in-node") return RankOrder::rows_in_node;
-  if (text == "cols-in-node") return RankOrder::cols_in_node;
-  throw Error("rank order \"" + text + "\" is not rows-in-node (row groups on consecutive ranks, the default) "
-              "or cols-in-node (column groups on consecutive ranks)");
-}
-
 std::string ProcessGrid::describe_placement(const std::vector<int>& node_of_rank) const {
   GRIDNN_REQUIRE(int(node_of_rank.size()) == shape_.size(), "describe_placement: ", node_of_rank.size(),
                  " node ids for a grid of ", shape_.size(), " ranks");
@@ -99,7 +72,7 @@ std::string ProcessGrid::describe_placement(const std::vector<int>& node_of_rank
         rows_inside = rows_inside && node(s, r, c) == node(s, 0, c);
         cols_inside = cols_inside && node(s, r, c) == node(s, r, 0);
       }
-  std::string text = std::string("rank order ") + rank_order_name(order_) + ": row groups (model/domain traffic, "
+  std::string text = std::string("rank order ") + enum_name(order_) + ": row groups (model/domain traffic, "
                      "every layer) " + (rows_inside ? "inside a node" : "CROSS nodes") +
                      "; column groups (gradient all-reduce, once per step) " +
                      (cols_inside ? "inside a node" : "cross nodes");

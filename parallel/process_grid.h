@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "core/names.h"
 #include "parallel/communicator.h"
 
 namespace gridnn::parallel {
@@ -39,9 +40,10 @@ struct GridShape {
 };
 
 enum class RankOrder { rows_in_node, cols_in_node };
-const char* rank_order_name(RankOrder order);  // "rows-in-node", "cols-in-node"
-// Parses those names (gridnn-train --rank-order); gridnn::Error otherwise.
-RankOrder parse_rank_order(const std::string& text);
+inline constexpr EnumName<RankOrder> kRankOrderNames[] = {
+    {RankOrder::rows_in_node, "rows-in-node", "row groups on consecutive ranks, the default"},
+    {RankOrder::cols_in_node, "cols-in-node", "column groups on consecutive ranks"}};
+constexpr EnumNames<RankOrder> enum_names(RankOrder) { return {"rank order", kRankOrderNames}; }
 
 // Which communicators ProcessGrid::create makes.
 //   automatic: NCCL when gridnn was built with NCCL, the job runs under MPI, `device` is a
@@ -53,9 +55,9 @@ RankOrder parse_rank_order(const std::string& text);
 //              the build, a CPU device, or ranks sharing a GPU, which NCCL refuses). One
 //              process without MPI gets NCCL groups of one rank.
 enum class CommBackend { automatic, mpi, nccl };
-const char* comm_backend_name(CommBackend backend);  // "auto", "mpi", "nccl"
-// Parses "auto", "mpi" or "nccl" (gridnn-train --comm-backend); gridnn::Error otherwise.
-CommBackend parse_comm_backend(const std::string& text);
+inline constexpr EnumName<CommBackend> kCommBackendNames[] = {
+    {CommBackend::automatic, "auto"}, {CommBackend::mpi, "mpi"}, {CommBackend::nccl, "nccl"}};
+constexpr EnumNames<CommBackend> enum_names(CommBackend) { return {"communication backend", kCommBackendNames}; }
 
 class ProcessGrid {
  public:

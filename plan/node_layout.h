@@ -29,7 +29,6 @@ namespace gridnn::plan {
 // Where grid position (r, c) runs: the process grid's rule (parallel/process_grid.h,
 // gridnn-train --rank-order), rows-in-node w = c·Pr + r or cols-in-node w = r·Pc + c.
 using parallel::RankOrder;
-using parallel::rank_order_name;
 int world_rank(Grid g, RankOrder order, int r, int c);
 
 struct Cluster {

@@ -31,10 +31,15 @@ std::array<int64_t, 3> parse_size(const std::string& flag, const std::string& te
   return {v[0], v[1], v[2]};
 }
 
+void set_attention(Attention a, nn::ResAttNetConfig& config) {
+  config.attention3 = a == Attention::both || a == Attention::layer3;
+  config.attention4 = a == Attention::both || a == Attention::layer4;
+}
+
 void add_model_flags(CLI::App& app, ModelFlags& f, bool paper) {
-  app.add_option("--model", f.model, paper ? "resattnet3d, mlp or alexnet" : "resattnet3d or mlp")
-      ->check(paper ? CLI::IsMember({"resattnet3d", "mlp", "alexnet"}) : CLI::IsMember({"resattnet3d", "mlp"}))
-      ->capture_default_str();
+  std::vector<PlanModel> models{PlanModel::resattnet3d, PlanModel::mlp};
+  if (paper) models.push_back(PlanModel::alexnet);
+  add_enum_option(app, "--model", f.model, "network", models)->capture_default_str();
   app.add_option("--depth", f.run.resattnet.depth, "ResAttNet3D depth (18 or 34)")->capture_default_str();
   app.add_option("--width", f.run.resattnet.width, "ResAttNet3D width w")->capture_default_str();
   app.add_option("--input", f.input, "input volume DxHxW")->capture_default_str();
@@ -48,9 +53,9 @@ train::TrainOptions model_options(const ModelFlags& f, int64_t batch) {
   const auto size = parse_size("--input", f.input);
   o.input.assign(size.begin(), size.end());
   o.batch = batch;
-  if (f.model == "mlp") {  // the sizes as given: the input features, hidden sizes, classes
+  if (f.model == PlanModel::mlp) {  // the sizes as given: the input features, hidden sizes, classes
     GRIDNN_REQUIRE(f.mlp_sizes.size() >= 2, "--mlp-sizes: give at least the input and output sizes");
-    o.model = "mlp";
+    o.model = train::Model::mlp;
     o.in_channels = 1;
     o.input = {f.mlp_sizes.front(), 1, 1};
     o.mlp_hidden.assign(f.mlp_sizes.begin() + 1, f.mlp_sizes.end() - 1);
@@ -63,8 +68,7 @@ std::unique_ptr<parallel::ProcessGrid> create_grid(const parallel::GridShape& sh
                                                    const Process& process) {
   if (o.device == "cuda" && process.node_size > 1 && cuda_device_count() > 0)
     o.device = "cuda:" + std::to_string(process.node_rank % cuda_device_count());
-  return parallel::ProcessGrid::create(shape, parallel::parse_comm_backend(o.comm_backend), Device::parse(o.device),
-                                       parallel::parse_rank_order(o.rank_order));
+  return parallel::ProcessGrid::create(shape, o.comm_backend, Device::parse(o.device), o.rank_order);
 }
 
 int run_mpi_program(int* argc, char*** argv, const std::function<int(const Process&)>& body) {

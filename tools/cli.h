@@ -1,17 +1,21 @@
-// What the gridnn-* programs share: reading sizes from the command line, and the shape of
-// their main() (errors become one line on stderr and a non-zero exit status; under MPI one
-// failing rank ends the whole job).
+// What the gridnn-* programs share: reading sizes and named choices from the command line, and
+// the shape of their main() (errors become one line on stderr and a non-zero exit status; under
+// MPI one failing rank ends the whole job).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "core/names.h"
+#include "models/nets/resattnet3d.h"
 #include "models/train/options.h"
 #include "parallel/process_grid.h"
 
@@ -21,11 +25,52 @@ namespace gridnn::cli {
 // gridnn::Error "<flag>: expected DxHxW with positive integers (e.g. 32x32x32), got '...'".
 std::array<int64_t, 3> parse_size(const std::string& flag, const std::string& text);
 
+// A flag whose value is the name of a value of enum E (core/names.h), of `allowed` when given:
+// --help lists the names (and, with capture_default_str, the default's), and any other value is
+// refused with the list, as CLI::IsMember refuses.
+template <class E>
+CLI::Option* add_enum_option(CLI::App& app, const std::string& flag, E& value, const std::string& help,
+                             std::vector<E> allowed = {}) {
+  if (allowed.empty())
+    for (const EnumName<E>& n : enum_names(E{})) allowed.push_back(n.value);
+  std::string names;
+  for (E e : allowed) names += (names.empty() ? "{" : ",") + std::string(enum_name(e));
+  names += "}";
+  CLI::Validator choice(
+      [allowed, names](std::string& text) {
+        const std::optional<E> e = find_enum<E>(text);
+        if (!e || std::find(allowed.begin(), allowed.end(), *e) == allowed.end()) return text + " not in " + names;
+        text = std::to_string(static_cast<int>(*e));  // CLI11 reads an enum as its number
+        return std::string();
+      },
+      names);
+  return app.add_option(flag, value, help)
+      ->type_name("TEXT")
+      ->transform(choice)
+      ->default_function([&value] { return std::string(enum_name(value)); });
+}
+
+// --attention of gridnn-train and gridnn-predict: the ResAttNet3D stages followed by self-attention.
+enum class Attention { both, layer3, layer4, none };
+inline constexpr EnumName<Attention> kAttentionNames[] = {
+    {Attention::both, "both"}, {Attention::layer3, "layer3"}, {Attention::layer4, "layer4"}, {Attention::none, "none"}};
+constexpr EnumNames<Attention> enum_names(Attention) { return {"attention", kAttentionNames}; }
+void set_attention(Attention attention, nn::ResAttNetConfig& config);
+
+// The models the planning programs describe: gridnn's, and in gridnn-plan also the paper's
+// AlexNet, which gridnn does not train.
+enum class PlanModel { resattnet3d, mlp, alexnet };
+inline constexpr EnumName<PlanModel> kPlanModelNames[] = {
+    {PlanModel::resattnet3d, enum_name(train::Model::resattnet3d)},
+    {PlanModel::mlp, enum_name(train::Model::mlp)},
+    {PlanModel::alexnet, "alexnet"}};
+constexpr EnumNames<PlanModel> enum_names(PlanModel) { return {"model", kPlanModelNames}; }
+
 // The network flags of the programs that plan or measure a run (gridnn-plan,
-// gridnn-calibrate): --model resattnet3d|mlp (and alexnet where `paper` is set), --depth,
-// --width, --input, --in-channels, --classes, --mlp-sizes (in, hidden..., classes).
+// gridnn-calibrate): --model (alexnet too where `paper` is set), --depth, --width, --input,
+// --in-channels, --classes, --mlp-sizes (in, hidden..., classes).
 struct ModelFlags {
-  std::string model = "resattnet3d";
+  PlanModel model = PlanModel::resattnet3d;
   std::string input = "32x32x32";
   train::TrainOptions run;  // depth, width, channels, classes
   std::vector<int64_t> mlp_sizes{1024, 512, 10};

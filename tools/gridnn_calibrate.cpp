@@ -97,8 +97,8 @@ int run(const Cli& c, parallel::ProcessGrid& grid) {
   if (!c.no_layers) {
     const train::TrainOptions run = cli::model_options(c.model, c.batches.front());
     const plan::Network net = train::network_of(run);
-    cal.model = net.name + (run.model == "mlp" ? "" : ", width " + std::to_string(run.resattnet.width) + ", input " +
-                                                          c.model.input);
+    cal.model = net.name;
+    if (run.model != train::Model::mlp) cal.model += ", width " + std::to_string(run.resattnet.width) + ", input " + c.model.input;
     if (root)
       std::fprintf(stderr, "gridnn-calibrate: timing %zu layers of %s at %zu batches...\n", net.layers.size(),
                    cal.model.c_str(), c.batches.size());

@@ -37,6 +37,12 @@ namespace {
 
 using namespace gridnn::plan;
 
+// --conv: how convolutions use the grid rows, or (gridnn) gridnn's own description of its step.
+enum class ConvUse { domain, batch, gridnn };
+inline constexpr gridnn::EnumName<ConvUse> kConvUseNames[] = {
+    {ConvUse::domain, "domain"}, {ConvUse::batch, "batch"}, {ConvUse::gridnn, "gridnn"}};
+constexpr gridnn::EnumNames<ConvUse> enum_names(ConvUse) { return {"convolution use", kConvUseNames}; }
+
 // What a --calibration contributed (for the table header and the JSON).
 struct CalibrationUse {
   std::string file, kind, machine, date, grid;
@@ -69,7 +75,7 @@ void print_json(const Network& net, const std::vector<PlanCost>& plans, size_t b
     std::printf(" \"nodes\": %d, \"ranks_per_node\": %d, \"intra\": {\"alpha\": %g, \"beta\": %g}, "
                 "\"inter\": {\"alpha\": %g, \"beta\": %g}, \"best_rank_order\": \"%s\",",
                 c.nodes, c.ranks_per_node, c.intra.alpha, c.intra.beta, c.inter.alpha, c.inter.beta,
-                rank_order_name((*nodes.plans)[best].order));
+                gridnn::enum_name((*nodes.plans)[best].order));
   }
   if (cal)
     std::printf(" \"calibration\": {\"file\": %s, \"kind\": %s, \"machine\": %s, \"date\": %s, "
@@ -91,7 +97,7 @@ void print_json(const Network& net, const std::vector<PlanCost>& plans, size_t b
     if (nodes.plans) {
       const NodePlan& n = (*nodes.plans)[i];
       std::printf(", \"rank_order\": \"%s\", \"crosses_nodes\": {\"row\": %s, \"col\": %s, \"world\": %s}",
-                  rank_order_name(n.order), n.crosses.row ? "true" : "false", n.crosses.col ? "true" : "false",
+                  gridnn::enum_name(n.order), n.crosses.row ? "true" : "false", n.crosses.col ? "true" : "false",
                   n.crosses.world ? "true" : "false");
     }
     if (explain) {
@@ -223,12 +229,12 @@ void print_nodes(const std::vector<NodePlan>& plans, size_t best, const std::vec
   for (size_t i = 0; i < plans.size(); ++i) {
     const PlanCost& p = plans[i].cost;
     std::printf("%-9s %-13s %-15s %14.0f %12.4e %12.4e %12.4e %10.2f%s\n", grid_name(p.grid).c_str(),
-                rank_order_name(plans[i].order), plans[i].crosses.str().c_str(), p.words, p.comm_s(), p.compute_s,
+                gridnn::enum_name(plans[i].order), plans[i].crosses.str().c_str(), p.words, p.comm_s(), p.compute_s,
                 p.total_s(), first.total_s() / p.total_s(), i == best ? "  <- best" : "");
   }
   const PlanCost& b = plans[best].cost;
   std::printf("best: %s --rank-order %s (speedup over %s: %.2f)\n", grid_name(b.grid).c_str(),
-              rank_order_name(plans[best].order), grid_name(first.grid).c_str(), first.total_s() / b.total_s());
+              gridnn::enum_name(plans[best].order), grid_name(first.grid).c_str(), first.total_s() / b.total_s());
   if (flat.empty()) return;
   const PlanCost& f = flat[best_index(flat)];
   std::printf("flat model, every communicator at the inter-node link: best %s (total %.4e s)", grid_name(f.grid).c_str(),
@@ -246,7 +252,8 @@ void print_nodes(const std::vector<NodePlan>& plans, size_t best, const std::vec
 int main(int argc, char** argv) {
   CLI::App app{"gridnn-plan: the alpha-beta model's cost of one training step on every Pr x Pc "
                "grid of P processes (docs/design.md section 6)"};
-  std::string conv_use, calibration_file, calibration_kind = "world";
+  ConvUse conv_use = ConvUse::domain;
+  std::string calibration_file, calibration_kind = "world";
   gridnn::cli::ModelFlags flags;
   int64_t batch = 32;
   int procs = 4;
@@ -268,12 +275,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--flops", machine.flops, "compute rate, FLOP/s (0: no compute term)")
       ->capture_default_str();
-  app.add_option("--conv", conv_use,
-                 "how convolutions use the grid rows: domain or batch (default: batch for "
-                 "alexnet, the paper's setting; domain otherwise); gridnn: as gridnn-train runs "
-                 "the network, from its own description (hand-overs, 1.5D or replicated fc, "
-                 "batch-norm sums, loss, gradients; plan/cost_model.h)")
-      ->check(CLI::IsMember({"domain", "batch", "gridnn"}));
+  auto* conv_opt = gridnn::cli::add_enum_option(
+      app, "--conv", conv_use,
+      "how convolutions use the grid rows: domain or batch (default: batch for "
+      "alexnet, the paper's setting; domain otherwise); gridnn: as gridnn-train runs "
+      "the network, from its own description (hand-overs, 1.5D or replicated fc, "
+      "batch-norm sums, loss, gradients; plan/cost_model.h)");
   app.add_flag("--physical", physical,
                "count the gradient sent back from the first FC layer to batch-parallel layers "
                "(the paper omits it)");
@@ -285,12 +292,12 @@ int main(int argc, char** argv) {
 
   return gridnn::cli::run_program("gridnn-plan", [&] {
     if (bandwidth > 0) machine.beta = 4.0 / bandwidth;
-    const std::string& model = flags.model;
+    const bool paper = flags.model == gridnn::cli::PlanModel::alexnet;
     const gridnn::train::TrainOptions run = gridnn::cli::model_options(flags, batch);
-    if (conv_use.empty()) conv_use = model == "alexnet" ? "batch" : "domain";
-    if (conv_use == "gridnn" && model == "alexnet")
+    if (conv_opt->count() == 0) conv_use = paper ? ConvUse::batch : ConvUse::domain;
+    if (conv_use == ConvUse::gridnn && paper)
       throw gridnn::Error("--conv gridnn: gridnn runs resattnet3d and mlp, not the paper's alexnet");
-    const Network net = model == "alexnet" ? alexnet() : gridnn::train::network_of(run);
+    const Network net = paper ? alexnet() : gridnn::train::network_of(run);
     CalibrationUse cal;
     if (!calibration_file.empty()) {
       const Calibration c = read_calibration(calibration_file);
@@ -307,7 +314,7 @@ int main(int argc, char** argv) {
     }
     const CalibrationUse* used = calibration_file.empty() ? nullptr : &cal;
     Strategy strategy = model_batch_domain();
-    strategy.conv = conv_use == "batch" ? LayerUse::batch : LayerUse::domain;
+    strategy.conv = conv_use == ConvUse::batch ? LayerUse::batch : LayerUse::domain;
     strategy.paper_convention = !physical;
     if (node_flags.used()) {
       const Cluster cluster = cluster_of(node_flags, machine, procs, procs_opt->count() > 0);
@@ -315,7 +322,7 @@ int main(int argc, char** argv) {
       Machine at_inter = machine;
       at_inter.alpha = cluster.inter.alpha;
       at_inter.beta = cluster.inter.beta;
-      const bool own = conv_use == "gridnn";
+      const bool own = conv_use == ConvUse::gridnn;
       const std::vector<NodePlan> nodes =
           own ? sweep_gridnn(run, cluster, machine) : sweep(net, batch, cluster, machine, strategy);
       GRIDNN_REQUIRE(!nodes.empty(), "no grid of ", procs, " processes fits --batch ", batch, " and the input depth");
@@ -334,15 +341,16 @@ int main(int argc, char** argv) {
                   net.name.c_str(), static_cast<long long>(net.weights()), static_cast<long long>(batch), procs,
                   cluster.nodes, cluster.ranks_per_node, cluster.intra.alpha, cluster.intra.beta,
                   4.0 / cluster.intra.beta, cluster.inter.alpha, cluster.inter.beta, 4.0 / cluster.inter.beta,
-                  machine.flops, conv_use.c_str());
+                  machine.flops, gridnn::enum_name(conv_use));
       if (used) print_calibration(cal, true);
       print_nodes(nodes, best, flat);
       if (explain)
-        for (const NodePlan& n : nodes) print_explain(n.cost, rank_order_name(n.order));
+        for (const NodePlan& n : nodes) print_explain(n.cost, gridnn::enum_name(n.order));
       return 0;
     }
-    const std::vector<PlanCost> plans = conv_use == "gridnn" ? gridnn::train::sweep_grids(run, procs, machine)
-                                                             : sweep(net, batch, procs, machine, strategy);
+    const std::vector<PlanCost> plans = conv_use == ConvUse::gridnn
+                                            ? gridnn::train::sweep_grids(run, procs, machine)
+                                            : sweep(net, batch, procs, machine, strategy);
     GRIDNN_REQUIRE(!plans.empty(), "no grid of ", procs, " processes fits --batch ", batch, " and the input depth");
     const size_t best = best_index(plans);
     if (json) {
@@ -353,7 +361,7 @@ int main(int argc, char** argv) {
                 "flops = %g/s, convolutions: %s, FC: model\n",
                 net.name.c_str(), static_cast<long long>(net.weights()),
                 static_cast<long long>(batch), procs, machine.alpha, machine.beta, machine.flops,
-                conv_use.c_str());
+                gridnn::enum_name(conv_use));
     if (used) print_calibration(cal, false);
     std::printf("%-9s %14s %12s %12s %12s %10s %10s\n", "grid", "words", "comm s", "compute s",
                 "total s", "speedup", "comm/");

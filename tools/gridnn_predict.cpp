@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/device.h"
+#include "core/enum_json.h"
 #include "core/error.h"
 #include "models/train/checkpoint.h"
 #include "models/train/predict.h"
@@ -22,7 +23,8 @@ using namespace gridnn;
 struct Cli {
   train::PredictOptions p;
   train::TrainOptions flags;  // only the flags given are applied over the checkpoint's options
-  std::string checkpoint, input = "32x32x32", attention = "both";
+  std::string checkpoint, input = "32x32x32";
+  cli::Attention attention = cli::Attention::both;
 };
 
 void add_flags(CLI::App& app, Cli& c) {
@@ -48,26 +50,21 @@ void add_flags(CLI::App& app, Cli& c) {
 
   app.add_option("--depth", o.resattnet.depth, "ResAttNet3D depth: 18 or 34")->check(CLI::IsMember({18, 34}));
   app.add_option("--width", o.resattnet.width, "ResAttNet3D width w")->check(CLI::Range(1, 4096));
-  app.add_option("--attention", c.attention, "self-attention after: both, layer3, layer4 or none")
-      ->check(CLI::IsMember({"both", "layer3", "layer4", "none"}));
+  cli::add_enum_option(app, "--attention", c.attention, "self-attention after: both, layer3, layer4 or none");
   app.add_option("--input", c.input, "input volume size DxHxW");
   app.add_option("--in-channels", o.in_channels, "input channels")->check(CLI::Range(1, 1024));
   app.add_option("--classes", o.classes, "number of classes")->check(CLI::Range(2, 1 << 20));
-  app.add_option("--fit", o.data.fit, "NIfTI volumes to --input: crop or resample")
-      ->check(CLI::IsMember({"crop", "resample"}));
-  app.add_option("--orientation", o.data.orientation,
-                 "canonical (RAS+, from sform, else qform) or native (the stored voxel order)")
-      ->check(CLI::IsMember({"canonical", "native"}));
+  cli::add_enum_option(app, "--fit", o.data.fit, "NIfTI volumes to --input");
+  cli::add_enum_option(app, "--orientation", o.data.orientation,
+                       "canonical (RAS+, from sform, else qform) or native (the stored voxel order)");
   app.add_option("--spacing", o.data.spacing, "resample to this voxel size (mm) before fitting; 0: off")
       ->check(CLI::Range(0.0, 100.0));
 
   app.add_option("--batch", o.batch, "scans per batch")->check(CLI::Range(1, 1 << 20));
   app.add_option("--grid", o.grid, "process grid PrxPc (run under mpiexec -n Pr*Pc)")->capture_default_str();
   app.add_option("--device", o.device, "cpu, cuda or cuda:N")->capture_default_str();
-  app.add_option("--comm-backend", o.comm_backend, "auto, mpi or nccl")->capture_default_str()
-      ->check(CLI::IsMember({"auto", "mpi", "nccl"}));
-  app.add_option("--precision", o.precision, "GPU math: fp32, tf32 or bf16")->capture_default_str()
-      ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
+  cli::add_enum_option(app, "--comm-backend", o.comm_backend, "communication")->capture_default_str();
+  cli::add_enum_option(app, "--precision", o.precision, "GPU math")->capture_default_str();
   app.add_option("--comm-timeout", o.comm_timeout, "seconds a communication may wait; 0: forever")
       ->capture_default_str()->check(CLI::Range(0.0, 1e9));
 }
@@ -88,7 +85,7 @@ train::TrainOptions options(const CLI::App& app, Cli& c) {
       o = train::options_from_json(train::read_checkpoint(path).state.config_json);
     }
     c.p.weights = path;
-    GRIDNN_REQUIRE(o.model == "resattnet3d", "--checkpoint ", path, " holds a ", o.model,
+    GRIDNN_REQUIRE(o.model == train::Model::resattnet3d, "--checkpoint ", path, " holds a ", enum_name(o.model),
                    " model; gridnn-predict applies ResAttNet3D models to volumes");
   }
   GRIDNN_REQUIRE(!c.p.weights.empty(), "give the model: --checkpoint FILE|DIR or --init-from WEIGHTS");
@@ -97,8 +94,7 @@ train::TrainOptions options(const CLI::App& app, Cli& c) {
   if (given("--depth")) o.resattnet.depth = f.resattnet.depth;
   if (given("--width")) o.resattnet.width = f.resattnet.width;
   if (given("--attention")) {
-    o.resattnet.attention3 = c.attention == "both" || c.attention == "layer3";
-    o.resattnet.attention4 = c.attention == "both" || c.attention == "layer4";
+    cli::set_attention(c.attention, o.resattnet);
   }
   if (given("--input")) {
     const auto input = cli::parse_size("--input", c.input);
@@ -115,8 +111,8 @@ train::TrainOptions options(const CLI::App& app, Cli& c) {
                    text.c_str(), nlohmann::json(value).dump().c_str());
     value = flag_value;
   };
-  data_flag("--fit", o.data.fit, f.data.fit, f.data.fit);
-  data_flag("--orientation", o.data.orientation, f.data.orientation, f.data.orientation);
+  data_flag("--fit", o.data.fit, f.data.fit, enum_name(f.data.fit));
+  data_flag("--orientation", o.data.orientation, f.data.orientation, enum_name(f.data.orientation));
   data_flag("--spacing", o.data.spacing, f.data.spacing, std::to_string(f.data.spacing));
   if (given("--batch")) o.batch = f.batch;
   // Where and how it runs: this command's, never the training run's.
@@ -131,7 +127,7 @@ train::TrainOptions options(const CLI::App& app, Cli& c) {
   o.init_from.clear();
   o.resume = false;
   o.checkpoint_dir.clear();
-  o.model = "resattnet3d";
+  o.model = train::Model::resattnet3d;
   return o;
 }
 

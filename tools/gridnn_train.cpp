@@ -21,7 +21,7 @@ using namespace gridnn;
 struct Cli {
   train::TrainOptions o;
   std::string input = "32x32x32";
-  std::string attention = "both";
+  cli::Attention attention = cli::Attention::both;
   std::string batch_file, dump_step;
   double weight_decay = -1;
 };
@@ -31,14 +31,13 @@ void add_flags(CLI::App& app, Cli& c) {
   // A flag given twice takes its last value, so wrappers (scripts/run.sh) can set defaults
   // that the user's arguments, which come after them, override.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_option("--model", o.model, "network: resattnet3d or mlp")->capture_default_str()
-      ->check(CLI::IsMember({"resattnet3d", "mlp"}));
+  cli::add_enum_option(app, "--model", o.model, "network")->capture_default_str();
   app.add_option("--depth", o.resattnet.depth, "ResAttNet3D depth: 18 or 34")->capture_default_str()
       ->check(CLI::IsMember({18, 34}));
   app.add_option("--width", o.resattnet.width, "ResAttNet3D width w (layer1 channels; layers have w, 2w, 4w, 8w)")
       ->capture_default_str()->check(CLI::Range(1, 4096));
-  app.add_option("--attention", c.attention, "self-attention after: both, layer3, layer4 or none")
-      ->capture_default_str()->check(CLI::IsMember({"both", "layer3", "layer4", "none"}));
+  cli::add_enum_option(app, "--attention", c.attention, "self-attention after: both, layer3, layer4 or none")
+      ->capture_default_str();
   app.add_option("--mlp-hidden", o.mlp_hidden, "MLP hidden layer sizes")->capture_default_str()->delimiter(',');
   app.add_option("--input", c.input, "input volume size DxHxW")->capture_default_str();
   app.add_option("--in-channels", o.in_channels, "input channels")->capture_default_str()->check(CLI::Range(1, 1024));
@@ -47,32 +46,31 @@ void add_flags(CLI::App& app, Cli& c) {
   app.add_option("--epochs", o.epochs, "passes over the training set")->check(CLI::Range(0, 1 << 30));
   app.add_option("--steps", o.steps, "optimizer steps (wins over --epochs)")->check(CLI::Range(int64_t(0), int64_t(1) << 40));
 
-  app.add_option("--optimizer", o.optimizer.kind, "sgd, adam or adamw")->capture_default_str()
-      ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+  cli::add_enum_option(app, "--optimizer", o.optimizer.kind, "optimizer")->capture_default_str();
   app.add_option("--lr", o.schedule.base_lr, "learning rate")->capture_default_str();
   app.add_option("--momentum", o.optimizer.momentum, "SGD momentum")->capture_default_str();
   app.add_flag("--nesterov", o.optimizer.nesterov, "SGD with Nesterov momentum");
   app.add_option("--weight-decay", c.weight_decay,
                  "L2 penalty (sgd, adam) or decoupled decay (adamw); default 0, adamw 0.01");
-  app.add_option("--schedule", o.schedule.kind, "learning-rate schedule: constant, step or cosine")
-      ->capture_default_str()->check(CLI::IsMember({"constant", "step", "cosine"}));
+  cli::add_enum_option(app, "--schedule", o.schedule.kind, "learning-rate schedule")->capture_default_str();
   app.add_option("--warmup-steps", o.schedule.warmup_steps, "linear warm-up steps")->capture_default_str();
   app.add_option("--step-size", o.schedule.step_size, "step schedule: steps between decays")->capture_default_str();
   app.add_option("--gamma", o.schedule.gamma, "step schedule: decay factor")->capture_default_str();
   app.add_option("--min-lr", o.schedule.min_lr, "cosine schedule: final learning rate")->capture_default_str();
 
-  app.add_option("--data", o.data.source, "'synthetic' or a CSV manifest of NIfTI volumes (path,label[,split])")
+  app.add_option("--data", o.data.source,
+                 std::string("'") + train::kSyntheticData + "' or a CSV manifest of NIfTI volumes (path,label[,split])")
       ->capture_default_str();
   app.add_option("--train-samples", o.data.train_samples, "synthetic training set size")->capture_default_str();
   app.add_option("--val-samples", o.data.val_samples, "synthetic validation set size")->capture_default_str();
   app.add_option("--val-fraction", o.data.val_fraction, "manifest rows without a split: share used for validation")
       ->capture_default_str()->check(CLI::Range(0.0, 1.0));
-  app.add_option("--fit", o.data.fit, "NIfTI volumes to --input: crop (center crop / zero pad) or resample")
-      ->capture_default_str()->check(CLI::IsMember({"crop", "resample"}));
-  app.add_option("--orientation", o.data.orientation,
-                 "NIfTI voxel order: canonical (nibabel's closest RAS+ from the sform, else the qform) or "
-                 "native (as stored)")
-      ->capture_default_str()->check(CLI::IsMember({"canonical", "native"}));
+  cli::add_enum_option(app, "--fit", o.data.fit, "NIfTI volumes to --input: crop (center crop / zero pad) or resample")
+      ->capture_default_str();
+  cli::add_enum_option(app, "--orientation", o.data.orientation,
+                       "NIfTI voxel order: canonical (nibabel's closest RAS+ from the sform, else the qform) or "
+                       "native (as stored)")
+      ->capture_default_str();
   app.add_option("--spacing", o.data.spacing,
                  "NIfTI: resample to voxels of MM mm on every axis before --fit (0: off)")
       ->capture_default_str()->check(CLI::Range(0.0, 100.0));
@@ -95,11 +93,10 @@ void add_flags(CLI::App& app, Cli& c) {
   app.add_option("--device", o.device,
                  "cpu, cuda or cuda:N (cuda under mpiexec: each rank of a node its own GPU, round robin)")
       ->capture_default_str();
-  app.add_option("--comm-backend", o.comm_backend,
-                 "communication: auto (NCCL for GPU tensors when each rank has its own GPU), mpi or nccl")
-      ->capture_default_str()->check(CLI::IsMember({"auto", "mpi", "nccl"}));
-  app.add_option("--precision", o.precision, "GPU math for convolutions and GEMMs: fp32, tf32 or bf16")
-      ->capture_default_str()->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
+  cli::add_enum_option(app, "--comm-backend", o.comm_backend,
+                       "communication: auto (NCCL for GPU tensors when each rank has its own GPU), mpi or nccl")
+      ->capture_default_str();
+  cli::add_enum_option(app, "--precision", o.precision, "GPU math for convolutions and GEMMs")->capture_default_str();
   app.add_option("--seed", o.seed, "seed of initialization, data order and augmentation")->capture_default_str();
 
   app.add_option("--checkpoint-dir", o.checkpoint_dir, "save checkpoints here (safetensors)");
@@ -108,14 +105,14 @@ void add_flags(CLI::App& app, Cli& c) {
   app.add_flag("--resume", o.resume, "continue from the newest checkpoint in --checkpoint-dir");
   app.add_option("--init-from", o.init_from, "start from these weights (safetensors with PyTorch names)")
       ->check(CLI::ExistingFile);
-  app.add_option("--save-errors", o.save_errors,
-                 "a checkpoint that cannot be saved (disk full, read-only): stop (exit 1) or warn and train on")
-      ->capture_default_str()->check(CLI::IsMember({"stop", "warn"}));
-  app.add_option("--on-signal", o.on_signal,
-                 "SIGTERM, SIGINT or SIGUSR1 (on any rank): every rank finishes its step, then save-exit (write "
-                 "a checkpoint, exit with --requeue-exit-code) or exit (no checkpoint, exit 128+signal); a "
-                 "second signal ends at once")
-      ->capture_default_str()->check(CLI::IsMember({"save-exit", "exit"}));
+  cli::add_enum_option(app, "--save-errors", o.save_errors,
+                       "a checkpoint that cannot be saved (disk full, read-only): stop (exit 1) or warn and train on")
+      ->capture_default_str();
+  cli::add_enum_option(app, "--on-signal", o.on_signal,
+                       "SIGTERM, SIGINT or SIGUSR1 (on any rank): every rank finishes its step, then save-exit "
+                       "(write a checkpoint, exit with --requeue-exit-code) or exit (no checkpoint, exit "
+                       "128+signal); a second signal ends at once")
+      ->capture_default_str();
   app.add_option("--requeue-exit-code", o.requeue_exit_code,
                  "exit status after a signal's checkpoint was saved (a batch script resubmits with --resume)")
       ->capture_default_str()->check(CLI::Range(2, 125));
@@ -123,10 +120,11 @@ void add_flags(CLI::App& app, Cli& c) {
                  "seconds one communication may wait for the other ranks before the job ends, naming the "
                  "operation and the ranks that had not arrived (exit 124); 0: no limit")
       ->capture_default_str()->check(CLI::Range(0.0, 1e9));
-  app.add_option("--rank-order", o.rank_order,
-                 "where grid positions run: rows-in-node (row groups on consecutive ranks, so model/domain "
-                 "traffic stays in a node) or cols-in-node (column groups consecutive); see gridnn-plan --nodes")
-      ->capture_default_str()->check(CLI::IsMember({"rows-in-node", "cols-in-node"}));
+  cli::add_enum_option(app, "--rank-order", o.rank_order,
+                       "where grid positions run: rows-in-node (row groups on consecutive ranks, so model/domain "
+                       "traffic stays in a node) or cols-in-node (column groups consecutive); see gridnn-plan "
+                       "--nodes")
+      ->capture_default_str();
   app.add_option("--metrics", o.metrics_path, "write one JSON line per step and per validation here");
   app.add_option("--eval-every", o.eval_every, "validate every N steps (default: every epoch)");
   app.add_flag("!--no-progress", o.progress, "no progress output");
@@ -144,8 +142,7 @@ int run(Cli& c, parallel::ProcessGrid& grid) {
   auto& o = c.o;
   const auto input = cli::parse_size("--input", c.input);
   o.input.assign(input.begin(), input.end());
-  o.resattnet.attention3 = c.attention == "both" || c.attention == "layer3";
-  o.resattnet.attention4 = c.attention == "both" || c.attention == "layer4";
+  cli::set_attention(c.attention, o.resattnet);
   o.optimizer.weight_decay = c.weight_decay;
   if (!c.dump_step.empty()) {
     train::dump_step(o, c.batch_file, c.dump_step, &grid);
@@ -169,7 +166,7 @@ int run(Cli& c, parallel::ProcessGrid& grid) {
 parallel::GridShape grid_shape(Cli& c, int procs, bool report) {
   const int stages = c.o.stages;
   parallel::GridShape shape;
-  if (c.o.grid != "auto") {
+  if (c.o.grid != train::kAutoGrid) {
     shape = parallel::GridShape::parse(c.o.grid);
   } else {
     const auto input = cli::parse_size("--input", c.input);

@@ -18,14 +18,6 @@ std::string listed_at(const std::string& source, const ManifestRow& r) {
 }
 }  // namespace
 
-Fit parse_fit(const std::string& name) {
-  if (name == "crop") return Fit::crop;
-  if (name == "resample") return Fit::resample;
-  throw Error("unknown fit mode \"" + name +
-              "\"; use crop (center crop / zero pad) or "
-              "resample (trilinear)");
-}
-
 NiftiDataset::NiftiDataset(Manifest manifest, NiftiDatasetOptions options)
     : source_(std::move(manifest.source)), options_(std::move(options)) {
   const auto& t = options_.target;

@@ -39,6 +39,7 @@
 #include <optional>
 #include <string>
 
+#include "core/names.h"
 #include "models/data/dataset.h"
 #include "models/data/manifest.h"
 #include "models/data/orientation.h"
@@ -46,9 +47,9 @@
 namespace gridnn::data {
 
 enum class Fit { crop, resample };
-
-// "crop" or "resample" (for command lines); throws gridnn::Error for anything else.
-Fit parse_fit(const std::string& name);
+inline constexpr EnumName<Fit> kFitNames[] = {{Fit::crop, "crop", "center crop / zero pad"},
+                                              {Fit::resample, "resample", "trilinear"}};
+constexpr EnumNames<Fit> enum_names(Fit) { return {"fit mode", kFitNames}; }
 
 struct NiftiDatasetOptions {
   std::array<int64_t, 3> target{0, 0, 0};  // {D, H, W} of every sample: the model input

@@ -76,18 +76,6 @@ const char* affine_source_name(AffineSource source) {
   }
 }
 
-Orientation parse_orientation(const std::string& name) {
-  if (name == "canonical") return Orientation::canonical;
-  if (name == "native") return Orientation::native;
-  throw Error("unknown orientation \"" + name +
-              "\"; use canonical (nibabel's closest canonical RAS+, from the sform, else the qform) "
-              "or native (the stored voxel order)");
-}
-
-const char* orientation_name(Orientation orientation) {
-  return orientation == Orientation::canonical ? "canonical" : "native";
-}
-
 AxisOrientation io_orientation(const Affine& affine, const std::string& what) {
   Mat3 rs;
   for (int j = 0; j < 3; ++j) {

@@ -46,6 +46,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/names.h"
 #include "core/tensor.h"
 
 namespace gridnn::data {
@@ -69,9 +70,10 @@ struct ScanGeometry {
 using IndexMap = std::array<std::array<double, 4>, 3>;
 
 enum class Orientation { canonical, native };
-// "canonical" | "native", else gridnn::Error listing them.
-Orientation parse_orientation(const std::string& name);
-const char* orientation_name(Orientation orientation);
+inline constexpr EnumName<Orientation> kOrientationNames[] = {
+    {Orientation::canonical, "canonical", "nibabel's closest canonical RAS+, from the sform, else the qform"},
+    {Orientation::native, "native", "the stored voxel order"}};
+constexpr EnumNames<Orientation> enum_names(Orientation) { return {"orientation", kOrientationNames}; }
 
 // nibabel 5.0's io_orientation: for voxel axis j (0 = i, 1 = j, 2 = k), {o_j, f_j}: the world
 // axis (0 = x, 1 = y, 2 = z) it runs along and +1 or -1. Throws gridnn::Error for a

@@ -9,12 +9,11 @@ namespace gridnn::optim {
 
 Adam::Adam(OptimizerOptions options, ParameterList params)
     : Optimizer(std::move(options), std::move(params)),
-      decoupled_(options_.kind == "adamw"),
+      decoupled_(options_.kind == OptimizerKind::adamw),
       exp_avg_(params_.size()),
       exp_avg_sq_(params_.size()) {
   OptimizerOptions& o = options_;
-  GRIDNN_REQUIRE(o.kind == "adam" || o.kind == "adamw", "Adam: options.kind is '", o.kind,
-                 "'; use make_optimizer");
+  GRIDNN_REQUIRE(o.kind != OptimizerKind::sgd, "Adam: options.kind is sgd; use make_optimizer");
   if (o.weight_decay < 0.0) o.weight_decay = decoupled_ ? 1e-2 : 0.0;
   GRIDNN_REQUIRE(o.beta1 >= 0.0 && o.beta1 < 1.0, name(), ": beta1 must be in [0, 1), got ",
                  o.beta1);

@@ -19,7 +19,7 @@ namespace gridnn::optim {
 
 class Adam : public Optimizer {
  public:
-  // AdamW when options.kind == "adamw", else Adam. Checks beta1 and beta2 in [0, 1),
+  // AdamW when options.kind is adamw, else Adam. Checks beta1 and beta2 in [0, 1),
   // eps >= 0 and the parameters; a negative weight decay means 0 (Adam) or 1e-2 (AdamW).
   // Options of SGD (momentum, dampening, nesterov) are ignored.
   Adam(OptimizerOptions options, ParameterList params);

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/names.h"
 #include "core/safetensors.h"
 #include "models/module.h"
 
@@ -24,8 +25,13 @@ namespace gridnn::optim {
 
 using ParameterList = std::vector<std::pair<std::string, nn::Parameter*>>;
 
+enum class OptimizerKind { sgd, adam, adamw };
+inline constexpr EnumName<OptimizerKind> kOptimizerKindNames[] = {
+    {OptimizerKind::sgd, "sgd"}, {OptimizerKind::adam, "adam"}, {OptimizerKind::adamw, "adamw"}};
+constexpr EnumNames<OptimizerKind> enum_names(OptimizerKind) { return {"optimizer", kOptimizerKindNames}; }
+
 struct OptimizerOptions {
-  std::string kind = "sgd";  // sgd | adam | adamw
+  OptimizerKind kind = OptimizerKind::sgd;
   // SGD (PyTorch defaults: momentum 0, dampening 0, weight decay 0, no Nesterov).
   double momentum = 0.0;
   double dampening = 0.0;
@@ -66,7 +72,7 @@ class Optimizer {
 };
 
 // Checks the options (a negative learning-rate factor, beta outside [0, 1), Nesterov
-// without momentum or with dampening, an unknown kind: gridnn::Error saying what to change).
+// without momentum or with dampening: gridnn::Error saying what to change).
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& options, ParameterList params);
 
 }  // namespace gridnn::optim

@@ -9,12 +9,18 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
+
+#include "core/names.h"
 
 namespace gridnn::optim {
 
+enum class ScheduleKind { constant, step, cosine };
+inline constexpr EnumName<ScheduleKind> kScheduleKindNames[] = {
+    {ScheduleKind::constant, "constant"}, {ScheduleKind::step, "step"}, {ScheduleKind::cosine, "cosine"}};
+constexpr EnumNames<ScheduleKind> enum_names(ScheduleKind) { return {"schedule", kScheduleKindNames}; }
+
 struct ScheduleOptions {
-  std::string kind = "constant";  // constant | step | cosine
+  ScheduleKind kind = ScheduleKind::constant;
   double base_lr = 0.01;
   int64_t warmup_steps = 0;
   int64_t step_size = 1000;  // step

@@ -10,7 +10,7 @@ namespace gridnn::optim {
 Sgd::Sgd(OptimizerOptions options, ParameterList params)
     : Optimizer(std::move(options), std::move(params)), momentum_buffers_(params_.size()) {
   OptimizerOptions& o = options_;
-  GRIDNN_REQUIRE(o.kind == "sgd", "Sgd: options.kind is '", o.kind, "'; use make_optimizer");
+  GRIDNN_REQUIRE(o.kind == OptimizerKind::sgd, "Sgd: options.kind is ", enum_name(o.kind), "; use make_optimizer");
   if (o.weight_decay < 0.0) o.weight_decay = 0.0;
   GRIDNN_REQUIRE(std::isfinite(o.momentum) && o.momentum >= 0.0, "SGD: momentum must be >= 0, got ",
                  o.momentum);

@@ -19,8 +19,8 @@ constexpr int64_t kSyntheticValidationFirstId = int64_t(1) << 32;
 data::NiftiDatasetOptions nifti_dataset_options(const TrainOptions& o) {
   data::NiftiDatasetOptions no;
   no.target = {o.input[0], o.input[1], o.input[2]};
-  no.fit = data::parse_fit(o.data.fit);
-  no.orientation = data::parse_orientation(o.data.orientation);
+  no.fit = o.data.fit;
+  no.orientation = o.data.orientation;
   no.spacing = o.data.spacing;
   no.num_classes = o.classes;
   return no;
@@ -28,7 +28,7 @@ data::NiftiDatasetOptions nifti_dataset_options(const TrainOptions& o) {
 
 Datasets make_datasets(const TrainOptions& o) {
   Datasets d;
-  if (o.data.source == "synthetic") {
+  if (o.data.source == kSyntheticData) {
     data::SyntheticOptions s;
     s.classes = o.classes;
     s.channels = o.in_channels;

@@ -3,31 +3,63 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/device.h"
+#include "core/names.h"
+#include "kernels/math_mode.h"
+#include "models/data/nifti_dataset.h"
 #include "models/nets/mlp.h"
 #include "models/nets/resattnet3d.h"
 #include "models/optim/optimizer.h"
 #include "models/optim/schedule.h"
+#include "parallel/process_grid.h"
 
 namespace gridnn::train {
 
+enum class Model { resattnet3d, mlp };
+inline constexpr EnumName<Model> kModelNames[] = {{Model::resattnet3d, "resattnet3d"}, {Model::mlp, "mlp"}};
+constexpr EnumNames<Model> enum_names(Model) { return {"model", kModelNames}; }
+
+// What a stop signal (SIGTERM, SIGINT, SIGUSR1) ends the run with (gridnn-train --on-signal).
+enum class OnSignal { save_exit, exit };
+inline constexpr EnumName<OnSignal> kOnSignalNames[] = {
+    {OnSignal::save_exit, "save-exit", "a checkpoint, then exit with --requeue-exit-code"},
+    {OnSignal::exit, "exit", "no checkpoint, exit 128+signal"}};
+constexpr EnumNames<OnSignal> enum_names(OnSignal) { return {"signal action", kOnSignalNames}; }
+
+// What a checkpoint that cannot be saved does (gridnn-train --save-errors).
+enum class SaveErrors { stop, warn };
+inline constexpr EnumName<SaveErrors> kSaveErrorsNames[] = {
+    {SaveErrors::stop, "stop", "exit 1"}, {SaveErrors::warn, "warn", "a warning, then train on"}};
+constexpr EnumNames<SaveErrors> enum_names(SaveErrors) { return {"save-error action", kSaveErrorsNames}; }
+
+// The rules --placement names; any other text names a placement file (docs/placement.md).
+enum class PlacementRule { even, automatic };
+inline constexpr EnumName<PlacementRule> kPlacementRuleNames[] = {
+    {PlacementRule::even, "even"}, {PlacementRule::automatic, "auto", "GABRA on measured blocks"}};
+constexpr EnumNames<PlacementRule> enum_names(PlacementRule) { return {"placement", kPlacementRuleNames}; }
+
+// The words that stand for something other than a file or a grid in --data and --grid.
+inline constexpr char kSyntheticData[] = "synthetic";
+inline constexpr char kAutoGrid[] = "auto";
+
 struct DataOptions {
-  std::string source = "synthetic";  // "synthetic" or a CSV manifest of NIfTI volumes
+  std::string source = kSyntheticData;  // kSyntheticData or a CSV manifest of NIfTI volumes
   int64_t train_samples = 256;       // synthetic only
   int64_t val_samples = 128;         // synthetic only
   double val_fraction = 0.2;         // manifest rows without a split column
   bool augment = true;               // random shifts / flips and fresh noise while training
   bool cache = false;                // keep loaded training samples in memory (needs augment off)
-  std::string fit = "crop";          // NIfTI: crop (center crop or zero pad) | resample
-  std::string orientation = "canonical";  // NIfTI: canonical (closest RAS+) | native (stored voxel order)
+  data::Fit fit = data::Fit::crop;   // NIfTI: crop (center crop or zero pad) | resample
+  data::Orientation orientation = data::Orientation::canonical;  // NIfTI: closest RAS+ | stored voxel order
   double spacing = 0;                // NIfTI: resample to voxels of this many mm before the fit; 0: off
 };
 
 struct TrainOptions {
-  std::string model = "resattnet3d";  // resattnet3d | mlp
+  Model model = Model::resattnet3d;
   nn::ResAttNetConfig resattnet;      // depth, width, attention switches (classes, channels below)
   std::vector<int64_t> mlp_hidden{256, 64};
   int64_t in_channels = 1;
@@ -43,15 +75,15 @@ struct TrainOptions {
 
   std::string grid = "1x1";    // PrxPc or PsxPrxPc (docs/design.md §4); the job must have Ps*Pr*Pc processes
   // Pipeline stages (docs/design.md §7, models/train/step.h): Ps (also given by a PsxPrxPc
-  // grid), GPipe micro-batches per step, and where the stages cut the network: "" or
-  // "even", "auto" (GABRA on measured blocks) or a placement file (docs/placement.md).
+  // grid), GPipe micro-batches per step, and where the stages cut the network: a
+  // PlacementRule's name ("" is even) or a placement file (placement_rule below).
   int stages = 1;
   int micro_batches = 1;
   std::string placement;
   bool comm_report = false;   // print the per-layer communication table at the end
-  std::string device = "cpu";
-  std::string comm_backend = "auto";  // auto | mpi | nccl (parallel/process_grid.h)
-  std::string precision = "fp32";  // fp32 | tf32 | bf16
+  std::string device = "cpu";  // cpu, cuda (under mpiexec: each rank of a node its own GPU) or cuda:N
+  parallel::CommBackend comm_backend = parallel::CommBackend::automatic;
+  ops::MathMode precision = ops::MathMode::fp32;
   uint64_t seed = 1;
 
   std::string checkpoint_dir;  // empty: no checkpoints
@@ -66,11 +98,11 @@ struct TrainOptions {
 
   // Running on a cluster (docs/cluster.md). They change where and how long ranks run, never
   // the results, so checkpoints do not record them.
-  std::string rank_order = "rows-in-node";  // rows-in-node | cols-in-node (parallel/process_grid.h)
-  double comm_timeout = 300;                // s one communication may wait; 0: forever
-  std::string on_signal = "save-exit";      // SIGTERM/SIGINT/SIGUSR1: save-exit | exit
-  int requeue_exit_code = 75;               // the exit status after a signal's checkpoint
-  std::string save_errors = "stop";         // a failed checkpoint save: stop | warn (train on)
+  parallel::RankOrder rank_order = parallel::RankOrder::rows_in_node;
+  double comm_timeout = 300;  // s one communication may wait; 0: forever
+  OnSignal on_signal = OnSignal::save_exit;
+  int requeue_exit_code = 75;  // the exit status after a signal's checkpoint
+  SaveErrors save_errors = SaveErrors::stop;
 };
 
 // The options as JSON (for checkpoints and the metrics file) and back.
@@ -78,6 +110,8 @@ std::string to_json(const TrainOptions& options);
 TrainOptions options_from_json(const std::string& json);
 // Checks what the options alone can tell (gridnn::Error saying which flag to change).
 void validate(const TrainOptions& options);
+// The rule options.placement names (empty: even), or nullopt for a placement file.
+std::optional<PlacementRule> placement_rule(const TrainOptions& options);
 
 // The network the options describe, with the layers of `layers` (a grid's, for domain and
 // batch parallelism), its modules named (state_dict names), and initialized from

@@ -153,7 +153,7 @@ std::vector<ScanEntry> list_scans(const std::string& data, const std::string& sp
 PredictResult predict(const PredictOptions& o, parallel::ProcessGrid& grid, std::FILE* out) {
   GRIDNN_REQUIRE(grid.shape().stages == 1, "gridnn-predict runs on one pipeline stage: give --grid PrxPc, not ",
                  grid.shape().str());
-  GRIDNN_REQUIRE(o.run.model == "resattnet3d", "gridnn-predict needs a ResAttNet3D model (volumes in)");
+  GRIDNN_REQUIRE(o.run.model == Model::resattnet3d, "gridnn-predict needs a ResAttNet3D model (volumes in)");
   GRIDNN_REQUIRE(o.run.batch >= 1, "--batch must be at least 1");
   GRIDNN_REQUIRE(o.explain_class < o.run.classes, "--explain-class ", o.explain_class, " is not a class of this model (",
                  o.run.classes, " classes: 0 to ", o.run.classes - 1, ")");
@@ -182,7 +182,7 @@ PredictResult predict(const PredictOptions& o, parallel::ProcessGrid& grid, std:
     if (grid.row_rank() == 0) fs::create_directories(o.explain_dir);
   }
   const std::vector<std::string> names = explanation_names(scans);
-  const bool canonical = o.run.data.orientation == "canonical";
+  const bool canonical = o.run.data.orientation == data::Orientation::canonical;
   if (leader && fs::path(o.out).has_parent_path()) fs::create_directories(fs::path(o.out).parent_path());
   if (out)
     std::fprintf(out, "predicting %zu scan%s on %s, grid %s%s\n", scans.size(), scans.size() == 1 ? "" : "s",

@@ -2,6 +2,7 @@
 // measured block profile (step.h).
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <vector>
 
 #include "core/error.h"
@@ -48,7 +49,8 @@ plan::Profile profile_blocks(const TrainOptions& options, int64_t rows, int repe
   const Tensor x = Tensor::from_vector(std::vector<float>(size_t(shape.numel()), 0.5f), shape).to(device);
 
   // Optimizer state per parameter value: SGD with momentum keeps one buffer, Adam two.
-  const double state_copies = options.optimizer.kind == "sgd" ? (options.optimizer.momentum > 0 ? 1 : 0) : 2;
+  const double state_copies =
+      options.optimizer.kind == optim::OptimizerKind::sgd ? (options.optimizer.momentum > 0 ? 1 : 0) : 2;
   plan::Profile profile;
   profile.micro_batches = 1;
   profile.blocks.resize(n);
@@ -81,12 +83,12 @@ plan::Profile profile_blocks(const TrainOptions& options, int64_t rows, int repe
 
 plan::Placement choose_placement(const TrainOptions& options, const nn::BlockNetwork& net, parallel::ProcessGrid& grid) {
   const int stages = grid.shape().stages;
-  const std::string& how = options.placement;
-  if (how.empty() || how == "even") return even_placement(net, stages);
-  if (how != "auto") {
-    plan::Placement p = plan::read_placement(how);
+  const std::optional<PlacementRule> rule = placement_rule(options);
+  if (rule == PlacementRule::even) return even_placement(net, stages);
+  if (!rule) {
+    plan::Placement p = plan::read_placement(options.placement);
     plan::validate(p, int(net.block_count()), stages, net.block_names());
-    GRIDNN_REQUIRE(p.partitions() == stages, "--placement ", how, " has ", p.partitions(),
+    GRIDNN_REQUIRE(p.partitions() == stages, "--placement ", options.placement, " has ", p.partitions(),
                    " partitions, but the run has ", stages, " stages (--stages or --grid PsxPrxPc)");
     return p;
   }

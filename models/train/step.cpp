@@ -63,11 +63,11 @@ Step::Step(const TrainOptions& o, parallel::ProcessGrid& grid)
   model_->to(device_);
   // Convolutions and GEMMs in the chosen math; parameters, gradients and optimizer state
   // stay fp32 (master weights). On the CPU, reduced modes are emulated (for tests).
-  model_->set_math_mode(ops::parse_math_mode(o.precision));
+  model_->set_math_mode(o.precision);
   model_->train();
 
   const int stages = grid.shape().stages;
-  GRIDNN_REQUIRE(o.placement.empty() || o.placement == "even" || stages > 1,
+  GRIDNN_REQUIRE(placement_rule(o) == PlacementRule::even || stages > 1,
                  "--placement needs pipeline stages (--stages K or --grid PsxPrxPc)");
   GRIDNN_REQUIRE(micro_batches_ >= 1, "--micro-batches must be at least 1, got ", micro_batches_);
   // The smallest batch shard must hold a row of every micro-batch (the same check on every

@@ -66,7 +66,8 @@ std::vector<plan::PlanCost> sweep_grids(const TrainOptions& o, int procs, const 
 
 plan::Network network_of(const TrainOptions& o) {
   const std::vector<plan::RankStep> one = describe_grid(o, {1, 1, 1});
-  return plan::network_of(one.front(), o.model == "mlp" ? "MLP" : "ResAttNet3D-" + std::to_string(o.resattnet.depth));
+  return plan::network_of(one.front(),
+                          o.model == Model::mlp ? "MLP" : "ResAttNet3D-" + std::to_string(o.resattnet.depth));
 }
 
 parallel::GridShape choose_grid(const TrainOptions& o, int procs, std::string* why) {

@@ -93,11 +93,12 @@ void Trainer::say(const std::string& line) {
 void Trainer::restore(const Checkpoint& c) {
   const TrainOptions saved = options_from_json(c.state.config_json);
   GRIDNN_REQUIRE(saved.model == options_.model && saved.seed == options_.seed && saved.batch == options_.batch,
-                 c.path, " was written by a run with --model ", saved.model, " --seed ", saved.seed,
+                 c.path, " was written by a run with --model ", enum_name(saved.model), " --seed ", saved.seed,
                  " --batch ", saved.batch, "; resume with the same options or use another --checkpoint-dir");
   GRIDNN_REQUIRE(saved.data.orientation == options_.data.orientation && saved.data.spacing == options_.data.spacing,
-                 c.path, " was written by a run that read its volumes with --orientation ", saved.data.orientation,
-                 " --spacing ", saved.data.spacing, "; resume with those (the network learnt that voxel order)");
+                 c.path, " was written by a run that read its volumes with --orientation ",
+                 enum_name(saved.data.orientation), " --spacing ", saved.data.spacing,
+                 "; resume with those (the network learnt that voxel order)");
   step_->load_state_dict({NamedTensors(c.model.begin(), c.model.end()),
                           NamedTensors(c.optimizer.begin(), c.optimizer.end()), c.optimizer_steps},
                          c.path);
@@ -121,7 +122,7 @@ std::string Trainer::save() {
     } catch (const Error& e) {
       const std::string why = "could not save the checkpoint of step " + std::to_string(state_.step) + ": " +
                               e.what() + ". The checkpoints saved before are untouched";
-      if (options_.save_errors != "warn")
+      if (options_.save_errors == SaveErrors::stop)
         throw Error(why + "; free space or fix --checkpoint-dir, then resume with --resume (or pass "
                     "--save-errors warn to train on without it)");
       std::fprintf(stderr, "gridnn: warning: %s; training goes on (--save-errors warn)\n", why.c_str());
@@ -213,13 +214,14 @@ Metrics Trainer::evaluate() {
 Metrics Trainer::run(int64_t stop_at_step) {
   const int64_t end = stop_at_step >= 0 ? std::min(stop_at_step, total_steps_) : total_steps_;
   Progress progress(out_ ? out_ : stdout, total_steps_, options_.progress);
-  if (out_)
-    std::fprintf(out_, "training %s on %s, grid %s, %lld steps of batch %lld (%lld per epoch), %s\n",
-                 options_.model == "resattnet3d" ? describe(static_cast<nn::ResAttNet3D&>(model()).config()).c_str()
-                                                  : "MLP",
+  if (out_) {
+    const std::string network =
+        options_.model == Model::resattnet3d ? describe(static_cast<nn::ResAttNet3D&>(model()).config()) : "MLP";
+    std::fprintf(out_, "training %s on %s, grid %s, %lld steps of batch %lld (%lld per epoch), %s\n", network.c_str(),
                  step_->device().str().c_str(), grid_->shape().str().c_str(), static_cast<long long>(total_steps_),
                  static_cast<long long>(options_.batch), static_cast<long long>(loader_->batches_per_epoch()),
-                 options_.optimizer.kind.c_str());
+                 enum_name(options_.optimizer.kind));
+  }
   if (out_ && (step_->stages() > 1 || step_->micro_batches() > 1))
     std::fprintf(out_, "pipeline, %d micro-batches: %s\n", step_->micro_batches(), step_->describe_stages().c_str());
   const auto start = std::chrono::steady_clock::now();
@@ -249,7 +251,7 @@ Metrics Trainer::run(int64_t stop_at_step) {
       std::string what = std::string(stop_signal_name(signal)) + " reached rank " + std::to_string(rank) +
                          (grid_->shape().size() > 1 ? " (and perhaps others)" : "") + ": stopped after step " +
                          std::to_string(state_.step);
-      if (options_.on_signal == "save-exit" && !options_.checkpoint_dir.empty()) {
+      if (options_.on_signal == OnSignal::save_exit && !options_.checkpoint_dir.empty()) {
         stop_.checkpoint = save();
         what += stop_.checkpoint.empty() ? "; the checkpoint could not be saved"
                                          : "; saved " + stop_.checkpoint + " (continue with --resume)";

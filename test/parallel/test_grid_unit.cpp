@@ -118,11 +118,11 @@ TEST(ProcessGrid, RankMapping) {
 }
 
 TEST(ProcessGrid, RankOrderNamesAndPlacement) {
-  EXPECT_EQ(parse_rank_order("rows-in-node"), RankOrder::rows_in_node);
-  EXPECT_EQ(parse_rank_order("cols-in-node"), RankOrder::cols_in_node);
-  EXPECT_STREQ(rank_order_name(RankOrder::cols_in_node), "cols-in-node");
-  const std::string bad = error_message([] { parse_rank_order("rows"); });
-  EXPECT_TRUE(contains(bad, "rank order \"rows\" is not rows-in-node")) << bad;
+  EXPECT_EQ(parse_enum<RankOrder>("rows-in-node"), RankOrder::rows_in_node);
+  EXPECT_EQ(parse_enum<RankOrder>("cols-in-node"), RankOrder::cols_in_node);
+  EXPECT_STREQ(enum_name(RankOrder::cols_in_node), "cols-in-node");
+  const std::string bad = error_message([] { parse_enum<RankOrder>("rows"); });
+  EXPECT_TRUE(contains(bad, "unknown rank order \"rows\"; use rows-in-node")) << bad;
 
   // 2x2 on two nodes of two ranks: rows-in-node keeps rows (0,1) and (2,3) together.
   const GridShape g = GridShape::parse("2x2");

@@ -77,8 +77,8 @@ TEST(TwoLevel, WorldRanksFollowTheRankOrder) {
   EXPECT_EQ(world_rank(g, RankOrder::cols_in_node, 1, 0), 3);  // r·Pc + c
   EXPECT_EQ(world_rank(g, RankOrder::cols_in_node, 0, 2), 2);
   EXPECT_EQ(world_rank(g, RankOrder::cols_in_node, 1, 2), 5);
-  EXPECT_STREQ(rank_order_name(RankOrder::rows_in_node), "rows-in-node");
-  EXPECT_STREQ(rank_order_name(RankOrder::cols_in_node), "cols-in-node");
+  EXPECT_STREQ(enum_name(RankOrder::rows_in_node), "rows-in-node");
+  EXPECT_STREQ(enum_name(RankOrder::cols_in_node), "cols-in-node");
 }
 
 // The flat model is the two-level one with one link everywhere, to the last bit.
@@ -214,7 +214,7 @@ TEST(TwoLevel, WhichCommunicatorsCrossNodes) {
   for (const Case& c : cases) {
     const Crossing x = crossing(cluster(c.nodes, c.g), Grid{c.rows, c.cols}, c.order);
     EXPECT_EQ(x.str(), c.crosses) << c.nodes << " nodes x " << c.g << ", " << c.rows << "x"
-                                  << c.cols << " " << rank_order_name(c.order);
+                                  << c.cols << " " << enum_name(c.order);
   }
   // The links follow the crossing.
   const Links l = links_of(cluster(8, 4), Grid{8, 4}, O::cols_in_node);

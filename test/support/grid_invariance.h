@@ -68,7 +68,7 @@ inline data::Batch tiny_batch_shard(parallel::ProcessGrid& grid) {
 // The same run with the MLP (hidden 32, 16).
 inline train::TrainOptions tiny_mlp() {
   train::TrainOptions o = tiny_resattnet();
-  o.model = "mlp";
+  o.model = train::Model::mlp;
   o.mlp_hidden = {32, 16};
   return o;
 }

@@ -52,7 +52,8 @@ const char* const kTiny = "--width 2 --input 16x16x16 --batch 4 --train-samples 
 TEST_F(Cli, HelpShowsExamplesAndFlags) {
   const Result r = run("--help");
   EXPECT_EQ(r.code, 0);
-  for (const char* want : {"Examples:", "--dump-step", "--resume", "--precision", "--data"})
+  for (const char* want : {"Examples:", "--dump-step", "--resume", "--precision", "--data",
+                           "--optimizer TEXT:{sgd,adam,adamw}=sgd", "--on-signal TEXT:{save-exit,exit}=save-exit"})
     EXPECT_NE(r.output.find(want), std::string::npos) << want;
 }
 
@@ -66,6 +67,8 @@ TEST_F(Cli, BadInputsFailWithAMessage) {
            {"--resume --steps 1", "--resume needs --checkpoint-dir"},
            {"--precision tf32 --steps 1", "--precision tf32 needs --device cuda"},
            {"--depth 50 --steps 1", "--depth"},
+           {"--optimizer rmsprop --steps 1", "--optimizer: rmsprop not in {sgd,adam,adamw}"},
+           {"--orientation RAS --steps 1", "--orientation: RAS not in {canonical,native}"},
            // Pipeline stages: a job of the wrong size, stages that disagree with the grid,
            // more micro-batches than samples, a placement without stages.
            {"--stages 2 --steps 1", "--grid 2x1x1 needs 2 processes"},

@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
   try {
     const std::string scan = argv[1], out = argv[2];
     gridnn::data::NiftiDatasetOptions o;
-    o.orientation = gridnn::data::parse_orientation(argc > 3 ? argv[3] : "canonical");
+    o.orientation = gridnn::parse_enum<gridnn::data::Orientation>(argc > 3 ? argv[3] : "canonical");
     o.spacing = argc > 4 ? std::stod(argv[4]) : 0.0;
     o.normalize = false;
     // The target: the oriented (and resampled) dims, so the crop fit is the identity.

@@ -272,8 +272,8 @@ TEST_F(NiftiDatasetTest, SplitsLabelsAndMessages) {
   EXPECT_TRUE(contains(message, path("missing.nii") + ": no such file"));
   EXPECT_TRUE(contains(message, "[sample 1, listed at " + path("list.csv") + ":3]"));
   EXPECT_TRUE(
-      contains(error_message([] { data::parse_fit("stretch"); }), "unknown fit mode \"stretch\""));
-  EXPECT_EQ(data::parse_fit("resample"), Fit::resample);
+      contains(error_message([] { parse_enum<Fit>("stretch"); }), "unknown fit mode \"stretch\""));
+  EXPECT_EQ(parse_enum<Fit>("resample"), Fit::resample);
 }
 
 TEST_F(NiftiDatasetTest, ConcurrentLoadsAgree) {

@@ -51,7 +51,7 @@ class NiftiTraining : public ::testing::Test {
     train::TrainOptions o;
     o.data.source = csv;
     o.data.val_fraction = 0.25;
-    o.data.fit = "resample";
+    o.data.fit = data::Fit::resample;
     o.resattnet.width = 2;
     o.input = {12, 12, 12};
     o.batch = 2;

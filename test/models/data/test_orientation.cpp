@@ -168,9 +168,9 @@ const Layout kSRA{{2, 0, 1}, {1, 1, 1}};     // i -> S, j -> R, k -> A
 const Layout kPIL{{1, 2, 0}, {-1, -1, -1}};  // i -> P, j -> I, k -> L
 
 TEST(Orientation, ParseAndIoOrientation) {
-  EXPECT_EQ(data::parse_orientation("canonical"), Orientation::canonical);
-  EXPECT_EQ(data::parse_orientation("native"), Orientation::native);
-  const std::string message = error_message([] { data::parse_orientation("RAS"); });
+  EXPECT_EQ(parse_enum<Orientation>("canonical"), Orientation::canonical);
+  EXPECT_EQ(parse_enum<Orientation>("native"), Orientation::native);
+  const std::string message = error_message([] { parse_enum<Orientation>("RAS"); });
   EXPECT_TRUE(contains(message, "\"RAS\"")) << message;
   EXPECT_TRUE(contains(message, "canonical")) << message;
   EXPECT_TRUE(contains(message, "native")) << message;
@@ -438,12 +438,12 @@ TEST_F(OrientationTest, WriteNiftiLikeKeepsTheGeometryFields) {
 TEST(OrientationOptions, JsonRoundTripAndValidation) {
   train::TrainOptions o;
   o.epochs = 1;
-  EXPECT_EQ(o.data.orientation, "canonical");
+  EXPECT_EQ(o.data.orientation, Orientation::canonical);
   EXPECT_EQ(o.data.spacing, 0.0);
-  o.data.orientation = "native";
+  o.data.orientation = Orientation::native;
   o.data.spacing = 1.25;
   const train::TrainOptions back = train::options_from_json(train::to_json(o));
-  EXPECT_EQ(back.data.orientation, "native");
+  EXPECT_EQ(back.data.orientation, Orientation::native);
   EXPECT_EQ(back.data.spacing, 1.25);
   // Older checkpoints have neither key: the defaults.
   std::string old = train::to_json(o);
@@ -453,13 +453,14 @@ TEST(OrientationOptions, JsonRoundTripAndValidation) {
     old.erase(at, key.size());
   }
   const train::TrainOptions legacy = train::options_from_json(old);
-  EXPECT_EQ(legacy.data.orientation, "native");  // older runs read the stored voxel order
+  EXPECT_EQ(legacy.data.orientation, Orientation::native);  // older runs read the stored voxel order
   EXPECT_EQ(legacy.data.spacing, 0.0);
   train::validate(back);
+  std::string bad_orientation = train::to_json(o);
+  bad_orientation.replace(bad_orientation.find("\"native\""), 8, "\"RAS\"");
+  EXPECT_TRUE(contains(error_message([&] { train::options_from_json(bad_orientation); }),
+                       "unknown orientation \"RAS\"; use canonical"));
   train::TrainOptions bad = o;
-  bad.data.orientation = "RAS";
-  EXPECT_TRUE(contains(error_message([&] { train::validate(bad); }), "--orientation"));
-  bad = o;
   bad.data.spacing = -1;
   EXPECT_TRUE(contains(error_message([&] { train::validate(bad); }), "--spacing"));
 }

@@ -36,14 +36,14 @@ Tensor bf16_rounded(const Tensor& t) { return ops::cast(ops::cast(t, DType::bf16
 
 TEST(MathMode, NamesRoundTripAndUnknownNamesSayWhatToUse) {
   for (MathMode m : {MathMode::fp32, MathMode::tf32, MathMode::bf16})
-    EXPECT_EQ(ops::parse_math_mode(ops::str(m)), m);
+    EXPECT_EQ(parse_enum<MathMode>(ops::str(m)), m);
   EXPECT_STREQ(ops::str(MathMode::bf16), "bf16");
-  const std::string msg = error_message([] { ops::parse_math_mode("fp16"); });
-  EXPECT_NE(msg.find("unknown math mode 'fp16'"), std::string::npos) << msg;
+  const std::string msg = error_message([] { parse_enum<MathMode>("fp16"); });
+  EXPECT_NE(msg.find("unknown math mode \"fp16\""), std::string::npos) << msg;
   EXPECT_NE(msg.find("fp32"), std::string::npos) << msg;
   EXPECT_NE(msg.find("tf32"), std::string::npos) << msg;
   EXPECT_NE(msg.find("bf16"), std::string::npos) << msg;
-  EXPECT_NE(error_message([] { ops::parse_math_mode("BF16"); }), "(no error)");
+  EXPECT_NE(error_message([] { parse_enum<MathMode>("BF16"); }), "(no error)");
 }
 
 TEST(MathMode, RoundOperandRoundsToNearestEven) {

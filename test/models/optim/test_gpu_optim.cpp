@@ -71,11 +71,12 @@ TEST_F(GpuOptim, AdamUpdateMatchesCpuBitwise) {
 // The optimizers create their buffers on the parameters' device; a state saved on the
 // host loads onto the GPU.
 TEST_F(GpuOptim, OptimizersMatchCpuAndKeepStateOnTheDevice) {
-  for (const std::string kind : {"sgd", "adam", "adamw"}) {
-    SCOPED_TRACE(kind);
+  for (const optim::OptimizerKind kind : {optim::OptimizerKind::sgd, optim::OptimizerKind::adam,
+                                          optim::OptimizerKind::adamw}) {
+    SCOPED_TRACE(enum_name(kind));
     optim::OptimizerOptions o;
     o.kind = kind;
-    o.momentum = kind == "sgd" ? 0.9 : 0.0;
+    o.momentum = kind == optim::OptimizerKind::sgd ? 0.9 : 0.0;
     nn::Parameter cpu{random_tensor({3, 5, 7}, 5), Tensor::zeros({3, 5, 7})};
     nn::Parameter gpu_param{on_gpu(cpu.value), Tensor::zeros({3, 5, 7}, DType::f32, gpu())};
     auto on_cpu = optim::make_optimizer(o, {{"w", &cpu}});

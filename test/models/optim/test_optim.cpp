@@ -29,7 +29,9 @@
 namespace gridnn::test {
 namespace {
 
+using optim::OptimizerKind;
 using optim::OptimizerOptions;
+using optim::ScheduleKind;
 
 // ---- a small set of parameters and their per-step gradients ------------------------------
 
@@ -98,7 +100,7 @@ void reference_sgd(Reference& r, const std::vector<double>& g, const OptimizerOp
 
 void reference_adam(Reference& r, const std::vector<double>& g, const OptimizerOptions& o,
                     double lr, int t) {
-  const bool decoupled = o.kind == "adamw";
+  const bool decoupled = o.kind == OptimizerKind::adamw;
   const double wd = o.weight_decay >= 0 ? o.weight_decay : decoupled ? 1e-2 : 0.0;
   if (r.m.empty()) r.m.assign(r.p.size(), 0.0), r.v.assign(r.p.size(), 0.0);
   for (size_t i = 0; i < r.p.size(); ++i) {
@@ -126,7 +128,7 @@ void expect_matches_reference(const OptimizerOptions& o, int steps) {
     opt->step(lr_at(k));
     for (size_t i = 0; i < params.size(); ++i) {
       SCOPED_TRACE(kShapes[i].first + " after step " + std::to_string(k));
-      if (o.kind == "sgd")
+      if (o.kind == OptimizerKind::sgd)
         reference_sgd(refs[i], doubles(gradient(i, k)), o, lr_at(k));
       else
         reference_adam(refs[i], doubles(gradient(i, k)), o, lr_at(k), k + 1);
@@ -144,14 +146,14 @@ void expect_matches_reference(const OptimizerOptions& o, int steps) {
 OptimizerOptions sgd(double momentum = 0, double dampening = 0, bool nesterov = false,
                      double wd = -1) {
   OptimizerOptions o;
-  o.kind = "sgd";
+  o.kind = OptimizerKind::sgd;
   o.momentum = momentum;
   o.dampening = dampening;
   o.nesterov = nesterov;
   o.weight_decay = wd;
   return o;
 }
-OptimizerOptions adam(const std::string& kind, double wd = -1, double beta1 = 0.9,
+OptimizerOptions adam(OptimizerKind kind, double wd = -1, double beta1 = 0.9,
                       double beta2 = 0.999, double eps = 1e-8) {
   OptimizerOptions o;
   o.kind = kind;
@@ -170,24 +172,24 @@ TEST(Sgd, MomentumDampeningWeightDecayMatchesReference) {
 TEST(Sgd, NesterovWeightDecayMatchesReference) {
   expect_matches_reference(sgd(0.9, 0, true, 0.01), 5);
 }
-TEST(Adam, WithWeightDecayMatchesReference) { expect_matches_reference(adam("adam", 0.05), 5); }
-TEST(Adam, DefaultsMatchReference) { expect_matches_reference(adam("adam"), 5); }
-TEST(AdamW, DefaultsMatchReference) { expect_matches_reference(adam("adamw"), 5); }
+TEST(Adam, WithWeightDecayMatchesReference) { expect_matches_reference(adam(OptimizerKind::adam, 0.05), 5); }
+TEST(Adam, DefaultsMatchReference) { expect_matches_reference(adam(OptimizerKind::adam), 5); }
+TEST(AdamW, DefaultsMatchReference) { expect_matches_reference(adam(OptimizerKind::adamw), 5); }
 TEST(AdamW, CustomBetasMatchReference) {
-  expect_matches_reference(adam("adamw", 0.1, 0.8, 0.99, 1e-6), 5);
+  expect_matches_reference(adam(OptimizerKind::adamw, 0.1, 0.8, 0.99, 1e-6), 5);
 }
 
 TEST(Optimizer, WeightDecayDefaultsByKind) {
   Params params(1);
   EXPECT_EQ(optim::make_optimizer(sgd(), params.list)->options().weight_decay, 0.0);
-  EXPECT_EQ(optim::make_optimizer(adam("adam"), params.list)->options().weight_decay, 0.0);
-  EXPECT_EQ(optim::make_optimizer(adam("adamw"), params.list)->options().weight_decay, 1e-2);
-  EXPECT_EQ(optim::make_optimizer(adam("adamw", 0.0), params.list)->options().weight_decay, 0.0);
+  EXPECT_EQ(optim::make_optimizer(adam(OptimizerKind::adam), params.list)->options().weight_decay, 0.0);
+  EXPECT_EQ(optim::make_optimizer(adam(OptimizerKind::adamw), params.list)->options().weight_decay, 1e-2);
+  EXPECT_EQ(optim::make_optimizer(adam(OptimizerKind::adamw, 0.0), params.list)->options().weight_decay, 0.0);
 }
 
 TEST(Optimizer, ParameterWithoutGradIsSkipped) {
-  for (const OptimizerOptions& o : {sgd(0.9), adam("adamw")}) {
-    SCOPED_TRACE(o.kind);
+  for (const OptimizerOptions& o : {sgd(0.9), adam(OptimizerKind::adamw)}) {
+    SCOPED_TRACE(enum_name(o.kind));
     Params params(3);
     auto opt = optim::make_optimizer(o, params.list);
     set_grads(params, 0);
@@ -299,14 +301,14 @@ TEST(OptimParity, SgdDampening) {
                  "{\"kind\": \"SGD\", \"momentum\": 0.8, \"dampening\": 0.3}"});
 }
 TEST(OptimParity, AdamWeightDecay) {
-  expect_parity({"adam_wd", adam("adam", 0.05), "{\"kind\": \"Adam\", \"weight_decay\": 0.05}"});
+  expect_parity({"adam_wd", adam(OptimizerKind::adam, 0.05), "{\"kind\": \"Adam\", \"weight_decay\": 0.05}"});
 }
 TEST(OptimParity, AdamWDefaults) {
-  expect_parity({"adamw_default", adam("adamw"), "{\"kind\": \"AdamW\"}"});
+  expect_parity({"adamw_default", adam(OptimizerKind::adamw), "{\"kind\": \"AdamW\"}"});
 }
 TEST(OptimParity, AdamWWeightDecay) {
   expect_parity(
-      {"adamw_wd", adam("adamw", 0.1, 0.8, 0.99, 1e-6),
+      {"adamw_wd", adam(OptimizerKind::adamw, 0.1, 0.8, 0.99, 1e-6),
        "{\"kind\": \"AdamW\", \"betas\": [0.8, 0.99], \"eps\": 1e-06, \"weight_decay\": 0.1}"});
 }
 
@@ -322,7 +324,7 @@ TEST(OptimState, NamesFollowTheParameters) {
   Params params(2);
   auto plain = optim::make_optimizer(sgd(), params.list);
   auto momentum = optim::make_optimizer(sgd(0.9), params.list);
-  auto adamw = optim::make_optimizer(adam("adamw"), params.list);
+  auto adamw = optim::make_optimizer(adam(OptimizerKind::adamw), params.list);
   EXPECT_TRUE(state_names(*momentum).empty()) << "no buffer before the first step";
   EXPECT_TRUE(state_names(*adamw).empty()) << "no moments before the first step";
   set_grads(params, 0);
@@ -385,8 +387,8 @@ void expect_resume_is_exact(const OptimizerOptions& o) {
 
 TEST(OptimState, SgdMomentumResumesExactly) { expect_resume_is_exact(sgd(0.9, 0.1, false, 0.01)); }
 TEST(OptimState, SgdNesterovResumesExactly) { expect_resume_is_exact(sgd(0.9, 0, true)); }
-TEST(OptimState, AdamResumesExactly) { expect_resume_is_exact(adam("adam", 0.01)); }
-TEST(OptimState, AdamWResumesExactly) { expect_resume_is_exact(adam("adamw")); }
+TEST(OptimState, AdamResumesExactly) { expect_resume_is_exact(adam(OptimizerKind::adam, 0.01)); }
+TEST(OptimState, AdamWResumesExactly) { expect_resume_is_exact(adam(OptimizerKind::adamw)); }
 
 TEST(OptimState, LoadCopiesTheTensors) {
   Params params(4);
@@ -403,7 +405,7 @@ TEST(OptimState, LoadCopiesTheTensors) {
 
 TEST(OptimState, LoadListsEveryBadEntryAndChangesNothing) {
   Params params(4);
-  auto opt = optim::make_optimizer(adam("adam"), params.list);
+  auto opt = optim::make_optimizer(adam(OptimizerKind::adam), params.list);
   set_grads(params, 0);
   opt->step(0.1);
   std::map<std::string, Tensor> good;
@@ -446,12 +448,11 @@ TEST(Optimizer, ChecksSayWhatToChange) {
   EXPECT_ERROR_SAYS(make(sgd(0.9, 0.1, true)), "nesterov needs momentum > 0 and dampening 0");
   EXPECT_ERROR_SAYS(make(sgd(-0.5)), "SGD: momentum must be >= 0, got -0.5");
   EXPECT_ERROR_SAYS(make(sgd(0.9, 1.5)), "SGD: dampening must be in [0, 1], got 1.5");
-  EXPECT_ERROR_SAYS(make(adam("adam", -1, 1.0)), "Adam: beta1 must be in [0, 1), got 1");
-  EXPECT_ERROR_SAYS(make(adam("adamw", -1, 0.9, -0.1)), "AdamW: beta2 must be in [0, 1)");
-  EXPECT_ERROR_SAYS(make(adam("adam", -1, 0.9, 0.999, -1e-8)), "Adam: eps must be finite and >= 0");
-  OptimizerOptions unknown;
-  unknown.kind = "rmsprop";
-  EXPECT_ERROR_SAYS(make(unknown), "unknown optimizer kind 'rmsprop'; use sgd, adam or adamw");
+  EXPECT_ERROR_SAYS(make(adam(OptimizerKind::adam, -1, 1.0)), "Adam: beta1 must be in [0, 1), got 1");
+  EXPECT_ERROR_SAYS(make(adam(OptimizerKind::adamw, -1, 0.9, -0.1)), "AdamW: beta2 must be in [0, 1)");
+  EXPECT_ERROR_SAYS(make(adam(OptimizerKind::adam, -1, 0.9, 0.999, -1e-8)), "Adam: eps must be finite and >= 0");
+  EXPECT_ERROR_SAYS([] { parse_enum<OptimizerKind>("rmsprop"); },
+                    "unknown optimizer \"rmsprop\"; use sgd, adam or adamw");
 
   EXPECT_ERROR_SAYS([] { optim::make_optimizer(sgd(), {}); }, "no parameters to optimize");
   optim::ParameterList twice = {params.list[0], params.list[0]};
@@ -464,7 +465,7 @@ TEST(Optimizer, ChecksSayWhatToChange) {
       },
       "update f32 (master) weights only");
 
-  auto opt = optim::make_optimizer(adam("adamw"), params.list);
+  auto opt = optim::make_optimizer(adam(OptimizerKind::adamw), params.list);
   EXPECT_ERROR_SAYS([&] { opt->step(-0.1); }, "AdamW: the learning rate must be finite and >= 0");
   EXPECT_ERROR_SAYS([&] { opt->step(NAN); }, "check the schedule");
   EXPECT_EQ(opt->steps(), 0);
@@ -472,7 +473,7 @@ TEST(Optimizer, ChecksSayWhatToChange) {
 
 // ---- schedules ------------------------------------------------------------------------------
 
-optim::ScheduleOptions schedule(const std::string& kind, double base_lr, int64_t warmup = 0) {
+optim::ScheduleOptions schedule(ScheduleKind kind, double base_lr, int64_t warmup = 0) {
   optim::ScheduleOptions o;
   o.kind = kind;
   o.base_lr = base_lr;
@@ -481,12 +482,12 @@ optim::ScheduleOptions schedule(const std::string& kind, double base_lr, int64_t
 }
 
 TEST(Schedule, Constant) {
-  const optim::LrSchedule s(schedule("constant", 0.25));
+  const optim::LrSchedule s(schedule(ScheduleKind::constant, 0.25));
   for (int64_t step : {0, 1, 999, 1000000}) EXPECT_EQ(s.lr(step), 0.25) << step;
 }
 
 TEST(Schedule, WarmupIsLinearUpToTheBaseRate) {
-  const optim::LrSchedule s(schedule("constant", 0.4, 4));
+  const optim::LrSchedule s(schedule(ScheduleKind::constant, 0.4, 4));
   EXPECT_DOUBLE_EQ(s.lr(0), 0.1);
   EXPECT_DOUBLE_EQ(s.lr(1), 0.2);
   EXPECT_DOUBLE_EQ(s.lr(3), 0.4);  // the last warm-up step reaches base_lr
@@ -494,7 +495,7 @@ TEST(Schedule, WarmupIsLinearUpToTheBaseRate) {
 }
 
 TEST(Schedule, StepDecaysEveryStepSize) {
-  optim::ScheduleOptions o = schedule("step", 1.0, 2);
+  optim::ScheduleOptions o = schedule(ScheduleKind::step, 1.0, 2);
   o.step_size = 3;
   o.gamma = 0.5;
   const optim::LrSchedule s(o);
@@ -507,7 +508,7 @@ TEST(Schedule, StepDecaysEveryStepSize) {
 }
 
 TEST(Schedule, CosineFromBaseToMinimum) {
-  optim::ScheduleOptions o = schedule("cosine", 0.1, 10);
+  optim::ScheduleOptions o = schedule(ScheduleKind::cosine, 0.1, 10);
   o.total_steps = 110;  // 100 cosine steps
   o.min_lr = 0.001;
   const optim::LrSchedule s(o);
@@ -524,7 +525,7 @@ TEST(Schedule, CosineFromBaseToMinimum) {
 }
 
 TEST(Schedule, CosineWithoutWarmupStartsAtBase) {
-  optim::ScheduleOptions o = schedule("cosine", 2.0);
+  optim::ScheduleOptions o = schedule(ScheduleKind::cosine, 2.0);
   o.total_steps = 4;
   const optim::LrSchedule s(o);
   EXPECT_DOUBLE_EQ(s.lr(0), 2.0);
@@ -534,21 +535,21 @@ TEST(Schedule, CosineWithoutWarmupStartsAtBase) {
 
 TEST(Schedule, ChecksSayWhatToChange) {
   auto make = [](optim::ScheduleOptions o) { return [o] { optim::LrSchedule s(o); }; };
-  EXPECT_ERROR_SAYS(make(schedule("linear", 0.1)),
-                    "unknown kind 'linear'; use constant, step or cosine");
-  EXPECT_ERROR_SAYS(make(schedule("constant", -0.1)), "base_lr must be finite and >= 0");
-  EXPECT_ERROR_SAYS(make(schedule("constant", 0.1, -1)), "warmup_steps must be >= 0");
-  optim::ScheduleOptions step = schedule("step", 0.1);
+  EXPECT_ERROR_SAYS([] { parse_enum<ScheduleKind>("linear"); },
+                    "unknown schedule \"linear\"; use constant, step or cosine");
+  EXPECT_ERROR_SAYS(make(schedule(ScheduleKind::constant, -0.1)), "base_lr must be finite and >= 0");
+  EXPECT_ERROR_SAYS(make(schedule(ScheduleKind::constant, 0.1, -1)), "warmup_steps must be >= 0");
+  optim::ScheduleOptions step = schedule(ScheduleKind::step, 0.1);
   step.step_size = 0;
   EXPECT_ERROR_SAYS(make(step), "step_size must be > 0");
-  optim::ScheduleOptions cosine = schedule("cosine", 0.1, 10);
+  optim::ScheduleOptions cosine = schedule(ScheduleKind::cosine, 0.1, 10);
   cosine.total_steps = 10;
   EXPECT_ERROR_SAYS(make(cosine),
                     "cosine needs total_steps (the run's length, 10) > warmup_steps (10)");
   cosine.total_steps = 100;
   cosine.min_lr = 0.2;
   EXPECT_ERROR_SAYS(make(cosine), "min_lr must be in [0, base_lr = 0.1], got 0.2");
-  const optim::LrSchedule ok(schedule("constant", 0.1));
+  const optim::LrSchedule ok(schedule(ScheduleKind::constant, 0.1));
   EXPECT_ERROR_SAYS([&] { ok.lr(-1); }, "step must be >= 0, got -1");
 }
 

@@ -63,7 +63,7 @@ class Predict : public ::testing::Test {
   train::TrainOptions options(const std::string& csv) {
     train::TrainOptions o;
     o.data.source = csv;
-    o.data.fit = "resample";
+    o.data.fit = data::Fit::resample;
     o.data.augment = false;
     o.resattnet.width = 2;
     o.input = {12, 12, 12};

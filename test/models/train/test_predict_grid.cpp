@@ -32,7 +32,7 @@ TEST(PredictGrid, EveryGridGivesTheSingleProcessResults) {
   train::TrainOptions o;
   o.resattnet.width = 2;
   o.input = {12, 12, 12};
-  o.data.fit = "resample";
+  o.data.fit = data::Fit::resample;
   o.batch = 3;
   if (test::world_rank() == 0) {
     fs::create_directories(dir);

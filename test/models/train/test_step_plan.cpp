@@ -38,7 +38,7 @@ TrainOptions resattnet(int64_t width, int64_t classes, std::vector<int64_t> inpu
 // An MLP over `sizes` = {in, hidden..., classes}, its input [1, in, 1, 1].
 TrainOptions mlp(const std::vector<int64_t>& sizes, int64_t batch) {
   TrainOptions o;
-  o.model = "mlp";
+  o.model = train::Model::mlp;
   o.input = {sizes.front(), 1, 1};
   o.mlp_hidden.assign(sizes.begin() + 1, sizes.end() - 1);
   o.classes = sizes.back();

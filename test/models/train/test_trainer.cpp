@@ -34,7 +34,7 @@ train::TrainOptions tiny(const fs::path& dir) {
   o.data.val_samples = 8;
   o.optimizer.momentum = 0.9;
   o.schedule.base_lr = 0.05;
-  o.schedule.kind = "cosine";
+  o.schedule.kind = optim::ScheduleKind::cosine;
   o.checkpoint_dir = dir.string();
   o.progress = false;
   return o;
@@ -86,9 +86,10 @@ TEST_F(TrainerTest, ResumedRunEqualsUninterruptedRunBitwise) {
 // the step under way with one checkpoint; --on-signal exit saves none.
 TEST_F(TrainerTest, StopSignalSavesAtTheStepBoundary) {
   install_stop_signals();
-  for (const std::string mode : {"save-exit", "exit"}) {
+  for (const train::OnSignal on_signal : {train::OnSignal::save_exit, train::OnSignal::exit}) {
+    const std::string mode = enum_name(on_signal);
     auto o = tiny(dir_ / mode);
-    o.on_signal = mode;
+    o.on_signal = on_signal;
     train::Trainer t(o, null_);
     clear_stop_signal();
     std::raise(SIGUSR1);
@@ -97,7 +98,7 @@ TEST_F(TrainerTest, StopSignalSavesAtTheStepBoundary) {
     clear_stop_signal();
     EXPECT_EQ(t.state().step, 1) << mode;
     EXPECT_EQ(t.stopped().signal, SIGUSR1) << mode;
-    if (mode == "save-exit") {
+    if (on_signal == train::OnSignal::save_exit) {
       EXPECT_EQ(t.stopped().checkpoint, (dir_ / mode / "step-00000001.safetensors").string());
       EXPECT_EQ(train::latest_checkpoint((dir_ / mode).string())->state.step, 1);
     } else {
@@ -185,7 +186,7 @@ TEST_F(TrainerTest, MetricsFileHasALinePerStepAndValidation) {
 
 TEST_F(TrainerTest, OptionErrorsNameTheFlag) {
   auto o = tiny(dir_);
-  o.precision = "tf32";
+  o.precision = ops::MathMode::tf32;
   EXPECT_NE(error_message([&] { train::Trainer t(o, null_); }).find("--precision tf32 needs --device cuda"),
             std::string::npos);
   o = tiny(dir_);

@@ -130,7 +130,7 @@ TEST(Words, MlpPredictionEqualsTheCounts) {
   for (const parallel::GridShape& shape : shapes(n)) {
     auto grid = parallel::ProcessGrid::create(shape);
     train::TrainOptions o;
-    o.model = "mlp";
+    o.model = train::Model::mlp;
     o.mlp_hidden = {16, 8};
     o.classes = 3;
     o.input = {8, 6, 5};
