@@ -14,6 +14,12 @@
 // A layer is a case too: its inputs are x and then its parameters (test/ops/layer_case.h),
 // so the grad mode checks the parameters' gradients as well as the input's.
 //
+// Every run and backward in the ref, grad and backend modes must leave its inputs as they
+// were, bit for bit (an op that works in place works on a clone it makes in `run`), and
+// must write no byte outside the memory it was given or allocated: every block allocated
+// while a case is checked has guard regions around it (test/ops/guarded_memory.h), checked
+// after each run on the CPU and on the device.
+//
 // The cases are registered by one function per kernel family (cases_*.cpp, listed in
 // registry.cpp); test_ops.cpp (CTest, label unit) runs the ref and grad modes,
 // test_ops_gpu.cpp (label gpu) the backend mode, and `test-ops -m MODE` (main.cpp) any
@@ -86,7 +92,8 @@ void add_dropout_cases(OpCases& cases);
 void add_optim_cases(OpCases& cases);
 void add_layer_cases(OpCases& cases);
 
-// The modes. Each returns success or what differs, naming the output.
+// The modes. Each returns success or what differs, naming the output (or the input that
+// changed, or the memory written outside).
 ::testing::AssertionResult check_reference(const OpCase& c);
 ::testing::AssertionResult check_gradients(const OpCase& c);
 // Needs a CUDA device (the caller skips without one).
