@@ -136,7 +136,7 @@ stage selection plain 60 120 "${HELPER[@]}" select "$BUILD" "$LOGS"
 # The tests, then the benchmarks in what is left.
 stage "op backend" ops 60 100 env OMP_NUM_THREADS="$SOLO" OPENBLAS_NUM_THREADS="$SOLO" \
   stdbuf -oL -eL "$BUILD/test/ops/test-ops" -m backend
-ctest_stage "gpu tests" 150 40 "$PAR" -L '^gpu$' -LE '^mpi$' -E '^Ops/OpBackend\.'
+ctest_stage "gpu tests" 150 40 "$PAR" -L '^gpu$' -LE '^mpi$' -E '^ops_backend$'
 stage "mpi plumbing" plain 20 25 "${HELPER[@]}" probe "$DEPS" "$BUILD"
 ctest_stage "mpi gpu tests" 150 0 2 -L '^gpu$' -L '^mpi$'
 if ((DRY_RUN || QUICK)); then
