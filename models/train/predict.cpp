@@ -219,15 +219,15 @@ PredictResult predict(const PredictOptions& o, parallel::ProcessGrid& grid, std:
     std::fprintf(stderr, "gridnn-predict: skipped %s\n", error[i].c_str());
   }
 
-  // Batches of the readable scans: rank (r, c) takes rows balanced_range(rows, Pc, c) and
-  // their depth planes balanced_range(D, Pr, r), as training does.
+  // Batches of the readable scans, each rank taking its shard's rows and planes as training
+  // does (grid_batch.h); the last batch may be short.
   const std::array<int64_t, 3> input{o.run.input[0], o.run.input[1], o.run.input[2]};
-  const parallel::Range depth = parallel::balanced_range(input[0], grid.shape().rows, grid.row_rank());
+  const parallel::Range depth = shard_planes(grid.shape(), grid.row_rank(), input[0]);
   const int64_t classes = o.run.classes;
   Tensor all_logits = Tensor::empty(Shape{int64_t(good.size()), classes});
   for (size_t start = 0; start < good.size(); start += size_t(o.run.batch)) {
     const int64_t rows = std::min<int64_t>(o.run.batch, int64_t(good.size() - start));
-    const parallel::Range mine = parallel::balanced_range(rows, grid.shape().cols, grid.col_rank());
+    const parallel::Range mine = shard_rows(grid.shape(), grid.col_rank(), rows);
     std::vector<data::Scan> local;
     data::Batch batch;
     batch.x = Tensor::empty(Shape{mine.size(), 1, depth.size(), input[1], input[2]});

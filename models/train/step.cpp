@@ -123,7 +123,7 @@ Tensor Step::forward_backward(const data::Batch& shard, int64_t global_rows, Ten
   // Every shard has at least M rows (checked at construction for every rank alike).
   GRIDNN_REQUIRE(rows >= M, "training step: ", M, " micro-batches need at least as many rows per batch shard, got ",
                  rows);
-  const int64_t offset = parallel::balanced_range(global_rows, grid_.shape().cols, grid_.col_rank()).begin;
+  const int64_t offset = shard_rows(grid_.shape(), grid_.col_rank(), global_rows).begin;
   // The labels are checked here, on the host: on the device they are not read back.
   if (last()) nn::check_labels(shard.y, classes_, "training batch");
   const Tensor x = first() ? shard.x.to(device_) : Tensor();
