@@ -1,7 +1,7 @@
 // Training-step speedup per grid shape (docs/design.md §6, §8): one Google Benchmark per
 // factorization Pr x Pc of the job's P ranks (1 x P, pure batch, first), after the
 // single-process run (1 x 1 on rank 0 while the others wait). Each runs a warm-up step, then
-// `--steps` timed training steps (Step::forward_backward + update): a step's time is
+// `--steps` timed training steps (PipelinedModel::forward_backward + update): a step's time is
 // the slowest rank's; the benchmark time (manual time, one iteration) is the median step.
 //
 //   mpiexec -n P bench_grid [--model resattnet3d|mlp] [--width W] [--input N] [--batch B]
@@ -39,7 +39,7 @@
 #include "core/error.h"
 #include "models/data/synthetic.h"
 #include "models/train/grid_batch.h"
-#include "models/train/step.h"
+#include "models/train/pipelined_model.h"
 #include "models/train/step_plan.h"
 #include "parallel/communicator.h"
 #include "plan/cost_model.h"
@@ -321,7 +321,7 @@ Baselines& baselines() {
 }
 
 // A training step of `net` on `grid`; returns this rank's seconds.
-double step(train::Step& net, const data::Batch& batch, int64_t global_batch) {
+double step(train::PipelinedModel& net, const data::Batch& batch, int64_t global_batch) {
   const auto start = std::chrono::steady_clock::now();
   Tensor logits;
   net.forward_backward(batch, global_batch, &logits);
@@ -350,10 +350,10 @@ void run_grid(benchmark::State& state, const Config& c, parallel::GridShape shap
     grid = own.get();
   }
   const train::TrainOptions o = options_of(c);
-  std::unique_ptr<train::Step> net;
+  std::unique_ptr<train::PipelinedModel> net;
   data::Batch batch;
   if (active) {
-    net = std::make_unique<train::Step>(o, *grid);
+    net = std::make_unique<train::PipelinedModel>(o, *grid);
     data::SyntheticDataset d({c.batch, 0, c.classes, 1, Shape{c.input, c.input, c.input}, 7, 0.15f});
     data::LoaderOptions lo;
     lo.batch = c.batch;

@@ -3,7 +3,7 @@
 //   col  (size Pc): ranks holding model shard r on different batch shards; weight gradients
 //   stage (Pr * Pc): everything replicated on the stage (convolution, batch-norm gradients)
 //   pipe  (size Ps): the ranks at the same (r, c) of every stage, rank s; pipeline
-//         activations and their gradients cross stages on it (models/train/step.h)
+//         activations and their gradients cross stages on it (models/train/pipelined_model.h)
 //   world (P)
 //
 // Where each grid position runs (RankOrder, gridnn-train --rank-order). Launchers place

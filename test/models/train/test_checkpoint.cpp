@@ -10,6 +10,7 @@
 #include "models/nets/mlp.h"
 #include "models/train/checkpoint.h"
 #include "test/support/error_message.h"
+#include "test/support/file_faults.h"
 #include "test/support/random_tensor.h"
 #include "test/support/tensor_compare.h"
 #include "test/support/temp_dir.h"
@@ -133,7 +134,7 @@ TEST_F(CheckpointTest, CrashWhileSavingLeavesThePreviousCheckpoint) {
   // The child process writes 200 bytes of the next checkpoint and dies.
   EXPECT_EXIT(
       {
-        inject_save_crash_for_testing(200, 86);
+        const FileWriteOverride crash(test::crash_after(200, 86));
         train::save_checkpoint(dir(), a.model, *a.opt, s);
       },
       ::testing::ExitedWithCode(86), "");

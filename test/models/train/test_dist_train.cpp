@@ -152,7 +152,7 @@ TEST_F(DistTrain, ResumesOnAnotherGrid) {
 TEST_F(DistTrain, GradientTrafficIsOneAllReducePerBucket) {
   auto grid = parallel::ProcessGrid::create({1, 1, test::world_size()});
   auto o = tiny();
-  train::Step net(o, *grid);
+  train::PipelinedModel net(o, *grid);
   data::SyntheticDataset d({8, 0, 3, 1, Shape{24, 24, 20}, 7, 0.15f});
   data::LoaderOptions lo;
   lo.batch = 8;

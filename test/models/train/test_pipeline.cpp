@@ -1,4 +1,4 @@
-// Pipeline stages (docs/design.md §7, models/train/step.h), under mpiexec -n 1, 2, 4: on every
+// Pipeline stages (docs/design.md §7, models/train/pipelined_model.h), under mpiexec -n 1, 2, 4: on every
 // grid Ps x Pr x Pc of the job (Ps > 1 stages, each stage Pr x Pc), a training step with one
 // micro-batch (--dump-step: logits, loss, every gradient, every updated tensor) equals the
 // single-process step — bitwise when each stage is one process, within the grid tests' 1e-4
@@ -217,7 +217,7 @@ TEST_F(Pipeline, PlacementFileInAnyDeviceOrderAndAutoGiveTheSameStep) {
     auto o = tiny();
     o.placement = file;
     auto grid = parallel::ProcessGrid::create({2, 1, 1});
-    const std::string message = test::error_message([&] { train::Step net(o, *grid); });
+    const std::string message = test::error_message([&] { train::PipelinedModel net(o, *grid); });
     EXPECT_NE(message.find("device"), std::string::npos) << message;
   }
   barrier();  // before rank 0 removes the folder
