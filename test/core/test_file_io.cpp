@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/file_io.h"
 #include "test/support/file_faults.h"
+#include "test/support/temp_dir.h"
 
 namespace gridnn {
 namespace {
@@ -24,24 +25,14 @@ namespace fs = std::filesystem;
 
 class FileIo : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "gridnn_file_io_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr) << std::strerror(errno);
-    dir_ = pattern;
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    fs::remove_all(dir_, ignored);
-  }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string path(const std::string& name) const { return dir_.file(name); }
   std::set<std::string> listing() const {
     std::set<std::string> names;
-    for (const auto& entry : fs::directory_iterator(dir_)) names.insert(entry.path().filename());
+    for (const auto& entry : fs::directory_iterator(dir_.path())) names.insert(entry.path().filename());
     return names;
   }
 
-  fs::path dir_;
+  test::TempDir dir_{"file_io"};
 };
 
 // 1000 bytes that are not all alike.
