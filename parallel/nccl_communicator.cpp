@@ -4,16 +4,12 @@
 #include "parallel/nccl_communicator.h"
 
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <exception>
 #include <initializer_list>
-#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -24,12 +20,13 @@
 #include "parallel/comm_detail.h"
 #include "parallel/device_order.h"
 #include "parallel/nccl_check.h"
+#include "parallel/nccl_environment.h"
+#include "parallel/nccl_watchdog.h"
 #include "parallel/progress_board.h"
 
 #if GRIDNN_HAVE_MPI
 #include "parallel/mpi_check.h"
 #include "parallel/mpi_communicator.h"
-#include "parallel/mpi_session.h"
 #endif
 
 namespace gridnn::parallel {
@@ -43,64 +40,6 @@ ncclUniqueId make_nccl_unique_id() {
 namespace {
 
 using namespace detail;
-
-// ---- the environment ------------------------------------------------------------------
-
-// Two settings the ordering of docs/design.md §4 relies on, set before main() (this file is
-// linked into every program that can make NCCL communicators) because CUDA reads the first
-// when it creates a device's context and NCCL the second when it makes its first
-// communicator. A value the user set is kept (and warned about, check_environment()).
-//   CUDA_DEVICE_MAX_CONNECTIONS=32: a hardware work queue per stream (the compute stream,
-//     one per communicator, NCCL's own) instead of 8 shared round-robin, in which one
-//     stream's waiting work holds up the streams queued behind it.
-//   NCCL_RUNTIME_CONNECT=0: NCCL connects each algorithm's channels in ncclCommInitRank
-//     (collective, at the grid's creation) rather than in the first operation that uses it,
-//     which would block the host until every member issued it, so that a started all-reduce
-//     would block like a blocking one.
-[[maybe_unused]] const bool g_environment_defaults = [] {
-  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
-  setenv("NCCL_RUNTIME_CONNECT", "0", 0);
-  return true;
-}();
-
-bool env_is(const char* name, const char* value) {
-  const char* v = std::getenv(name);
-  return v && std::string(v) == value;
-}
-
-void warn_once(const std::string& text) {
-  static std::mutex mutex;
-  static std::vector<std::string> said;
-  std::lock_guard<std::mutex> lock(mutex);
-  for (const std::string& s : said)
-    if (s == text) return;
-  said.push_back(text);
-  std::fprintf(stderr, "gridnn: warning: %s\n", text.c_str());
-  std::fflush(stderr);
-}
-
-// Refuses what would break the ordering of docs/design.md §4 and warns about what weakens it.
-void check_environment() {
-  const char* implicit = std::getenv("NCCL_LAUNCH_ORDER_IMPLICIT");
-  GRIDNN_REQUIRE(!implicit || std::string(implicit).empty() || std::string(implicit) == "0",
-                 "NCCL_LAUNCH_ORDER_IMPLICIT=", implicit, ": NCCL would then launch every kernel of a GPU after "
-                 "the previous one in the host's order, whichever its communicator; gridnn's ranks issue their "
-                 "communicators' operations in different orders (pipeline stages), which can deadlock that way. "
-                 "Unset it (docs/design.md §4)");
-  GRIDNN_REQUIRE(!env_is("NCCL_COMM_BLOCKING", "0"),
-                 "NCCL_COMM_BLOCKING=0: gridnn's NCCL backend needs blocking NCCL communicators; unset it");
-  if (const char* connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-      connections && std::atoi(connections) < 32)
-    warn_once(std::string("CUDA_DEVICE_MAX_CONNECTIONS=") + connections +
-              ": streams share hardware work queues, where one NCCL stream's waiting operation can hold up "
-              "another's and deadlock ranks that issue operations in different orders; gridnn sets 32 unless "
-              "told otherwise (docs/design.md §4)");
-  if (const char* connect = std::getenv("NCCL_RUNTIME_CONNECT"); connect && std::string(connect) != "0")
-    warn_once(std::string("NCCL_RUNTIME_CONNECT=") + connect +
-              ": NCCL connects an algorithm's channels in its first operation, blocking the host until every "
-              "member has issued it, so a first start_all_reduce can block like a blocking all-reduce; gridnn "
-              "sets 0 unless told otherwise (docs/design.md §4)");
-}
 
 // Reductions: the dtypes check_reducible admits. Everything else moves as bytes (ncclUint8).
 ncclDataType_t nccl_reduce_type(DType dtype) {
@@ -137,209 +76,6 @@ int highest_stream_priority(int device) {
   return greatest;
 }
 
-// ---- the time limit -----------------------------------------------------------------------
-
-// The NCCL watchdog: the time limit of parallel/progress_board.h for device tensors. Most
-// NCCL operations are waited for by CUDA (the compute stream waits on them, and the host
-// then synchronizes somewhere else, e.g. reading the loss through Tensor::to_host), so no
-// wait of this file sees them time out; instead a thread looks, every 100 ms, at each
-// operation enqueued: done (its end event has completed), under way, or not begun (its
-// begin event, recorded on the communicator's stream just before it, has not completed: its
-// stream is still busy with the compute work it waits for or with the communicator's
-// earlier operations, docs/design.md §4). One under way for longer than comm_timeout(), or
-// a communicator that reports an asynchronous error, ends the job (fail) with a message
-// naming the operation, communicator, layer and step. As PyTorch's NCCL watchdog does.
-// The waits of this file that do block the host (barrier() without a host communicator,
-// the destructor) poll the same way (wait_on_host) and end the job through the same fail.
-class NcclWatchdog {
- public:
-  // An event of the pool recorded on `stream` now; give it back with release() unless it
-  // is handed to watch().
-  cudaEvent_t mark(int device, cudaStream_t stream) {
-    cudaEvent_t event = take(device);
-    const cudaError_t status = cudaEventRecord(event, stream);
-    if (status != cudaSuccess) {
-      release(device, event);
-      GRIDNN_CHECK_CUDA(status);
-    }
-    return event;
-  }
-
-  void release(int device, cudaEvent_t event) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    free_events_[device].push_back(event);
-  }
-
-  // Watches the operation just enqueued on `stream` after mark() recorded `begin`.
-  void watch(ncclComm_t comm, int device, cudaEvent_t begin, cudaStream_t stream, std::string what) {
-    cudaEvent_t end = mark(device, stream);
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!thread_started_) {
-      std::thread([this] { loop(); }).detach();  // lives as long as the process (never joined)
-      thread_started_ = true;
-    }
-    pending_.push_back({comm, device, begin, end, false, Clock::now(), std::move(what), progress_step()});
-  }
-
-  // Stops watching `comm` (it is about to be destroyed or aborted).
-  void forget(ncclComm_t comm) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto it = pending_.begin(); it != pending_.end();) {
-      if (it->comm == comm) {
-        free_events_[it->device].push_back(it->begin);
-        free_events_[it->device].push_back(it->end);
-        it = pending_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-
-  // Blocks the host until `end` (an event recorded after operation `what` of `comm`) has
-  // completed, polling it and ncclCommGetAsyncError; the time limit counts from when
-  // `begin` (recorded just before it; null: from now) has completed. A failure or the limit
-  // ends the job (fail). Never throws.
-  void wait_on_host(ncclComm_t comm, cudaEvent_t begin, cudaEvent_t end, const std::string& what) {
-    const int64_t step = progress_step();
-    bool begun = begin == nullptr;
-    Clock::time_point since = Clock::now();
-    for (unsigned polls = 0;; ++polls) {
-      const cudaError_t state = cudaEventQuery(end);
-      if (state == cudaSuccess) return;
-      if (state != cudaErrorNotReady)
-        fail(comm, what, step, std::string("CUDA reports an error: ") + cudaGetErrorString(state));
-      if (!begun) {
-        const cudaError_t started = cudaEventQuery(begin);
-        if (started == cudaSuccess) {
-          begun = true;
-          since = Clock::now();
-        } else if (started != cudaErrorNotReady) {
-          fail(comm, what, step, std::string("CUDA reports an error: ") + cudaGetErrorString(started));
-        }
-      }
-      ncclResult_t async = ncclSuccess;
-      const ncclResult_t asked = ncclCommGetAsyncError(comm, &async);
-      if (asked != ncclSuccess) async = asked;
-      if (async != ncclSuccess && async != ncclInProgress)
-        fail(comm, what, step, std::string("NCCL reports an error: ") + ncclGetErrorString(async));
-      const double limit = comm_timeout();
-      if (begun && limit > 0 && seconds_since(since) > limit)
-        fail(comm, what, step, timeout_reason(seconds_since(since), limit));
-      // Spin briefly (a barrier usually completes within microseconds), then sleep politely.
-      if (polls < 1000)
-        std::this_thread::yield();
-      else
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
-  }
-
-  // Ends the job for operation `what` of `comm` (aborted first, which frees the GPU's
-  // kernels waiting for peers): "NCCL communication timeout or failure: <what>, step S:
-  // <why>". The one place that does; any thread may call it.
-  [[noreturn]] void fail(ncclComm_t comm, const std::string& what, int64_t step, const std::string& why) {
-    mutex_.lock();  // the watchdog thread is not inside its loop, using `comm`; never unlocked
-    fail_locked(comm, what, step, why);
-  }
-
- private:
-  struct Pending {
-    ncclComm_t comm;
-    int device;
-    cudaEvent_t begin, end;
-    bool begun;               // begin has completed (seen at `start`)
-    Clock::time_point start;  // when begin was seen complete (the enqueue, until then)
-    std::string what;
-    int64_t step;
-  };
-
-  static double seconds_since(Clock::time_point t) {
-    return std::chrono::duration<double>(Clock::now() - t).count();
-  }
-
-  static std::string timeout_reason(double waited, double limit) {
-    return "not complete after " + std::to_string(int(waited)) + " s (--comm-timeout " + std::to_string(int(limit)) +
-           "): a peer is stopped, dead or far behind. Raise --comm-timeout if a step can legitimately take this "
-           "long";
-  }
-
-  cudaEvent_t take(int device) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      std::vector<cudaEvent_t>& free = free_events_[device];
-      if (!free.empty()) {
-        cudaEvent_t event = free.back();
-        free.pop_back();
-        return event;
-      }
-    }
-    cuda::DeviceGuard guard(device);
-    cudaEvent_t event = nullptr;
-    GRIDNN_CHECK_CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-    return event;
-  }
-
-  void loop() {
-    for (;;) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      std::lock_guard<std::mutex> lock(mutex_);
-      const double limit = comm_timeout();
-      for (auto it = pending_.begin(); it != pending_.end();) {
-        cudaSetDevice(it->device);
-        const cudaError_t state = cudaEventQuery(it->end);
-        if (state == cudaSuccess) {
-          free_events_[it->device].push_back(it->begin);
-          free_events_[it->device].push_back(it->end);
-          it = pending_.erase(it);
-          continue;
-        }
-        if (!it->begun) {
-          const cudaError_t started = cudaEventQuery(it->begin);
-          if (started == cudaSuccess) {
-            it->begun = true;
-            it->start = Clock::now();
-          } else if (started != cudaErrorNotReady) {
-            fail_locked(it->comm, it->what, it->step,
-                        std::string("CUDA reports an error: ") + cudaGetErrorString(started));
-          }
-        }
-        ncclResult_t async = ncclSuccess;
-        ncclCommGetAsyncError(it->comm, &async);
-        if (async != ncclSuccess && async != ncclInProgress)
-          fail_locked(it->comm, it->what, it->step, std::string("NCCL reports an error: ") + ncclGetErrorString(async));
-        if (state != cudaErrorNotReady)
-          fail_locked(it->comm, it->what, it->step, std::string("CUDA reports an error: ") + cudaGetErrorString(state));
-        if (it->begun && limit > 0 && seconds_since(it->start) > limit)
-          fail_locked(it->comm, it->what, it->step, timeout_reason(seconds_since(it->start), limit));
-        ++it;
-      }
-    }
-  }
-
-  [[noreturn]] static void fail_locked(ncclComm_t comm, const std::string& what, int64_t step, const std::string& why) {
-    ncclCommAbort(comm);
-    const std::string message = "NCCL communication timeout or failure: " + what + ", step " + std::to_string(step) +
-                                ": " + why + ". Ending the job";
-#if GRIDNN_HAVE_MPI
-    MpiSession::fail_job(message, kCommTimeoutExitCode);
-#else
-    std::fprintf(stderr, "gridnn: error: %s\n", message.c_str());
-    std::fflush(stderr);
-    std::_Exit(kCommTimeoutExitCode);
-#endif
-  }
-
-  std::mutex mutex_;
-  bool thread_started_ = false;
-  std::list<Pending> pending_;
-  std::map<int, std::vector<cudaEvent_t>> free_events_;  // by device, reused
-};
-
-// Never destroyed: its thread may still run while static destructors do.
-NcclWatchdog& nccl_watchdog() {
-  static auto* watchdog = new NcclWatchdog();
-  return *watchdog;
-}
-
 char* bytes_of(Tensor& t) { return static_cast<char*>(t.raw()); }
 const char* bytes_of(const Tensor& t) { return static_cast<const char*>(t.raw()); }
 
@@ -360,7 +96,7 @@ class NcclCommunicator final : public Communicator {
       GRIDNN_REQUIRE(host_->size() == size && host_->rank() == rank, "NCCL communicator \"", name, "\": rank ",
                      rank, " of ", size, ", but its host communicator \"", host_->name(), "\" is rank ",
                      host_->rank(), " of ", host_->size(), "; they must be the same group in the same order");
-    check_environment();
+    check_nccl_environment();
     // Makes the device current (NCCL binds the communicator to it) and says how many SMs it has.
     const int sms = cuda::context(device_).properties.multiProcessorCount;
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
@@ -387,7 +123,7 @@ class NcclCommunicator final : public Communicator {
     order_id_ = device_order(device_).add_communicator(name);
     // (A group of one waits for no peer: a kernel of it cannot be left waiting.)
     if (size > 1 && device_order(device_).communicators() > kCommunicatorsPerRank)
-      warn_once("cuda:" + std::to_string(device_) + " holds " +
+      nccl_warn_once("cuda:" + std::to_string(device_) + " holds " +
                 std::to_string(device_order(device_).communicators()) + " NCCL communicators, more than the " +
                 std::to_string(kCommunicatorsPerRank) + " their CTA limit is sized for: their kernels may not all " +
                 "fit on the GPU at once (docs/design.md §4)");
