@@ -3,7 +3,7 @@
 // nccl_communicator.h for the why).
 #include "parallel/nccl_communicator.h"
 
-#include <chrono>
+#include <climits>
 #include <exception>
 #include <initializer_list>
 #include <map>
@@ -41,7 +41,7 @@ namespace {
 
 using namespace detail;
 
-// Reductions: the dtypes check_reducible admits. Everything else moves as bytes (ncclUint8).
+// Reductions: the dtypes Communicator reduces. Everything else moves as bytes (ncclUint8).
 ncclDataType_t nccl_reduce_type(DType dtype) {
   switch (dtype) {
     case DType::f32: return ncclFloat32;
@@ -85,7 +85,7 @@ class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(const ncclUniqueId& id, int rank, int size, int device, const std::string& name,
                    std::unique_ptr<Communicator> host)
-      : Communicator(name, rank, size),
+      : Communicator(name, rank, size, host ? host->max_tag() : INT_MAX),
         device_(device),
         host_(host ? std::move(host) : size == 1 ? make_self_communicator(name) : nullptr),
         stream_(device, highest_stream_priority(device)),
@@ -159,40 +159,52 @@ class NcclCommunicator final : public Communicator {
     ncclCommAbort(comm_);
   }
 
-  void all_reduce(Tensor& t, ReduceOp op) override {
-    const auto start = Clock::now();
-    check_defined(*this, "all_reduce", t, "t");
-    check_reducible(*this, "all_reduce", t.dtype());
-    if (!on_device("all_reduce", {&t})) return host("all_reduce").all_reduce(t, op);
+ protected:
+  // Host tensors (and barrier(), which has none) go to the host communicator; a send_recv that
+  // skips both sides moves nothing and stays.
+  Communicator* carrier(std::initializer_list<const Tensor*> tensors, const char* op) override {
+    if (tensors.size() == 0) return host_.get();
+    bool host_side = false, device_side = false;
+    for (const Tensor* t : tensors) {
+      if (!t) continue;
+      if (t->device().is_cpu()) {
+        host_side = true;
+        continue;
+      }
+      GRIDNN_REQUIRE(t->device() == Device::cuda(device_), where(*this, op), ": ", t->str(),
+                     " is on neither this communicator's device cuda:", device_, " nor the host");
+      device_side = true;
+    }
+    GRIDNN_REQUIRE(!(host_side && device_side), where(*this, op),
+                   ": the tensors mix host and device memory; pass them all on cuda:", device_,
+                   " (NCCL) or all on the host (the host communicator)");
+    if (!host_side) return nullptr;
+    GRIDNN_REQUIRE(host_ != nullptr, where(*this, op), ": host tensors need a host communicator, and this NCCL "
+                   "communicator was made without one; move the tensors to cuda:", device_,
+                   " or make it over MPI (make_nccl_communicator(MPI_Comm, ...))");
+    return host_.get();
+  }
+
+  void do_all_reduce(Tensor& t, ReduceOp op) override {
     enqueue("all_reduce", [&](cudaStream_t s) {
       if (t.numel() > 0)
         GRIDNN_CHECK_NCCL(ncclAllReduce(t.raw(), t.raw(), size_t(t.numel()), nccl_reduce_type(t.dtype()),
                                         nccl_op(op), comm_, s));
     });
-    record(*this, "all_reduce", t.numel(), t.dtype(), start);
   }
 
-  std::unique_ptr<PendingAllReduce> start_all_reduce(Tensor& t, ReduceOp op) override;
+  std::unique_ptr<PendingAllReduce> do_start_all_reduce(Tensor& t, ReduceOp op) override;
 
-  void all_gather(const Tensor& in, Tensor& out) override {
-    const auto start = Clock::now();
-    check_defined(*this, "all_gather", in, "in");
-    check_blocks(*this, "all_gather", in, "in", out, "out", even_rows(*this, in.rank() ? in.size(0) : 0));
-    if (!on_device("all_gather", {&in, &out})) return host("all_gather").all_gather(in, out);
+  void do_all_gather(const Tensor& in, Tensor& out) override {
     // In place when `in` is this rank's block of `out`; any other overlap goes through a copy.
     const Tensor src = unaliased(in, out, bytes_of(out) + size_t(rank()) * in.nbytes());
     enqueue("all_gather", [&](cudaStream_t s) {
       if (src.nbytes() > 0)
         GRIDNN_CHECK_NCCL(ncclAllGather(src.raw(), out.raw(), src.nbytes(), ncclUint8, comm_, s));
     });
-    record(*this, "all_gather", in.numel(), in.dtype(), start);
   }
 
-  void all_gatherv(const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) override {
-    const auto start = Clock::now();
-    check_rows(*this, "all_gatherv", rows);
-    check_blocks(*this, "all_gatherv", in, "in", out, "out", rows);
-    if (!on_device("all_gatherv", {&in, &out})) return host("all_gatherv").all_gatherv(in, out, rows);
+  void do_all_gatherv(const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) override {
     const std::vector<size_t> offsets = block_offsets(rows, size_t(row_bytes(in)));
     const Tensor src = unaliased(in, out, bytes_of(out) + offsets[size_t(rank())]);
     // One broadcast per rank's block, from that rank into its place in every `out`.
@@ -206,15 +218,9 @@ class NcclCommunicator final : public Communicator {
         }
       });
     });
-    record(*this, "all_gatherv", in.numel(), in.dtype(), start);
   }
 
-  void reduce_scatter(const Tensor& in, Tensor& out) override {
-    const auto start = Clock::now();
-    check_defined(*this, "reduce_scatter", out, "out");
-    check_blocks(*this, "reduce_scatter", out, "out", in, "in", even_rows(*this, out.rank() ? out.size(0) : 0));
-    check_reducible(*this, "reduce_scatter", in.dtype());
-    if (!on_device("reduce_scatter", {&in, &out})) return host("reduce_scatter").reduce_scatter(in, out);
+  void do_reduce_scatter(const Tensor& in, Tensor& out) override {
     // In place when `out` is this rank's block of `in`; any other overlap goes through a copy.
     const bool in_place = out.raw() == bytes_of(in) + size_t(rank()) * out.nbytes();
     const Tensor src = in.shares_storage_with(out) && !in_place ? in.clone() : in;
@@ -223,16 +229,9 @@ class NcclCommunicator final : public Communicator {
         GRIDNN_CHECK_NCCL(ncclReduceScatter(src.raw(), out.raw(), size_t(out.numel()),
                                             nccl_reduce_type(in.dtype()), ncclSum, comm_, s));
     });
-    record(*this, "reduce_scatter", in.numel(), in.dtype(), start);
   }
 
-  void reduce_scatterv(const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) override {
-    const auto start = Clock::now();
-    check_rows(*this, "reduce_scatterv", rows);
-    check_blocks(*this, "reduce_scatterv", out, "out", in, "in", rows);
-    check_reducible(*this, "reduce_scatterv", in.dtype());
-    if (!on_device("reduce_scatterv", {&in, &out}))
-      return host("reduce_scatterv").reduce_scatterv(in, out, rows);
+  void do_reduce_scatterv(const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) override {
     const size_t es = dtype_size(in.dtype());
     const std::vector<size_t> offsets = block_offsets(rows, size_t(row_bytes(in)));
     const Tensor src = in.shares_storage_with(out) ? in.clone() : in;
@@ -247,54 +246,34 @@ class NcclCommunicator final : public Communicator {
         }
       });
     });
-    record(*this, "reduce_scatterv", in.numel(), in.dtype(), start);
   }
 
-  void broadcast(Tensor& t, int root) override {
-    const auto start = Clock::now();
-    check_defined(*this, "broadcast", t, "t");
-    check_rank(*this, "broadcast", root, "root", false);
-    if (!on_device("broadcast", {&t})) return host("broadcast").broadcast(t, root);
+  void do_broadcast(Tensor& t, int root) override {
     enqueue("broadcast", [&](cudaStream_t s) {
       if (t.nbytes() > 0) GRIDNN_CHECK_NCCL(ncclBroadcast(t.raw(), t.raw(), t.nbytes(), ncclUint8, root, comm_, s));
     });
-    record(*this, "broadcast", t.numel(), t.dtype(), start);
   }
 
-  void send_recv(const Tensor& send, int dest, Tensor& recv, int source, int tag) override {
-    const auto start = Clock::now();
-    const bool sends = dest != -1 && send.defined();
-    const bool receives = source != -1 && recv.defined();
-    if (sends) check_rank(*this, "send_recv", dest, "destination", true);
-    if (receives) check_rank(*this, "send_recv", source, "source", true);
-    GRIDNN_REQUIRE(tag >= 0, where(*this, "send_recv"), ": tag ", tag, " is negative");
-    if (!sends && !receives) {  // nothing to move, on either backend
-      record(*this, "send_recv", 0, DType::f32, start);
-      return;
-    }
-    if (!on_device("send_recv", {sends ? &send : nullptr, receives ? &recv : nullptr}))
-      return host("send_recv").send_recv(send, dest, recv, source, tag);
-    const Tensor src = sends && receives && send.shares_storage_with(recv) ? send.clone() : send;
+  void do_send_recv(const Tensor* send, int dest, Tensor* recv, int source, int) override {
+    if (!send && !recv) return;  // nothing to move
+    Tensor src;  // what is sent: a copy when it shares storage with `recv`
+    if (send) src = recv && send->shares_storage_with(*recv) ? send->clone() : *send;
     enqueue(
         "send_recv",
         [&](cudaStream_t s) {
           grouped([&] {
-            if (receives && recv.nbytes() > 0)
-              GRIDNN_CHECK_NCCL(ncclRecv(recv.raw(), recv.nbytes(), ncclUint8, source, comm_, s));
-            if (sends && src.nbytes() > 0)
+            if (recv && recv->nbytes() > 0)
+              GRIDNN_CHECK_NCCL(ncclRecv(recv->raw(), recv->nbytes(), ncclUint8, source, comm_, s));
+            if (send && src.nbytes() > 0)
               GRIDNN_CHECK_NCCL(ncclSend(src.raw(), src.nbytes(), ncclUint8, dest, comm_, s));
           });
         },
         Issue::blocking, Transfer::point_to_point);
-    record(*this, "send_recv", sends ? send.numel() : 0, sends ? send.dtype() : DType::f32, start,
-           receives ? recv.numel() : 0);
   }
 
-  void barrier() override {
-    if (host_) return host_->barrier();
-    // No host communicator: a one-element all-reduce through NCCL, waited for on the host
-    // under the time limit.
-    const auto start = Clock::now();
+  // No host communicator (carrier() takes barrier() there otherwise): a one-element
+  // all-reduce through NCCL, waited for on the host under the time limit.
+  void do_barrier() override {
     if (!token_.defined()) token_ = Tensor::zeros({1}, DType::i32, Device::cuda(device_));
     const Enqueued e = enqueue(
         "barrier",
@@ -304,7 +283,6 @@ class NcclCommunicator final : public Communicator {
         Issue::blocking, Transfer::collective, nullptr, &barrier_begin_);
     // comm_done_ was recorded right after it (a blocking operation).
     nccl_watchdog().wait_on_host(comm_, barrier_begin_.handle(), comm_done_.handle(), e.what);
-    record(*this, "barrier", 0, DType::f32, start);
   }
 
  private:
@@ -317,33 +295,6 @@ class NcclCommunicator final : public Communicator {
     DeviceOrder::Op op;
     std::string what;
   };
-
-  // True when the call's tensors are on this communicator's device, false when on the host
-  // (null entries are sides a send_recv skips); an error for another device or a mix.
-  bool on_device(const char* op, std::initializer_list<const Tensor*> tensors) const {
-    bool host_side = false, device_side = false;
-    for (const Tensor* t : tensors) {
-      if (!t || !t->defined()) continue;
-      if (t->device().is_cpu()) {
-        host_side = true;
-        continue;
-      }
-      GRIDNN_REQUIRE(t->device() == Device::cuda(device_), where(*this, op), ": ", t->str(),
-                     " is on neither this communicator's device cuda:", device_, " nor the host");
-      device_side = true;
-    }
-    GRIDNN_REQUIRE(!(host_side && device_side), where(*this, op),
-                   ": the tensors mix host and device memory; pass them all on cuda:", device_,
-                   " (NCCL) or all on the host (the host communicator)");
-    return device_side;
-  }
-
-  Communicator& host(const char* op) {
-    GRIDNN_REQUIRE(host_ != nullptr, where(*this, op), ": host tensors need a host communicator, and this NCCL "
-                   "communicator was made without one; move the tensors to cuda:", device_,
-                   " or make it over MPI (make_nccl_communicator(MPI_Comm, ...))");
-    return *host_;
-  }
 
   // `in` itself, or a copy of it when it overlaps `out` anywhere but at `in_place` (where
   // NCCL works in place).
@@ -447,9 +398,7 @@ class NcclCommunicator final : public Communicator {
 class NcclAllReduce final : public PendingAllReduce {
  public:
   NcclAllReduce(NcclCommunicator& comm, Tensor& t, ReduceOp op)
-      : comm_(comm), t_(t), done_(comm.device_), layer_(CommLayerScope::current()),
-        in_flight_(std::make_unique<StartedCollective>(comm.device_)) {
-    const auto start = Clock::now();
+      : comm_(comm), t_(t), done_(comm.device_), in_flight_(std::make_unique<StartedCollective>(comm.device_)) {
     const NcclCommunicator::Enqueued e = comm.enqueue(
         "all_reduce",
         [&](cudaStream_t s) {
@@ -460,7 +409,6 @@ class NcclAllReduce final : public PendingAllReduce {
         Issue::started, Transfer::collective, &done_);
     op_ = e.op;
     what_ = e.what;
-    seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
   }
 
   ~NcclAllReduce() override {
@@ -473,7 +421,6 @@ class NcclAllReduce final : public PendingAllReduce {
 
   bool test() override {
     if (completed_) return true;
-    const auto start = Clock::now();
     const bool done = done_.query();
     if (done) {
       std::lock_guard<std::mutex> lock(order_mutex());
@@ -481,14 +428,12 @@ class NcclAllReduce final : public PendingAllReduce {
     } else {
       comm_.check_async_error(what_);
     }
-    seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
     if (done) complete();
     return done;
   }
 
   void wait() override {
     if (completed_) return;
-    const auto start = Clock::now();
     if (!done_.query()) comm_.check_async_error(what_);  // a failed peer ends the job, not a stalled stream
     bool compute_waits = false;
     {
@@ -497,7 +442,6 @@ class NcclAllReduce final : public PendingAllReduce {
     }
     // Unless the compute stream already waits for a later operation of the communicator.
     if (compute_waits) done_.wait(cuda::context(comm_.device_).stream);
-    seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
     complete();
   }
 
@@ -505,24 +449,18 @@ class NcclAllReduce final : public PendingAllReduce {
   void complete() {
     completed_ = true;
     in_flight_.reset();  // waited for: the device may be synchronized again
-    record_seconds(comm_, "all_reduce", t_.numel(), t_.dtype(), seconds_, layer_);
   }
 
   NcclCommunicator& comm_;
-  Tensor t_;
+  Tensor t_;          // NCCL's output, held until complete
   cuda::Event done_;  // recorded on the communicator's stream after the all-reduce
   DeviceOrder::Op op_;
   std::string what_;
-  std::string layer_;
-  double seconds_ = 0;
   bool completed_ = false;
   std::unique_ptr<StartedCollective> in_flight_;  // until waited for (core/cuda_allocator.h)
 };
 
-std::unique_ptr<PendingAllReduce> NcclCommunicator::start_all_reduce(Tensor& t, ReduceOp op) {
-  check_defined(*this, "all_reduce", t, "t");
-  check_reducible(*this, "all_reduce", t.dtype());
-  if (!on_device("all_reduce", {&t})) return host("all_reduce").start_all_reduce(t, op);
+std::unique_ptr<PendingAllReduce> NcclCommunicator::do_start_all_reduce(Tensor& t, ReduceOp op) {
   return std::make_unique<NcclAllReduce>(*this, t, op);
 }
 

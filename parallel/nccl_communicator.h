@@ -47,8 +47,9 @@
 // ncclBroadcast calls, one per rank's block.
 //
 // send_recv: NCCL has no tags; messages between two ranks match in the order they are
-// issued (the tag is range-checked only), and the two sides' byte counts must agree (NCCL
-// cannot report a mismatch as MPI does: it would hang or fail the communicator).
+// issued (the tag is only checked, against the host communicator's max_tag()), and the two
+// sides' byte counts must agree (NCCL cannot report a mismatch as MPI does: it would hang or
+// fail the communicator).
 //
 // Lifetime: the destructor waits for the operations under way (under the time limit) and
 // destroys the NCCL communicator (ncclCommDestroy), or aborts it (ncclCommAbort) when it runs
