@@ -238,10 +238,12 @@ StepCount count_step(const std::vector<Rows>& logs, parallel::GridShape g) {
   StepCount s;
   const int P = g.rows * g.cols;
   auto group_of = [&](int w, int64_t comm) {
+    const parallel::GridPosition at = parallel::ProcessGrid::position_of(g, w);
     std::vector<int> members;
     for (int q = 0; q < P; ++q) {
-      const bool same_row = (q / g.rows) % g.cols == (w / g.rows) % g.cols;
-      const bool same_col = q % g.rows == w % g.rows;
+      const parallel::GridPosition other = parallel::ProcessGrid::position_of(g, q);
+      const bool same_row = other.col == at.col;
+      const bool same_col = other.row == at.row;
       const bool member = comm == kRow ? same_row : comm == kCol ? same_col : comm == kPipe ? q == w : true;
       if (member) members.push_back(q);
     }

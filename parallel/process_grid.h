@@ -39,6 +39,10 @@ struct GridShape {
 };
 
 enum class RankOrder { rows_in_node, cols_in_node };
+// A place in the grid: stage s, row position r (model / domain shard), column c (batch shard).
+struct GridPosition {
+  int stage = 0, row = 0, col = 0;
+};
 const char* rank_order_name(RankOrder order);  // "rows-in-node", "cols-in-node"
 // Parses those names (gridnn-train --rank-order); gridnn::Error otherwise.
 RankOrder parse_rank_order(const std::string& text);
@@ -90,12 +94,13 @@ class ProcessGrid {
   Communicator& pipe() { return *pipe_; }
   Communicator& world() { return *world_; }
 
-  // World rank of grid position (s, r, c) in `order`.
+  // The rank order (above), the one place it is worked out: the world rank of grid position
+  // (s, r, c) in `order`, and the position of a world rank. A rank's place within its stage
+  // (its stage communicator rank) is world_rank_of(shape, 0, r, c, order).
   static int world_rank_of(const GridShape& shape, int s, int r, int c,
-                           RankOrder order = RankOrder::rows_in_node) {
-    return order == RankOrder::rows_in_node ? (s * shape.cols + c) * shape.rows + r
-                                            : (s * shape.rows + r) * shape.cols + c;
-  }
+                           RankOrder order = RankOrder::rows_in_node);
+  static GridPosition position_of(const GridShape& shape, int world_rank,
+                                  RankOrder order = RankOrder::rows_in_node);
   // A few lines on where the grid runs: the rank order, each node's ranks and their grid
   // positions, and whether the row and column groups stay inside a node. `node_of_rank`: the
   // node of every world rank (collective: see node_ids()).
