@@ -168,14 +168,16 @@ class ThreadCommunicator : public parallel::Communicator {
  public:
   ThreadCommunicator(SharedAllReduce& shared, int rank)
       : Communicator("stage", rank, SharedAllReduce::kRanks), shared_(shared) {}
-  void all_reduce(Tensor& t, parallel::ReduceOp) override { shared_.all_reduce(t); }
-  void all_gather(const Tensor&, Tensor&) override { unused(); }
-  void all_gatherv(const Tensor&, Tensor&, const std::vector<int64_t>&) override { unused(); }
-  void reduce_scatter(const Tensor&, Tensor&) override { unused(); }
-  void reduce_scatterv(const Tensor&, Tensor&, const std::vector<int64_t>&) override { unused(); }
-  void broadcast(Tensor&, int) override { unused(); }
-  void send_recv(const Tensor&, int, Tensor&, int, int) override { unused(); }
-  void barrier() override { unused(); }
+
+ protected:
+  void do_all_reduce(Tensor& t, parallel::ReduceOp) override { shared_.all_reduce(t); }
+  void do_all_gather(const Tensor&, Tensor&) override { unused(); }
+  void do_all_gatherv(const Tensor&, Tensor&, const std::vector<int64_t>&) override { unused(); }
+  void do_reduce_scatter(const Tensor&, Tensor&) override { unused(); }
+  void do_reduce_scatterv(const Tensor&, Tensor&, const std::vector<int64_t>&) override { unused(); }
+  void do_broadcast(Tensor&, int) override { unused(); }
+  void do_send_recv(const Tensor*, int, Tensor*, int, int) override { unused(); }
+  void do_barrier() override { unused(); }
 
  private:
   [[noreturn]] static void unused() { throw Error("batch norm only all-reduces"); }
