@@ -1,7 +1,7 @@
 // Training-step speedup per grid shape (docs/design.md §6, §8): one Google Benchmark per
 // factorization Pr x Pc of the job's P ranks (1 x P, pure batch, first), after the
 // single-process run (1 x 1 on rank 0 while the others wait). Each runs a warm-up step, then
-// `--steps` timed training steps (Step::forward_backward + update): a step's time is
+// `--steps` timed training steps (PipelinedModel::forward_backward + update): a step's time is
 // the slowest rank's; the benchmark time (manual time, one iteration) is the median step.
 //
 //   mpiexec -n P bench_grid [--model resattnet3d|mlp] [--width W] [--input N] [--batch B]
@@ -39,7 +39,7 @@
 #include "core/error.h"
 #include "models/data/synthetic.h"
 #include "models/train/grid_batch.h"
-#include "models/train/step.h"
+#include "models/train/pipelined_model.h"
 #include "models/train/step_plan.h"
 #include "parallel/communicator.h"
 #include "plan/cost_model.h"
@@ -240,10 +240,12 @@ StepCount count_step(const std::vector<Rows>& logs, parallel::GridShape g) {
   StepCount s;
   const int P = g.rows * g.cols;
   auto group_of = [&](int w, int64_t comm) {
+    const parallel::GridPosition at = parallel::ProcessGrid::position_of(g, w);
     std::vector<int> members;
     for (int q = 0; q < P; ++q) {
-      const bool same_row = (q / g.rows) % g.cols == (w / g.rows) % g.cols;
-      const bool same_col = q % g.rows == w % g.rows;
+      const parallel::GridPosition other = parallel::ProcessGrid::position_of(g, q);
+      const bool same_row = other.col == at.col;
+      const bool same_col = other.row == at.row;
       const bool member = comm == kRow ? same_row : comm == kCol ? same_col : comm == kPipe ? q == w : true;
       if (member) members.push_back(q);
     }
@@ -323,7 +325,7 @@ Baselines& baselines() {
 }
 
 // A training step of `net` on `grid`; returns this rank's seconds.
-double step(train::Step& net, const data::Batch& batch, int64_t global_batch) {
+double step(train::PipelinedModel& net, const data::Batch& batch, int64_t global_batch) {
   const auto start = std::chrono::steady_clock::now();
   Tensor logits;
   net.forward_backward(batch, global_batch, &logits);
@@ -352,10 +354,10 @@ void run_grid(benchmark::State& state, const Config& c, parallel::GridShape shap
     grid = own.get();
   }
   const train::TrainOptions o = options_of(c);
-  std::unique_ptr<train::Step> net;
+  std::unique_ptr<train::PipelinedModel> net;
   data::Batch batch;
   if (active) {
-    net = std::make_unique<train::Step>(o, *grid);
+    net = std::make_unique<train::PipelinedModel>(o, *grid);
     data::SyntheticDataset d({c.batch, 0, c.classes, 1, Shape{c.input, c.input, c.input}, 7, 0.15f});
     data::LoaderOptions lo;
     lo.batch = c.batch;

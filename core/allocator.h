@@ -7,6 +7,8 @@
 // cuda_allocator(i): a caching allocator for device i (core/cuda_allocator.cpp). Freed
 // blocks stay reserved and are handed out again, so after the first training step no
 // cudaMalloc happens; stats() shows how much is in use, reserved and the peak.
+// allocator_for(d): the one new storage on d comes from; a test may put another allocator in
+// front of it (set_front_allocator: the op harness's guard regions, test/ops/guarded_memory.h).
 #pragma once
 
 #include <cstddef>
@@ -39,5 +41,9 @@ class Allocator {
 
 Allocator& host_allocator();
 Allocator& allocator_for(const Device& d);
+// Puts `front` before d's allocator, so that allocator_for(d) returns it (nullptr takes it
+// away again). Storage returns its block to the allocator it came from, so a front must
+// outlive its blocks. For tests; set it while no other thread allocates on d.
+void set_front_allocator(const Device& d, Allocator* front);
 
 }  // namespace gridnn

@@ -5,14 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <atomic>
 #include <cerrno>
-#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <utility>
 
 #include "core/error.h"
 
@@ -62,30 +60,19 @@ class TempFileGuard {
   std::string path_;
 };
 
-// Armed by inject_save_crash_for_testing: write this many bytes, then _Exit.
-std::atomic<int64_t> g_crash_after_bytes{-1};
-std::atomic<int> g_crash_exit_code{86};
-
-// GRIDNN_TEST_DISK_FULL_AFTER=N (tests of a full disk without one), read once.
-int64_t disk_full_after() {
-  static const int64_t bytes = [] {
-    const char* v = std::getenv("GRIDNN_TEST_DISK_FULL_AFTER");
-    return v && *v ? std::strtoll(v, nullptr, 10) : int64_t(-1);
-  }();
-  return bytes;
+// The write call of every atomic write (FileWrite): ::write unless overridden.
+FileWrite& file_write() {
+  static FileWrite write = [](int fd, const char* data, size_t size, size_t /*offset*/) {
+    return ::write(fd, data, size);
+  };
+  return write;
 }
 
 void write_all(int fd, const std::string& bytes, const std::string& path) {
+  const FileWrite& write = file_write();
   size_t done = 0;
-  const int64_t crash_after = g_crash_after_bytes.exchange(-1);
-  const int64_t full_after = disk_full_after();
   while (done < bytes.size()) {
-    if (full_after >= 0 && done >= size_t(full_after)) fail(path, "write failed: ", errno_text(ENOSPC));
-    if (crash_after >= 0 && done >= size_t(crash_after)) std::_Exit(g_crash_exit_code.load());
-    size_t chunk = bytes.size() - done;
-    if (crash_after >= 0) chunk = std::min(chunk, size_t(crash_after) - done);
-    if (full_after >= 0) chunk = std::min(chunk, size_t(full_after) - done);
-    const ssize_t n = ::write(fd, bytes.data() + done, chunk);
+    const ssize_t n = write(fd, bytes.data() + done, bytes.size() - done, done);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) fail(path, "write failed: ", errno_text(errno));
     done += size_t(n);
@@ -149,9 +136,10 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
   sync_directory(dir.empty() ? "." : dir, path);
 }
 
-void inject_save_crash_for_testing(size_t bytes, int exit_code) {
-  g_crash_exit_code = exit_code;
-  g_crash_after_bytes = int64_t(bytes);
+FileWriteOverride::FileWriteOverride(FileWrite write) : previous_(std::move(file_write())) {
+  file_write() = std::move(write);
 }
+
+FileWriteOverride::~FileWriteOverride() { file_write() = std::move(previous_); }
 
 }  // namespace gridnn

@@ -13,7 +13,10 @@
 // gridnn-predict's tables are written this way.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
+#include <functional>
 #include <string>
 
 namespace gridnn {
@@ -21,12 +24,24 @@ namespace gridnn {
 std::string read_whole_file(const std::string& path);
 void write_file_atomically(const std::string& path, const std::string& bytes);
 
-// Crash-safety tests only: the next atomic write in this process (a checkpoint's
-// save_safetensors, typically) writes the first `bytes` bytes of its temporary file and then
-// ends the process on the spot (std::_Exit(exit_code)), as a crash or a kill in the middle
-// of a write would. Independently, the environment variable GRIDNN_TEST_DISK_FULL_AFTER=N
-// makes every atomic write fail with ENOSPC once N bytes of it are written, as a full
-// device does.
-void inject_save_crash_for_testing(size_t bytes, int exit_code = 86);
+// The call that puts the bytes of write_file_atomically's temporary file on the device, with
+// ::write's contract (the bytes written, or -1 with errno set); `offset` says how many bytes of
+// this file are written already. It is ::write itself unless a FileWriteOverride replaces it:
+// tests do, to fail or end the process part-way through a file as a full device or a kill
+// would (test/support/file_faults.h).
+using FileWrite = std::function<ssize_t(int fd, const char* data, size_t size, size_t offset)>;
+
+// Makes `write` the call of every atomic write of the process while it lives (the previous
+// one after). Installed before the writes it is meant for begin and dropped after they end.
+class FileWriteOverride {
+ public:
+  explicit FileWriteOverride(FileWrite write);
+  ~FileWriteOverride();
+  FileWriteOverride(const FileWriteOverride&) = delete;
+  FileWriteOverride& operator=(const FileWriteOverride&) = delete;
+
+ private:
+  FileWrite previous_;
+};
 
 }  // namespace gridnn

@@ -19,7 +19,6 @@
 #include <utility>
 #include <vector>
 
-#include "core/file_io.h"  // inject_save_crash_for_testing
 #include "core/tensor.h"
 
 namespace gridnn {

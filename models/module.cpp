@@ -69,8 +69,8 @@ BackwardObserverScope::BackwardObserverScope(BackwardObserver& observer) : previ
 BackwardObserverScope::~BackwardObserverScope() { g_backward_observer = previous_; }
 BackwardObserver* BackwardObserverScope::current() { return g_backward_observer; }
 
-Tensor Module::run_backward(const Tensor& dy) {
-  Tensor dx = backward(dy);
+Tensor Module::backward(const Tensor& dy) {
+  Tensor dx = do_backward(dy);
   if (BackwardObserver* observer = g_backward_observer) observer->on_backward_done(*this);
   return dx;
 }
@@ -139,9 +139,9 @@ Tensor Sequential::forward(const Tensor& x) {
   return h;
 }
 
-Tensor Sequential::backward(const Tensor& dy) {
+Tensor Sequential::do_backward(const Tensor& dy) {
   Tensor g = dy;
-  for (auto it = children().rbegin(); it != children().rend(); ++it) g = it->second->run_backward(g);
+  for (auto it = children().rbegin(); it != children().rend(); ++it) g = it->second->backward(g);
   return g;
 }
 

@@ -1,6 +1,8 @@
 // The layer API (Caffe-style, docs/design.md §10): a Module computes forward(x), keeping what its
 // backward needs, and backward(dy) returns dx. Activation gradients overwrite (backward
-// returns a new tensor); parameter gradients accumulate (+=) until zero_grad().
+// returns a new tensor); parameter gradients accumulate (+=) until zero_grad(). A module
+// writes its backward as do_backward, which only Module::backward can call, so every backward
+// that runs, a container's children's included, is reported to the BackwardObserver.
 //
 // Parameters and buffers are registered by name; a container registers its children by
 // name, so named_parameters() yields PyTorch state_dict names ("layer1.0.conv1.weight")
@@ -48,10 +50,10 @@ struct Parameter {
 
 class Module;
 
-// Learns when a module's backward has finished: Module::run_backward tells the observer
-// installed on this thread (BackwardObserverScope) after each backward it runs. Then the
-// parameter gradients of that module and of all its descendants are final for the step
-// (GradientSync starts reducing them while backward goes on, docs/design.md §4).
+// Learns when a module's backward has finished: Module::backward tells the observer installed
+// on this thread (BackwardObserverScope) after each backward it runs. Then the parameter
+// gradients of that module and of all its descendants are final for the step (GradientSync
+// starts reducing them while backward goes on, docs/design.md §4).
 class BackwardObserver {
  public:
   virtual ~BackwardObserver() = default;
@@ -80,12 +82,10 @@ class Module {
 
   // y for input x; keeps what backward needs (inputs, masks, statistics).
   virtual Tensor forward(const Tensor& x) = 0;
-  // dL/dx for the last forward, given dL/dy; adds into the parameters' grad.
-  virtual Tensor backward(const Tensor& dy) = 0;
-  // backward(dy), then tells the current BackwardObserver (if any) that this module is done.
-  // Containers run their children's backward through it, and trainers the root's: a
-  // module run by plain backward() is reported with the nearest ancestor run through here.
-  Tensor run_backward(const Tensor& dy);
+  // dL/dx for the last forward, given dL/dy (do_backward), then tells the current
+  // BackwardObserver (if any) that this module is done. The one way to run a module's
+  // backward: a container running its children's reports each as it finishes.
+  Tensor backward(const Tensor& dy);
 
   // This module's and its children's parameters and buffers, by state_dict name.
   std::vector<std::pair<std::string, Parameter*>> named_parameters();
@@ -161,6 +161,11 @@ class Module {
   }
 
  private:
+  // The module's own backward, run by backward(): dL/dx for the last forward, given dL/dy;
+  // adds into the parameters' grad. Private here and in every module, so that nothing can
+  // run it around the observer (a child's, run directly, would start no gradient bucket).
+  virtual Tensor do_backward(const Tensor& dy) = 0;
+
   void add_child(const std::string& name, std::unique_ptr<Module> child);
   void collect(const std::string& prefix, std::vector<std::pair<std::string, Parameter*>>* params,
                std::vector<std::pair<std::string, Tensor*>>* buffers);
@@ -187,8 +192,10 @@ class Sequential : public Module {
     return register_module(name, std::move(child));
   }
   Tensor forward(const Tensor& x) override;
-  Tensor backward(const Tensor& dy) override;
   Shape describe(const Shape& input, plan::RankStep& step) const override;
+
+ private:
+  Tensor do_backward(const Tensor& dy) override;
 };
 
 // Throws gridnn::Error "<layer>: <what>" unless `cond`: the shape and argument checks of

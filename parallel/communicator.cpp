@@ -1,8 +1,10 @@
-// The self communicator (a group of one), the communication log and the layer scope, plus
-// the argument checks and the fixed-order reduction that every backend shares.
+// The Communicator calls (their argument rules, timing and record), the self and planning
+// communicators, the communication log and the layer scope, plus what the backends share
+// (comm_detail.h).
 #include "parallel/communicator.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -15,7 +17,7 @@
 
 namespace gridnn::parallel {
 
-// ---- shared checks ----------------------------------------------------------------------
+// ---- shared by the backends ----------------------------------------------------------------
 
 namespace detail {
 
@@ -24,51 +26,8 @@ std::string where(const Communicator& comm, const char* op) {
                                 comm.size(), ")");
 }
 
-void check_defined(const Communicator& comm, const char* op, const Tensor& t, const char* what) {
-  GRIDNN_REQUIRE(t.defined(), where(comm, op), ": `", what, "` is an undefined tensor");
-}
-
-void check_reducible(const Communicator& comm, const char* op, DType dtype) {
-  GRIDNN_REQUIRE(dtype == DType::f32 || dtype == DType::i32 || dtype == DType::i64, where(comm, op),
-                 ": cannot reduce ", dtype_name(dtype), " tensors; reductions support f32, i32 and i64 "
-                 "(cast to f32 first)");
-}
-
 std::vector<int64_t> even_rows(const Communicator& comm, int64_t rows_per_rank) {
   return std::vector<int64_t>(size_t(comm.size()), rows_per_rank);
-}
-
-void check_rows(const Communicator& comm, const char* op, const std::vector<int64_t>& rows) {
-  GRIDNN_REQUIRE(int(rows.size()) == comm.size(), where(comm, op), ": `rows` has ", rows.size(),
-                 " entries, one per rank needs ", comm.size());
-  for (size_t i = 0; i < rows.size(); ++i)
-    GRIDNN_REQUIRE(rows[i] >= 0, where(comm, op), ": rows[", i, "] = ", rows[i], " is negative");
-}
-
-void check_blocks(const Communicator& comm, const char* op, const Tensor& part, const char* part_name,
-                  const Tensor& whole, const char* whole_name, const std::vector<int64_t>& rows) {
-  check_defined(comm, op, part, part_name);
-  check_defined(comm, op, whole, whole_name);
-  GRIDNN_REQUIRE(part.dtype() == whole.dtype(), where(comm, op), ": `", part_name, "` is ", part.str(),
-                 " but `", whole_name, "` is ", whole.str(), "; the dtypes must match");
-  GRIDNN_REQUIRE(part.rank() >= 1 && part.rank() == whole.rank(), where(comm, op), ": `", part_name,
-                 "` ", part.str(), " and `", whole_name, "` ", whole.str(),
-                 " need the same number of dimensions (at least one)");
-  for (int d = 1; d < part.rank(); ++d)
-    GRIDNN_REQUIRE(part.size(d) == whole.size(d), where(comm, op), ": `", part_name, "` ", part.str(),
-                   " and `", whole_name, "` ", whole.str(), " differ in dimension ", d,
-                   "; only dimension 0 is split over the ranks");
-  int64_t total = std::accumulate(rows.begin(), rows.end(), int64_t(0));
-  GRIDNN_REQUIRE(part.size(0) == rows[size_t(comm.rank())], where(comm, op), ": `", part_name, "` ",
-                 part.str(), " must have ", rows[size_t(comm.rank())], " rows (this rank's share)");
-  GRIDNN_REQUIRE(whole.size(0) == total, where(comm, op), ": `", whole_name, "` ", whole.str(),
-                 " must have ", total, " rows (the sum over the ", comm.size(), " ranks)");
-}
-
-void check_rank(const Communicator& comm, const char* op, int rank, const char* role, bool allow_none) {
-  if (allow_none && rank == -1) return;
-  GRIDNN_REQUIRE(rank >= 0 && rank < comm.size(), where(comm, op), ": ", role, " rank ", rank,
-                 " is outside the group [0, ", comm.size(), ")", allow_none ? " (or -1 for none)" : "");
 }
 
 int64_t row_bytes(const Tensor& t) {
@@ -105,14 +64,80 @@ void combine(void* acc, const void* x, int64_t n, DType dtype, ReduceOp op) {
   }
 }
 
-void record(const Communicator& comm, const char* op, int64_t elements, DType dtype, Clock::time_point start,
-            int64_t received) {
-  record_seconds(comm, op, elements, dtype, std::chrono::duration<double>(Clock::now() - start).count(),
-                 CommLayerScope::current(), received);
+}  // namespace detail
+
+// ---- the argument rules -----------------------------------------------------------------------
+
+namespace {
+
+using detail::where;
+using Clock = std::chrono::steady_clock;
+
+void check_defined(const Communicator& comm, const char* op, const Tensor& t, const char* what) {
+  GRIDNN_REQUIRE(t.defined(), where(comm, op), ": `", what, "` is an undefined tensor");
 }
 
-void record_seconds(const Communicator& comm, const char* op, int64_t elements, DType dtype, double seconds,
-                    const std::string& layer, int64_t received) {
+// Reductions support f32, i32 and i64 (gridnn has no f64); gathers, broadcasts and
+// send_recv move any dtype byte for byte.
+void check_reducible(const Communicator& comm, const char* op, DType dtype) {
+  GRIDNN_REQUIRE(dtype == DType::f32 || dtype == DType::i32 || dtype == DType::i64, where(comm, op),
+                 ": cannot reduce ", dtype_name(dtype), " tensors; reductions support f32, i32 and i64 "
+                 "(cast to f32 first)");
+}
+
+// The v-variants' `rows`: one entry per rank, none negative.
+void check_rows(const Communicator& comm, const char* op, const std::vector<int64_t>& rows) {
+  GRIDNN_REQUIRE(int(rows.size()) == comm.size(), where(comm, op), ": `rows` has ", rows.size(),
+                 " entries, one per rank needs ", comm.size());
+  for (size_t i = 0; i < rows.size(); ++i)
+    GRIDNN_REQUIRE(rows[i] >= 0, where(comm, op), ": rows[", i, "] = ", rows[i], " is negative");
+}
+
+// `part` holds rows[rank()] rows and `whole` their sum, same dtype and trailing dimensions.
+// `part_name` / `whole_name` are "in" / "out" for gathers, "out" / "in" for scatters.
+void check_blocks(const Communicator& comm, const char* op, const Tensor& part, const char* part_name,
+                  const Tensor& whole, const char* whole_name, const std::vector<int64_t>& rows) {
+  check_defined(comm, op, part, part_name);
+  check_defined(comm, op, whole, whole_name);
+  GRIDNN_REQUIRE(part.dtype() == whole.dtype(), where(comm, op), ": `", part_name, "` is ", part.str(),
+                 " but `", whole_name, "` is ", whole.str(), "; the dtypes must match");
+  GRIDNN_REQUIRE(part.rank() >= 1 && part.rank() == whole.rank(), where(comm, op), ": `", part_name,
+                 "` ", part.str(), " and `", whole_name, "` ", whole.str(),
+                 " need the same number of dimensions (at least one)");
+  for (int d = 1; d < part.rank(); ++d)
+    GRIDNN_REQUIRE(part.size(d) == whole.size(d), where(comm, op), ": `", part_name, "` ", part.str(),
+                   " and `", whole_name, "` ", whole.str(), " differ in dimension ", d,
+                   "; only dimension 0 is split over the ranks");
+  int64_t total = std::accumulate(rows.begin(), rows.end(), int64_t(0));
+  GRIDNN_REQUIRE(part.size(0) == rows[size_t(comm.rank())], where(comm, op), ": `", part_name, "` ",
+                 part.str(), " must have ", rows[size_t(comm.rank())], " rows (this rank's share)");
+  GRIDNN_REQUIRE(whole.size(0) == total, where(comm, op), ": `", whole_name, "` ", whole.str(),
+                 " must have ", total, " rows (the sum over the ", comm.size(), " ranks)");
+}
+
+// The even split of all_gather and reduce_scatter: every rank's `part` has its rows.
+void check_even_blocks(const Communicator& comm, const char* op, const Tensor& part, const char* part_name,
+                       const Tensor& whole, const char* whole_name) {
+  check_defined(comm, op, part, part_name);
+  check_blocks(comm, op, part, part_name, whole, whole_name,
+               detail::even_rows(comm, part.rank() ? part.size(0) : 0));
+}
+
+void check_rank(const Communicator& comm, const char* op, int rank, const char* role, bool allow_none) {
+  if (allow_none && rank == -1) return;
+  GRIDNN_REQUIRE(rank >= 0 && rank < comm.size(), where(comm, op), ": ", role, " rank ", rank,
+                 " is outside the group [0, ", comm.size(), ")", allow_none ? " (or -1 for none)" : "");
+}
+
+// ---- the record of each call ----------------------------------------------------------------
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// `elements` of `dtype` as CommRecord counts them; `received`: send_recv's elements received.
+void record(const Communicator& comm, const char* op, int64_t elements, DType dtype, double seconds,
+            const std::string& layer, int64_t received = 0) {
   CommRecord r;
   r.comm = comm.name();
   r.op = op;
@@ -124,32 +149,170 @@ void record_seconds(const Communicator& comm, const char* op, int64_t elements, 
   comm_log().add(std::move(r));
 }
 
-}  // namespace detail
+// A call that began at `start`, under the current layer.
+void record(const Communicator& comm, const char* op, int64_t elements, DType dtype, Clock::time_point start,
+            int64_t received = 0) {
+  record(comm, op, elements, dtype, seconds_since(start), CommLayerScope::current(), received);
+}
 
-// ---- the default non-blocking all_reduce: blocking, complete at once ----------------------
+// A backend's started all-reduce, timed inside start, test and wait and recorded once
+// complete (its destruction waits for it, as PendingAllReduce says).
+class RecordedAllReduce final : public PendingAllReduce {
+ public:
+  RecordedAllReduce(const Communicator& comm, std::unique_ptr<PendingAllReduce> started, const Tensor& t,
+                    double seconds, std::string layer)
+      : comm_(comm), started_(std::move(started)), elements_(t.numel()), dtype_(t.dtype()), seconds_(seconds),
+        layer_(std::move(layer)) {}
 
-namespace {
+  ~RecordedAllReduce() override {
+    if (recorded_) return;
+    try {
+      wait();
+    } catch (...) {  // the backend failed: nothing left to do but forget it
+    }
+  }
+
+  bool test() override {
+    if (recorded_) return true;
+    const auto start = Clock::now();
+    const bool done = started_->test();
+    seconds_ += seconds_since(start);
+    if (done) complete();
+    return done;
+  }
+
+  void wait() override {
+    if (recorded_) return;
+    const auto start = Clock::now();
+    started_->wait();
+    seconds_ += seconds_since(start);
+    complete();
+  }
+
+ private:
+  void complete() {
+    recorded_ = true;
+    record(comm_, "all_reduce", elements_, dtype_, seconds_, layer_);
+  }
+
+  const Communicator& comm_;
+  std::unique_ptr<PendingAllReduce> started_;
+  int64_t elements_;
+  DType dtype_;
+  double seconds_;
+  std::string layer_;
+  bool recorded_ = false;
+};
+
 class CompletedAllReduce final : public PendingAllReduce {
  public:
   bool test() override { return true; }
   void wait() override {}
 };
+
 }  // namespace
 
+// ---- the calls: check, carry out, record ------------------------------------------------------
+
+Communicator* Communicator::carrier(std::initializer_list<const Tensor*>, const char*) { return nullptr; }
+
+void Communicator::all_reduce(Tensor& t, ReduceOp op) {
+  const auto start = Clock::now();
+  check_defined(*this, "all_reduce", t, "t");
+  check_reducible(*this, "all_reduce", t.dtype());
+  if (Communicator* other = carrier({&t}, "all_reduce")) return other->all_reduce(t, op);
+  do_all_reduce(t, op);
+  record(*this, "all_reduce", t.numel(), t.dtype(), start);
+}
+
 std::unique_ptr<PendingAllReduce> Communicator::start_all_reduce(Tensor& t, ReduceOp op) {
-  all_reduce(t, op);
+  const auto start = Clock::now();
+  std::string layer = CommLayerScope::current();
+  check_defined(*this, "all_reduce", t, "t");
+  check_reducible(*this, "all_reduce", t.dtype());
+  if (Communicator* other = carrier({&t}, "all_reduce")) return other->start_all_reduce(t, op);
+  std::unique_ptr<PendingAllReduce> started = do_start_all_reduce(t, op);
+  if (started) return std::make_unique<RecordedAllReduce>(*this, std::move(started), t, seconds_since(start),
+                                                          std::move(layer));
+  record(*this, "all_reduce", t.numel(), t.dtype(), seconds_since(start), layer);
   return std::make_unique<CompletedAllReduce>();
 }
 
-namespace detail {
+std::unique_ptr<PendingAllReduce> Communicator::do_start_all_reduce(Tensor& t, ReduceOp op) {
+  do_all_reduce(t, op);
+  return nullptr;
+}
 
-}  // namespace detail
+void Communicator::all_gather(const Tensor& in, Tensor& out) {
+  const auto start = Clock::now();
+  check_even_blocks(*this, "all_gather", in, "in", out, "out");
+  if (Communicator* other = carrier({&in, &out}, "all_gather")) return other->all_gather(in, out);
+  do_all_gather(in, out);
+  record(*this, "all_gather", in.numel(), in.dtype(), start);
+}
+
+void Communicator::all_gatherv(const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) {
+  const auto start = Clock::now();
+  check_rows(*this, "all_gatherv", rows);
+  check_blocks(*this, "all_gatherv", in, "in", out, "out", rows);
+  if (Communicator* other = carrier({&in, &out}, "all_gatherv")) return other->all_gatherv(in, out, rows);
+  do_all_gatherv(in, out, rows);
+  record(*this, "all_gatherv", in.numel(), in.dtype(), start);
+}
+
+void Communicator::reduce_scatter(const Tensor& in, Tensor& out) {
+  const auto start = Clock::now();
+  check_even_blocks(*this, "reduce_scatter", out, "out", in, "in");
+  check_reducible(*this, "reduce_scatter", in.dtype());
+  if (Communicator* other = carrier({&in, &out}, "reduce_scatter")) return other->reduce_scatter(in, out);
+  do_reduce_scatter(in, out);
+  record(*this, "reduce_scatter", in.numel(), in.dtype(), start);
+}
+
+void Communicator::reduce_scatterv(const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) {
+  const auto start = Clock::now();
+  check_rows(*this, "reduce_scatterv", rows);
+  check_blocks(*this, "reduce_scatterv", out, "out", in, "in", rows);
+  check_reducible(*this, "reduce_scatterv", in.dtype());
+  if (Communicator* other = carrier({&in, &out}, "reduce_scatterv")) return other->reduce_scatterv(in, out, rows);
+  do_reduce_scatterv(in, out, rows);
+  record(*this, "reduce_scatterv", in.numel(), in.dtype(), start);
+}
+
+void Communicator::broadcast(Tensor& t, int root) {
+  const auto start = Clock::now();
+  check_defined(*this, "broadcast", t, "t");
+  check_rank(*this, "broadcast", root, "root", false);
+  if (Communicator* other = carrier({&t}, "broadcast")) return other->broadcast(t, root);
+  do_broadcast(t, root);
+  record(*this, "broadcast", t.numel(), t.dtype(), start);
+}
+
+void Communicator::send_recv(const Tensor& send, int dest, Tensor& recv, int source, int tag) {
+  const auto start = Clock::now();
+  const Tensor* sent = dest != -1 && send.defined() ? &send : nullptr;
+  Tensor* received = source != -1 && recv.defined() ? &recv : nullptr;
+  if (sent) check_rank(*this, "send_recv", dest, "destination", true);
+  if (received) check_rank(*this, "send_recv", source, "source", true);
+  GRIDNN_REQUIRE(tag >= 0 && tag <= max_tag_, where(*this, "send_recv"), ": tag ", tag, " is outside [0, ",
+                 max_tag_, "]");
+  if (Communicator* other = carrier({sent, received}, "send_recv"))
+    return other->send_recv(send, dest, recv, source, tag);
+  do_send_recv(sent, dest, received, source, tag);
+  record(*this, "send_recv", sent ? send.numel() : 0, sent ? send.dtype() : DType::f32, start,
+         received ? recv.numel() : 0);
+}
+
+void Communicator::barrier() {
+  const auto start = Clock::now();
+  if (Communicator* other = carrier({}, "barrier")) return other->barrier();
+  do_barrier();
+  record(*this, "barrier", 0, DType::f32, start);
+}
 
 // ---- the self communicator ----------------------------------------------------------------
 
 namespace {
-
-using namespace detail;
 
 // Copies src into dst unless they are the very same elements.
 void copy_unless_same(Tensor& dst, const Tensor& src) {
@@ -157,68 +320,31 @@ void copy_unless_same(Tensor& dst, const Tensor& src) {
   dst.copy_from(src);
 }
 
+// A group of one: the checks have made sure every block is the whole.
 class SelfCommunicator final : public Communicator {
  public:
   explicit SelfCommunicator(std::string name) : Communicator(std::move(name), 0, 1) {}
 
-  void all_reduce(Tensor& t, ReduceOp) override {
-    auto start = Clock::now();
-    check_defined(*this, "all_reduce", t, "t");
-    check_reducible(*this, "all_reduce", t.dtype());
-    record(*this, "all_reduce", t.numel(), t.dtype(), start);
-  }
-  void all_gather(const Tensor& in, Tensor& out) override {
-    auto start = Clock::now();
-    check_defined(*this, "all_gather", in, "in");
-    check_blocks(*this, "all_gather", in, "in", out, "out", even_rows(*this, in.rank() ? in.size(0) : 0));
+ protected:
+  void do_all_reduce(Tensor&, ReduceOp) override {}
+  void do_all_gather(const Tensor& in, Tensor& out) override { copy_unless_same(out, in); }
+  void do_all_gatherv(const Tensor& in, Tensor& out, const std::vector<int64_t>&) override {
     copy_unless_same(out, in);
-    record(*this, "all_gather", in.numel(), in.dtype(), start);
   }
-  void all_gatherv(const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) override {
-    auto start = Clock::now();
-    check_rows(*this, "all_gatherv", rows);
-    check_blocks(*this, "all_gatherv", in, "in", out, "out", rows);
+  void do_reduce_scatter(const Tensor& in, Tensor& out) override { copy_unless_same(out, in); }
+  void do_reduce_scatterv(const Tensor& in, Tensor& out, const std::vector<int64_t>&) override {
     copy_unless_same(out, in);
-    record(*this, "all_gatherv", in.numel(), in.dtype(), start);
   }
-  void reduce_scatter(const Tensor& in, Tensor& out) override {
-    auto start = Clock::now();
-    check_defined(*this, "reduce_scatter", out, "out");
-    check_blocks(*this, "reduce_scatter", out, "out", in, "in", even_rows(*this, out.rank() ? out.size(0) : 0));
-    check_reducible(*this, "reduce_scatter", in.dtype());
-    copy_unless_same(out, in);
-    record(*this, "reduce_scatter", in.numel(), in.dtype(), start);
-  }
-  void reduce_scatterv(const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) override {
-    auto start = Clock::now();
-    check_rows(*this, "reduce_scatterv", rows);
-    check_blocks(*this, "reduce_scatterv", out, "out", in, "in", rows);
-    check_reducible(*this, "reduce_scatterv", in.dtype());
-    copy_unless_same(out, in);
-    record(*this, "reduce_scatterv", in.numel(), in.dtype(), start);
-  }
-  void broadcast(Tensor& t, int root) override {
-    auto start = Clock::now();
-    check_defined(*this, "broadcast", t, "t");
-    check_rank(*this, "broadcast", root, "root", false);
-    record(*this, "broadcast", t.numel(), t.dtype(), start);
-  }
-  void send_recv(const Tensor& send, int dest, Tensor& recv, int source, int) override {
-    auto start = Clock::now();
-    bool sends = dest != -1 && send.defined(), receives = source != -1 && recv.defined();
-    if (sends) check_rank(*this, "send_recv", dest, "destination", true);
-    if (receives) check_rank(*this, "send_recv", source, "source", true);
-    GRIDNN_REQUIRE(sends == receives, where(*this, "send_recv"),
+  void do_broadcast(Tensor&, int) override {}
+  void do_send_recv(const Tensor* send, int, Tensor* recv, int, int) override {
+    GRIDNN_REQUIRE((send != nullptr) == (recv != nullptr), where(*this, "send_recv"),
                    ": a group of one can only send to itself while it receives from itself");
-    if (sends) {
-      GRIDNN_REQUIRE(send.shape() == recv.shape() && send.dtype() == recv.dtype(), where(*this, "send_recv"),
-                     ": sent ", send.str(), " does not match `recv` ", recv.str());
-      copy_unless_same(recv, send);
-    }
-    record(*this, "send_recv", sends ? send.numel() : 0, sends ? send.dtype() : DType::f32, start,
-           receives ? recv.numel() : 0);
+    if (!send) return;
+    GRIDNN_REQUIRE(send->shape() == recv->shape() && send->dtype() == recv->dtype(), where(*this, "send_recv"),
+                   ": sent ", send->str(), " does not match `recv` ", recv->str());
+    copy_unless_same(*recv, *send);
   }
-  void barrier() override { record(*this, "barrier", 0, DType::f32, Clock::now()); }
+  void do_barrier() override {}
 };
 
 // A rank's place in a group that does not run: layers are built on it to describe what
@@ -226,14 +352,18 @@ class SelfCommunicator final : public Communicator {
 class PlanningCommunicator final : public Communicator {
  public:
   PlanningCommunicator(std::string name, int rank, int size) : Communicator(std::move(name), rank, size) {}
-  void all_reduce(Tensor&, ReduceOp) override { refuse("all_reduce"); }
-  void all_gather(const Tensor&, Tensor&) override { refuse("all_gather"); }
-  void all_gatherv(const Tensor&, Tensor&, const std::vector<int64_t>&) override { refuse("all_gatherv"); }
-  void reduce_scatter(const Tensor&, Tensor&) override { refuse("reduce_scatter"); }
-  void reduce_scatterv(const Tensor&, Tensor&, const std::vector<int64_t>&) override { refuse("reduce_scatterv"); }
-  void broadcast(Tensor&, int) override { refuse("broadcast"); }
-  void send_recv(const Tensor&, int, Tensor&, int, int) override { refuse("send_recv"); }
-  void barrier() override { refuse("barrier"); }
+
+ protected:
+  void do_all_reduce(Tensor&, ReduceOp) override { refuse("all_reduce"); }
+  void do_all_gather(const Tensor&, Tensor&) override { refuse("all_gather"); }
+  void do_all_gatherv(const Tensor&, Tensor&, const std::vector<int64_t>&) override { refuse("all_gatherv"); }
+  void do_reduce_scatter(const Tensor&, Tensor&) override { refuse("reduce_scatter"); }
+  void do_reduce_scatterv(const Tensor&, Tensor&, const std::vector<int64_t>&) override {
+    refuse("reduce_scatterv");
+  }
+  void do_broadcast(Tensor&, int) override { refuse("broadcast"); }
+  void do_send_recv(const Tensor*, int, Tensor*, int, int) override { refuse("send_recv"); }
+  void do_barrier() override { refuse("barrier"); }
 
  private:
   [[noreturn]] void refuse(const char* op) const {

@@ -14,7 +14,9 @@
 // The layers use them in forward/backward pairs (Megatron's rule): parallel/mappings.h.
 #pragma once
 
+#include <climits>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +39,10 @@ class PendingAllReduce {
   virtual void wait() = 0;
 };
 
+// The public calls check their arguments (each rule stated once, in communicator.cpp, with
+// messages that name the communicator and the operation), time them and record them in
+// comm_log(); a backend implements the protected do_* calls, which see only arguments that
+// passed.
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -44,40 +50,62 @@ class Communicator {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const std::string& name() const { return name_; }  // "row", "col", "stage", "world"
+  int max_tag() const { return max_tag_; }  // send_recv's tags are 0 ... max_tag()
 
   // t = sum (or max) of t over the ranks, in place.
-  virtual void all_reduce(Tensor& t, ReduceOp op = ReduceOp::sum) = 0;
+  void all_reduce(Tensor& t, ReduceOp op = ReduceOp::sum);
   // all_reduce without blocking: starts it and returns; the result, once complete, is bitwise
   // that of all_reduce. Collective: every rank starts its all-reduces on this communicator in
   // the same order (they may complete, and be waited for, in any order). Recorded in
   // comm_log() as one "all_reduce" whose seconds are those spent inside start, test and wait
   // (the time it was exposed on this thread), under the CommLayerScope current at the start.
-  // This default runs all_reduce at once (the self communicator: nothing to overlap).
-  virtual std::unique_ptr<PendingAllReduce> start_all_reduce(Tensor& t, ReduceOp op = ReduceOp::sum);
+  std::unique_ptr<PendingAllReduce> start_all_reduce(Tensor& t, ReduceOp op = ReduceOp::sum);
   // out = the ranks' `in` stacked along dimension 0 in rank order:
   // out.size(0) == size() * in.size(0), the other dimensions equal.
-  virtual void all_gather(const Tensor& in, Tensor& out) = 0;
+  void all_gather(const Tensor& in, Tensor& out);
   // As all_gather with rows[i] rows (of dimension 0) from rank i; in.size(0) == rows[rank()].
-  virtual void all_gatherv(const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) = 0;
+  void all_gatherv(const Tensor& in, Tensor& out, const std::vector<int64_t>& rows);
   // The opposite of all_gather: out = the sum over ranks of their in's block rank(), where
   // in.size(0) == size() * out.size(0).
-  virtual void reduce_scatter(const Tensor& in, Tensor& out) = 0;
+  void reduce_scatter(const Tensor& in, Tensor& out);
   // As reduce_scatter with rows[i] rows in block i; out.size(0) == rows[rank()].
-  virtual void reduce_scatterv(const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) = 0;
+  void reduce_scatterv(const Tensor& in, Tensor& out, const std::vector<int64_t>& rows);
   // t = root's t.
-  virtual void broadcast(Tensor& t, int root) = 0;
+  void broadcast(Tensor& t, int root);
   // Point to point, not collective: sends `send` to rank `dest` and receives `recv` from
   // rank `source` at once (no deadlock whatever the order); -1 (or an undefined tensor)
   // skips that side. Messages between two ranks match by `tag`.
-  virtual void send_recv(const Tensor& send, int dest, Tensor& recv, int source, int tag) = 0;
-  virtual void barrier() = 0;
+  void send_recv(const Tensor& send, int dest, Tensor& recv, int source, int tag);
+  void barrier();
 
  protected:
-  Communicator(std::string name, int rank, int size) : name_(std::move(name)), rank_(rank), size_(size) {}
+  Communicator(std::string name, int rank, int size, int max_tag = INT_MAX)
+      : name_(std::move(name)), rank_(rank), size_(size), max_tag_(max_tag) {}
+
+  // The communicator that carries a call on `tensors` in this one's place, or null for this
+  // one. It checks and records the call itself. `tensors`: the call's tensors, none for
+  // barrier(), null for a side send_recv skips. The NCCL backend hands host tensors to its
+  // host communicator.
+  virtual Communicator* carrier(std::initializer_list<const Tensor*> tensors, const char* op);
+
+  // The backend's calls, as the public ones above.
+  virtual void do_all_reduce(Tensor& t, ReduceOp op) = 0;
+  // Returns null when the all-reduce completed within the call; what it returns is timed and
+  // recorded by start_all_reduce. This default runs do_all_reduce (the self communicator:
+  // nothing to overlap).
+  virtual std::unique_ptr<PendingAllReduce> do_start_all_reduce(Tensor& t, ReduceOp op);
+  virtual void do_all_gather(const Tensor& in, Tensor& out) = 0;
+  virtual void do_all_gatherv(const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) = 0;
+  virtual void do_reduce_scatter(const Tensor& in, Tensor& out) = 0;
+  virtual void do_reduce_scatterv(const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) = 0;
+  virtual void do_broadcast(Tensor& t, int root) = 0;
+  // `send` / `recv` are null for a side the call skips.
+  virtual void do_send_recv(const Tensor* send, int dest, Tensor* recv, int source, int tag) = 0;
+  virtual void do_barrier() = 0;
 
  private:
   std::string name_;
-  int rank_, size_;
+  int rank_, size_, max_tag_;
 };
 
 // A group of one: every collective is a copy (or nothing). Works without MPI.

@@ -12,7 +12,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <numeric>
 #include <thread>
 #include <vector>
 
@@ -97,7 +96,7 @@ class AsyncAllReduce;
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(MPI_Comm comm, std::string name, int rank, int size, int tag_ub, BoardSlot slot)
-      : Communicator(std::move(name), rank, size), comm_(comm), tag_ub_(tag_ub), slot_(std::move(slot)) {}
+      : Communicator(std::move(name), rank, size, tag_ub), comm_(comm), slot_(std::move(slot)) {}
 
   ~MpiCommunicator() override {
     int finalized = 0;
@@ -107,11 +106,9 @@ class MpiCommunicator final : public Communicator {
       if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
   }
 
-  void all_reduce(Tensor& t, ReduceOp op) override {
-    auto start = Clock::now();
+ protected:
+  void do_all_reduce(Tensor& t, ReduceOp op) override {
     Watching watch(*this, "all_reduce");
-    check_defined(*this, "all_reduce", t, "t");
-    check_reducible(*this, "all_reduce", t.dtype());
     StagedTensor host(pinned_, t, /*fill=*/true);
     const int64_t es = int64_t(dtype_size(t.dtype()));
     const int64_t total = to_count(t.nbytes(), "all_reduce");
@@ -130,112 +127,75 @@ class MpiCommunicator final : public Communicator {
       wait(1, &req, MPI_STATUSES_IGNORE);
     }
     host.store(t);
-    record(*this, "all_reduce", t.numel(), t.dtype(), start);
   }
 
-  std::unique_ptr<PendingAllReduce> start_all_reduce(Tensor& t, ReduceOp op) override;
+  std::unique_ptr<PendingAllReduce> do_start_all_reduce(Tensor& t, ReduceOp op) override;
 
-  void all_gather(const Tensor& in, Tensor& out) override {
-    auto start = Clock::now();
+  void do_all_gather(const Tensor& in, Tensor& out) override {
     Watching watch(*this, "all_gather");
-    check_defined(*this, "all_gather", in, "in");
-    std::vector<int64_t> rows = even_rows(*this, in.rank() ? in.size(0) : 0);
-    check_blocks(*this, "all_gather", in, "in", out, "out", rows);
-    gather("all_gather", in, out, rows);
-    record(*this, "all_gather", in.numel(), in.dtype(), start);
+    gather("all_gather", in, out, even_rows(*this, in.size(0)));
   }
 
-  void all_gatherv(const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) override {
-    auto start = Clock::now();
+  void do_all_gatherv(const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) override {
     Watching watch(*this, "all_gatherv");
-    check_rows(*this, "all_gatherv", rows);
-    check_blocks(*this, "all_gatherv", in, "in", out, "out", rows);
     gather("all_gatherv", in, out, rows);
-    record(*this, "all_gatherv", in.numel(), in.dtype(), start);
   }
 
-  void reduce_scatter(const Tensor& in, Tensor& out) override {
-    auto start = Clock::now();
+  void do_reduce_scatter(const Tensor& in, Tensor& out) override {
     Watching watch(*this, "reduce_scatter");
-    check_defined(*this, "reduce_scatter", out, "out");
-    std::vector<int64_t> rows = even_rows(*this, out.rank() ? out.size(0) : 0);
-    check_blocks(*this, "reduce_scatter", out, "out", in, "in", rows);
-    check_reducible(*this, "reduce_scatter", in.dtype());
-    scatter("reduce_scatter", in, out, rows);
-    record(*this, "reduce_scatter", in.numel(), in.dtype(), start);
+    scatter("reduce_scatter", in, out, even_rows(*this, out.size(0)));
   }
 
-  void reduce_scatterv(const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) override {
-    auto start = Clock::now();
+  void do_reduce_scatterv(const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) override {
     Watching watch(*this, "reduce_scatterv");
-    check_rows(*this, "reduce_scatterv", rows);
-    check_blocks(*this, "reduce_scatterv", out, "out", in, "in", rows);
-    check_reducible(*this, "reduce_scatterv", in.dtype());
     scatter("reduce_scatterv", in, out, rows);
-    record(*this, "reduce_scatterv", in.numel(), in.dtype(), start);
   }
 
-  void broadcast(Tensor& t, int root) override {
-    auto start = Clock::now();
+  void do_broadcast(Tensor& t, int root) override {
     Watching watch(*this, "broadcast");
-    check_defined(*this, "broadcast", t, "t");
-    check_rank(*this, "broadcast", root, "root", false);
     StagedTensor host(pinned_, t, /*fill=*/rank() == root);
     MPI_Request req;
     GRIDNN_CHECK_MPI(MPI_Ibcast(host.data(), to_count(int64_t(t.nbytes()), "broadcast"), MPI_BYTE, root, comm_, &req));
     wait(1, &req, MPI_STATUSES_IGNORE);
     host.store(t);
-    record(*this, "broadcast", t.numel(), t.dtype(), start);
   }
 
-  void send_recv(const Tensor& send, int dest, Tensor& recv, int source, int tag) override {
-    auto start = Clock::now();
-    const bool sends = dest != -1 && send.defined();
-    const bool receives = source != -1 && recv.defined();
-    Watching watch(*this, "send_recv", std::vector<int>{receives ? source : -1, sends ? dest : -1});
-    if (sends) check_rank(*this, "send_recv", dest, "destination", true);
-    if (receives) check_rank(*this, "send_recv", source, "source", true);
-    GRIDNN_REQUIRE(tag >= 0 && tag <= tag_ub_, where(*this, "send_recv"), ": tag ", tag, " is outside [0, ",
-                   tag_ub_, "]");
+  void do_send_recv(const Tensor* send, int dest, Tensor* recv, int source, int tag) override {
+    Watching watch(*this, "send_recv", std::vector<int>{recv ? source : -1, send ? dest : -1});
     // A host `send` sharing storage with `recv` is copied first (MPI forbids aliasing); a
     // device one is staged into its own pinned buffer anyway.
     Tensor send_copy;
     StagedTensor send_host, recv_host;
-    if (sends) {
-      const bool aliased = receives && send.device().is_cpu() && send.shares_storage_with(recv);
-      if (aliased) send_copy = send.clone();
-      send_host = StagedTensor(pinned_, aliased ? send_copy : send, /*fill=*/true);
+    if (send) {
+      const bool aliased = recv && send->device().is_cpu() && send->shares_storage_with(*recv);
+      if (aliased) send_copy = send->clone();
+      send_host = StagedTensor(pinned_, aliased ? send_copy : *send, /*fill=*/true);
     }
-    if (receives) recv_host = StagedTensor(pinned_, recv, /*fill=*/false);
+    if (recv) recv_host = StagedTensor(pinned_, *recv, /*fill=*/false);
     MPI_Request reqs[2];
     MPI_Status statuses[2];
     int n = 0;
-    const int recv_bytes = receives ? to_count(int64_t(recv.nbytes()), "send_recv") : 0;
-    if (receives)
-      GRIDNN_CHECK_MPI(MPI_Irecv(recv_host.data(), recv_bytes, MPI_BYTE, source, tag, comm_, &reqs[n++]));
-    if (sends)
-      GRIDNN_CHECK_MPI(MPI_Isend(send_host.data(), to_count(int64_t(send.nbytes()), "send_recv"), MPI_BYTE, dest,
+    const int recv_bytes = recv ? to_count(int64_t(recv->nbytes()), "send_recv") : 0;
+    if (recv) GRIDNN_CHECK_MPI(MPI_Irecv(recv_host.data(), recv_bytes, MPI_BYTE, source, tag, comm_, &reqs[n++]));
+    if (send)
+      GRIDNN_CHECK_MPI(MPI_Isend(send_host.data(), to_count(int64_t(send->nbytes()), "send_recv"), MPI_BYTE, dest,
                                  tag, comm_, &reqs[n++]));
     wait(n, reqs, statuses);
-    if (receives) {
+    if (recv) {
       int got = 0;
       GRIDNN_CHECK_MPI(MPI_Get_count(&statuses[0], MPI_BYTE, &got));
       GRIDNN_REQUIRE(got == recv_bytes, where(*this, "send_recv"), ": received ", got, " bytes from rank ",
-                     source, " (tag ", tag, ") into `recv` ", recv.str(), ", which holds ", recv_bytes,
+                     source, " (tag ", tag, ") into `recv` ", recv->str(), ", which holds ", recv_bytes,
                      "; the sender's tensor must match");
-      recv_host.store(recv);
+      recv_host.store(*recv);
     }
-    record(*this, "send_recv", sends ? send.numel() : 0, sends ? send.dtype() : DType::f32, start,
-           receives ? recv.numel() : 0);
   }
 
-  void barrier() override {
-    auto start = Clock::now();
+  void do_barrier() override {
     Watching watch(*this, "barrier");
     MPI_Request req;
     GRIDNN_CHECK_MPI(MPI_Ibarrier(comm_, &req));
     wait(1, &req, MPI_STATUSES_IGNORE);
-    record(*this, "barrier", 0, DType::f32, start);
   }
 
  private:
@@ -307,7 +267,7 @@ class MpiCommunicator final : public Communicator {
     out_host.store(out);
   }
 
-  // The watched wait of the call under way: every public call makes one (a collective's
+  // The watched wait of the call under way: every do_* call makes one (a collective's
   // counts as the next collective on the board, progress_board.h).
   struct Watching {
     Watching(MpiCommunicator& c, const char* op) : comm(c), wait(c.slot_, c.name(), op, true) { c.watch_ = &wait; }
@@ -344,7 +304,6 @@ class MpiCommunicator final : public Communicator {
 
   friend class AsyncAllReduce;
   MPI_Comm comm_;
-  int tag_ub_;
   BoardSlot slot_;                // this communicator on the progress board
   WatchedWait* watch_ = nullptr;  // the call under way (Watching)
   std::vector<char> scratch_;  // the blocks received by reduce_blocks, reused across calls
@@ -365,10 +324,6 @@ class AsyncAllReduce final : public PendingAllReduce {
  public:
   AsyncAllReduce(MpiCommunicator& comm, Tensor& t, ReduceOp op)
       : comm_(comm), t_(t), op_(op), watch_(comm.slot_, comm.name(), "all_reduce (started without blocking)", true) {
-    const auto start = Clock::now();
-    layer_ = CommLayerScope::current();
-    check_defined(comm, "all_reduce", t, "t");
-    check_reducible(comm, "all_reduce", t.dtype());
     host_ = StagedTensor(comm.pinned_, t, /*fill=*/true);
     const int n = comm.size();
     const int64_t es = int64_t(dtype_size(t.dtype()));
@@ -393,7 +348,6 @@ class AsyncAllReduce final : public PendingAllReduce {
     } else {
       phase_ = Phase::done;
     }
-    seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
     if (phase_ == Phase::done) complete();
   }
 
@@ -408,24 +362,23 @@ class AsyncAllReduce final : public PendingAllReduce {
   }
 
   bool test() override {
-    const auto start = Clock::now();
     const bool done = poll();
-    seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
     if (done) complete();
     return done;
   }
 
   void wait() override {
     if (phase_ == Phase::done) return;
-    const auto start = Clock::now();
     const bool polite = mpi_polite_wait();
     while (!poll()) {
       watch_.expired();
       if (polite) std::this_thread::sleep_for(kPoliteSleep);
     }
-    seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
     complete();
   }
+
+  // Complete within start_all_reduce (a group of one, or nothing to reduce).
+  bool completed() const { return stored_; }
 
   // Phase 1 is done: reduce this rank's block and start phase 2.
   void start_gather() {
@@ -446,7 +399,7 @@ class AsyncAllReduce final : public PendingAllReduce {
   friend class MpiCommunicator;
   enum class Phase { exchanging, gathering, done };
 
-  // Advances without timing; true once the result is in host_.
+  // Advances; true once the result is in host_.
   bool poll() {
     if (phase_ == Phase::exchanging) comm_.advance_exchanges();
     if (phase_ == Phase::gathering) {
@@ -457,16 +410,11 @@ class AsyncAllReduce final : public PendingAllReduce {
     return phase_ == Phase::done;
   }
 
-  // Once: the result back to the device, and the record.
+  // Once: the result back to the device (Communicator times and records the call).
   void complete() {
-    if (recorded_) return;
-    recorded_ = true;
-    if (host_.staged()) {
-      const auto start = Clock::now();
-      host_.store(t_);
-      seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
-    }
-    record_seconds(comm_, "all_reduce", t_.numel(), t_.dtype(), seconds_, layer_);
+    if (stored_) return;
+    stored_ = true;
+    if (host_.staged()) host_.store(t_);
   }
 
   MpiCommunicator& comm_;
@@ -478,9 +426,7 @@ class AsyncAllReduce final : public PendingAllReduce {
   std::vector<char> scratch_;                                     // every rank's copy of this rank's block
   MPI_Request req_ = MPI_REQUEST_NULL;
   Phase phase_ = Phase::done;
-  bool recorded_ = false;
-  double seconds_ = 0;
-  std::string layer_;
+  bool stored_ = false;
   WatchedWait watch_;  // counted as a collective when started; watched in wait()
 };
 
@@ -495,8 +441,10 @@ void MpiCommunicator::advance_exchanges() {
   }
 }
 
-std::unique_ptr<PendingAllReduce> MpiCommunicator::start_all_reduce(Tensor& t, ReduceOp op) {
-  return std::make_unique<AsyncAllReduce>(*this, t, op);
+std::unique_ptr<PendingAllReduce> MpiCommunicator::do_start_all_reduce(Tensor& t, ReduceOp op) {
+  auto started = std::make_unique<AsyncAllReduce>(*this, t, op);
+  if (started->completed()) return nullptr;
+  return started;
 }
 
 }  // namespace

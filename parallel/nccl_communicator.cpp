@@ -3,17 +3,13 @@
 // nccl_communicator.h for the why).
 #include "parallel/nccl_communicator.h"
 
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
+#include <climits>
 #include <exception>
 #include <initializer_list>
-#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -24,12 +20,13 @@
 #include "parallel/comm_detail.h"
 #include "parallel/device_order.h"
 #include "parallel/nccl_check.h"
+#include "parallel/nccl_environment.h"
+#include "parallel/nccl_watchdog.h"
 #include "parallel/progress_board.h"
 
 #if GRIDNN_HAVE_MPI
 #include "parallel/mpi_check.h"
 #include "parallel/mpi_communicator.h"
-#include "parallel/mpi_session.h"
 #endif
 
 namespace gridnn::parallel {
@@ -44,65 +41,7 @@ namespace {
 
 using namespace detail;
 
-// ---- the environment ------------------------------------------------------------------
-
-// Two settings the ordering of docs/design.md §4 relies on, set before main() (this file is
-// linked into every program that can make NCCL communicators) because CUDA reads the first
-// when it creates a device's context and NCCL the second when it makes its first
-// communicator. A value the user set is kept (and warned about, check_environment()).
-//   CUDA_DEVICE_MAX_CONNECTIONS=32: a hardware work queue per stream (the compute stream,
-//     one per communicator, NCCL's own) instead of 8 shared round-robin, in which one
-//     stream's waiting work holds up the streams queued behind it.
-//   NCCL_RUNTIME_CONNECT=0: NCCL connects each algorithm's channels in ncclCommInitRank
-//     (collective, at the grid's creation) rather than in the first operation that uses it,
-//     which would block the host until every member issued it, so that a started all-reduce
-//     would block like a blocking one.
-[[maybe_unused]] const bool g_environment_defaults = [] {
-  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
-  setenv("NCCL_RUNTIME_CONNECT", "0", 0);
-  return true;
-}();
-
-bool env_is(const char* name, const char* value) {
-  const char* v = std::getenv(name);
-  return v && std::string(v) == value;
-}
-
-void warn_once(const std::string& text) {
-  static std::mutex mutex;
-  static std::vector<std::string> said;
-  std::lock_guard<std::mutex> lock(mutex);
-  for (const std::string& s : said)
-    if (s == text) return;
-  said.push_back(text);
-  std::fprintf(stderr, "gridnn: warning: %s\n", text.c_str());
-  std::fflush(stderr);
-}
-
-// Refuses what would break the ordering of docs/design.md §4 and warns about what weakens it.
-void check_environment() {
-  const char* implicit = std::getenv("NCCL_LAUNCH_ORDER_IMPLICIT");
-  GRIDNN_REQUIRE(!implicit || std::string(implicit).empty() || std::string(implicit) == "0",
-                 "NCCL_LAUNCH_ORDER_IMPLICIT=", implicit, ": NCCL would then launch every kernel of a GPU after "
-                 "the previous one in the host's order, whichever its communicator; gridnn's ranks issue their "
-                 "communicators' operations in different orders (pipeline stages), which can deadlock that way. "
-                 "Unset it (docs/design.md §4)");
-  GRIDNN_REQUIRE(!env_is("NCCL_COMM_BLOCKING", "0"),
-                 "NCCL_COMM_BLOCKING=0: gridnn's NCCL backend needs blocking NCCL communicators; unset it");
-  if (const char* connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-      connections && std::atoi(connections) < 32)
-    warn_once(std::string("CUDA_DEVICE_MAX_CONNECTIONS=") + connections +
-              ": streams share hardware work queues, where one NCCL stream's waiting operation can hold up "
-              "another's and deadlock ranks that issue operations in different orders; gridnn sets 32 unless "
-              "told otherwise (docs/design.md §4)");
-  if (const char* connect = std::getenv("NCCL_RUNTIME_CONNECT"); connect && std::string(connect) != "0")
-    warn_once(std::string("NCCL_RUNTIME_CONNECT=") + connect +
-              ": NCCL connects an algorithm's channels in its first operation, blocking the host until every "
-              "member has issued it, so a first start_all_reduce can block like a blocking all-reduce; gridnn "
-              "sets 0 unless told otherwise (docs/design.md §4)");
-}
-
-// Reductions: the dtypes check_reducible admits. Everything else moves as bytes (ncclUint8).
+// Reductions: the dtypes Communicator reduces. Everything else moves as bytes (ncclUint8).
 ncclDataType_t nccl_reduce_type(DType dtype) {
   switch (dtype) {
     case DType::f32: return ncclFloat32;
@@ -137,209 +76,6 @@ int highest_stream_priority(int device) {
   return greatest;
 }
 
-// ---- the time limit -----------------------------------------------------------------------
-
-// The NCCL watchdog: the time limit of parallel/progress_board.h for device tensors. Most
-// NCCL operations are waited for by CUDA (the compute stream waits on them, and the host
-// then synchronizes somewhere else, e.g. reading the loss through Tensor::to_host), so no
-// wait of this file sees them time out; instead a thread looks, every 100 ms, at each
-// operation enqueued: done (its end event has completed), under way, or not begun (its
-// begin event, recorded on the communicator's stream just before it, has not completed: its
-// stream is still busy with the compute work it waits for or with the communicator's
-// earlier operations, docs/design.md §4). One under way for longer than comm_timeout(), or
-// a communicator that reports an asynchronous error, ends the job (fail) with a message
-// naming the operation, communicator, layer and step. As PyTorch's NCCL watchdog does.
-// The waits of this file that do block the host (barrier() without a host communicator,
-// the destructor) poll the same way (wait_on_host) and end the job through the same fail.
-class NcclWatchdog {
- public:
-  // An event of the pool recorded on `stream` now; give it back with release() unless it
-  // is handed to watch().
-  cudaEvent_t mark(int device, cudaStream_t stream) {
-    cudaEvent_t event = take(device);
-    const cudaError_t status = cudaEventRecord(event, stream);
-    if (status != cudaSuccess) {
-      release(device, event);
-      GRIDNN_CHECK_CUDA(status);
-    }
-    return event;
-  }
-
-  void release(int device, cudaEvent_t event) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    free_events_[device].push_back(event);
-  }
-
-  // Watches the operation just enqueued on `stream` after mark() recorded `begin`.
-  void watch(ncclComm_t comm, int device, cudaEvent_t begin, cudaStream_t stream, std::string what) {
-    cudaEvent_t end = mark(device, stream);
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!thread_started_) {
-      std::thread([this] { loop(); }).detach();  // lives as long as the process (never joined)
-      thread_started_ = true;
-    }
-    pending_.push_back({comm, device, begin, end, false, Clock::now(), std::move(what), progress_step()});
-  }
-
-  // Stops watching `comm` (it is about to be destroyed or aborted).
-  void forget(ncclComm_t comm) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto it = pending_.begin(); it != pending_.end();) {
-      if (it->comm == comm) {
-        free_events_[it->device].push_back(it->begin);
-        free_events_[it->device].push_back(it->end);
-        it = pending_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-
-  // Blocks the host until `end` (an event recorded after operation `what` of `comm`) has
-  // completed, polling it and ncclCommGetAsyncError; the time limit counts from when
-  // `begin` (recorded just before it; null: from now) has completed. A failure or the limit
-  // ends the job (fail). Never throws.
-  void wait_on_host(ncclComm_t comm, cudaEvent_t begin, cudaEvent_t end, const std::string& what) {
-    const int64_t step = progress_step();
-    bool begun = begin == nullptr;
-    Clock::time_point since = Clock::now();
-    for (unsigned polls = 0;; ++polls) {
-      const cudaError_t state = cudaEventQuery(end);
-      if (state == cudaSuccess) return;
-      if (state != cudaErrorNotReady)
-        fail(comm, what, step, std::string("CUDA reports an error: ") + cudaGetErrorString(state));
-      if (!begun) {
-        const cudaError_t started = cudaEventQuery(begin);
-        if (started == cudaSuccess) {
-          begun = true;
-          since = Clock::now();
-        } else if (started != cudaErrorNotReady) {
-          fail(comm, what, step, std::string("CUDA reports an error: ") + cudaGetErrorString(started));
-        }
-      }
-      ncclResult_t async = ncclSuccess;
-      const ncclResult_t asked = ncclCommGetAsyncError(comm, &async);
-      if (asked != ncclSuccess) async = asked;
-      if (async != ncclSuccess && async != ncclInProgress)
-        fail(comm, what, step, std::string("NCCL reports an error: ") + ncclGetErrorString(async));
-      const double limit = comm_timeout();
-      if (begun && limit > 0 && seconds_since(since) > limit)
-        fail(comm, what, step, timeout_reason(seconds_since(since), limit));
-      // Spin briefly (a barrier usually completes within microseconds), then sleep politely.
-      if (polls < 1000)
-        std::this_thread::yield();
-      else
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
-  }
-
-  // Ends the job for operation `what` of `comm` (aborted first, which frees the GPU's
-  // kernels waiting for peers): "NCCL communication timeout or failure: <what>, step S:
-  // <why>". The one place that does; any thread may call it.
-  [[noreturn]] void fail(ncclComm_t comm, const std::string& what, int64_t step, const std::string& why) {
-    mutex_.lock();  // the watchdog thread is not inside its loop, using `comm`; never unlocked
-    fail_locked(comm, what, step, why);
-  }
-
- private:
-  struct Pending {
-    ncclComm_t comm;
-    int device;
-    cudaEvent_t begin, end;
-    bool begun;               // begin has completed (seen at `start`)
-    Clock::time_point start;  // when begin was seen complete (the enqueue, until then)
-    std::string what;
-    int64_t step;
-  };
-
-  static double seconds_since(Clock::time_point t) {
-    return std::chrono::duration<double>(Clock::now() - t).count();
-  }
-
-  static std::string timeout_reason(double waited, double limit) {
-    return "not complete after " + std::to_string(int(waited)) + " s (--comm-timeout " + std::to_string(int(limit)) +
-           "): a peer is stopped, dead or far behind. Raise --comm-timeout if a step can legitimately take this "
-           "long";
-  }
-
-  cudaEvent_t take(int device) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      std::vector<cudaEvent_t>& free = free_events_[device];
-      if (!free.empty()) {
-        cudaEvent_t event = free.back();
-        free.pop_back();
-        return event;
-      }
-    }
-    cuda::DeviceGuard guard(device);
-    cudaEvent_t event = nullptr;
-    GRIDNN_CHECK_CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-    return event;
-  }
-
-  void loop() {
-    for (;;) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      std::lock_guard<std::mutex> lock(mutex_);
-      const double limit = comm_timeout();
-      for (auto it = pending_.begin(); it != pending_.end();) {
-        cudaSetDevice(it->device);
-        const cudaError_t state = cudaEventQuery(it->end);
-        if (state == cudaSuccess) {
-          free_events_[it->device].push_back(it->begin);
-          free_events_[it->device].push_back(it->end);
-          it = pending_.erase(it);
-          continue;
-        }
-        if (!it->begun) {
-          const cudaError_t started = cudaEventQuery(it->begin);
-          if (started == cudaSuccess) {
-            it->begun = true;
-            it->start = Clock::now();
-          } else if (started != cudaErrorNotReady) {
-            fail_locked(it->comm, it->what, it->step,
-                        std::string("CUDA reports an error: ") + cudaGetErrorString(started));
-          }
-        }
-        ncclResult_t async = ncclSuccess;
-        ncclCommGetAsyncError(it->comm, &async);
-        if (async != ncclSuccess && async != ncclInProgress)
-          fail_locked(it->comm, it->what, it->step, std::string("NCCL reports an error: ") + ncclGetErrorString(async));
-        if (state != cudaErrorNotReady)
-          fail_locked(it->comm, it->what, it->step, std::string("CUDA reports an error: ") + cudaGetErrorString(state));
-        if (it->begun && limit > 0 && seconds_since(it->start) > limit)
-          fail_locked(it->comm, it->what, it->step, timeout_reason(seconds_since(it->start), limit));
-        ++it;
-      }
-    }
-  }
-
-  [[noreturn]] static void fail_locked(ncclComm_t comm, const std::string& what, int64_t step, const std::string& why) {
-    ncclCommAbort(comm);
-    const std::string message = "NCCL communication timeout or failure: " + what + ", step " + std::to_string(step) +
-                                ": " + why + ". Ending the job";
-#if GRIDNN_HAVE_MPI
-    MpiSession::fail_job(message, kCommTimeoutExitCode);
-#else
-    std::fprintf(stderr, "gridnn: error: %s\n", message.c_str());
-    std::fflush(stderr);
-    std::_Exit(kCommTimeoutExitCode);
-#endif
-  }
-
-  std::mutex mutex_;
-  bool thread_started_ = false;
-  std::list<Pending> pending_;
-  std::map<int, std::vector<cudaEvent_t>> free_events_;  // by device, reused
-};
-
-// Never destroyed: its thread may still run while static destructors do.
-NcclWatchdog& nccl_watchdog() {
-  static auto* watchdog = new NcclWatchdog();
-  return *watchdog;
-}
-
 char* bytes_of(Tensor& t) { return static_cast<char*>(t.raw()); }
 const char* bytes_of(const Tensor& t) { return static_cast<const char*>(t.raw()); }
 
@@ -349,7 +85,7 @@ class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(const ncclUniqueId& id, int rank, int size, int device, const std::string& name,
                    std::unique_ptr<Communicator> host)
-      : Communicator(name, rank, size),
+      : Communicator(name, rank, size, host ? host->max_tag() : INT_MAX),
         device_(device),
         host_(host ? std::move(host) : size == 1 ? make_self_communicator(name) : nullptr),
         stream_(device, highest_stream_priority(device)),
@@ -360,7 +96,7 @@ class NcclCommunicator final : public Communicator {
       GRIDNN_REQUIRE(host_->size() == size && host_->rank() == rank, "NCCL communicator \"", name, "\": rank ",
                      rank, " of ", size, ", but its host communicator \"", host_->name(), "\" is rank ",
                      host_->rank(), " of ", host_->size(), "; they must be the same group in the same order");
-    check_environment();
+    check_nccl_environment();
     // Makes the device current (NCCL binds the communicator to it) and says how many SMs it has.
     const int sms = cuda::context(device_).properties.multiProcessorCount;
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0)
@@ -387,7 +123,7 @@ class NcclCommunicator final : public Communicator {
     order_id_ = device_order(device_).add_communicator(name);
     // (A group of one waits for no peer: a kernel of it cannot be left waiting.)
     if (size > 1 && device_order(device_).communicators() > kCommunicatorsPerRank)
-      warn_once("cuda:" + std::to_string(device_) + " holds " +
+      nccl_warn_once("cuda:" + std::to_string(device_) + " holds " +
                 std::to_string(device_order(device_).communicators()) + " NCCL communicators, more than the " +
                 std::to_string(kCommunicatorsPerRank) + " their CTA limit is sized for: their kernels may not all " +
                 "fit on the GPU at once (docs/design.md §4)");
@@ -423,40 +159,52 @@ class NcclCommunicator final : public Communicator {
     ncclCommAbort(comm_);
   }
 
-  void all_reduce(Tensor& t, ReduceOp op) override {
-    const auto start = Clock::now();
-    check_defined(*this, "all_reduce", t, "t");
-    check_reducible(*this, "all_reduce", t.dtype());
-    if (!on_device("all_reduce", {&t})) return host("all_reduce").all_reduce(t, op);
+ protected:
+  // Host tensors (and barrier(), which has none) go to the host communicator; a send_recv that
+  // skips both sides moves nothing and stays.
+  Communicator* carrier(std::initializer_list<const Tensor*> tensors, const char* op) override {
+    if (tensors.size() == 0) return host_.get();
+    bool host_side = false, device_side = false;
+    for (const Tensor* t : tensors) {
+      if (!t) continue;
+      if (t->device().is_cpu()) {
+        host_side = true;
+        continue;
+      }
+      GRIDNN_REQUIRE(t->device() == Device::cuda(device_), where(*this, op), ": ", t->str(),
+                     " is on neither this communicator's device cuda:", device_, " nor the host");
+      device_side = true;
+    }
+    GRIDNN_REQUIRE(!(host_side && device_side), where(*this, op),
+                   ": the tensors mix host and device memory; pass them all on cuda:", device_,
+                   " (NCCL) or all on the host (the host communicator)");
+    if (!host_side) return nullptr;
+    GRIDNN_REQUIRE(host_ != nullptr, where(*this, op), ": host tensors need a host communicator, and this NCCL "
+                   "communicator was made without one; move the tensors to cuda:", device_,
+                   " or make it over MPI (make_nccl_communicator(MPI_Comm, ...))");
+    return host_.get();
+  }
+
+  void do_all_reduce(Tensor& t, ReduceOp op) override {
     enqueue("all_reduce", [&](cudaStream_t s) {
       if (t.numel() > 0)
         GRIDNN_CHECK_NCCL(ncclAllReduce(t.raw(), t.raw(), size_t(t.numel()), nccl_reduce_type(t.dtype()),
                                         nccl_op(op), comm_, s));
     });
-    record(*this, "all_reduce", t.numel(), t.dtype(), start);
   }
 
-  std::unique_ptr<PendingAllReduce> start_all_reduce(Tensor& t, ReduceOp op) override;
+  std::unique_ptr<PendingAllReduce> do_start_all_reduce(Tensor& t, ReduceOp op) override;
 
-  void all_gather(const Tensor& in, Tensor& out) override {
-    const auto start = Clock::now();
-    check_defined(*this, "all_gather", in, "in");
-    check_blocks(*this, "all_gather", in, "in", out, "out", even_rows(*this, in.rank() ? in.size(0) : 0));
-    if (!on_device("all_gather", {&in, &out})) return host("all_gather").all_gather(in, out);
+  void do_all_gather(const Tensor& in, Tensor& out) override {
     // In place when `in` is this rank's block of `out`; any other overlap goes through a copy.
     const Tensor src = unaliased(in, out, bytes_of(out) + size_t(rank()) * in.nbytes());
     enqueue("all_gather", [&](cudaStream_t s) {
       if (src.nbytes() > 0)
         GRIDNN_CHECK_NCCL(ncclAllGather(src.raw(), out.raw(), src.nbytes(), ncclUint8, comm_, s));
     });
-    record(*this, "all_gather", in.numel(), in.dtype(), start);
   }
 
-  void all_gatherv(const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) override {
-    const auto start = Clock::now();
-    check_rows(*this, "all_gatherv", rows);
-    check_blocks(*this, "all_gatherv", in, "in", out, "out", rows);
-    if (!on_device("all_gatherv", {&in, &out})) return host("all_gatherv").all_gatherv(in, out, rows);
+  void do_all_gatherv(const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) override {
     const std::vector<size_t> offsets = block_offsets(rows, size_t(row_bytes(in)));
     const Tensor src = unaliased(in, out, bytes_of(out) + offsets[size_t(rank())]);
     // One broadcast per rank's block, from that rank into its place in every `out`.
@@ -470,15 +218,9 @@ class NcclCommunicator final : public Communicator {
         }
       });
     });
-    record(*this, "all_gatherv", in.numel(), in.dtype(), start);
   }
 
-  void reduce_scatter(const Tensor& in, Tensor& out) override {
-    const auto start = Clock::now();
-    check_defined(*this, "reduce_scatter", out, "out");
-    check_blocks(*this, "reduce_scatter", out, "out", in, "in", even_rows(*this, out.rank() ? out.size(0) : 0));
-    check_reducible(*this, "reduce_scatter", in.dtype());
-    if (!on_device("reduce_scatter", {&in, &out})) return host("reduce_scatter").reduce_scatter(in, out);
+  void do_reduce_scatter(const Tensor& in, Tensor& out) override {
     // In place when `out` is this rank's block of `in`; any other overlap goes through a copy.
     const bool in_place = out.raw() == bytes_of(in) + size_t(rank()) * out.nbytes();
     const Tensor src = in.shares_storage_with(out) && !in_place ? in.clone() : in;
@@ -487,16 +229,9 @@ class NcclCommunicator final : public Communicator {
         GRIDNN_CHECK_NCCL(ncclReduceScatter(src.raw(), out.raw(), size_t(out.numel()),
                                             nccl_reduce_type(in.dtype()), ncclSum, comm_, s));
     });
-    record(*this, "reduce_scatter", in.numel(), in.dtype(), start);
   }
 
-  void reduce_scatterv(const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) override {
-    const auto start = Clock::now();
-    check_rows(*this, "reduce_scatterv", rows);
-    check_blocks(*this, "reduce_scatterv", out, "out", in, "in", rows);
-    check_reducible(*this, "reduce_scatterv", in.dtype());
-    if (!on_device("reduce_scatterv", {&in, &out}))
-      return host("reduce_scatterv").reduce_scatterv(in, out, rows);
+  void do_reduce_scatterv(const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) override {
     const size_t es = dtype_size(in.dtype());
     const std::vector<size_t> offsets = block_offsets(rows, size_t(row_bytes(in)));
     const Tensor src = in.shares_storage_with(out) ? in.clone() : in;
@@ -511,54 +246,34 @@ class NcclCommunicator final : public Communicator {
         }
       });
     });
-    record(*this, "reduce_scatterv", in.numel(), in.dtype(), start);
   }
 
-  void broadcast(Tensor& t, int root) override {
-    const auto start = Clock::now();
-    check_defined(*this, "broadcast", t, "t");
-    check_rank(*this, "broadcast", root, "root", false);
-    if (!on_device("broadcast", {&t})) return host("broadcast").broadcast(t, root);
+  void do_broadcast(Tensor& t, int root) override {
     enqueue("broadcast", [&](cudaStream_t s) {
       if (t.nbytes() > 0) GRIDNN_CHECK_NCCL(ncclBroadcast(t.raw(), t.raw(), t.nbytes(), ncclUint8, root, comm_, s));
     });
-    record(*this, "broadcast", t.numel(), t.dtype(), start);
   }
 
-  void send_recv(const Tensor& send, int dest, Tensor& recv, int source, int tag) override {
-    const auto start = Clock::now();
-    const bool sends = dest != -1 && send.defined();
-    const bool receives = source != -1 && recv.defined();
-    if (sends) check_rank(*this, "send_recv", dest, "destination", true);
-    if (receives) check_rank(*this, "send_recv", source, "source", true);
-    GRIDNN_REQUIRE(tag >= 0, where(*this, "send_recv"), ": tag ", tag, " is negative");
-    if (!sends && !receives) {  // nothing to move, on either backend
-      record(*this, "send_recv", 0, DType::f32, start);
-      return;
-    }
-    if (!on_device("send_recv", {sends ? &send : nullptr, receives ? &recv : nullptr}))
-      return host("send_recv").send_recv(send, dest, recv, source, tag);
-    const Tensor src = sends && receives && send.shares_storage_with(recv) ? send.clone() : send;
+  void do_send_recv(const Tensor* send, int dest, Tensor* recv, int source, int) override {
+    if (!send && !recv) return;  // nothing to move
+    Tensor src;  // what is sent: a copy when it shares storage with `recv`
+    if (send) src = recv && send->shares_storage_with(*recv) ? send->clone() : *send;
     enqueue(
         "send_recv",
         [&](cudaStream_t s) {
           grouped([&] {
-            if (receives && recv.nbytes() > 0)
-              GRIDNN_CHECK_NCCL(ncclRecv(recv.raw(), recv.nbytes(), ncclUint8, source, comm_, s));
-            if (sends && src.nbytes() > 0)
+            if (recv && recv->nbytes() > 0)
+              GRIDNN_CHECK_NCCL(ncclRecv(recv->raw(), recv->nbytes(), ncclUint8, source, comm_, s));
+            if (send && src.nbytes() > 0)
               GRIDNN_CHECK_NCCL(ncclSend(src.raw(), src.nbytes(), ncclUint8, dest, comm_, s));
           });
         },
         Issue::blocking, Transfer::point_to_point);
-    record(*this, "send_recv", sends ? send.numel() : 0, sends ? send.dtype() : DType::f32, start,
-           receives ? recv.numel() : 0);
   }
 
-  void barrier() override {
-    if (host_) return host_->barrier();
-    // No host communicator: a one-element all-reduce through NCCL, waited for on the host
-    // under the time limit.
-    const auto start = Clock::now();
+  // No host communicator (carrier() takes barrier() there otherwise): a one-element
+  // all-reduce through NCCL, waited for on the host under the time limit.
+  void do_barrier() override {
     if (!token_.defined()) token_ = Tensor::zeros({1}, DType::i32, Device::cuda(device_));
     const Enqueued e = enqueue(
         "barrier",
@@ -568,7 +283,6 @@ class NcclCommunicator final : public Communicator {
         Issue::blocking, Transfer::collective, nullptr, &barrier_begin_);
     // comm_done_ was recorded right after it (a blocking operation).
     nccl_watchdog().wait_on_host(comm_, barrier_begin_.handle(), comm_done_.handle(), e.what);
-    record(*this, "barrier", 0, DType::f32, start);
   }
 
  private:
@@ -581,33 +295,6 @@ class NcclCommunicator final : public Communicator {
     DeviceOrder::Op op;
     std::string what;
   };
-
-  // True when the call's tensors are on this communicator's device, false when on the host
-  // (null entries are sides a send_recv skips); an error for another device or a mix.
-  bool on_device(const char* op, std::initializer_list<const Tensor*> tensors) const {
-    bool host_side = false, device_side = false;
-    for (const Tensor* t : tensors) {
-      if (!t || !t->defined()) continue;
-      if (t->device().is_cpu()) {
-        host_side = true;
-        continue;
-      }
-      GRIDNN_REQUIRE(t->device() == Device::cuda(device_), where(*this, op), ": ", t->str(),
-                     " is on neither this communicator's device cuda:", device_, " nor the host");
-      device_side = true;
-    }
-    GRIDNN_REQUIRE(!(host_side && device_side), where(*this, op),
-                   ": the tensors mix host and device memory; pass them all on cuda:", device_,
-                   " (NCCL) or all on the host (the host communicator)");
-    return device_side;
-  }
-
-  Communicator& host(const char* op) {
-    GRIDNN_REQUIRE(host_ != nullptr, where(*this, op), ": host tensors need a host communicator, and this NCCL "
-                   "communicator was made without one; move the tensors to cuda:", device_,
-                   " or make it over MPI (make_nccl_communicator(MPI_Comm, ...))");
-    return *host_;
-  }
 
   // `in` itself, or a copy of it when it overlaps `out` anywhere but at `in_place` (where
   // NCCL works in place).
@@ -711,9 +398,7 @@ class NcclCommunicator final : public Communicator {
 class NcclAllReduce final : public PendingAllReduce {
  public:
   NcclAllReduce(NcclCommunicator& comm, Tensor& t, ReduceOp op)
-      : comm_(comm), t_(t), done_(comm.device_), layer_(CommLayerScope::current()),
-        in_flight_(std::make_unique<StartedCollective>(comm.device_)) {
-    const auto start = Clock::now();
+      : comm_(comm), t_(t), done_(comm.device_), in_flight_(std::make_unique<StartedCollective>(comm.device_)) {
     const NcclCommunicator::Enqueued e = comm.enqueue(
         "all_reduce",
         [&](cudaStream_t s) {
@@ -724,7 +409,6 @@ class NcclAllReduce final : public PendingAllReduce {
         Issue::started, Transfer::collective, &done_);
     op_ = e.op;
     what_ = e.what;
-    seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
   }
 
   ~NcclAllReduce() override {
@@ -737,7 +421,6 @@ class NcclAllReduce final : public PendingAllReduce {
 
   bool test() override {
     if (completed_) return true;
-    const auto start = Clock::now();
     const bool done = done_.query();
     if (done) {
       std::lock_guard<std::mutex> lock(order_mutex());
@@ -745,14 +428,12 @@ class NcclAllReduce final : public PendingAllReduce {
     } else {
       comm_.check_async_error(what_);
     }
-    seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
     if (done) complete();
     return done;
   }
 
   void wait() override {
     if (completed_) return;
-    const auto start = Clock::now();
     if (!done_.query()) comm_.check_async_error(what_);  // a failed peer ends the job, not a stalled stream
     bool compute_waits = false;
     {
@@ -761,7 +442,6 @@ class NcclAllReduce final : public PendingAllReduce {
     }
     // Unless the compute stream already waits for a later operation of the communicator.
     if (compute_waits) done_.wait(cuda::context(comm_.device_).stream);
-    seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
     complete();
   }
 
@@ -769,24 +449,18 @@ class NcclAllReduce final : public PendingAllReduce {
   void complete() {
     completed_ = true;
     in_flight_.reset();  // waited for: the device may be synchronized again
-    record_seconds(comm_, "all_reduce", t_.numel(), t_.dtype(), seconds_, layer_);
   }
 
   NcclCommunicator& comm_;
-  Tensor t_;
+  Tensor t_;          // NCCL's output, held until complete
   cuda::Event done_;  // recorded on the communicator's stream after the all-reduce
   DeviceOrder::Op op_;
   std::string what_;
-  std::string layer_;
-  double seconds_ = 0;
   bool completed_ = false;
   std::unique_ptr<StartedCollective> in_flight_;  // until waited for (core/cuda_allocator.h)
 };
 
-std::unique_ptr<PendingAllReduce> NcclCommunicator::start_all_reduce(Tensor& t, ReduceOp op) {
-  check_defined(*this, "all_reduce", t, "t");
-  check_reducible(*this, "all_reduce", t.dtype());
-  if (!on_device("all_reduce", {&t})) return host("all_reduce").start_all_reduce(t, op);
+std::unique_ptr<PendingAllReduce> NcclCommunicator::do_start_all_reduce(Tensor& t, ReduceOp op) {
   return std::make_unique<NcclAllReduce>(*this, t, op);
 }
 

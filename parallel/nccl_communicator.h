@@ -18,18 +18,19 @@
 // operations of its own communicator; a send_recv behind one not yet waited for is refused.
 // Each communicator's kernels use at most nccl_cta_limit() CTAs (ncclConfig_t::maxCTAs, no
 // thread-block clusters) so that a kernel of every communicator a rank holds fits on the GPU
-// at once. The environment: CUDA_DEVICE_MAX_CONNECTIONS=32 and NCCL_RUNTIME_CONNECT=0 unless
-// set (warned about when set otherwise); NCCL_LAUNCH_ORDER_IMPLICIT and NCCL_COMM_BLOCKING=0
-// are refused. NCCL_MAX_CTAS, NCCL_MIN_CTAS, NCCL_MIN_NCHANNELS and NCCL_CGA_CLUSTER_SIZE
-// override the CTA limit, at the risk docs/design.md §4 describes.
+// at once. The environment (nccl_environment.h): CUDA_DEVICE_MAX_CONNECTIONS=32 and
+// NCCL_RUNTIME_CONNECT=0 unless set (warned about when set otherwise);
+// NCCL_LAUNCH_ORDER_IMPLICIT and NCCL_COMM_BLOCKING=0 are refused. NCCL_MAX_CTAS,
+// NCCL_MIN_CTAS, NCCL_MIN_NCHANNELS and NCCL_CGA_CLUSTER_SIZE override the CTA limit, at the
+// risk docs/design.md §4 describes.
 //
 // Time limit (parallel/progress_board.h's comm_timeout(), --comm-timeout): a watchdog thread
-// looks at every operation enqueued; one that has begun (its stream reached it) and is not
-// complete after the limit, or an asynchronous NCCL error, ends the job with a message naming
-// the operation, communicator, layer and step. The waits that block the host here (barrier()
-// without a host communicator, the destructor) poll the event and ncclCommGetAsyncError
-// under the same limit, and test() / wait() check ncclCommGetAsyncError; all end the job the
-// same way.
+// (nccl_watchdog.h) looks at every operation enqueued; one that has begun (its stream reached
+// it) and is not complete after the limit, or an asynchronous NCCL error, ends the job with a
+// message naming the operation, communicator, layer and step. The waits that block the host
+// here (barrier() without a host communicator, the destructor) poll the event and
+// ncclCommGetAsyncError under the same limit, and test() / wait() check
+// ncclCommGetAsyncError; all end the job the same way.
 //
 // Counting: every call is recorded in comm_log() with the MPI backend's operation names and
 // element conventions (communicator.h); for device tensors `seconds` is the host time spent
@@ -46,8 +47,9 @@
 // ncclBroadcast calls, one per rank's block.
 //
 // send_recv: NCCL has no tags; messages between two ranks match in the order they are
-// issued (the tag is range-checked only), and the two sides' byte counts must agree (NCCL
-// cannot report a mismatch as MPI does: it would hang or fail the communicator).
+// issued (the tag is only checked, against the host communicator's max_tag()), and the two
+// sides' byte counts must agree (NCCL cannot report a mismatch as MPI does: it would hang or
+// fail the communicator).
 //
 // Lifetime: the destructor waits for the operations under way (under the time limit) and
 // destroys the NCCL communicator (ncclCommDestroy), or aborts it (ncclCommAbort) when it runs

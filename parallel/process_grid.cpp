@@ -60,6 +60,36 @@ Range balanced_range(int64_t n, int parts, int i) {
   return r;
 }
 
+// The two orders differ only in which of r and c counts fastest within a stage (stages are
+// outermost in both): w = (s * slow_count + slow) * fast_count + fast.
+namespace {
+struct Digits {
+  int fast_count, slow_count;
+};
+Digits digits(const GridShape& shape, RankOrder order) {
+  return order == RankOrder::rows_in_node ? Digits{shape.rows, shape.cols} : Digits{shape.cols, shape.rows};
+}
+}  // namespace
+
+int ProcessGrid::world_rank_of(const GridShape& shape, int s, int r, int c, RankOrder order) {
+  const Digits d = digits(shape, order);
+  const bool rows_fast = order == RankOrder::rows_in_node;
+  return (s * d.slow_count + (rows_fast ? c : r)) * d.fast_count + (rows_fast ? r : c);
+}
+
+GridPosition ProcessGrid::position_of(const GridShape& shape, int world_rank, RankOrder order) {
+  GRIDNN_REQUIRE(world_rank >= 0 && world_rank < shape.size(), "grid ", shape.str(), ": world rank ", world_rank,
+                 " is outside [0, ", shape.size(), ")");
+  const Digits d = digits(shape, order);
+  const int fast = world_rank % d.fast_count, slow = (world_rank / d.fast_count) % d.slow_count;
+  const bool rows_fast = order == RankOrder::rows_in_node;
+  GridPosition p;
+  p.stage = world_rank / (d.fast_count * d.slow_count);
+  p.row = rows_fast ? fast : slow;
+  p.col = rows_fast ? slow : fast;
+  return p;
+}
+
 std::string ProcessGrid::describe_placement(const std::vector<int>& node_of_rank) const {
   GRIDNN_REQUIRE(int(node_of_rank.size()) == shape_.size(), "describe_placement: ", node_of_rank.size(),
                  " node ids for a grid of ", shape_.size(), " ranks");
@@ -169,7 +199,6 @@ std::unique_ptr<ProcessGrid> ProcessGrid::single() {
   return g;
 }
 
-
 std::unique_ptr<ProcessGrid> ProcessGrid::planned(const GridShape& shape, int stage, int row, int col,
                                                   RankOrder order) {
   GRIDNN_REQUIRE(shape.stages >= 1 && shape.rows >= 1 && shape.cols >= 1 && stage >= 0 && stage < shape.stages &&
@@ -184,7 +213,7 @@ std::unique_ptr<ProcessGrid> ProcessGrid::planned(const GridShape& shape, int st
   g->world_rank_ = world_rank_of(shape, stage, row, col, order);
   g->row_ = make_planning_communicator("row", row, shape.rows);
   g->col_ = make_planning_communicator("col", col, shape.cols);
-  g->stage_ = make_planning_communicator("stage", col * shape.rows + row, shape.rows * shape.cols);
+  g->stage_ = make_planning_communicator("stage", world_rank_of(shape, 0, row, col, order), shape.rows * shape.cols);
   g->pipe_ = make_planning_communicator("pipe", stage, shape.stages);
   g->world_ = make_planning_communicator("world", g->world_rank_, shape.size());
   return g;
@@ -234,10 +263,10 @@ std::unique_ptr<ProcessGrid> ProcessGrid::create(const GridShape& shape, CommBac
   g->world_rank_ = world_rank;
   g->backend_ = resolve_backend(backend, device, true);
   g->order_ = order;
-  const int in_stage = world_rank % (shape.rows * shape.cols);  // stages are outermost
-  g->s_ = world_rank / (shape.rows * shape.cols);
-  g->r_ = order == RankOrder::rows_in_node ? in_stage % shape.rows : in_stage / shape.cols;
-  g->c_ = order == RankOrder::rows_in_node ? in_stage / shape.rows : in_stage % shape.cols;
+  const GridPosition place = position_of(shape, world_rank, order);
+  g->s_ = place.stage;
+  g->r_ = place.row;
+  g->c_ = place.col;
 
   // Every communicator is an MPI one; with NCCL, an NCCL one wrapping it (nccl_communicator.h).
   auto make = [&](MPI_Comm comm, const char* name) -> std::unique_ptr<Communicator> {

@@ -3,7 +3,7 @@
 //   col  (size Pc): ranks holding model shard r on different batch shards; weight gradients
 //   stage (Pr * Pc): everything replicated on the stage (convolution, batch-norm gradients)
 //   pipe  (size Ps): the ranks at the same (r, c) of every stage, rank s; pipeline
-//         activations and their gradients cross stages on it (models/train/step.h)
+//         activations and their gradients cross stages on it (models/train/pipelined_model.h)
 //   world (P)
 //
 // Where each grid position runs (RankOrder, gridnn-train --rank-order). Launchers place
@@ -44,6 +44,11 @@ inline constexpr EnumName<RankOrder> kRankOrderNames[] = {
     {RankOrder::rows_in_node, "rows-in-node", "row groups on consecutive ranks, the default"},
     {RankOrder::cols_in_node, "cols-in-node", "column groups on consecutive ranks"}};
 constexpr EnumNames<RankOrder> enum_names(RankOrder) { return {"rank order", kRankOrderNames}; }
+
+// A place in the grid: stage s, row position r (model / domain shard), column c (batch shard).
+struct GridPosition {
+  int stage = 0, row = 0, col = 0;
+};
 
 // Which communicators ProcessGrid::create makes.
 //   automatic: NCCL when gridnn was built with NCCL, the job runs under MPI, `device` is a
@@ -92,12 +97,13 @@ class ProcessGrid {
   Communicator& pipe() { return *pipe_; }
   Communicator& world() { return *world_; }
 
-  // World rank of grid position (s, r, c) in `order`.
+  // The rank order (above), the one place it is worked out: the world rank of grid position
+  // (s, r, c) in `order`, and the position of a world rank. A rank's place within its stage
+  // (its stage communicator rank) is world_rank_of(shape, 0, r, c, order).
   static int world_rank_of(const GridShape& shape, int s, int r, int c,
-                           RankOrder order = RankOrder::rows_in_node) {
-    return order == RankOrder::rows_in_node ? (s * shape.cols + c) * shape.rows + r
-                                            : (s * shape.rows + r) * shape.cols + c;
-  }
+                           RankOrder order = RankOrder::rows_in_node);
+  static GridPosition position_of(const GridShape& shape, int world_rank,
+                                  RankOrder order = RankOrder::rows_in_node);
   // A few lines on where the grid runs: the rank order, each node's ranks and their grid
   // positions, and whether the row and column groups stay inside a node. `node_of_rank`: the
   // node of every world rank (collective: see node_ids()).

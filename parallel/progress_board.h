@@ -14,7 +14,7 @@
 // says so, and their own node's ranks report them.
 //
 // The records cost two atomic stores per wait and one per collective; nothing is sent.
-// NCCL operations on device tensors are watched by a thread instead (nccl_communicator.cpp):
+// NCCL operations on device tensors are watched by a thread instead (nccl_watchdog.h):
 // one still under way after the limit is aborted and ends the job with the same kind of
 // message, without the peers' state.
 #pragma once

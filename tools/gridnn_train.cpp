@@ -1,12 +1,18 @@
 // gridnn-train: train ResAttNet3D or an MLP on synthetic volumes or NIfTI files listed in
 // a CSV manifest; checkpoints, resume, PyTorch weights in and out, single-step dumps.
 #include <CLI/CLI.hpp>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <memory>
 #include <string>
 
 #include "core/device.h"
 #include "core/error.h"
+#include "core/file_io.h"
 #include "core/stop_signal.h"
 #include "parallel/progress_board.h"
 #include "models/train/step_plan.h"
@@ -185,6 +191,24 @@ parallel::GridShape grid_shape(Cli& c, int procs, bool report) {
   return shape;
 }
 
+// gridnn-train's one test hook, for a full disk in a whole job under mpiexec, which no
+// fault injected inside a test process can give (test/tools/cluster_runs.sh's full-disk case,
+// docs/cluster.md): with GRIDNN_TEST_DISK_FULL_AFTER=N in the environment, every file the
+// process writes (core/file_io.h: checkpoints, mostly) fails with ENOSPC once N of its bytes
+// are written, as on a full device. Null without the variable.
+std::unique_ptr<FileWriteOverride> full_disk_for_testing() {
+  const char* after = std::getenv("GRIDNN_TEST_DISK_FULL_AFTER");
+  const long long bytes = after && *after ? std::strtoll(after, nullptr, 10) : -1;
+  if (bytes < 0) return nullptr;
+  return std::make_unique<FileWriteOverride>([bytes](int fd, const char* data, size_t size, size_t offset) -> ssize_t {
+    if (offset >= size_t(bytes)) {
+      errno = ENOSPC;
+      return -1;
+    }
+    return ::write(fd, data, std::min(size, size_t(bytes) - offset));
+  });
+}
+
 const char* const kDescription =
     "gridnn-train: train a 3D ResAttNet (or an MLP) on volumes.\n\n"
     "Examples:\n"
@@ -204,6 +228,7 @@ int main(int argc, char** argv) {
   Cli c;
   add_flags(app, c);
   CLI11_PARSE(app, argc, argv);
+  const auto full_disk = full_disk_for_testing();
   install_stop_signals();  // before MPI starts: a signal from now on waits for a step boundary
   return cli::run_mpi_program(&argc, &argv, [&](const cli::Process& process) {
     parallel::set_comm_timeout(c.o.comm_timeout);

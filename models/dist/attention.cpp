@@ -42,7 +42,7 @@ Tensor DistSelfAttention3d::forward(const Tensor& x) {
                            layer_->gamma(), math_mode(), core_);
 }
 
-Tensor DistSelfAttention3d::backward(const Tensor& dy) {
+Tensor DistSelfAttention3d::do_backward(const Tensor& dy) {
   require_layer(core_.attention.defined(), layer_->label(), "backward called before forward");
   require_layer(dy.defined() && dy.shape() == input_shape_, layer_->label(),
                 "dy " + (dy.defined() ? dy.str() : std::string("undefined")) + " does not match the output " +

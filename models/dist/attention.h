@@ -38,8 +38,7 @@ class DistSelfAttention3d : public Module {
   DistSelfAttention3d(parallel::ProcessGrid& grid, int64_t channels, int64_t global_depth,
                       Device device = Device::cpu());
 
-  Tensor forward(const Tensor& x) override;    // [B, C, D_r, H, W] -> same shape
-  Tensor backward(const Tensor& dy) override;  // dy, dx: [B, C, D_r, H, W]
+  Tensor forward(const Tensor& x) override;  // [B, C, D_r, H, W] -> same shape
   Shape describe(const Shape& input, plan::RankStep& step) const override;
 
   // The depth planes this rank owns.
@@ -48,6 +47,8 @@ class DistSelfAttention3d : public Module {
   const Tensor& attention() const { return core_.attention; }
 
  private:
+  Tensor do_backward(const Tensor& dy) override;  // dy, dx: [B, C, D_r, H, W]
+
   // Keys and values along the positions (dimension 2) of [B, C/8 + C, positions]: D planes
   // of H W positions each, balanced over the row.
   parallel::BlockSplit positions(int64_t hw) const;

@@ -25,7 +25,7 @@ Tensor DomainParallel::forward(const Tensor& x) {
   return layer_->forward(exchange_.extend(x, padding_value_));  // halo planes in, own planes out
 }
 
-Tensor DomainParallel::backward(const Tensor& dy) {
+Tensor DomainParallel::do_backward(const Tensor& dy) {
   parallel::CommLayerScope scope(name());
   const Tensor d_extended = layer_->backward(dy);  // weight gradients: this rank's part only
   if (!d_extended.defined()) return d_extended;

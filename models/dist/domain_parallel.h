@@ -37,14 +37,15 @@ class DomainParallel : public Module {
   DomainParallel(parallel::ProcessGrid& grid, std::unique_ptr<Module> layer, parallel::DepthWindow window,
                  int64_t global_in_depth, float padding_value, const std::string& kind);
 
-  Tensor forward(const Tensor& x) override;    // [B, C, own input planes, H, W] -> own output planes
-  Tensor backward(const Tensor& dy) override;  // undefined when the layer computes no input gradient
+  Tensor forward(const Tensor& x) override;  // [B, C, own input planes, H, W] -> own output planes
   Shape describe(const Shape& input, plan::RankStep& step) const override;
 
   const parallel::DepthHalo& halo() const { return exchange_.halo(); }
   Module& layer() { return *layer_; }
 
  private:
+  Tensor do_backward(const Tensor& dy) override;  // undefined when the layer computes no input gradient
+
   Module* layer_;
   parallel::HaloExchange exchange_;
   float padding_value_;

@@ -40,7 +40,7 @@ Shape DistGlobalAvgPool3d::describe(const Shape& in, plan::RankStep& step) const
   return {in[0], in[1]};
 }
 
-Tensor DistGlobalAvgPool3d::backward(const Tensor& dy) {
+Tensor DistGlobalAvgPool3d::do_backward(const Tensor& dy) {
   require_layer(input_shape_.rank() == 5, "DistGlobalAvgPool3d", "backward called before forward");
   const int64_t b = input_shape_[0], c = input_shape_[1];
   const int64_t local = input_shape_[2] * input_shape_[3] * input_shape_[4];

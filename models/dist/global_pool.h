@@ -21,11 +21,12 @@ class DistGlobalAvgPool3d : public Module {
   // global_positions: D H W of the whole volume. The row must outlive the layer.
   DistGlobalAvgPool3d(parallel::Communicator& row, int64_t global_positions);
 
-  Tensor forward(const Tensor& x) override;    // [B, C, D_r, H, W] -> [B, C] (replicated)
-  Tensor backward(const Tensor& dy) override;  // [B, C] -> [B, C, D_r, H, W]
+  Tensor forward(const Tensor& x) override;  // [B, C, D_r, H, W] -> [B, C] (replicated)
   Shape describe(const Shape& input, plan::RankStep& step) const override;
 
  private:
+  Tensor do_backward(const Tensor& dy) override;  // [B, C] -> [B, C, D_r, H, W]
+
   parallel::Communicator& row_;
   int64_t global_positions_;
   Shape input_shape_;

@@ -48,7 +48,7 @@ Tensor InputSplitLinear::forward(const Tensor& x) {
   return y;
 }
 
-Tensor InputSplitLinear::backward(const Tensor& dy) {
+Tensor InputSplitLinear::do_backward(const Tensor& dy) {
   parallel::CommLayerScope scope(name());
   if (dy.size(0) > 0) ops::axpy(1.0f, ops::sum(dy, 0), bias_->grad);  // db += sum over the batch
   return parallel::gather_blocks(layer_->backward(dy), inputs_);         // dX_r, gathered into dX

@@ -30,8 +30,7 @@ class InputSplitLinear : public Module {
   InputSplitLinear(parallel::ProcessGrid& grid, int64_t in_features, int64_t out_features,
                    Device device = Device::cpu());
 
-  Tensor forward(const Tensor& x) override;    // x [B, in] -> y [B, out], both replicated over row
-  Tensor backward(const Tensor& dy) override;  // dy [B, out] -> dx [B, in], both replicated
+  Tensor forward(const Tensor& x) override;  // x [B, in] -> y [B, out], both replicated over row
   Shape describe(const Shape& input, plan::RankStep& step) const override;
 
   // The input features (columns of the whole weight) this rank holds.
@@ -41,6 +40,8 @@ class InputSplitLinear : public Module {
   void reset_parameters(uint64_t seed, const std::string& prefix) override;
 
  private:
+  Tensor do_backward(const Tensor& dy) override;  // dy [B, out] -> dx [B, in], both replicated
+
   Linear* layer_;  // the column block, without bias
   Parameter* bias_;
   parallel::Communicator& row_;

@@ -25,7 +25,7 @@ Tensor DistLinear::forward(const Tensor& x) {
   return parallel::gather_blocks(layer_->forward(x), outputs_);  // Y_r, gathered into Y
 }
 
-Tensor DistLinear::backward(const Tensor& dy) {
+Tensor DistLinear::do_backward(const Tensor& dy) {
   parallel::CommLayerScope scope(name());
   Tensor dx = layer_->backward(parallel::own_block(dy, outputs_));  // this rank's part of dX
   row_.all_reduce(dx);

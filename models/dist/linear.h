@@ -35,8 +35,7 @@ class DistLinear : public Module {
   DistLinear(parallel::ProcessGrid& grid, int64_t in_features, int64_t out_features, bool bias = true,
              Device device = Device::cpu());
 
-  Tensor forward(const Tensor& x) override;    // x [B, in] -> y [B, out], both replicated over row
-  Tensor backward(const Tensor& dy) override;  // dy [B, out] -> dx [B, in], both replicated
+  Tensor forward(const Tensor& x) override;  // x [B, in] -> y [B, out], both replicated over row
   Shape describe(const Shape& input, plan::RankStep& step) const override;
 
   int64_t in_features() const { return layer_->in_features(); }
@@ -46,6 +45,8 @@ class DistLinear : public Module {
   Linear& block_layer() { return *layer_; }
 
  private:
+  Tensor do_backward(const Tensor& dy) override;  // dy [B, out] -> dx [B, in], both replicated
+
   Linear* layer_;
   parallel::Communicator& row_;
   int64_t out_;

@@ -18,7 +18,7 @@ Tensor GatherDepth::forward(const Tensor& x) {
   return parallel::gather_blocks(x, split_);
 }
 
-Tensor GatherDepth::backward(const Tensor& dy) {
+Tensor GatherDepth::do_backward(const Tensor& dy) {
   require_layer(dy.defined() && dy.rank() == 5 && dy.size(2) == split_.whole(), "GatherDepth",
                 "dy must hold all " + std::to_string(split_.whole()) + " depth planes, got " +
                     (dy.defined() ? dy.str() : std::string("(undefined)")));
@@ -52,7 +52,7 @@ Tensor Replicated::forward(const Tensor& x) {
   return layer_->forward(whole);
 }
 
-Tensor Replicated::backward(const Tensor& dy) {
+Tensor Replicated::do_backward(const Tensor& dy) {
   const Tensor d = layer_->backward(dy);
   return d.defined() && gather_ ? gather_->backward(d) : d;
 }

@@ -29,12 +29,13 @@ class GatherDepth : public Module {
   GatherDepth(parallel::Communicator& row, int64_t global_depth);
 
   Tensor forward(const Tensor& x) override;
-  Tensor backward(const Tensor& dy) override;
   Shape describe(const Shape& input, plan::RankStep& step) const override;
   // describe() with the calls labelled `label`.
   Shape describe_as(const std::string& label, const Shape& input, plan::RankStep& step) const;
 
  private:
+  Tensor do_backward(const Tensor& dy) override;
+
   parallel::BlockSplit split_;  // along depth (dimension 2)
 };
 
@@ -45,10 +46,11 @@ class Replicated : public Module {
   Replicated(parallel::ProcessGrid& grid, std::unique_ptr<Module> layer, int64_t in_depth = 0);
 
   Tensor forward(const Tensor& x) override;
-  Tensor backward(const Tensor& dy) override;  // undefined when the layer returns none
   Shape describe(const Shape& input, plan::RankStep& step) const override;
 
  private:
+  Tensor do_backward(const Tensor& dy) override;  // undefined when the layer returns none
+
   std::unique_ptr<GatherDepth> gather_;  // null: the input arrives whole
   Module* layer_;
 };

@@ -11,7 +11,7 @@ Tensor ReLU::forward(const Tensor& x) {
   return y;
 }
 
-Tensor ReLU::backward(const Tensor& dy) {
+Tensor ReLU::do_backward(const Tensor& dy) {
   require_layer(input_.defined(), "ReLU", "backward called before forward");
   require_layer(dy.shape() == input_.shape(), "ReLU",
                 "dy " + dy.shape().str() + " does not match the input " + input_.shape().str());
@@ -31,7 +31,7 @@ Shape Flatten::describe(const Shape& in, plan::RankStep& /*step*/) const {
   return {in[0], in[0] == 0 ? 0 : in.numel() / in[0]};
 }
 
-Tensor Flatten::backward(const Tensor& dy) {
+Tensor Flatten::do_backward(const Tensor& dy) {
   require_layer(dy.numel() == input_shape_.numel(), "Flatten",
                 "dy " + dy.shape().str() + " does not match the input " + input_shape_.str());
   return dy.reshape(input_shape_);

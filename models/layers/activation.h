@@ -10,9 +10,10 @@ class ReLU : public Module {
  public:
   ReLU() : Module("ReLU") {}
   Tensor forward(const Tensor& x) override;
-  Tensor backward(const Tensor& dy) override;
 
  private:
+  Tensor do_backward(const Tensor& dy) override;
+
   Tensor input_;
 };
 
@@ -21,10 +22,11 @@ class Flatten : public Module {
  public:
   Flatten() : Module("Flatten") {}
   Tensor forward(const Tensor& x) override;
-  Tensor backward(const Tensor& dy) override;
   Shape describe(const Shape& input, plan::RankStep& step) const override;
 
  private:
+  Tensor do_backward(const Tensor& dy) override;
+
   Shape input_shape_;
 };
 

@@ -57,7 +57,7 @@ Tensor PointwiseConv3d::forward(const Tensor& x) {
   return y.reshape({b, out_, x.size(2), x.size(3), x.size(4)});
 }
 
-Tensor PointwiseConv3d::backward(const Tensor& dy) {
+Tensor PointwiseConv3d::do_backward(const Tensor& dy) {
   require_layer(input_.defined(), label(), "backward called before forward");
   const Shape expected{input_.size(0), out_, input_.size(2), input_.size(3), input_.size(4)};
   require_layer(dy.shape() == expected, label(),
@@ -160,7 +160,7 @@ Tensor SelfAttention3d::forward(const Tensor& x) {
   return attention_forward(x, std::move(q), std::move(k), std::move(v), *gamma_, math_mode(), core_);
 }
 
-Tensor SelfAttention3d::backward(const Tensor& dy) {
+Tensor SelfAttention3d::do_backward(const Tensor& dy) {
   require_layer(core_.attention.defined(), label(), "backward called before forward");
   require_layer(dy.shape() == input_shape_, label(),
                 "dy " + dy.str() + " does not match the output " + input_shape_.str() + " of the last forward");

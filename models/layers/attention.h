@@ -35,12 +35,13 @@ class PointwiseConv3d : public Module {
  public:
   PointwiseConv3d(int64_t in_channels, int64_t out_channels, Device device = Device::cpu());
   Tensor forward(const Tensor& x) override;
-  Tensor backward(const Tensor& dy) override;
 
  protected:
   void reset_parameters(uint64_t seed, const std::string& prefix) override;
 
  private:
+  Tensor do_backward(const Tensor& dy) override;
+
   std::string label() const;     // "PointwiseConv3d(in -> out)"
   Tensor weight_matrix() const;  // [out, in] view of the weight
   int64_t in_, out_;
@@ -77,8 +78,7 @@ class SelfAttention3d : public Module {
   // channels must be divisible by 8 (queries and keys have channels / 8).
   explicit SelfAttention3d(int64_t channels, Device device = Device::cpu());
 
-  Tensor forward(const Tensor& x) override;   // [B, C, D, H, W] -> same shape
-  Tensor backward(const Tensor& dy) override;
+  Tensor forward(const Tensor& x) override;  // [B, C, D, H, W] -> same shape
   Shape describe(const Shape& input, plan::RankStep& step) const override;
 
   int64_t channels() const { return channels_; }
@@ -95,6 +95,8 @@ class SelfAttention3d : public Module {
   void reset_parameters(uint64_t seed, const std::string& prefix) override;
 
  private:
+  Tensor do_backward(const Tensor& dy) override;
+
   int64_t channels_;
   Parameter* gamma_;
   PointwiseConv3d* query_;

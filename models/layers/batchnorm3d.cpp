@@ -120,7 +120,7 @@ Tensor BatchNorm3d::forward(const Tensor& x) {
   return y;
 }
 
-Tensor BatchNorm3d::backward(const Tensor& dy) {
+Tensor BatchNorm3d::do_backward(const Tensor& dy) {
   require_layer(input_.defined(), "BatchNorm3d", "backward called before forward");
   require_layer(dy.defined() && dy.shape() == input_.shape(), "BatchNorm3d",
                 "dy " + (dy.defined() ? dy.shape().str() : std::string("(undefined)")) +

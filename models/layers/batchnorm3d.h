@@ -43,7 +43,6 @@ class BatchNorm3d : public Module {
                        Device device = Device::cpu(), parallel::Communicator* statistics_over = nullptr);
 
   Tensor forward(const Tensor& x) override;
-  Tensor backward(const Tensor& dy) override;
   Shape describe(const Shape& input, plan::RankStep& step) const override;
 
   int64_t num_features() const { return channels_; }
@@ -58,6 +57,8 @@ class BatchNorm3d : public Module {
   void on_device_change(const Device& device) override;
 
  private:
+  Tensor do_backward(const Tensor& dy) override;
+
   void check_input(const Tensor& x) const;
   // The count of values per channel over statistics_over's ranks (this rank's: `local_count`).
   int64_t reduce_count(int64_t local_count);

@@ -82,7 +82,7 @@ Shape Conv3d::describe(const Shape& in, plan::RankStep& step) const {
   return {in[0], out_channels_, g.out_size[0], g.out_size[1], g.out_size[2]};
 }
 
-Tensor Conv3d::backward(const Tensor& dy) {
+Tensor Conv3d::do_backward(const Tensor& dy) {
   require_layer(input_.defined(), "Conv3d", "backward called before forward");
   const Shape want = ops::conv3d_output_shape(geometry_, input_.size(0));
   require_layer(dy.defined() && dy.shape() == want, "Conv3d",

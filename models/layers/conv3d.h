@@ -23,7 +23,6 @@ class Conv3d : public Module {
          int64_t padding = 0, bool bias = true);
 
   Tensor forward(const Tensor& x) override;
-  Tensor backward(const Tensor& dy) override;
   Shape describe(const Shape& input, plan::RankStep& step) const override;
 
   // Whether backward computes dx (default). The first layer of a network, whose input is
@@ -40,6 +39,8 @@ class Conv3d : public Module {
   void reset_parameters(uint64_t seed, const std::string& prefix) override;
 
  private:
+  Tensor do_backward(const Tensor& dy) override;
+
   int64_t in_channels_, out_channels_;
   Triple kernel_, stride_, padding_;
   Parameter* weight_ = nullptr;

@@ -44,7 +44,7 @@ Tensor Dropout::forward(const Tensor& x) {
   return y;
 }
 
-Tensor Dropout::backward(const Tensor& dy) {
+Tensor Dropout::do_backward(const Tensor& dy) {
   require_layer(has_forward_, name(), "backward called before forward");
   require_layer(dy.shape() == input_shape_, name(),
                 "dy " + dy.str() + " does not match the input " + input_shape_.str() + " of the last forward");

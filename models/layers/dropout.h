@@ -23,7 +23,6 @@ class Dropout : public Module {
   explicit Dropout(float p = 0.5f);
 
   Tensor forward(const Tensor& x) override;
-  Tensor backward(const Tensor& dy) override;
 
   void set_key(uint64_t seed, const std::string& name);
   void set_step(uint64_t step) { key_.step = step; }
@@ -34,6 +33,8 @@ class Dropout : public Module {
   void reset_parameters(uint64_t seed, const std::string& prefix) override;
 
  private:
+  Tensor do_backward(const Tensor& dy) override;
+
   std::string name() const;
   bool active() const { return is_training() && p_ > 0.0f; }
   ops::DropoutKey key_for(const Shape& shape) const;

@@ -63,7 +63,7 @@ Shape Linear::describe(const Shape& in, plan::RankStep& step) const {
   return {in[0], out_};
 }
 
-Tensor Linear::backward(const Tensor& dy) {
+Tensor Linear::do_backward(const Tensor& dy) {
   require_layer(input_.defined(), label(), "backward called before forward");
   require_layer(dy.rank() == 2 && dy.size(0) == input_.size(0) && dy.size(1) == out_, label(),
                 "dy " + dy.str() + " does not match the output [" + std::to_string(input_.size(0)) + ", " +

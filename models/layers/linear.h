@@ -15,8 +15,7 @@ class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true, Device device = Device::cpu());
 
-  Tensor forward(const Tensor& x) override;   // x [N, in] -> [N, out]
-  Tensor backward(const Tensor& dy) override;  // dy [N, out] -> dx [N, in]; dW += dy^T x, db += sum_n dy
+  Tensor forward(const Tensor& x) override;  // x [N, in] -> [N, out]
   Shape describe(const Shape& input, plan::RankStep& step) const override;
 
   int64_t in_features() const { return in_; }
@@ -28,6 +27,8 @@ class Linear : public Module {
   void reset_parameters(uint64_t seed, const std::string& prefix) override;
 
  private:
+  Tensor do_backward(const Tensor& dy) override;  // dy [N, out] -> dx [N, in]; dW += dy^T x, db += sum_n dy
+
   std::string label() const;  // "Linear(in, out)"
 
   int64_t in_, out_;

@@ -72,7 +72,7 @@ Shape MaxPool3d::describe(const Shape& in, plan::RankStep& step) const {
   return out;
 }
 
-Tensor MaxPool3d::backward(const Tensor& dy) {
+Tensor MaxPool3d::do_backward(const Tensor& dy) {
   check_dy("MaxPool3d", input_shape_, argmax_.defined() ? argmax_.shape() : Shape{}, dy);
   Tensor dx = Tensor::empty(input_shape_, dy.dtype(), dy.device());
   ops::max_pool3d_backward(dy, argmax_, params_, dx);
@@ -99,7 +99,7 @@ Shape AvgPool3d::describe(const Shape& in, plan::RankStep& step) const {
   return out;
 }
 
-Tensor AvgPool3d::backward(const Tensor& dy) {
+Tensor AvgPool3d::do_backward(const Tensor& dy) {
   check_dy("AvgPool3d", input_shape_,
            input_shape_.rank() == 5 ? ops::pool3d_output_shape("AvgPool3d", input_shape_, params_)
                                     : Shape{},
@@ -126,7 +126,7 @@ Shape GlobalAvgPool3d::describe(const Shape& in, plan::RankStep& step) const {
   return {in[0], in[1]};
 }
 
-Tensor GlobalAvgPool3d::backward(const Tensor& dy) {
+Tensor GlobalAvgPool3d::do_backward(const Tensor& dy) {
   check_dy("GlobalAvgPool3d", input_shape_,
            input_shape_.rank() == 5 ? Shape{input_shape_[0], input_shape_[1]} : Shape{}, dy);
   Tensor dx = Tensor::empty(input_shape_, dy.dtype(), dy.device());

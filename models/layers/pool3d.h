@@ -27,13 +27,14 @@ class MaxPool3d : public Module {
   explicit MaxPool3d(int64_t kernel, int64_t stride = 0, int64_t padding = 0);
 
   Tensor forward(const Tensor& x) override;
-  Tensor backward(const Tensor& dy) override;
   Shape describe(const Shape& input, plan::RankStep& step) const override;
   const ops::Pool3dParams& params() const { return params_; }
   // The argmax of the last forward: flat index into each input volume (PyTorch's indices).
   const Tensor& indices() const { return argmax_; }
 
  private:
+  Tensor do_backward(const Tensor& dy) override;
+
   ops::Pool3dParams params_;
   Shape input_shape_;
   Tensor argmax_;
@@ -45,11 +46,12 @@ class AvgPool3d : public Module {
   explicit AvgPool3d(int64_t kernel, int64_t stride = 0, int64_t padding = 0);
 
   Tensor forward(const Tensor& x) override;
-  Tensor backward(const Tensor& dy) override;
   Shape describe(const Shape& input, plan::RankStep& step) const override;
   const ops::Pool3dParams& params() const { return params_; }
 
  private:
+  Tensor do_backward(const Tensor& dy) override;
+
   ops::Pool3dParams params_;
   Shape input_shape_;
 };
@@ -58,10 +60,11 @@ class GlobalAvgPool3d : public Module {
  public:
   GlobalAvgPool3d() : Module("GlobalAvgPool3d") {}
   Tensor forward(const Tensor& x) override;
-  Tensor backward(const Tensor& dy) override;
   Shape describe(const Shape& input, plan::RankStep& step) const override;
 
  private:
+  Tensor do_backward(const Tensor& dy) override;
+
   Shape input_shape_;
 };
 

@@ -29,8 +29,9 @@ class BlockNetwork {
   virtual const std::vector<BlockInfo>& blocks() const = 0;
   // Block i's forward on the previous block's output (block 0: the network's input).
   virtual Tensor forward_block(size_t i, const Tensor& x) = 0;
-  // Block i's backward for its last forward; reports its modules to the backward observer
-  // (Module::run_backward). Block 0 returns dL/dinput only when the network computes it.
+  // Block i's backward for its last forward, each module's through Module::backward (which
+  // reports it to the backward observer). Block 0 returns dL/dinput only when the network
+  // computes it.
   virtual Tensor backward_block(size_t i, const Tensor& dy) = 0;
 
   size_t block_count() const { return blocks().size(); }

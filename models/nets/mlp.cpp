@@ -24,7 +24,7 @@ Mlp::Mlp(const MlpConfig& config, const LayerFactory& layers)
 }
 
 Tensor Mlp::forward(const Tensor& input) { return forward_blocks(0, block_count(), input); }
-Tensor Mlp::backward(const Tensor& dlogits) { return backward_blocks(0, block_count(), dlogits); }
+Tensor Mlp::do_backward(const Tensor& dlogits) { return backward_blocks(0, block_count(), dlogits); }
 
 Shape Mlp::describe(const Shape& input, plan::RankStep& step) const {
   Shape s = input;
@@ -55,12 +55,12 @@ Tensor Mlp::forward_block(size_t i, const Tensor& input) {
 
 Tensor Mlp::backward_block(size_t i, const Tensor& dy) {
   Tensor g = i < relus_.size() ? relus_[i].backward(dy) : dy;
-  g = fcs_.at(i)->run_backward(g);
+  g = fcs_.at(i)->backward(g);
   if (i > 0) return g;
   g = flatten_.backward(g);
   if (!whole_) return g;
   parallel::CommLayerScope scope(whole_->name());
-  return whole_->run_backward(g);
+  return whole_->backward(g);
 }
 
 }  // namespace gridnn::nn

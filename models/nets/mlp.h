@@ -28,7 +28,6 @@ class Mlp : public Module, public BlockNetwork {
   explicit Mlp(const MlpConfig& config, const LayerFactory& layers = LayerFactory());
 
   Tensor forward(const Tensor& input) override;  // [B, ...] with in features -> [B, classes]
-  Tensor backward(const Tensor& dlogits) override;
   // The input's gather (on a grid), then fc1..fcK; the first layer's input gradient is not
   // needed (its input is data), which the paper's strategies take into account.
   Shape describe(const Shape& input, plan::RankStep& step) const override;
@@ -40,6 +39,8 @@ class Mlp : public Module, public BlockNetwork {
   Tensor backward_block(size_t i, const Tensor& dy) override;
 
  private:
+  Tensor do_backward(const Tensor& dlogits) override;
+
   MlpConfig config_;
   std::vector<BlockInfo> blocks_;
   std::unique_ptr<Module> whole_;  // null: the input is whole already

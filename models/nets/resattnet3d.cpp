@@ -59,12 +59,10 @@ Shape BasicBlock::describe(const Shape& in, plan::RankStep& step) const {
   return h;
 }
 
-Tensor BasicBlock::backward(const Tensor& dy) {
+Tensor BasicBlock::do_backward(const Tensor& dy) {
   const Tensor d = relu_out_.backward(dy);  // reaches both branches unchanged
-  // run_backward: each layer reports when its gradients are final (GradientSync overlaps).
-  Tensor dx = conv1_->run_backward(
-      bn1_->run_backward(relu1_.backward(conv2_->run_backward(bn2_->run_backward(d)))));
-  return residual_add(dx, downsample_ ? downsample_->run_backward(d) : d);
+  Tensor dx = conv1_->backward(bn1_->backward(relu1_.backward(conv2_->backward(bn2_->backward(d)))));
+  return residual_add(dx, downsample_ ? downsample_->backward(d) : d);
 }
 
 // ---- ResAttNet3D -----------------------------------------------------------------------
@@ -141,7 +139,7 @@ Tensor ResAttNet3D::forward(const Tensor& x) {
   return forward_blocks(0, block_count(), x);
 }
 
-Tensor ResAttNet3D::backward(const Tensor& dlogits) { return backward_blocks(0, block_count(), dlogits); }
+Tensor ResAttNet3D::do_backward(const Tensor& dlogits) { return backward_blocks(0, block_count(), dlogits); }
 
 Tensor ResAttNet3D::forward_block(size_t i, const Tensor& x) {
   const auto& [part, module] = block_parts_.at(i);
@@ -155,9 +153,9 @@ Tensor ResAttNet3D::forward_block(size_t i, const Tensor& x) {
 Tensor ResAttNet3D::backward_block(size_t i, const Tensor& dy) {
   const auto& [part, module] = block_parts_.at(i);
   switch (part) {
-    case Part::stem: return conv1_->run_backward(bn1_->run_backward(relu_.backward(maxpool_->backward(dy))));
-    case Part::head: return avgpool_->backward(fc_->run_backward(dy));
-    default: return module->run_backward(dy);
+    case Part::stem: return conv1_->backward(bn1_->backward(relu_.backward(maxpool_->backward(dy))));
+    case Part::head: return avgpool_->backward(fc_->backward(dy));
+    default: return module->backward(dy);
   }
 }
 

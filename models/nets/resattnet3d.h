@@ -53,10 +53,11 @@ class BasicBlock : public Module {
              const LayerFactory& layers = LayerFactory());
 
   Tensor forward(const Tensor& x) override;
-  Tensor backward(const Tensor& dy) override;
   Shape describe(const Shape& input, plan::RankStep& step) const override;
 
  private:
+  Tensor do_backward(const Tensor& dy) override;
+
   Module* conv1_;
   Module* bn1_;
   Module* conv2_;
@@ -73,9 +74,7 @@ class ResAttNet3D : public Module, public BlockNetwork {
   // batch parallelism (models/dist/).
   explicit ResAttNet3D(const ResAttNetConfig& config, const LayerFactory& layers = LayerFactory());
 
-  Tensor forward(const Tensor& x) override;   // [B, in, D, H, W] -> logits [B, classes]
-  // dL/dx with config.input_gradient, else an undefined tensor.
-  Tensor backward(const Tensor& dlogits) override;
+  Tensor forward(const Tensor& x) override;  // [B, in, D, H, W] -> logits [B, classes]
 
   const ResAttNetConfig& config() const { return config_; }
 
@@ -86,6 +85,9 @@ class ResAttNet3D : public Module, public BlockNetwork {
   Shape describe(const Shape& input, plan::RankStep& step) const override;
 
  private:
+  // dL/dx with config.input_gradient, else an undefined tensor.
+  Tensor do_backward(const Tensor& dlogits) override;
+
   enum class Part { stem, residual, attention, head };
   void add_block(std::string name, Part part, Module* module, std::array<int64_t, 3> output_size = {0, 0, 0});
 

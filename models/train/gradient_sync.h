@@ -19,7 +19,7 @@
 //   reduce()   after the whole backward: every bucket packed, all-reduced and unpacked in
 //              turn (blocking).
 //   overlap    begin(); backward under a BackwardObserverScope of this object; finish().
-//              Each module that finishes its backward (Module::run_backward) marks its
+//              Each module that finishes its backward (Module::backward) marks its
 //              parameters, and its descendants', ready; a bucket whose parameters are all
 //              ready is packed and its all-reduce started (non-blocking, in the order the
 //              buckets become ready, which is the same on every rank); each later

@@ -8,13 +8,21 @@
 
 namespace gridnn::train {
 
+parallel::Range shard_rows(const parallel::GridShape& grid, int col, int64_t batch) {
+  return parallel::balanced_range(batch, grid.cols, col);
+}
+
+parallel::Range shard_planes(const parallel::GridShape& grid, int row, int64_t depth) {
+  return parallel::balanced_range(depth, grid.rows, row);
+}
+
 BatchShard batch_shard(const parallel::ProcessGrid& grid, int64_t batch, int64_t depth) {
   const parallel::GridShape& g = grid.shape();
   GRIDNN_REQUIRE(batch >= g.cols, "--batch ", batch, " is smaller than the grid's ", g.cols,
                  " batch shards (--grid ", g.str(), "): every shard needs a sample; use --batch >= ", g.cols);
   GRIDNN_REQUIRE(depth >= g.rows, "--input depth ", depth, " is smaller than the grid's ", g.rows,
                  " depth slabs (--grid ", g.str(), ")");
-  return {parallel::balanced_range(batch, g.cols, grid.col_rank()), parallel::balanced_range(depth, g.rows, grid.row_rank())};
+  return {shard_rows(g, grid.col_rank(), batch), shard_planes(g, grid.row_rank(), depth)};
 }
 
 data::LoaderOptions shard_loader(data::LoaderOptions o, const BatchShard& shard) {

@@ -17,7 +17,14 @@ struct BatchShard {
   parallel::Range depth;  // of each sample
 };
 
-// Throws gridnn::Error when a rank would hold no rows or no planes, saying what to change.
+// The rule itself, for any position of a grid shape: the rows of a global batch of `batch`
+// that batch shard `col` holds, and the planes of a sample of depth `depth` that row position
+// `row` holds. Every place that needs a shard's rows or planes asks these two. No checks: a
+// part may be empty (gridnn-predict's last, short batch).
+parallel::Range shard_rows(const parallel::GridShape& grid, int col, int64_t batch);
+parallel::Range shard_planes(const parallel::GridShape& grid, int row, int64_t depth);
+// This rank's shard of a run's batches (--batch, --input depth). Throws gridnn::Error when a
+// rank would hold no rows or no planes, saying what to change.
 BatchShard batch_shard(const parallel::ProcessGrid& grid, int64_t batch, int64_t depth);
 // The loader options that read just this shard.
 data::LoaderOptions shard_loader(data::LoaderOptions options, const BatchShard& shard);

@@ -74,7 +74,7 @@ struct TrainOptions {
   DataOptions data;
 
   std::string grid = "1x1";    // PrxPc or PsxPrxPc (docs/design.md §4); the job must have Ps*Pr*Pc processes
-  // Pipeline stages (docs/design.md §7, models/train/step.h): Ps (also given by a PsxPrxPc
+  // Pipeline stages (docs/design.md §7, models/train/pipelined_model.h): Ps (also given by a PsxPrxPc
   // grid), GPipe micro-batches per step, and where the stages cut the network: a
   // PlacementRule's name ("" is even) or a placement file (placement_rule below).
   int stages = 1;

@@ -21,7 +21,7 @@
 #include "models/explain/roc_plot.h"
 #include "models/layers/loss.h"
 #include "models/train/grid_batch.h"
-#include "models/train/step.h"
+#include "models/train/pipelined_model.h"
 #include "models/train/trainer.h"
 
 namespace gridnn::train {
@@ -172,8 +172,8 @@ PredictResult predict(const PredictOptions& o, parallel::ProcessGrid& grid, std:
   // The model: the checkpoint's or the weights' tensors (a mismatch lists them).
   TrainOptions run = o.run;
   run.init_from = o.weights;
-  Step step(run, grid);
-  auto* net = dynamic_cast<nn::BlockNetwork*>(&step.model());
+  PipelinedModel model(run, grid);
+  auto* net = dynamic_cast<nn::BlockNetwork*>(&model.model());
   GRIDNN_REQUIRE(net, "gridnn-predict: the model is not made of blocks");
   const bool explain = !o.explain_dir.empty();
   size_t layer = 0;
@@ -186,7 +186,7 @@ PredictResult predict(const PredictOptions& o, parallel::ProcessGrid& grid, std:
   if (leader && fs::path(o.out).has_parent_path()) fs::create_directories(fs::path(o.out).parent_path());
   if (out)
     std::fprintf(out, "predicting %zu scan%s on %s, grid %s%s\n", scans.size(), scans.size() == 1 ? "" : "s",
-                 step.device().str().c_str(),
+                 model.device().str().c_str(),
                  grid.shape().str().c_str(),
                  explain ? (", Grad-CAM of " + net->blocks()[layer].name + " into " + o.explain_dir).c_str() : "");
 
@@ -219,15 +219,15 @@ PredictResult predict(const PredictOptions& o, parallel::ProcessGrid& grid, std:
     std::fprintf(stderr, "gridnn-predict: skipped %s\n", error[i].c_str());
   }
 
-  // Batches of the readable scans: rank (r, c) takes rows balanced_range(rows, Pc, c) and
-  // their depth planes balanced_range(D, Pr, r), as training does.
+  // Batches of the readable scans, each rank taking its shard's rows and planes as training
+  // does (grid_batch.h); the last batch may be short.
   const std::array<int64_t, 3> input{o.run.input[0], o.run.input[1], o.run.input[2]};
-  const parallel::Range depth = parallel::balanced_range(input[0], grid.shape().rows, grid.row_rank());
+  const parallel::Range depth = shard_planes(grid.shape(), grid.row_rank(), input[0]);
   const int64_t classes = o.run.classes;
   Tensor all_logits = Tensor::empty(Shape{int64_t(good.size()), classes});
   for (size_t start = 0; start < good.size(); start += size_t(o.run.batch)) {
     const int64_t rows = std::min<int64_t>(o.run.batch, int64_t(good.size() - start));
-    const parallel::Range mine = parallel::balanced_range(rows, grid.shape().cols, grid.col_rank());
+    const parallel::Range mine = shard_rows(grid.shape(), grid.col_rank(), rows);
     std::vector<data::Scan> local;
     data::Batch batch;
     batch.x = Tensor::empty(Shape{mine.size(), 1, depth.size(), input[1], input[2]});
@@ -240,7 +240,7 @@ PredictResult predict(const PredictOptions& o, parallel::ProcessGrid& grid, std:
     Tensor logits = Tensor::empty(Shape{0, classes});
     if (mine.size() > 0 && explain) {
       const explain::CoarseCam cam =
-          explain::grad_cam(step.model(), *net, layer, batch.x.to(step.device()), o.explain_class, grid.row());
+          explain::grad_cam(model.model(), *net, layer, batch.x.to(model.device()), o.explain_class, grid.row());
       logits = cam.logits;
       for (int64_t k = 0; grid.row_rank() == 0 && k < mine.size(); ++k) {
         const Tensor coarse = cam.maps.narrow(k, 1).reshape(Shape{cam.maps.size(1), cam.maps.size(2), cam.maps.size(3)});
@@ -251,7 +251,7 @@ PredictResult predict(const PredictOptions& o, parallel::ProcessGrid& grid, std:
           result.files.push_back(std::move(f));
       }
     } else if (mine.size() > 0) {
-      step.evaluate(batch, &logits);
+      model.evaluate(batch, &logits);
       logits = logits.to(Device::cpu());
     }
     const Tensor whole = gather_rows(grid, logits);

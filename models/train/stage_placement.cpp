@@ -1,12 +1,12 @@
 // Where pipeline stages cut the network: an even split, a placement file, or GABRA on a
-// measured block profile (step.h).
+// measured block profile (pipelined_model.h).
 #include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <vector>
 
 #include "core/error.h"
-#include "models/train/step.h"
+#include "models/train/pipelined_model.h"
 #include "models/train/timing.h"
 #include "plan/gabra.h"
 

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "models/dist/factory.h"
+#include "models/train/grid_batch.h"
 
 namespace gridnn::train {
 
@@ -15,8 +16,8 @@ plan::RankStep describe_step(nn::Module& model, const parallel::GridShape& grid,
   plan::RankStep step;
   step.row = row;
   step.col = col;
-  step.samples = parallel::balanced_range(batch, grid.cols, col).size();
-  const int64_t planes = parallel::balanced_range(sample[1], grid.rows, row).size();
+  step.samples = shard_rows(grid, col, batch).size();
+  const int64_t planes = shard_planes(grid, row, sample[1]).size();
   model.describe(Shape{step.samples, sample[0], planes, sample[2], sample[3]}, step);
   // The loss over the global batch (train::sum_over_batch), and the gradients.
   if (grid.cols > 1) step.calls.push_back(plan::make_call("loss", "col", "all_reduce", 1, grid.cols));

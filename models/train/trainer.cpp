@@ -50,7 +50,7 @@ Trainer::Trainer(TrainOptions options, std::FILE* out, parallel::ProcessGrid* gr
                  data_.train->sample_shape().str(), " but the model expects ", sample_shape(options_).str(),
                  " (--in-channels, --input)");
   shard_ = batch_shard(*grid_, options_.batch, options_.input[0]);
-  step_ = std::make_unique<Step>(options_, *grid_);
+  model_ = std::make_unique<PipelinedModel>(options_, *grid_);
 
   data::LoaderOptions lo;
   lo.batch = options_.batch;
@@ -82,9 +82,9 @@ Trainer::Trainer(TrainOptions options, std::FILE* out, parallel::ProcessGrid* gr
 
 Trainer::~Trainer() = default;
 
-nn::Module& Trainer::model() { return step_->model(); }
-NamedTensors Trainer::whole_model_tensors() { return step_->model_state(); }
-optim::Optimizer& Trainer::optimizer() { return step_->optimizer(); }
+nn::Module& Trainer::model() { return model_->model(); }
+NamedTensors Trainer::whole_model_tensors() { return model_->model_state(); }
+optim::Optimizer& Trainer::optimizer() { return model_->optimizer(); }
 
 void Trainer::say(const std::string& line) {
   if (out_) std::fprintf(out_, "%s\n", line.c_str());
@@ -99,7 +99,7 @@ void Trainer::restore(const Checkpoint& c) {
                  c.path, " was written by a run that read its volumes with --orientation ",
                  enum_name(saved.data.orientation), " --spacing ", saved.data.spacing,
                  "; resume with those (the network learnt that voxel order)");
-  step_->load_state_dict({NamedTensors(c.model.begin(), c.model.end()),
+  model_->load_state_dict({NamedTensors(c.model.begin(), c.model.end()),
                           NamedTensors(c.optimizer.begin(), c.optimizer.end()), c.optimizer_steps},
                          c.path);
   state_.step = c.state.step;
@@ -113,7 +113,7 @@ std::string Trainer::save() {
   // Every tensor is whole on every rank (replicated; pipeline stages exchange theirs first),
   // so the first rank writes alone; the others wait, so that no rank runs ahead of a
   // checkpoint that may yet fail.
-  const StepState s = step_->state_dict();
+  const TrainingState s = model_->state_dict();
   int32_t saved = 1;
   if (leader_) {
     try {
@@ -154,8 +154,8 @@ void Trainer::log_json(const std::string& line) {
 Tensor Trainer::train_step(const data::Batch& shard) {
   const TransferCounts before = transfer_counts();
   Tensor logits;
-  const Tensor loss = step_->forward_backward(shard, options_.batch, &logits);
-  step_->update(schedule_->lr(state_.step));
+  const Tensor loss = model_->forward_backward(shard, options_.batch, &logits);
+  model_->update(schedule_->lr(state_.step));
   step_transfers_ += transfer_counts().since(before);
   return loss;
 }
@@ -204,7 +204,7 @@ Metrics Trainer::evaluate() {
   for (int64_t b = 0; b < loader.batches_per_epoch(); ++b) {
     data::Batch batch = loader.next();
     Tensor logits;
-    const double loss_sum = sum_over_batch(*grid_, step_->evaluate(batch, &logits));
+    const double loss_sum = sum_over_batch(*grid_, model_->evaluate(batch, &logits));
     // Every rank gathers the whole batch's logits and labels and computes the same metrics.
     acc.add(gather_rows(*grid_, logits.to_host()), gather_rows(*grid_, batch.y), loss_sum);
   }
@@ -218,12 +218,12 @@ Metrics Trainer::run(int64_t stop_at_step) {
     const std::string network =
         options_.model == Model::resattnet3d ? describe(static_cast<nn::ResAttNet3D&>(model()).config()) : "MLP";
     std::fprintf(out_, "training %s on %s, grid %s, %lld steps of batch %lld (%lld per epoch), %s\n", network.c_str(),
-                 step_->device().str().c_str(), grid_->shape().str().c_str(), static_cast<long long>(total_steps_),
+                 model_->device().str().c_str(), grid_->shape().str().c_str(), static_cast<long long>(total_steps_),
                  static_cast<long long>(options_.batch), static_cast<long long>(loader_->batches_per_epoch()),
                  enum_name(options_.optimizer.kind));
   }
-  if (out_ && (step_->stages() > 1 || step_->micro_batches() > 1))
-    std::fprintf(out_, "pipeline, %d micro-batches: %s\n", step_->micro_batches(), step_->describe_stages().c_str());
+  if (out_ && (model_->stages() > 1 || model_->micro_batches() > 1))
+    std::fprintf(out_, "pipeline, %d micro-batches: %s\n", model_->micro_batches(), model_->describe_stages().c_str());
   const auto start = std::chrono::steady_clock::now();
   const TransferCounts run_start = transfer_counts();
   step_transfers_ = TransferCounts();
@@ -327,10 +327,10 @@ void dump_step(const TrainOptions& options, const std::string& batch_file, const
   o.input = {batch.x.size(2), batch.x.size(3), batch.x.size(4)};
   validate(o);
 
-  Step step(o, *grid);
+  PipelinedModel model(o, *grid);
   const BatchShard shard = batch_shard(*grid, o.batch, o.input[0]);
   Tensor logits;
-  const Tensor loss = step.forward_backward(take_shard(batch, shard), o.batch, &logits);
+  const Tensor loss = model.forward_backward(take_shard(batch, shard), o.batch, &logits);
 
   // The file the 1x1 run writes: the whole batch's logits, the summed gradients, and the
   // updated tensors (whole: gathered from pipeline stages and row blocks; the first rank
@@ -338,9 +338,9 @@ void dump_step(const TrainOptions& options, const std::string& batch_file, const
   NamedTensors out;
   out.emplace_back("logits", gather_rows(*grid, logits.to_host()));
   out.emplace_back("loss", Tensor::from_vector(loss.to_vector<float>(), Shape{}));
-  for (auto& [name, g] : step.gradients()) out.emplace_back("grad." + name, g.to_host());
-  step.update(optim::LrSchedule(o.schedule).lr(0));
-  for (auto& [name, t] : step.model_state()) out.emplace_back(name, t.to_host());
+  for (auto& [name, g] : model.gradients()) out.emplace_back("grad." + name, g.to_host());
+  model.update(optim::LrSchedule(o.schedule).lr(0));
+  for (auto& [name, t] : model.model_state()) out.emplace_back(name, t.to_host());
   if (grid->world_rank() == 0)
     save_safetensors(out_file, out, {{"producer", "gridnn-train --dump-step"}, {"grid", grid->shape().str()},
                                      {"config", to_json(o)}});

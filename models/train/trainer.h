@@ -31,8 +31,8 @@
 #include "models/train/checkpoint.h"
 #include "models/train/grid_batch.h"
 #include "models/train/metrics.h"
-#include "models/train/step.h"
 #include "models/train/options.h"
+#include "models/train/pipelined_model.h"
 #include "models/train/progress.h"
 
 namespace gridnn::train {
@@ -72,7 +72,7 @@ class Trainer {
   // The model's tensors as the single-process run holds them (collective over the grid:
   // pipeline stages and 1.5D row blocks gathered).
   NamedTensors whole_model_tensors();
-  Step& step() { return *step_; }
+  PipelinedModel& pipelined_model() { return *model_; }
   const RunState& state() const { return state_; }
   int64_t total_steps() const { return total_steps_; }
   // Saves a checkpoint now (options.checkpoint_dir must be set); returns its path, or ""
@@ -111,7 +111,7 @@ class Trainer {
   bool leader_;                                  // world rank 0: reports and writes files
   std::FILE* out_;                               // null on the other ranks
   BatchShard shard_;                             // this rank's rows and depth planes
-  std::unique_ptr<Step> step_;
+  std::unique_ptr<PipelinedModel> model_;
   std::unique_ptr<optim::LrSchedule> schedule_;
   Datasets data_;
   std::unique_ptr<data::BatchLoader> loader_;

@@ -18,6 +18,7 @@
 
 #include "core/png.h"
 #include "test/support/error_message.h"
+#include "test/support/temp_dir.h"
 
 namespace gridnn {
 namespace {
@@ -68,16 +69,7 @@ RgbImage pattern_image(int64_t w, int64_t h) {
 
 class PngFiles : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "gridnn_png_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr) << std::strerror(errno);
-    dir_ = pattern;
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    fs::remove_all(dir_, ignored);
-  }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string path(const std::string& name) const { return temp_.file(name); }
   std::set<std::string> listing() const {
     std::set<std::string> names;
     for (const auto& entry : fs::directory_iterator(dir_)) names.insert(entry.path().filename());
@@ -88,7 +80,8 @@ class PngFiles : public ::testing::Test {
     return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   }
 
-  fs::path dir_;
+  test::TempDir temp_{"png"};
+  const fs::path dir_ = temp_.path();
 };
 
 TEST_F(PngFiles, ChunksHeaderAndScanlinesMatchThePixels) {

@@ -20,6 +20,7 @@
 #include "test/parity/safetensors_sample.h"
 #include "test/support/random_tensor.h"
 #include "test/support/tensor_compare.h"
+#include "test/support/temp_dir.h"
 
 namespace gridnn {
 namespace {
@@ -480,17 +481,7 @@ TEST(SafetensorsRejects, TrailingBytes) {
 
 class SafetensorsFiles : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "gridnn_st_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr) << std::strerror(errno);
-    dir_ = pattern;
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    fs::remove_all(dir_, ignored);
-  }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string path(const std::string& name) const { return temp_.file(name); }
   std::set<std::string> listing() const {
     std::set<std::string> names;
     for (const auto& entry : fs::directory_iterator(dir_)) names.insert(entry.path().filename());
@@ -506,7 +497,8 @@ class SafetensorsFiles : public ::testing::Test {
     return s.str();
   }
 
-  fs::path dir_;
+  test::TempDir temp_{"st"};
+  const fs::path dir_ = temp_.path();
 };
 
 TEST_F(SafetensorsFiles, SampleRoundTripsThroughAFile) {

@@ -4,12 +4,13 @@
 // update; the steps that read x or dy in f16 and bf16 too, on the former GPU test's shapes;
 // the two-pass statistics of nn::BatchNorm3d on values around 1000 +- 0.5, whose variance
 // must keep its digits; and the layer in training and evaluation (running statistics set),
-// and its running statistics after two steps. References: test/ops/reference_conv_pool_norm.h,
-// at the tolerances of the layer's test. The kernels run the same bodies on both backends in
-// the same order (kernels/batchnorm_bodies.h, no FMA contraction): bit for bit. The layer
-// also adds its parameter gradients with axpy, a kernel built with contraction allowed
-// (exact for its alpha of 1, but not stated by a shared body), so the layer is held to the
-// former GPU test's tightest tolerance, that of the parameter gradients, for every output.
+// its training backward against the loops, and its running statistics after two steps.
+// References: test/ops/reference_conv_pool_norm.h, at the tolerances of the layer's test.
+// The kernels run the same bodies on both backends in the same order
+// (kernels/batchnorm_bodies.h, no FMA contraction): bit for bit. The layer also adds its
+// parameter gradients with axpy, a kernel built with contraction allowed (exact for its
+// alpha of 1, but not stated by a shared body), so the layer is held to the former GPU
+// test's tightest tolerance, that of the parameter gradients, for every output.
 #include "kernels/batchnorm.h"
 #include "models/layers/batchnorm3d.h"
 #include "test/ops/harness.h"
@@ -342,6 +343,23 @@ OpCase bn_layer(const Input& x, bool training, bool affine = true, float var_lo 
   return c;
 }
 
+// The layer's training backward against the loops: inputs x, weight, bias and dy; outputs
+// dx, dL/dweight = sum(dy * xhat) and dL/dbias = sum(dy) per channel.
+OpCase bn_layer_backward(const Input& x) {
+  OpCase c = layer_backward_case(bn_layer(x, true), x.shape);
+  const int64_t ch = x.shape[1];
+  c.reference = [ch](const Tensors& in) {
+    const BatchNormStats st = reference_batchnorm_stats(in[0]);
+    const Doubles invstd = reference_batchnorm_invstd(st.var, kEps);
+    const Doubles sums = reference_batchnorm_backward_sums(in[0], in[3], st.mean, invstd);
+    return std::vector<Doubles>{
+        reference_batchnorm_backward_input(in[0], in[3], st.mean, invstd, values(in[1]), sums, st.count, true),
+        Doubles(sums.begin() + ch, sums.end()), Doubles(sums.begin(), sums.begin() + ch)};
+  };
+  c.ref_tol = {1e-5, 1e-5};
+  return c;
+}
+
 // The running statistics after two training steps from PyTorch's initial (0, 1), and
 // num_batches_tracked: inputs x1, x2; outputs running_mean, running_var, tracked.
 OpCase running_statistics_case(const Shape& shape, float lo1, float hi1, float lo2, float hi2) {
@@ -404,6 +422,7 @@ void add_batchnorm_cases(OpCases& cases) {
                          Input{{2, 1, 1, 1, 2}, -2, 3, false}, Input{{1, 2, 3, 2, 3}, -2, 2, false},
                          Input{{3, 3, 2, 2, 1}, -2, 2, false}, Input{{3, 5, 6, 7, 5}, -1, 4, false}})
     cases.push_back(bn_layer(x, true));
+  cases.push_back(bn_layer_backward({{2, 3, 3, 2, 3}, -1, 1, false}));
   // Around 1000: y within the layer's test's {1e-4, 1e-4}. No backward: central differences
   // of values around 1000 drown in the rounding of the mean.
   OpCase large_mean = bn_layer(kLargeMean, true, false);

@@ -3,9 +3,10 @@
 // ResNet-sized block; the forward's backward (dx, dw, db through the backward ops) against
 // central differences; the CPU's slab loop at one output depth plane per slab; the tf32 and
 // bf16 math modes against a reference on operands rounded as kernels/math_mode.h rounds
-// them; and the nn::Conv3d layer. References: test/ops/reference_conv_pool_norm.h, at the
-// tolerance of the layer's test. cuDNN sums in its own order (and may pick FFT or Winograd
-// algorithms that round in their transforms), so the backends agree within a tolerance.
+// them; and the nn::Conv3d layer, its backward against the loops too. References:
+// test/ops/reference_conv_pool_norm.h, at the tolerance of the layer's test. cuDNN sums in
+// its own order (and may pick FFT or Winograd algorithms that round in their transforms), so
+// the backends agree within a tolerance.
 #include <cmath>
 
 #include "kernels/conv3d.h"
@@ -246,6 +247,18 @@ OpCase layer(const Conv3dCase& k, bool bias = true) {
   return layer(k.name, k.c, k.o, k.kernel, k.stride, k.padding, bias, x_shape(k));
 }
 
+// Inputs x, weight, bias and dy; outputs dx, dL/dweight and dL/dbias of a fresh layer.
+OpCase layer_backward(const Conv3dCase& k) {
+  const ops::Conv3dGeometry g = geometry_of(k);
+  OpCase c = layer_backward_case(layer(k), ops::conv3d_output_shape(g, k.n));
+  c.reference = [g](const Tensors& in) {
+    return std::vector<Doubles>{reference_conv3d_backward_data(in[3], in[1], g),
+                                reference_conv3d_backward_filter(in[0], in[3], g),
+                                reference_conv3d_backward_bias(in[3])};
+  };
+  return c;
+}
+
 bool named(const Conv3dCase& k, std::initializer_list<const char*> names) {
   for (const char* n : names)
     if (std::string(k.name) == n) return true;
@@ -273,15 +286,22 @@ void add_conv3d_cases(OpCases& cases) {
     cases.push_back(backward_filter_case(k, vol2col));
   }
 
-  // Its slab loop one output depth plane at a time, on geometries with several planes and
-  // taps reaching into the padding (strides, a batch, a non-cubic kernel).
+  // Its slab loop one output depth plane at a time, on every geometry; central differences
+  // on those with several planes and taps reaching into the padding (strides, a batch, a
+  // non-cubic kernel), the backward ops' slabs being checked against the loops on all.
   const Variant slab{MathMode::fp32, true, true};
-  for (const Conv3dCase& k : conv3d_cases())
-    if (named(k, {"3x3x3_pad1", "7x7x7_stride2_pad3_batch", "noncubic", "stride2_odd"})) {
-      cases.push_back(forward_case(k, true, slab));
-      cases.push_back(backward_data_case(k, slab));
-      cases.push_back(backward_filter_case(k, slab));
+  for (const Conv3dCase& k : conv3d_cases()) {
+    for (bool bias : {true, false}) {
+      OpCase forward = forward_case(k, bias, slab);
+      if (!bias || !named(k, {"3x3x3_pad1", "7x7x7_stride2_pad3_batch", "noncubic", "stride2_odd"})) {
+        forward.backward = nullptr;
+        forward.grad_inputs.clear();
+      }
+      cases.push_back(forward);
     }
+    cases.push_back(backward_data_case(k, slab));
+    cases.push_back(backward_filter_case(k, slab));
+  }
 
   // The math modes: fp32 arithmetic on operands rounded to tf32 or bf16, the bias fp32.
   for (MathMode math : {MathMode::tf32, MathMode::bf16})
@@ -295,15 +315,16 @@ void add_conv3d_cases(OpCases& cases) {
       }
     }
 
-  // The layer: its test's geometries, the stem's, one without bias, and the former GPU
-  // test's (strides differing per dimension on an odd volume).
+  // The layer: every geometry, one without bias, and the former GPU test's (strides
+  // differing per dimension on an odd volume).
   const std::vector<Conv3dCase>& k = conv3d_cases();
-  cases.push_back(layer(k[2]));
-  cases.push_back(layer(k[3]));
-  cases.push_back(layer(k[5]));
+  for (const Conv3dCase& geometry : k) cases.push_back(layer(geometry));
   cases.push_back(layer(k[5], false));
   cases.push_back(
       layer("3x3x3_stride2x1x2_pad1", 2, 3, {3, 3, 3}, {2, 1, 2}, {1, 1, 1}, true, {2, 2, 5, 6, 7}));
+  // Its backward against the loops (dx overwritten, dw and db from zero), where the grad mode
+  // holds it to central differences only.
+  for (const Conv3dCase& geometry : {k[2], k[5]}) cases.push_back(layer_backward(geometry));
 }
 
 }  // namespace gridnn::test

@@ -14,10 +14,16 @@
 // A layer is a case too: its inputs are x and then its parameters (test/ops/layer_case.h),
 // so the grad mode checks the parameters' gradients as well as the input's.
 //
-// The cases are registered by one function per kernel family (cases_*.cpp, listed in
-// registry.cpp); test_ops.cpp (CTest, label unit) runs the ref and grad modes,
-// test_ops_gpu.cpp (label gpu) the backend mode, and `test-ops -m MODE` (main.cpp) any
-// mode from the command line.
+// Every run and backward in the ref, grad and backend modes must leave its inputs as they
+// were, bit for bit (an op that works in place works on a clone it makes in `run`), and
+// must write no byte outside the memory it was given or allocated: every block allocated
+// while a case is checked has guard regions around it (test/ops/guarded_memory.h), checked
+// after each run on the CPU and on the device.
+//
+// The cases are registered by one function per family (cases_<family>.cpp, listed in
+// registry.cpp); `test-ops -m MODE [-f FAMILY] [-o REGEX]` (main.cpp) runs any mode on any
+// of them, which is how CTest runs them (test/ops/CMakeLists.txt: one test per family and
+// mode, one for the backend mode).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -36,6 +42,7 @@ using Tensors = std::vector<Tensor>;
 using Doubles = std::vector<double>;
 
 struct OpCase {
+  std::string family;  // the file that registers it: "conv3d" for cases_conv3d.cpp (set by the registry)
   std::string op;      // what runs: "conv3d_forward", "Conv3d" (a layer)
   std::string params;  // its shape and options: "3x3x3_pad1 f32"
   // The inputs, drawn on the CPU, identical on every call.
@@ -72,6 +79,8 @@ using OpCases = std::vector<OpCase>;
 
 // Every case, in registry order (built once).
 const OpCases& all_op_cases();
+// The families, in registry order: "elementwise", "reduce", ...
+std::vector<std::string> op_families();
 // The cases of one family (registry.cpp).
 void add_elementwise_cases(OpCases& cases);
 void add_reduce_cases(OpCases& cases);
@@ -86,7 +95,8 @@ void add_dropout_cases(OpCases& cases);
 void add_optim_cases(OpCases& cases);
 void add_layer_cases(OpCases& cases);
 
-// The modes. Each returns success or what differs, naming the output.
+// The modes. Each returns success or what differs, naming the output (or the input that
+// changed, or the memory written outside).
 ::testing::AssertionResult check_reference(const OpCase& c);
 ::testing::AssertionResult check_gradients(const OpCase& c);
 // Needs a CUDA device (the caller skips without one).

@@ -46,4 +46,22 @@ OpCase layer_case(const std::string& op, const std::string& params, LayerMaker m
   return c;
 }
 
+OpCase layer_backward_case(const OpCase& layer, const Shape& dy_shape) {
+  OpCase c = layer;
+  c.params += " backward";
+  const std::string key = c.op + c.params;
+  const auto draw = layer.make_inputs;
+  const auto backward = layer.backward;
+  c.make_inputs = [=] {
+    Tensors in = draw();
+    in.push_back(case_input(key, int(in.size()), dy_shape));
+    return in;
+  };
+  c.run = [backward](const Tensors& in) { return backward(Tensors(in.begin(), in.end() - 1), in.back()); };
+  c.reference = nullptr;
+  c.backward = nullptr;
+  c.grad_inputs.clear();
+  return c;
+}
+
 }  // namespace gridnn::test

@@ -8,6 +8,11 @@
 //
 // Each run builds a fresh layer (make), moves it to the inputs' device, copies the
 // parameters from the inputs and runs it in training or evaluation mode.
+//
+// layer_backward_case(c, dy_shape) makes the layer's backward a case of its own, so that a
+// reference can hold its gradients to exact loops (the grad mode holds them to central
+// differences): inputs x, the parameters and then dy; outputs dx and then each parameter's
+// gradient (the layer's `backward` after one forward).
 #pragma once
 
 #include <memory>
@@ -21,5 +26,7 @@ using LayerMaker = std::function<std::unique_ptr<nn::Module>()>;
 
 OpCase layer_case(const std::string& op, const std::string& params, LayerMaker make, const Shape& x_shape,
                   bool training = true);
+// Its reference is unset; set it.
+OpCase layer_backward_case(const OpCase& layer, const Shape& dy_shape);
 
 }  // namespace gridnn::test

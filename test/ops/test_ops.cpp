@@ -1,29 +1,22 @@
-// The op harness's ref and grad modes under CTest (label unit): one test per case and mode,
-// named OpRef/<op>_<params> and OpGrad/<op>_<params>.
+// The table of the op harness itself (label unit): every op has a double reference, every
+// backward is checked, and CTest runs every family (test/ops/CMakeLists.txt, which names
+// them in GRIDNN_OP_FAMILIES and those with a backward in GRIDNN_OP_GRAD_FAMILIES). The
+// cases run under test-ops (main.cpp): ops_ref_<family>, ops_grad_<family>, ops_backend.
 #include <set>
+#include <sstream>
 
 #include "test/ops/harness.h"
 
 namespace gridnn::test {
 namespace {
 
-std::vector<const OpCase*> cases_where(bool (OpCase::*has)() const) {
-  std::vector<const OpCase*> out;
-  for (const OpCase& c : all_op_cases())
-    if ((c.*has)()) out.push_back(&c);
+std::set<std::string> words(const std::string& text) {
+  std::istringstream in(text);
+  std::set<std::string> out;
+  for (std::string w; in >> w;) out.insert(w);
   return out;
 }
-std::string case_name(const ::testing::TestParamInfo<const OpCase*>& param) { return param.param->name(); }
 
-class OpRef : public ::testing::TestWithParam<const OpCase*> {};
-TEST_P(OpRef, MatchesDoubleReference) { EXPECT_TRUE(check_reference(*GetParam())); }
-INSTANTIATE_TEST_SUITE_P(Ops, OpRef, ::testing::ValuesIn(cases_where(&OpCase::has_reference)), case_name);
-
-class OpGrad : public ::testing::TestWithParam<const OpCase*> {};
-TEST_P(OpGrad, MatchesCentralDifferences) { EXPECT_TRUE(check_gradients(*GetParam())); }
-INSTANTIATE_TEST_SUITE_P(Ops, OpGrad, ::testing::ValuesIn(cases_where(&OpCase::has_gradient)), case_name);
-
-// The table itself: every family registered something, and the modes cover every op.
 TEST(OpTable, EveryOpHasADoubleReferenceAndEveryBackwardIsChecked) {
   std::set<std::string> ops, with_ref;
   for (const OpCase& c : all_op_cases()) {
@@ -33,6 +26,19 @@ TEST(OpTable, EveryOpHasADoubleReferenceAndEveryBackwardIsChecked) {
   }
   EXPECT_GE(ops.size(), 40u);
   for (const std::string& op : ops) EXPECT_TRUE(with_ref.count(op)) << op << " has no double reference";
+}
+
+TEST(OpTable, CTestRunsEveryFamilyInEveryMode) {
+  const std::vector<std::string> families = op_families();
+  EXPECT_EQ(std::set<std::string>(families.begin(), families.end()), words(GRIDNN_OP_FAMILIES));
+  std::set<std::string> with_cases, with_gradients;
+  for (const OpCase& c : all_op_cases()) {
+    with_cases.insert(c.family);
+    if (c.has_gradient()) with_gradients.insert(c.family);
+  }
+  EXPECT_EQ(with_cases, words(GRIDNN_OP_FAMILIES)) << "a family without cases";
+  EXPECT_EQ(with_gradients, words(GRIDNN_OP_GRAD_FAMILIES))
+      << "GRIDNN_OP_GRAD_FAMILIES (test/ops/CMakeLists.txt) must name every family with a backward, and no other";
 }
 
 }  // namespace

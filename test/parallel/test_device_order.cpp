@@ -454,7 +454,7 @@ std::vector<Job> adversarial_jobs() {
     jobs.push_back(j);
   }
   {
-    // The same with the pipe messages of Step::send: a header of host memory (through MPI,
+    // The same with the pipe messages of PipelinedModel::send: a header of host memory (through MPI,
     // blocking the host), then the tensor through NCCL.
     Job j;
     j.title = "the same with a header on the host before each pipe tensor";

@@ -117,6 +117,34 @@ TEST(ProcessGrid, RankMapping) {
   }
 }
 
+// world_rank_of and position_of are inverses, for several shapes and both orders, and a
+// planned grid's stage communicator ranks its members as a running grid's does.
+TEST(ProcessGrid, RankMappingInvertsInBothOrders) {
+  for (const char* text : {"1x1", "2x3", "3x2", "1x5", "4x1", "2x3x4", "3x1x2", "2x2x2"}) {
+    const GridShape shape = GridShape::parse(text);
+    for (RankOrder order : {RankOrder::rows_in_node, RankOrder::cols_in_node}) {
+      SCOPED_TRACE(std::string(text) + " " + enum_name(order));
+      for (int w = 0; w < shape.size(); ++w) {
+        const GridPosition p = ProcessGrid::position_of(shape, w, order);
+        EXPECT_EQ(ProcessGrid::world_rank_of(shape, p.stage, p.row, p.col, order), w);
+      }
+      for (int st = 0; st < shape.stages; ++st)
+        for (int r = 0; r < shape.rows; ++r)
+          for (int c = 0; c < shape.cols; ++c) {
+            const GridPosition p =
+                ProcessGrid::position_of(shape, ProcessGrid::world_rank_of(shape, st, r, c, order), order);
+            EXPECT_EQ(p.stage, st);
+            EXPECT_EQ(p.row, r);
+            EXPECT_EQ(p.col, c);
+            auto planned = ProcessGrid::planned(shape, st, r, c, order);
+            EXPECT_EQ(planned->stage_comm().rank(), planned->world_rank() % (shape.rows * shape.cols));
+          }
+    }
+  }
+  const std::string m = error_message([] { ProcessGrid::position_of(GridShape::parse("2x2"), 4); });
+  EXPECT_TRUE(contains(m, "world rank 4 is outside [0, 4)")) << m;
+}
+
 TEST(ProcessGrid, RankOrderNamesAndPlacement) {
   EXPECT_EQ(parse_enum<RankOrder>("rows-in-node"), RankOrder::rows_in_node);
   EXPECT_EQ(parse_enum<RankOrder>("cols-in-node"), RankOrder::cols_in_node);

@@ -13,6 +13,7 @@
 
 #include "plan/calibration.h"
 #include "test/support/error_message.h"
+#include "test/support/temp_dir.h"
 
 namespace gridnn::plan {
 namespace {
@@ -130,8 +131,10 @@ Calibration sample_calibration() {
   return c;
 }
 
+// In a folder of this program's own, removed at exit.
 std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "gridnn_calib_" + name + ".json";
+  static const test::TempDir dir("calib");
+  return dir.file(name + ".json");
 }
 
 TEST(Calibration, JsonRoundTrip) {

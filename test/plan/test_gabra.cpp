@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "plan/gabra.h"
+#include "test/support/temp_dir.h"
 
 namespace gridnn::plan {
 namespace {
@@ -32,8 +33,10 @@ Placement make(std::vector<int> first, std::vector<int> device) {
   return p;
 }
 
+// In a folder of this program's own, removed at exit.
 std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "gabra_" + name;
+  static const test::TempDir dir("gabra");
+  return dir.file(name);
 }
 
 void write(const std::string& path, const std::string& text) {

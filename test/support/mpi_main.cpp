@@ -7,6 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
 
 #include "parallel/mpi_check.h"
 #include "parallel/mpi_session.h"
@@ -35,6 +39,27 @@ class FailurePrinter : public ::testing::EmptyTestEventListener {
 
 int world_rank() { return g_rank; }
 int world_size() { return g_size; }
+
+TempDir shared_temp_dir(const std::string& what) {
+  // Rank 0 sends the path's length first; 0 when it could not make the folder.
+  std::optional<TempDir> made;
+  std::string path;
+  std::string failure;
+  if (g_rank == 0) {
+    try {
+      made.emplace(what);
+      path = made->path().string();
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  }
+  int length = int(path.size());
+  GRIDNN_CHECK_MPI(MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD));
+  if (length == 0) throw std::runtime_error("shared_temp_dir: rank 0 has no folder: " + failure);
+  path.resize(size_t(length));
+  GRIDNN_CHECK_MPI(MPI_Bcast(path.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD));
+  return made ? std::move(*made) : TempDir::borrowed(path);
+}
 
 }  // namespace gridnn::test
 

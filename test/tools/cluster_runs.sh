@@ -13,8 +13,8 @@
 #                3 + 10 s with exit 124, naming the operation and the stopped rank; no
 #                process of the job is left
 #   hang-4       the same on a 2x2 job
-#   full-disk    a save on a full disk (GRIDNN_TEST_DISK_FULL_AFTER: writes fail with ENOSPC
-#                after a few KB, core/safetensors.cpp): a clear error, exit 1, the
+#   full-disk    a save on a full disk (GRIDNN_TEST_DISK_FULL_AFTER, gridnn-train's test hook:
+#                file writes fail with ENOSPC after a few KB): a clear error, exit 1, the
 #                previous checkpoint intact and nothing half-written; with --save-errors warn
 #                the run trains on
 #   read-only    the same with a read-only checkpoint folder (chmod when not root; as root a

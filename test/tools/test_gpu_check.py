@@ -4,6 +4,7 @@ cannot show (tests that pass, fail or all skip on a GPU, a crashed op harness, b
 results), the hard and soft stages, and the 3 KB summary with its result line last."""
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -42,6 +43,14 @@ class Run:
         out = subprocess.run([sys.executable, SCRIPT, "summary", self.logs, "--budget=330", "--elapsed=200",
                               *flags], capture_output=True, text=True)
         return out.returncode, out.stdout
+
+
+class Selection(unittest.TestCase):
+    def test_the_driver_runs_the_gpu_tests_the_judge_checks_without_the_op_backend(self):
+        with open(os.path.join(HERE, "..", "..", "scripts", "gpu_check.sh")) as f:
+            line = next(l for l in f.read().splitlines() if l.startswith('ctest_stage "gpu tests"'))
+        self.assertEqual(shlex.split(line)[-len(gpu_check.GPU_SELECTION):], gpu_check.GPU_SELECTION)
+        self.assertIn("^ops_backend$", gpu_check.GPU_SELECTION)  # run alone, as test-ops -m backend
 
 
 class Summary(unittest.TestCase):
@@ -89,6 +98,7 @@ class Summary(unittest.TestCase):
         r.write("gpu_tests.xml", junit([("A.x", "notrun", ""), ("A.y", "notrun", ""), ("B.z", "notrun", "")]))
         r.write("mpi_gpu_tests.xml", junit([("test_gpu_grid_np2", "notrun", "")]))
         r.write("op_backend.log", "test-ops: no CUDA device (none reported by the runtime): backend mode skipped\n")
+        r.rows[1] = "op backend\tops\t77\t1\t60\t"
         rc, text = r.summary("--dry-run")
         self.assertEqual(rc, 0, text)
         self.assertIn("none ran without a GPU, as expected", text)

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "core/safetensors.h"
+#include "test/support/temp_dir.h"
 
 namespace gridnn {
 namespace {
@@ -37,14 +38,8 @@ Result run(const std::string& args) {
 
 class Cli : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("gridnn_cli_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  fs::path dir_;
+  std::string path(const std::string& name) const { return dir_.file(name); }
+  test::TempDir dir_{"cli"};
 };
 
 const char* const kTiny = "--width 2 --input 16x16x16 --batch 4 --train-samples 16 --val-samples 4 --no-progress";

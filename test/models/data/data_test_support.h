@@ -3,13 +3,12 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include "test/support/temp_dir.h"
 
 namespace gridnn::test {
 
@@ -22,22 +21,13 @@ inline ::testing::AssertionResult contains(const std::string& text, const std::s
 
 class ScratchDirTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern = (std::filesystem::temp_directory_path() / "gridnn_data_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr) << std::strerror(errno);
-    dir_ = pattern;
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
-  }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string path(const std::string& name) const { return temp_.file(name); }
   static void write_text(const std::string& file, const std::string& text) {
     std::ofstream(file, std::ios::binary) << text;
   }
 
-  std::filesystem::path dir_;
+  TempDir temp_{"data"};
+  const std::filesystem::path dir_ = temp_.path();
 };
 
 }  // namespace gridnn::test

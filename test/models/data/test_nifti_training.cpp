@@ -8,6 +8,7 @@
 #include "models/train/trainer.h"
 #include "test/models/data/nifti_writer.h"
 #include "test/support/error_message.h"
+#include "test/support/temp_dir.h"
 
 namespace gridnn {
 namespace {
@@ -16,16 +17,8 @@ namespace fs = std::filesystem;
 
 class NiftiTraining : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("gridnn_nifti_train_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-    null_ = std::fopen("/dev/null", "w");
-  }
-  void TearDown() override {
-    std::fclose(null_);
-    fs::remove_all(dir_);
-  }
+  void SetUp() override { null_ = std::fopen("/dev/null", "w"); }
+  void TearDown() override { std::fclose(null_); }
 
   // Eight volumes of 9 x 11 x 10 voxels (W, H, D), int16 and gzipped, labels alternating;
   // `split` adds a third column.
@@ -60,7 +53,8 @@ class NiftiTraining : public ::testing::Test {
     return o;
   }
 
-  fs::path dir_;
+  test::TempDir temp_{"nifti_train"};
+  const fs::path dir_ = temp_.path();
   std::FILE* null_ = nullptr;
 };
 

@@ -45,7 +45,7 @@
 #include "models/layers/pool3d.h"
 #include "models/optim/schedule.h"
 #include "models/train/grid_batch.h"
-#include "models/train/step.h"
+#include "models/train/pipelined_model.h"
 #include "parallel/halo.h"
 #include "parallel/mappings.h"
 #include "parallel/mpi_check.h"
@@ -546,18 +546,18 @@ data::Batch tiny_batch() {
 // What --dump-step writes (train::dump_step), in memory on every rank: the whole batch's
 // logits, the loss, every gradient and every updated parameter and buffer, whole.
 Dump dump_step(const train::TrainOptions& o, ProcessGrid& grid, const data::Batch& full) {
-  train::Step step(o, grid);
-  EXPECT_EQ(step.device(), gpu());
+  train::PipelinedModel model(o, grid);
+  EXPECT_EQ(model.device(), gpu());
   const train::BatchShard shard = train::batch_shard(grid, o.batch, o.input[0]);
   Tensor logits;
-  const Tensor loss = step.forward_backward(train::take_shard(full, shard), o.batch, &logits);
+  const Tensor loss = model.forward_backward(train::take_shard(full, shard), o.batch, &logits);
   EXPECT_EQ(logits.device(), gpu());
   Dump out;
   out["logits"] = train::gather_rows(grid, logits).to_host();  // gathered on the device
   out["loss"] = loss.to_host();
-  for (auto& [name, g] : step.gradients()) out["grad." + name] = g.to_host();
-  step.update(optim::LrSchedule(o.schedule).lr(0));
-  for (auto& [name, t] : step.model_state()) out[name] = t.to_host();
+  for (auto& [name, g] : model.gradients()) out["grad." + name] = g.to_host();
+  model.update(optim::LrSchedule(o.schedule).lr(0));
+  for (auto& [name, t] : model.model_state()) out[name] = t.to_host();
   return out;
 }
 
@@ -641,15 +641,15 @@ TEST_F(GpuGrid, TrainingStepUploadsItsBatchShardAndDownloadsNothing) {
     for (const GridShape& shape : test::job_grids(test::world_size())) {
       SCOPED_TRACE(where(shape));
       auto grid = gpu_grid(shape);
-      train::Step step(o, *grid);
+      train::PipelinedModel model(o, *grid);
       const data::Batch shard = train::take_shard(full, train::batch_shard(*grid, o.batch, o.input[0]));
       Tensor logits;
-      step.forward_backward(shard, o.batch, &logits);  // warm-up: plans, workspaces, pinned buffers
-      step.update(lr);
+      model.forward_backward(shard, o.batch, &logits);  // warm-up: plans, workspaces, pinned buffers
+      model.update(lr);
       synchronize(gpu());
       reset_transfer_counts();
-      step.forward_backward(shard, o.batch, &logits);
-      step.update(lr);
+      model.forward_backward(shard, o.batch, &logits);
+      model.update(lr);
       synchronize(gpu());
       const TransferCounts c = transfer_counts();
       std::printf("[rank %d] grid %s, one training step: %s\n", test::world_rank(), shape.str().c_str(),

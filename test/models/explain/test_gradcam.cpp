@@ -120,16 +120,17 @@ class CubeNet : public nn::Module, public nn::BlockNetwork {
     blocks_ = {{"features", {"conv."}, {4, 4, 4}}, {"head", {"fc."}, {0, 0, 0}}};
   }
   Tensor forward(const Tensor& x) override { return forward_blocks(0, 2, x); }
-  Tensor backward(const Tensor& dy) override { return backward_blocks(0, 2, dy); }
   const std::vector<nn::BlockInfo>& blocks() const override { return blocks_; }
   Tensor forward_block(size_t i, const Tensor& x) override {
     return i == 0 ? relu_.forward(conv_->forward(x)) : fc_->forward(pool_->forward(x));
   }
   Tensor backward_block(size_t i, const Tensor& dy) override {
-    return i == 0 ? conv_->run_backward(relu_.backward(dy)) : pool_->backward(fc_->run_backward(dy));
+    return i == 0 ? conv_->backward(relu_.backward(dy)) : pool_->backward(fc_->backward(dy));
   }
 
  private:
+  Tensor do_backward(const Tensor& dy) override { return backward_blocks(0, 2, dy); }
+
   std::vector<nn::BlockInfo> blocks_;
   Module* conv_;
   Module* pool_;

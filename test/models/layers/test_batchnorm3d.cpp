@@ -1,9 +1,10 @@
-// BatchNorm3d on the CPU: train and eval forward and backward against a double-precision
-// reference, the running statistics after two steps by hand, num_batches_tracked, names,
-// central-difference gradients in both modes, the statistics steps of kernels/batchnorm.h
-// (precision with a large mean, summing over split batches as a distributed run does,
-// determinism, the same bits on one and two threads, the order of kernels/batchnorm_bodies.h
-// that the CUDA backend follows too), and the errors.
+// BatchNorm3d's contracts the op harness does not express (the layer's and the ops' values
+// against double loops, the running statistics after two steps, central-difference gradients
+// in both modes and the CUDA backend are cases of test/ops/cases_batchnorm.cpp): names and
+// initial values, evaluation leaving the running statistics alone, accumulation of the
+// parameter gradients, summing over split batches as a distributed run does, determinism,
+// the same bits on one and two threads, the order of kernels/batchnorm_bodies.h that the CUDA
+// backend follows too, and the errors.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -21,7 +22,6 @@
 #include "models/layers/batchnorm3d.h"
 #include "test/ops/reference_conv_pool_norm.h"
 #include "test/support/error_message.h"
-#include "test/support/layer_check.h"
 #include "test/support/random_tensor.h"
 #include "test/support/tensor_compare.h"
 
@@ -32,14 +32,6 @@ namespace {
 // harness). Per-channel mean and biased variance of x [N, C, ...]:
 using RefStats = test::BatchNormStats;
 constexpr auto reference_stats = &test::reference_batchnorm_stats;
-
-// y = (x - mean) / sqrt(var + eps) * w + b.
-std::vector<double> reference_normalize(const Tensor& x, const std::vector<double>& mean,
-                                        const std::vector<double>& var,
-                                        const std::vector<double>& w, const std::vector<double>& b,
-                                        double eps) {
-  return test::reference_batchnorm_normalize(x, mean, test::reference_batchnorm_invstd(var, eps), w, b);
-}
 
 Tensor from_doubles(const std::vector<double>& v, const Shape& s) {
   std::vector<float> f(v.begin(), v.end());
@@ -75,59 +67,7 @@ TEST(BatchNorm3d, NamesShapesAndInitialValuesFollowPyTorch) {
   EXPECT_EQ(values(bn.running_var()), (std::vector<double>{1, 1, 1}));
 }
 
-TEST(BatchNorm3d, TrainForwardMatchesReference) {
-  for (Shape s : {Shape{1, 2, 3, 4, 5}, Shape{3, 4, 2, 3, 3}, Shape{2, 1, 1, 1, 2}}) {
-    SCOPED_TRACE(s.str());
-    nn::BatchNorm3d bn(s[1]);
-    set_affine(bn, 5);
-    Tensor x = test::random_tensor(s, 6, -2.0f, 3.0f);
-    Tensor y = bn.forward(x);
-    RefStats st = reference_stats(x);
-    EXPECT_TRUE(test::tensors_close(
-        y,
-        from_doubles(reference_normalize(x, st.mean, st.var, values(bn.weight().value),
-                                         values(bn.bias().value), 1e-5),
-                     s),
-        {2e-5, 1e-5}));
-  }
-}
-
-TEST(BatchNorm3d, LargeMeanKeepsItsVarianceDigits) {
-  // mean 1000, std ~0.3: E[x^2] - mean^2 in float would lose all the variance's digits.
-  Shape s{2, 2, 4, 5, 6};
-  Tensor x = test::random_tensor(s, 7, 999.5f, 1000.5f);
-  Tensor sums = Tensor::empty({2, 2}), mean = Tensor::empty({2}), var = Tensor::empty({2});
-  ops::batchnorm_channel_sums(x, Tensor(), sums);
-  ops::batchnorm_moments(sums, Tensor(), 240, mean, var);
-  ops::batchnorm_channel_sums(x, mean, sums);
-  ops::batchnorm_moments(sums, mean, 240, mean, var);
-  RefStats st = reference_stats(x);
-  EXPECT_TRUE(test::tensors_close(mean, from_doubles(st.mean, {2}), {0, 1e-7}));
-  EXPECT_TRUE(test::tensors_close(var, from_doubles(st.var, {2}), {0, 1e-5}));
-
-  nn::BatchNorm3d bn(2);
-  Tensor y = bn.forward(x);
-  EXPECT_TRUE(test::tensors_close(
-      y, from_doubles(reference_normalize(x, st.mean, st.var, {1, 1}, {0, 0}, 1e-5), s),
-      {1e-4, 1e-4}));
-}
-
-TEST(BatchNorm3d, RunningStatisticsAfterTwoStepsByHand) {
-  Shape s{2, 3, 2, 3, 2};
-  nn::BatchNorm3d bn(3, 1e-5, 0.1);
-  Tensor x1 = test::random_tensor(s, 8, -1.0f, 2.0f), x2 = test::random_tensor(s, 9, 0.0f, 5.0f);
-  bn.forward(x1);
-  bn.forward(x2);
-  // From PyTorch's initial (0, 1), with the unbiased variance.
-  std::vector<double> rm(3, 0.0), rv(3, 1.0);
-  test::reference_batchnorm_update_running(reference_stats(x1), 0.1, rm, rv);
-  test::reference_batchnorm_update_running(reference_stats(x2), 0.1, rm, rv);
-  EXPECT_TRUE(test::tensors_close(bn.running_mean(), from_doubles(rm, {3}), {1e-6, 1e-6}));
-  EXPECT_TRUE(test::tensors_close(bn.running_var(), from_doubles(rv, {3}), {1e-6, 1e-6}));
-  EXPECT_EQ(bn.num_batches_tracked().to_vector<int64_t>(), std::vector<int64_t>{2});
-}
-
-TEST(BatchNorm3d, EvalUsesRunningStatisticsAndLeavesThemAlone) {
+TEST(BatchNorm3d, EvalLeavesTheRunningStatisticsAlone) {
   Shape s{2, 3, 3, 2, 3};
   nn::BatchNorm3d bn(3);
   set_affine(bn, 10);
@@ -135,14 +75,7 @@ TEST(BatchNorm3d, EvalUsesRunningStatisticsAndLeavesThemAlone) {
   bn.running_var().copy_from(test::random_tensor({3}, 12, 0.5f, 2.0f));
   Tensor rm = bn.running_mean().clone(), rv = bn.running_var().clone();
   bn.eval();
-  Tensor x = test::random_tensor(s, 13);
-  Tensor y = bn.forward(x);
-  EXPECT_TRUE(test::tensors_close(
-      y,
-      from_doubles(reference_normalize(x, values(rm), values(rv), values(bn.weight().value),
-                                       values(bn.bias().value), 1e-5),
-                   s),
-      {1e-5, 1e-5}));
+  bn.forward(test::random_tensor(s, 13));
   EXPECT_TRUE(test::tensors_equal(bn.running_mean(), rm));
   EXPECT_TRUE(test::tensors_equal(bn.running_var(), rv));
   EXPECT_EQ(bn.num_batches_tracked().to_vector<int64_t>(), std::vector<int64_t>{0});
@@ -150,47 +83,21 @@ TEST(BatchNorm3d, EvalUsesRunningStatisticsAndLeavesThemAlone) {
   EXPECT_NO_THROW(bn.forward(test::random_tensor({1, 3, 1, 1, 1}, 14)));
 }
 
-TEST(BatchNorm3d, TrainBackwardMatchesReference) {
+TEST(BatchNorm3d, ParameterGradientsAccumulate) {
   Shape s{2, 3, 3, 2, 3};
   nn::BatchNorm3d bn(3);
   set_affine(bn, 15);
   Tensor x = test::random_tensor(s, 16), dy = test::random_tensor(s, 17);
-  bn.forward(x);
-  Tensor dx = bn.backward(dy);
   RefStats st = reference_stats(x);
   const std::vector<double> invstd = test::reference_batchnorm_invstd(st.var, 1e-5);
   const std::vector<double> sums = test::reference_batchnorm_backward_sums(x, dy, st.mean, invstd);
-  const std::vector<double> ref = test::reference_batchnorm_backward_input(
-      x, dy, st.mean, invstd, values(bn.weight().value), sums, st.count, true);
-  std::vector<double> sdy(sums.begin(), sums.begin() + 3), sdyx(sums.begin() + 3, sums.end());
-  EXPECT_TRUE(test::tensors_close(dx, from_doubles(ref, s), {1e-5, 1e-4}));
-  EXPECT_TRUE(test::tensors_close(bn.weight().grad, from_doubles(sdyx, {3}), {1e-5, 1e-5}));
-  EXPECT_TRUE(test::tensors_close(bn.bias().grad, from_doubles(sdy, {3}), {1e-5, 1e-5}));
-  // Parameter gradients accumulate.
-  bn.forward(x);
-  bn.backward(dy);
-  for (double& v : sdy) v *= 2;
-  EXPECT_TRUE(test::tensors_close(bn.bias().grad, from_doubles(sdy, {3}), {1e-5, 1e-5}));
-}
-
-TEST(BatchNorm3d, TrainGradientsMatchCentralDifferences) {
-  for (Shape s : {Shape{1, 2, 3, 2, 3}, Shape{3, 3, 2, 2, 1}}) {
-    SCOPED_TRACE(s.str());
-    nn::BatchNorm3d bn(s[1]);
-    set_affine(bn, 18);
-    Tensor x = test::random_tensor(s, 19, -2.0f, 2.0f);
-    EXPECT_TRUE(test::check_layer_gradients(bn, x));
+  std::vector<double> twice_sdy(sums.begin(), sums.begin() + 3);
+  for (double& v : twice_sdy) v *= 2;
+  for (int step = 0; step < 2; ++step) {
+    bn.forward(x);
+    bn.backward(dy);
   }
-}
-
-TEST(BatchNorm3d, EvalGradientsMatchCentralDifferences) {
-  nn::BatchNorm3d bn(2);
-  set_affine(bn, 20);
-  bn.running_mean().copy_from(test::random_tensor({2}, 21));
-  bn.running_var().copy_from(test::random_tensor({2}, 22, 0.3f, 2.0f));
-  bn.eval();
-  Tensor x = test::random_tensor({2, 2, 3, 2, 2}, 23);
-  EXPECT_TRUE(test::check_layer_gradients(bn, x));
+  EXPECT_TRUE(test::tensors_close(bn.bias().grad, from_doubles(twice_sdy, {3}), {1e-5, 1e-5}));
 }
 
 TEST(BatchNorm3d, SumsOfSplitBatchesAddUpLikeAnAllReduce) {
@@ -261,14 +168,16 @@ class ThreadCommunicator : public parallel::Communicator {
  public:
   ThreadCommunicator(SharedAllReduce& shared, int rank)
       : Communicator("stage", rank, SharedAllReduce::kRanks), shared_(shared) {}
-  void all_reduce(Tensor& t, parallel::ReduceOp) override { shared_.all_reduce(t); }
-  void all_gather(const Tensor&, Tensor&) override { unused(); }
-  void all_gatherv(const Tensor&, Tensor&, const std::vector<int64_t>&) override { unused(); }
-  void reduce_scatter(const Tensor&, Tensor&) override { unused(); }
-  void reduce_scatterv(const Tensor&, Tensor&, const std::vector<int64_t>&) override { unused(); }
-  void broadcast(Tensor&, int) override { unused(); }
-  void send_recv(const Tensor&, int, Tensor&, int, int) override { unused(); }
-  void barrier() override { unused(); }
+
+ protected:
+  void do_all_reduce(Tensor& t, parallel::ReduceOp) override { shared_.all_reduce(t); }
+  void do_all_gather(const Tensor&, Tensor&) override { unused(); }
+  void do_all_gatherv(const Tensor&, Tensor&, const std::vector<int64_t>&) override { unused(); }
+  void do_reduce_scatter(const Tensor&, Tensor&) override { unused(); }
+  void do_reduce_scatterv(const Tensor&, Tensor&, const std::vector<int64_t>&) override { unused(); }
+  void do_broadcast(Tensor&, int) override { unused(); }
+  void do_send_recv(const Tensor*, int, Tensor*, int, int) override { unused(); }
+  void do_barrier() override { unused(); }
 
  private:
   [[noreturn]] static void unused() { throw Error("batch norm only all-reduces"); }

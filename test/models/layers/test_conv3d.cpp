@@ -1,7 +1,7 @@
-// Conv3d on the CPU: the ops of kernels/conv3d.h against direct double-precision loops
-// (forward, backward data, filter, bias) on odd sizes, strides, padding at the edges and
-// batches 1 and 3; the layer against central differences; accumulation of the parameter
-// gradients; PyTorch's initialization bounds; and the error messages.
+// Conv3d's contracts the op harness does not express (its values against double loops, its
+// gradients and the CUDA backend are cases of test/ops/cases_conv3d.cpp): the output size
+// formula, determinism across calls, accumulation of the parameter gradients, PyTorch's
+// names and initialization bounds, and the error messages.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,9 +12,7 @@
 #include "kernels/conv3d.h"
 #include "kernels/elementwise.h"
 #include "models/layers/conv3d.h"
-#include "test/ops/reference_conv_pool_norm.h"
 #include "test/support/conv3d_cases.h"
-#include "test/support/layer_check.h"
 #include "test/support/random_tensor.h"
 #include "test/support/tensor_compare.h"
 
@@ -32,55 +30,7 @@ ops::Conv3dGeometry geometry_of(const Case& k) {
 Shape x_shape(const Case& k) { return {k.n, k.c, k.in[0], k.in[1], k.in[2]}; }
 Shape w_shape(const Case& k) { return {k.o, k.c, k.kernel[0], k.kernel[1], k.kernel[2]}; }
 
-Tensor from_doubles(const std::vector<double>& v, const Shape& shape) {
-  return Tensor::from_vector(std::vector<float>(v.begin(), v.end()), shape);
-}
-
-// The direct references, in double (test/ops/reference_conv_pool_norm.h, shared with the op
-// harness).
-constexpr auto ref_forward = &test::reference_conv3d_forward;
-constexpr auto ref_backward_data = &test::reference_conv3d_backward_data;
-constexpr auto ref_backward_filter = &test::reference_conv3d_backward_filter;
-constexpr auto ref_backward_bias = &test::reference_conv3d_backward_bias;
-
 constexpr test::Tolerance kTol{1e-4, 1e-4};
-
-// Runs every op on case k and compares with the references.
-void check_ops_against_reference(const Case& k) {
-  SCOPED_TRACE(k.name);
-  const ops::Conv3dGeometry g = geometry_of(k);
-  Tensor x = test::random_tensor(x_shape(k), 1), w = test::random_tensor(w_shape(k), 2);
-  Tensor bias = test::random_tensor({k.o}, 3);
-  const Shape y_shape = ops::conv3d_output_shape(g, k.n);
-
-  Tensor y = Tensor::empty(y_shape);
-  ops::fill(y, std::nan(""));  // y is overwritten, never read
-  ops::conv3d_forward(x, w, bias, g, y);
-  EXPECT_TRUE(test::tensors_close(y, from_doubles(ref_forward(x, w, bias, g), y_shape), kTol)) << "forward";
-  ops::conv3d_forward(x, w, Tensor(), g, y);
-  EXPECT_TRUE(test::tensors_close(y, from_doubles(ref_forward(x, w, Tensor(), g), y_shape), kTol))
-      << "forward without bias";
-
-  Tensor dy = test::random_tensor(y_shape, 4);
-  Tensor dx = Tensor::empty(x.shape());
-  ops::fill(dx, std::nan(""));  // dx is overwritten
-  ops::conv3d_backward_data(dy, w, g, dx);
-  EXPECT_TRUE(test::tensors_close(dx, from_doubles(ref_backward_data(dy, w, g), x.shape()), kTol))
-      << "backward data";
-
-  // dw and db accumulate onto what they held.
-  Tensor dw = test::random_tensor(w.shape(), 5), dw0 = dw.clone();
-  ops::conv3d_backward_filter(x, dy, g, dw);
-  std::vector<double> dw_ref = ref_backward_filter(x, dy, g), dw0v = test::to_doubles(dw0);
-  for (size_t i = 0; i < dw_ref.size(); ++i) dw_ref[i] += dw0v[i];
-  EXPECT_TRUE(test::tensors_close(dw, from_doubles(dw_ref, w.shape()), kTol)) << "backward filter";
-
-  Tensor db = test::random_tensor({k.o}, 6), db0 = db.clone();
-  ops::conv3d_backward_bias(dy, db);
-  std::vector<double> db_ref = ref_backward_bias(dy), db0v = test::to_doubles(db0);
-  for (size_t i = 0; i < db_ref.size(); ++i) db_ref[i] += db0v[i];
-  EXPECT_TRUE(test::tensors_close(db, from_doubles(db_ref, {k.o}), kTol)) << "backward bias";
-}
 
 TEST(Conv3dOps, OutputSizeFollowsTheFormula) {
   auto g = ops::conv3d_geometry("t", 1, 1, {7, 3, 1}, {2, 2, 1}, {3, 1, 0}, {64, 9, 5});
@@ -88,18 +38,6 @@ TEST(Conv3dOps, OutputSizeFollowsTheFormula) {
   EXPECT_EQ(g.out_size[1], 5);   // (9 + 2 - 3) / 2 + 1
   EXPECT_EQ(g.out_size[2], 5);
   EXPECT_EQ(ops::conv3d_output_shape(g, 2), (Shape{2, 1, 32, 5, 5}));
-}
-
-TEST(Conv3dOps, MatchDirectLoops) {
-  for (const Case& k : cases()) check_ops_against_reference(k);
-}
-
-// One output depth plane per column slab: the slab loop (vol2col of a plane range, the
-// strided GEMMs, col2vol restricted to the depths a slab reads) must give the same results.
-TEST(Conv3dOps, MatchDirectLoopsOneDepthPlanePerSlab) {
-  const int64_t previous = kernels::cpu::conv3d_set_column_budget(1);
-  for (const Case& k : cases()) check_ops_against_reference(k);
-  kernels::cpu::conv3d_set_column_budget(previous);
 }
 
 TEST(Conv3dOps, AreDeterministic) {
@@ -123,37 +61,6 @@ std::unique_ptr<nn::Conv3d> layer_for(const Case& k, bool bias = true) {
   auto conv = std::make_unique<nn::Conv3d>(k.c, k.o, k.kernel, k.stride, k.padding, bias);
   conv->initialize(11);
   return conv;
-}
-
-TEST(Conv3dLayer, ForwardAndBackwardMatchReferences) {
-  for (const Case& k : {cases()[2], cases()[5]}) {
-    SCOPED_TRACE(k.name);
-    auto conv = layer_for(k);
-    Tensor x = test::random_tensor(x_shape(k), 21);
-    Tensor y = conv->forward(x);
-    const auto& g = conv->geometry();
-    EXPECT_TRUE(test::tensors_close(
-        y, from_doubles(ref_forward(x, conv->weight().value, conv->bias()->value, g), y.shape()), kTol));
-    Tensor dy = test::random_tensor(y.shape(), 22);
-    Tensor dx = conv->backward(dy);
-    EXPECT_TRUE(test::tensors_close(dx, from_doubles(ref_backward_data(dy, conv->weight().value, g), x.shape()), kTol));
-    EXPECT_TRUE(test::tensors_close(conv->weight().grad,
-                                    from_doubles(ref_backward_filter(x, dy, g), conv->weight().value.shape()), kTol));
-    EXPECT_TRUE(test::tensors_close(conv->bias()->grad, from_doubles(ref_backward_bias(dy), {k.o}), kTol));
-  }
-}
-
-TEST(Conv3dLayer, GradientsMatchCentralDifferences) {
-  for (const Case& k : cases()) {
-    SCOPED_TRACE(k.name);
-    auto conv = layer_for(k);
-    Tensor x = test::random_tensor(x_shape(k), 31);
-    EXPECT_TRUE(test::check_layer_gradients(*conv, x));
-  }
-  const Case& k = cases()[5];
-  auto no_bias = layer_for(k, false);
-  Tensor x = test::random_tensor(x_shape(k), 32);
-  EXPECT_TRUE(test::check_layer_gradients(*no_bias, x)) << "without bias";
 }
 
 TEST(Conv3dLayer, ParameterGradientsAccumulateDataGradientOverwrites) {

@@ -1,10 +1,28 @@
-// The Module API: names, registration, modes, zero_grad, Sequential, and the basic
-// parameter-free layers.
+// The Module API: names, registration, modes, zero_grad, Sequential, backward reports, and
+// the basic parameter-free layers.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <type_traits>
+#include <utility>
 
 #include "kernels/elementwise.h"
 #include "kernels/random.h"
+#include "models/dist/attention.h"
+#include "models/dist/domain_parallel.h"
+#include "models/dist/global_pool.h"
+#include "models/dist/input_split_linear.h"
+#include "models/dist/linear.h"
+#include "models/dist/replicated.h"
 #include "models/layers/activation.h"
+#include "models/layers/attention.h"
+#include "models/layers/batchnorm3d.h"
+#include "models/layers/conv3d.h"
+#include "models/layers/dropout.h"
+#include "models/layers/linear.h"
+#include "models/layers/pool3d.h"
+#include "models/nets/mlp.h"
+#include "models/nets/resattnet3d.h"
 #include "test/support/layer_check.h"
 #include "test/support/random_tensor.h"
 #include "test/support/tensor_compare.h"
@@ -25,13 +43,6 @@ class Scale : public nn::Module {
     ops::mul(x, weight_->value, y);
     return y;
   }
-  Tensor backward(const Tensor& dy) override {
-    Tensor dx = Tensor::empty(dy.shape()), dw = Tensor::empty(dy.shape());
-    ops::mul(dy, weight_->value, dx);
-    ops::mul(dy, input_, dw);
-    ops::axpy(1.0f, dw, weight_->grad);  // parameter gradients accumulate
-    return dx;
-  }
   int mode_changes = 0;
 
  protected:
@@ -45,6 +56,14 @@ class Scale : public nn::Module {
   std::string last_prefix;
 
  private:
+  Tensor do_backward(const Tensor& dy) override {
+    Tensor dx = Tensor::empty(dy.shape()), dw = Tensor::empty(dy.shape());
+    ops::mul(dy, weight_->value, dx);
+    ops::mul(dy, input_, dw);
+    ops::axpy(1.0f, dw, weight_->grad);  // parameter gradients accumulate
+    return dx;
+  }
+
   nn::Parameter* weight_;
   Tensor input_;
 };
@@ -113,6 +132,52 @@ TEST(Module, SequentialGradientsMatchCentralDifferences) {
   test::LayerCheckOptions o;
   o.grad.skip = [&](int64_t) { return false; };
   EXPECT_TRUE(test::check_layer_gradients(net, x, o));
+}
+
+// Whether code outside module M can call its do_backward. It must not: every backward runs
+// through Module::backward, which reports it to the BackwardObserver (gradient overlap).
+// Access is checked during substitution, so a private do_backward gives false.
+template <class M, class = void>
+struct CallsDoBackward : std::false_type {};
+template <class M>
+struct CallsDoBackward<M, std::void_t<decltype(std::declval<M&>().do_backward(std::declval<const Tensor&>()))>>
+    : std::true_type {};
+template <class... M>
+constexpr bool kNoneCallable = (!CallsDoBackward<M>::value && ...);
+
+struct PublicDoBackward {  // the check itself works
+  Tensor do_backward(const Tensor& dy) { return dy; }
+};
+static_assert(CallsDoBackward<PublicDoBackward>::value);
+static_assert(kNoneCallable<nn::Module, nn::Sequential, Scale, nn::ReLU, nn::Flatten, nn::Conv3d, nn::BatchNorm3d,
+                            nn::Linear, nn::Dropout, nn::MaxPool3d, nn::AvgPool3d, nn::GlobalAvgPool3d,
+                            nn::PointwiseConv3d, nn::SelfAttention3d, nn::BasicBlock, nn::ResAttNet3D, nn::Mlp>);
+static_assert(kNoneCallable<nn::DomainParallel, nn::DistSelfAttention3d, nn::DistGlobalAvgPool3d, nn::DistLinear,
+                            nn::InputSplitLinear, nn::GatherDepth, nn::Replicated>);
+
+// Records the modules whose backward finished, in order.
+class BackwardLog : public nn::BackwardObserver {
+ public:
+  void on_backward_done(nn::Module& module) override { done.push_back(&module); }
+  int64_t count(const nn::Module* m) const { return std::count(done.begin(), done.end(), m); }
+  std::vector<nn::Module*> done;
+};
+
+TEST(Module, EveryBackwardIsReportedOnceAfterItsChildren) {
+  nn::Sequential net;
+  auto& inner = net.add(std::make_unique<nn::Sequential>());
+  auto& first = inner.add(std::make_unique<Scale>(Shape{3}));
+  inner.add(std::make_unique<nn::ReLU>());
+  auto& last = net.add(std::make_unique<Scale>(Shape{3}));
+  net.initialize(4);
+  net.forward(test::random_tensor({3}, 5));
+  BackwardLog log;
+  {
+    nn::BackwardObserverScope scope(log);
+    net.backward(test::random_tensor({3}, 6));
+  }
+  net.backward(test::random_tensor({3}, 6));  // no observer: nothing to tell
+  EXPECT_EQ(log.done, (std::vector<nn::Module*>{&last, inner.modules()[2], &first, &inner, &net}));
 }
 
 TEST(Layers, FlattenAndReluShapesAndErrors) {

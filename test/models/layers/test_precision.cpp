@@ -179,8 +179,10 @@ class Probe : public nn::Module {
     seen = math_mode();
     return x;
   }
-  Tensor backward(const Tensor& dy) override { return dy; }
   MathMode seen = MathMode::fp32;
+
+ private:
+  Tensor do_backward(const Tensor& dy) override { return dy; }
 };
 
 TEST(PrecisionModule, SetMathModeReachesEveryDescendant) {

@@ -1,10 +1,12 @@
 // ResAttNet3D and MLP: PyTorch's parameter names, output shapes, gradient checks of a
-// BasicBlock (with and without downsample) and of the MLP, and configuration errors.
+// BasicBlock (with and without downsample) and of the MLP, configuration errors, and the
+// backward reports that gradient overlap starts buckets on.
 // (The whole network against PyTorch: test_train_parity.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "models/nets/mlp.h"
@@ -85,6 +87,66 @@ TEST(ResAttNet3D, ForwardShapeAndBackwardReachesEveryParameter) {
     else
       EXPECT_GT(sum, 1e-6) << name << " got no gradient";
   }
+}
+
+// Records the modules whose backward finished, in order.
+class BackwardLog : public nn::BackwardObserver {
+ public:
+  void on_backward_done(nn::Module& module) override { done.push_back(&module); }
+  std::vector<nn::Module*> done;
+};
+
+// What gradient overlap relies on (docs/design.md §4): a network's backward reports each
+// module that owns parameters once, when its own backward is done: after the modules inside
+// it, before those around it. (ResAttNet3D's layerN containers only name their blocks: the
+// network runs the blocks, so they are never run, nor reported, as a whole.)
+void expect_parameter_owners_reported(nn::Module& net, const Tensor& x, size_t owner_count) {
+  const Tensor dy = random_tensor(net.forward(x).shape(), 9);
+  BackwardLog log;
+  {
+    nn::BackwardObserverScope scope(log);
+    net.backward(dy);
+  }
+  // A parameter's owner is the innermost module that lists it; modules() puts it last.
+  std::map<const nn::Parameter*, nn::Module*> owner;
+  for (nn::Module* m : net.modules())
+    for (auto& [name, p] : m->named_parameters()) owner[p] = m;
+  std::set<nn::Module*> owners;
+  for (const auto& [p, m] : owner) owners.insert(m);
+  int64_t reports = 0;
+  for (nn::Module* m : log.done) reports += int64_t(owners.count(m));
+  EXPECT_EQ(owners.size(), owner_count);
+  EXPECT_EQ(reports, int64_t(owners.size()));
+  auto count = [&log](const nn::Module* m) { return std::count(log.done.begin(), log.done.end(), m); };
+  for (nn::Module* m : owners) EXPECT_EQ(count(m), 1) << m->name();
+  auto at = [&log](const nn::Module* m) { return std::find(log.done.begin(), log.done.end(), m) - log.done.begin(); };
+  for (nn::Module* m : net.modules()) {
+    EXPECT_LE(count(m), 1) << m->name();
+    for (nn::Module* d : m->modules()) {
+      if (count(d) && count(m)) {
+        EXPECT_LE(at(d), at(m)) << d->name() << " after " << m->name();
+      }
+    }
+  }
+  EXPECT_EQ(log.done.back(), &net);
+}
+
+TEST(ResAttNet3D, BackwardReportsEveryModuleWithParameters) {
+  nn::ResAttNetConfig c;
+  c.width = 2;
+  c.classes = 3;
+  nn::ResAttNet3D net(c);
+  net.name_modules();
+  net.initialize(3);
+  // stem conv1, bn1; 8 blocks of 4; 3 downsamples of 2; att3, att4 and their 3 projections each; fc
+  expect_parameter_owners_reported(net, random_tensor({2, 1, 24, 24, 20}, 5), 2 + 8 * 4 + 3 * 2 + 2 * 4 + 1);
+}
+
+TEST(Mlp, BackwardReportsEveryModuleWithParameters) {
+  nn::Mlp mlp({{24, 7, 5, 3}});
+  mlp.name_modules();
+  mlp.initialize(2);
+  expect_parameter_owners_reported(mlp, random_tensor({4, 24}, 3), 3);  // fc1..fc3
 }
 
 TEST(ResAttNet3D, ConfigurationErrorsSayWhatToChange) {

@@ -10,8 +10,10 @@
 #include "models/nets/mlp.h"
 #include "models/train/checkpoint.h"
 #include "test/support/error_message.h"
+#include "test/support/file_faults.h"
 #include "test/support/random_tensor.h"
 #include "test/support/tensor_compare.h"
+#include "test/support/temp_dir.h"
 
 namespace gridnn {
 namespace {
@@ -21,13 +23,6 @@ using test::error_message;
 
 class CheckpointTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("gridnn_ckpt_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
 
   // An MLP after one SGD-with-momentum step, so the optimizer has state.
   struct Run {
@@ -45,7 +40,8 @@ class CheckpointTest : public ::testing::Test {
   };
 
   std::string dir() const { return dir_.string(); }
-  fs::path dir_;
+  test::TempDir temp_{"ckpt"};
+  const fs::path dir_ = temp_.path() / "checkpoints";  // made by the code under test
 };
 
 TEST_F(CheckpointTest, RoundTripsModelOptimizerAndRunState) {
@@ -138,7 +134,7 @@ TEST_F(CheckpointTest, CrashWhileSavingLeavesThePreviousCheckpoint) {
   // The child process writes 200 bytes of the next checkpoint and dies.
   EXPECT_EXIT(
       {
-        inject_save_crash_for_testing(200, 86);
+        const FileWriteOverride crash(test::crash_after(200, 86));
         train::save_checkpoint(dir(), a.model, *a.opt, s);
       },
       ::testing::ExitedWithCode(86), "");

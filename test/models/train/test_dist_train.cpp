@@ -36,10 +36,8 @@ using test::expect_close;
 train::TrainOptions tiny() { return test::tiny_resattnet(); }
 train::TrainOptions tiny_mlp() { return test::tiny_mlp(); }
 
-// A folder every rank names alike (rank 0 makes and removes it).
-fs::path shared_dir(const std::string& what) {
-  return fs::temp_directory_path() / ("gridnn_dist_train_" + what);
-}
+// A folder every rank shares (rank 0 makes and removes it).
+test::TempDir shared_dir(const std::string& what) { return test::shared_temp_dir("dist_train_" + what); }
 
 class DistTrain : public ::testing::Test {
  protected:
@@ -51,11 +49,10 @@ class DistTrain : public ::testing::Test {
 };
 
 void dump_step_on_every_grid(const train::TrainOptions& options, const std::string& model) {
-  const fs::path dir = shared_dir("dump_" + model);
+  const test::TempDir shared = shared_dir("dump_" + model);
+  const fs::path& dir = shared.path();
   auto world = parallel::ProcessGrid::create({1, test::world_size(), 1});
   if (test::world_rank() == 0) {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
     // A batch from the synthetic set and the 1x1 step, on rank 0 alone.
     const auto& o = options;
     data::SyntheticDataset d({8, 0, 3, 1, Shape{24, 24, 20}, 7, 0.15f});
@@ -73,8 +70,7 @@ void dump_step_on_every_grid(const train::TrainOptions& options, const std::stri
       expect_close(load_safetensors(out).tensors, load_safetensors((dir / "1x1.safetensors").string()).tensors,
                    model + " on grid " + shape.str());
   }
-  world->world().barrier();
-  if (test::world_rank() == 0) fs::remove_all(dir);
+  world->world().barrier();  // before rank 0 removes the folder
 }
 
 TEST_F(DistTrain, DumpStepOnEveryGridEqualsOneProcess) { dump_step_on_every_grid(tiny(), "resattnet3d"); }
@@ -115,11 +111,11 @@ TEST_F(DistTrain, ThreeStepsEqualOneProcessAndRepeatBitwise) {
 
 TEST_F(DistTrain, ResumesOnAnotherGrid) {
   std::FILE* null = std::fopen("/dev/null", "w");
-  const fs::path dir = shared_dir("resume");
+  const test::TempDir shared = shared_dir("resume");
+  const fs::path& dir = shared.path();
   auto options = [&](const std::string& sub, int64_t steps) {
     return test::resuming(tiny(), (dir / sub).string(), steps);
   };
-  if (test::world_rank() == 0) fs::remove_all(dir);
   world_->world().barrier();
   const parallel::GridShape whole = grids(test::world_size()).back();  // 1 x P: pure batch
   const parallel::GridShape rows = grids(test::world_size()).size() > 1 ? grids(test::world_size())[1] : whole;
@@ -149,15 +145,14 @@ TEST_F(DistTrain, ResumesOnAnotherGrid) {
   if (test::world_rank() == 0)
     expect_close(resumed_weights, uninterrupted,
                  "saved on 1x1, resumed on " + whole.str());
-  world_->world().barrier();
-  if (test::world_rank() == 0) fs::remove_all(dir);
+  world_->world().barrier();  // before rank 0 removes the folder
   std::fclose(null);
 }
 
 TEST_F(DistTrain, GradientTrafficIsOneAllReducePerBucket) {
   auto grid = parallel::ProcessGrid::create({1, 1, test::world_size()});
   auto o = tiny();
-  train::Step net(o, *grid);
+  train::PipelinedModel net(o, *grid);
   data::SyntheticDataset d({8, 0, 3, 1, Shape{24, 24, 20}, 7, 0.15f});
   data::LoaderOptions lo;
   lo.batch = 8;

@@ -11,6 +11,7 @@
 #include "models/data/synthetic.h"
 #include "models/train/trainer.h"
 #include "test/support/gpu_test.h"
+#include "test/support/temp_dir.h"
 
 namespace gridnn::test {
 namespace {
@@ -21,16 +22,8 @@ constexpr double kStepTolerance = 1e-3;
 
 class GpuTrainTest : public GpuTest {
  protected:
-  void SetUp() override {
-    GpuTest::SetUp();
-    if (IsSkipped()) return;
-    dir_ = fs::temp_directory_path() / ("gridnn_gpu_train_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!dir_.empty()) fs::remove_all(dir_);
-  }
-  fs::path dir_;
+  TempDir temp_{"gpu_train"};
+  const fs::path dir_ = temp_.path();
 };
 
 train::TrainOptions tiny(const std::string& device) {

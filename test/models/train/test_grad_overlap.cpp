@@ -9,7 +9,7 @@
 
 #include <cmath>
 
-#include "models/train/step.h"
+#include "models/train/pipelined_model.h"
 #include "parallel/process_grid.h"
 #include "test/support/grid_invariance.h"
 #include "test/support/mpi_main.h"
@@ -71,7 +71,7 @@ train::TrainOptions tiny() {
 }
 
 // Every parameter's gradient, copied (named_parameters order).
-std::vector<Tensor> gradients(train::Step& net) {
+std::vector<Tensor> gradients(train::PipelinedModel& net) {
   std::vector<Tensor> out;
   for (auto& [name, p] : net.model().named_parameters()) out.push_back(p->grad.clone());
   return out;
@@ -84,7 +84,7 @@ TEST(GradOverlap, OverlappedGradientsAreBitwiseTheBlockingOnes) {
     const parallel::GridShape shape{1, rows, n / rows};
     auto grid = parallel::ProcessGrid::create(shape);
     const auto o = tiny();
-    train::Step net(o, *grid);
+    train::PipelinedModel net(o, *grid);
     const data::Batch batch = test::tiny_batch_shard(*grid);
     constexpr int64_t kBucketBytes = 1024;  // many buckets of the tiny net
 
@@ -121,7 +121,7 @@ TEST(GradOverlap, BucketsFollowBackwardOrderAfterTheFirstStep) {
     const parallel::GridShape shape{1, rows, n / rows};
     auto grid = parallel::ProcessGrid::create(shape);
     const auto o = tiny();
-    train::Step net(o, *grid);
+    train::PipelinedModel net(o, *grid);
     const data::Batch batch = test::tiny_batch_shard(*grid);
     constexpr int64_t kBucketBytes = 1024;
 

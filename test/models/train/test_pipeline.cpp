@@ -1,4 +1,4 @@
-// Pipeline stages (docs/design.md §7, models/train/step.h), under mpiexec -n 1, 2, 4: on every
+// Pipeline stages (docs/design.md §7, models/train/pipelined_model.h), under mpiexec -n 1, 2, 4: on every
 // grid Ps x Pr x Pc of the job (Ps > 1 stages, each stage Pr x Pc), a training step with one
 // micro-batch (--dump-step: logits, loss, every gradient, every updated tensor) equals the
 // single-process step — bitwise when each stage is one process, within the grid tests' 1e-4
@@ -44,7 +44,8 @@ using test::expect_close;
 train::TrainOptions tiny() { return test::tiny_resattnet(); }
 train::TrainOptions tiny_mlp() { return test::tiny_mlp(); }
 
-fs::path shared_dir(const std::string& what) { return fs::temp_directory_path() / ("gridnn_pipeline_" + what); }
+// A folder every rank shares (rank 0 makes and removes it).
+test::TempDir shared_dir(const std::string& what) { return test::shared_temp_dir("pipeline_" + what); }
 
 // The whole job as one grid, for barriers between the parts of a test.
 std::unique_ptr<parallel::ProcessGrid>& job() {
@@ -61,11 +62,10 @@ class Pipeline : public ::testing::Test {
 
 // Writes a batch of reference.batch samples and the 1x1 step of `reference` (rank 0), returns
 // the folder.
-fs::path prepare(const std::string& what, const train::TrainOptions& reference) {
-  const fs::path dir = shared_dir(what);
+test::TempDir prepare(const std::string& what, const train::TrainOptions& reference) {
+  test::TempDir shared = shared_dir(what);
+  const fs::path& dir = shared.path();
   if (test::world_rank() == 0) {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
     const int64_t n = reference.batch;
     data::SyntheticDataset d({n, 0, 3, 1, Shape{24, 24, 20}, 7, 0.15f});
     data::BatchLoader loader(d, {n, false, true, 7, false, 0, -1, {}, false});
@@ -73,7 +73,7 @@ fs::path prepare(const std::string& what, const train::TrainOptions& reference) 
     save_safetensors((dir / "batch.safetensors").string(), {{"x", b.x}, {"y", b.y}});
     train::dump_step(reference, (dir / "batch.safetensors").string(), (dir / "reference.safetensors").string());
   }
-  return dir;
+  return shared;
 }
 
 std::map<std::string, Tensor> dump_on(const train::TrainOptions& o, const parallel::GridShape& shape, const fs::path& dir) {
@@ -88,7 +88,8 @@ std::map<std::string, Tensor> reference(const fs::path& dir) {
 }
 
 void one_micro_batch_on_every_grid(const train::TrainOptions& o, const std::string& model, int blocks) {
-  const fs::path dir = prepare("dump_" + model, o);
+  const test::TempDir shared = prepare("dump_" + model, o);
+  const fs::path& dir = shared.path();
   barrier();
   for (const parallel::GridShape& shape : pipeline_grids(test::world_size(), blocks)) {
     const auto got = dump_on(o, shape, dir);
@@ -96,8 +97,7 @@ void one_micro_batch_on_every_grid(const train::TrainOptions& o, const std::stri
     if (test::world_rank() == 0)
       expect_close(got, reference(dir), model + " on " + shape.str(), shape.rows * shape.cols == 1);
   }
-  barrier();
-  if (test::world_rank() == 0) fs::remove_all(dir);
+  barrier();  // before rank 0 removes the folder
 }
 
 TEST_F(Pipeline, ResAttNetStepWithStagesEqualsOneProcess) { one_micro_batch_on_every_grid(tiny(), "resattnet3d", 12); }
@@ -105,7 +105,8 @@ TEST_F(Pipeline, ResAttNetStepWithStagesEqualsOneProcess) { one_micro_batch_on_e
 TEST_F(Pipeline, MlpStepWithStagesEqualsOneProcess) { one_micro_batch_on_every_grid(tiny_mlp(), "mlp", 3); }
 
 TEST_F(Pipeline, MlpMicroBatchesEqualOneProcess) {
-  const fs::path dir = prepare("micro_mlp", tiny_mlp());
+  const test::TempDir shared = prepare("micro_mlp", tiny_mlp());
+  const fs::path& dir = shared.path();
   barrier();
   std::vector<parallel::GridShape> shapes = pipeline_grids(test::world_size(), 3);
   shapes.insert(shapes.begin(), {1, 1, test::world_size()});  // micro-batches without stages
@@ -119,8 +120,7 @@ TEST_F(Pipeline, MlpMicroBatchesEqualOneProcess) {
         expect_close(got, reference(dir), "mlp, " + std::to_string(m) + " micro-batches, " + shape.str());
     }
   }
-  barrier();
-  if (test::world_rank() == 0) fs::remove_all(dir);
+  barrier();  // before rank 0 removes the folder
 }
 
 TEST_F(Pipeline, BatchNormMicroBatchesDoNotDependOnTheGrid) {
@@ -133,7 +133,8 @@ TEST_F(Pipeline, BatchNormMicroBatchesDoNotDependOnTheGrid) {
   // Micro-batches of 8 samples, as test_dist_train's batches: with 4, the batch norms' sums
   // cancel so much that the grids' summation orders part by 1.4e-4.
   o.batch = 16;
-  const fs::path dir = prepare("micro_bn", o);  // the reference: 1x1, 2 micro-batches
+  const test::TempDir shared = prepare("micro_bn", o);
+  const fs::path& dir = shared.path();  // the reference: 1x1, 2 micro-batches
   barrier();
   std::vector<parallel::GridShape> shapes = pipeline_grids(test::world_size(), 12);
   const int n = test::world_size();
@@ -183,14 +184,14 @@ TEST_F(Pipeline, BatchNormMicroBatchesDoNotDependOnTheGrid) {
     const auto full = as_map(load_safetensors((dir / "full.safetensors").string()).tensors);
     EXPECT_FALSE(test::tensors_equal(full.at("grad.conv1.weight"), reference(dir).at("grad.conv1.weight")));
   }
-  barrier();
-  if (test::world_rank() == 0) fs::remove_all(dir);
+  barrier();  // before rank 0 removes the folder
 }
 
 TEST_F(Pipeline, PlacementFileInAnyDeviceOrderAndAutoGiveTheSameStep) {
   const int n = test::world_size();
   if (n < 2) GTEST_SKIP() << "needs stages";
-  const fs::path dir = prepare("placement", tiny());
+  const test::TempDir shared = prepare("placement", tiny());
+  const fs::path& dir = shared.path();
   // Partition k on stage group n-1-k, cut after the stem and after layer2.1.
   plan::Placement p;
   p.blocks = {"stem", "layer1.0", "layer1.1", "layer2.0", "layer2.1", "layer3.0", "layer3.1",
@@ -216,22 +217,21 @@ TEST_F(Pipeline, PlacementFileInAnyDeviceOrderAndAutoGiveTheSameStep) {
     auto o = tiny();
     o.placement = file;
     auto grid = parallel::ProcessGrid::create({2, 1, 1});
-    const std::string message = test::error_message([&] { train::Step net(o, *grid); });
+    const std::string message = test::error_message([&] { train::PipelinedModel net(o, *grid); });
     EXPECT_NE(message.find("device"), std::string::npos) << message;
   }
-  barrier();
-  if (test::world_rank() == 0) fs::remove_all(dir);
+  barrier();  // before rank 0 removes the folder
 }
 
 TEST_F(Pipeline, ThreeStepsEqualOneProcessAndResumeAcrossStages) {
   const int n = test::world_size();
   if (n < 2) GTEST_SKIP() << "needs stages";
   std::FILE* null = std::fopen("/dev/null", "w");
-  const fs::path dir = shared_dir("resume");
+  const test::TempDir shared = shared_dir("resume");
+  const fs::path& dir = shared.path();
   auto options = [&](const std::string& sub, int64_t steps) {
     return test::resuming(tiny(), (dir / sub).string(), steps);
   };
-  if (test::world_rank() == 0) fs::remove_all(dir);
   barrier();
   const parallel::GridShape staged{n, 1, 1};
   std::map<std::string, Tensor> uninterrupted;
@@ -272,8 +272,7 @@ TEST_F(Pipeline, ThreeStepsEqualOneProcessAndResumeAcrossStages) {
     if (test::world_rank() == 0)
       expect_close(weights, uninterrupted, "saved on 1x1, resumed on " + staged.str(), true);
   }
-  barrier();
-  if (test::world_rank() == 0) fs::remove_all(dir);
+  barrier();  // before rank 0 removes the folder
   std::fclose(null);
 }
 

@@ -12,6 +12,7 @@
 #include "models/train/predict.h"
 #include "models/train/trainer.h"
 #include "test/models/data/nifti_writer.h"
+#include "test/support/temp_dir.h"
 
 namespace gridnn {
 namespace {
@@ -27,16 +28,8 @@ std::vector<std::string> lines_of(const std::string& path) {
 
 class Predict : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("gridnn_predict_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-    null_ = std::fopen("/dev/null", "w");
-  }
-  void TearDown() override {
-    std::fclose(null_);
-    fs::remove_all(dir_);
-  }
+  void SetUp() override { null_ = std::fopen("/dev/null", "w"); }
+  void TearDown() override { std::fclose(null_); }
 
   // Twelve volumes of 11 x 13 x 12 voxels (W, H, D), int16, gzipped; class 1 has a bright
   // block. Rows 0-7 train, 8-11 val; `extra` rows are appended as they are.
@@ -92,7 +85,8 @@ class Predict : public ::testing::Test {
     return p;
   }
 
-  fs::path dir_;
+  test::TempDir temp_{"predict"};
+  const fs::path dir_ = temp_.path();
   std::FILE* null_ = nullptr;
   std::string checkpoint_;
 };

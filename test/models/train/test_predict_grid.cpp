@@ -2,8 +2,6 @@
 // scans split) give the single process's logits and Grad-CAM heatmaps within 1e-5.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 
@@ -25,9 +23,8 @@ using parallel::ProcessGrid;
 TEST(PredictGrid, EveryGridGivesTheSingleProcessResults) {
   ASSERT_EQ(test::world_size(), 2);
   auto pair = ProcessGrid::create(GridShape{1, 1, 2});
-  Tensor id = Tensor::from_vector(std::vector<int64_t>{int64_t(::getpid())}, Shape{1});
-  pair->world().broadcast(id, 0);
-  const fs::path dir = fs::temp_directory_path() / ("gridnn_predict_grid_" + std::to_string(id.data<int64_t>()[0]));
+  const test::TempDir shared = test::shared_temp_dir("predict_grid");
+  const fs::path& dir = shared.path();
 
   train::TrainOptions o;
   o.resattnet.width = 2;
@@ -35,7 +32,6 @@ TEST(PredictGrid, EveryGridGivesTheSingleProcessResults) {
   o.data.fit = data::Fit::resample;
   o.batch = 3;
   if (test::world_rank() == 0) {
-    fs::create_directories(dir);
     std::ofstream csv(dir / "scans.csv");
     csv << "path,label\n";
     for (int i = 0; i < 5; ++i) {
@@ -81,8 +77,7 @@ TEST(PredictGrid, EveryGridGivesTheSingleProcessResults) {
       EXPECT_TRUE(test::tensors_close(got, expected, {1e-5, 1e-5})) << file;
     }
   }
-  pair->world().all_reduce(done);
-  if (test::world_rank() == 0) fs::remove_all(dir);
+  pair->world().all_reduce(done);  // before rank 0 removes the folder
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "core/safetensors.h"
+#include "test/support/temp_dir.h"
 #include "test/support/tensor_compare.h"
 
 namespace gridnn {
@@ -50,8 +51,8 @@ const Fixture& fixture() {
 // Runs gridnn-train --dump-step with the model of the fixture and `optimizer_flags`;
 // returns what it wrote.
 std::map<std::string, Tensor> dump_step(const std::string& tag, const std::string& optimizer_flags) {
-  const fs::path dir = fs::temp_directory_path() / ("gridnn_parity_" + tag + "_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const test::TempDir temp("parity_" + tag);
+  const fs::path dir = temp.path();
   const std::string weights = (dir / "init.safetensors").string();
   const std::string batch = (dir / "batch.safetensors").string();
   const std::string out = (dir / "out.safetensors").string();
@@ -64,9 +65,7 @@ std::map<std::string, Tensor> dump_step(const std::string& tag, const std::strin
                           " --dump-step " + out + " > " + (dir / "log.txt").string() + " 2>&1";
   const int rc = std::system(cmd.c_str());
   EXPECT_EQ(rc, 0) << cmd;
-  auto result = rc == 0 ? load_safetensors(out).tensors : std::map<std::string, Tensor>{};
-  fs::remove_all(dir);
-  return result;
+  return rc == 0 ? load_safetensors(out).tensors : std::map<std::string, Tensor>{};
 }
 
 double max_abs(const Tensor& t) {

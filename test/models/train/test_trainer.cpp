@@ -17,6 +17,7 @@
 #include "test/support/error_message.h"
 #include "test/support/random_tensor.h"
 #include "test/support/tensor_compare.h"
+#include "test/support/temp_dir.h"
 
 namespace gridnn {
 namespace {
@@ -42,18 +43,10 @@ train::TrainOptions tiny(const fs::path& dir) {
 
 class TrainerTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("gridnn_trainer_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    null_ = std::fopen("/dev/null", "w");
-  }
-  void TearDown() override {
-    std::fclose(null_);
-    fs::remove_all(dir_);
-  }
-  fs::path dir_;
+  void SetUp() override { null_ = std::fopen("/dev/null", "w"); }
+  void TearDown() override { std::fclose(null_); }
+  test::TempDir temp_{"trainer"};
+  const fs::path dir_ = temp_.path() / "run";  // made by the code under test
   std::FILE* null_ = nullptr;
 };
 
@@ -166,7 +159,7 @@ TEST_F(TrainerTest, MetricsFileHasALinePerStepAndValidation) {
   o.checkpoint_dir.clear();
   o.steps = 5;
   o.eval_every = 2;
-  o.metrics_path = (fs::temp_directory_path() / ("gridnn_metrics_" + std::to_string(::getpid()))).string();
+  o.metrics_path = temp_.file("metrics.jsonl");
   train::Trainer t(o, null_);
   const train::Metrics m = t.run();
   EXPECT_EQ(m.samples, 8);
@@ -178,7 +171,6 @@ TEST_F(TrainerTest, MetricsFileHasALinePerStepAndValidation) {
     validation_lines += line.find("\"event\":\"validation\"") != std::string::npos;
     done += line.find("\"event\":\"done\"") != std::string::npos;
   }
-  fs::remove(o.metrics_path);
   EXPECT_EQ(train_lines, 5);
   EXPECT_EQ(validation_lines, 3);  // steps 2, 4 and the last
   EXPECT_EQ(done, 1);

@@ -15,7 +15,7 @@
 
 #include "models/data/synthetic.h"
 #include "models/train/grid_batch.h"
-#include "models/train/step.h"
+#include "models/train/pipelined_model.h"
 #include "models/train/step_plan.h"
 #include "models/train/whole_state.h"
 #include "plan/cost_model.h"
@@ -67,12 +67,12 @@ void expect_equal(const Counts& got, const Counts& want, const std::string& wher
 }
 
 // The parameters this rank holds (1.5D layers: its row blocks), or of the whole model.
-int64_t parameters(train::Step& net) {
+int64_t parameters(train::PipelinedModel& net) {
   int64_t n = 0;
   for (auto& [name, p] : net.model().named_parameters()) n += p->value.numel();
   return n;
 }
-int64_t whole_parameters(train::Step& net) {
+int64_t whole_parameters(train::PipelinedModel& net) {
   int64_t n = 0;
   for (auto& [name, p] : net.model().named_parameters()) n += train::whole_shape(*p, p->value).numel();
   return n;
@@ -80,7 +80,7 @@ int64_t whole_parameters(train::Step& net) {
 
 // What rank (row, col) of `shape` describes for one step of `o`: the live model's, which
 // must equal the planning grid's.
-Counts predicted(train::Step& net, const train::TrainOptions& o, const parallel::GridShape& shape,
+Counts predicted(train::PipelinedModel& net, const train::TrainOptions& o, const parallel::GridShape& shape,
                  const parallel::ProcessGrid& grid) {
   const Shape sample{o.in_channels, o.input[0], o.input[1], o.input[2]};
   const plan::RankStep live =
@@ -100,7 +100,7 @@ TEST(Words, ResAttNetPredictionEqualsTheCounts) {
     o.classes = 3;
     o.input = {24, 24, 20};
     o.batch = 8;
-    train::Step net(o, *grid);
+    train::PipelinedModel net(o, *grid);
     const data::Batch batch = test::tiny_batch_shard(*grid);
     parallel::comm_log().clear();
     Tensor logits;
@@ -135,7 +135,7 @@ TEST(Words, MlpPredictionEqualsTheCounts) {
     o.classes = 3;
     o.input = {8, 6, 5};
     o.batch = 6;
-    train::Step net(o, *grid);
+    train::PipelinedModel net(o, *grid);
     data::SyntheticDataset d({6, 0, 3, 1, Shape{8, 6, 5}, 7, 0.15f});
     data::LoaderOptions lo;
     lo.batch = 6;

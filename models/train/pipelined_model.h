@@ -1,6 +1,8 @@
-// One training step of a model on one rank of a process grid: the part of training that the
-// Trainer and single-step mode (--dump-step) share. One path for every run: the plain step
-// is the pipeline with one stage and one micro-batch.
+// PipelinedModel: a model as one rank of a process grid runs it, with what it owns for that:
+// the network, its pipeline placement and this rank's partition of it, the partition's
+// optimizer and gradient synchronization, and the schedule of a training step over the stages.
+// The Trainer, single-step mode (--dump-step) and gridnn-predict share it. One path for every
+// run: the plain step is the pipeline with one stage and one micro-batch.
 //
 // The network's coarse blocks (models/nets/blocks.h) are cut into Ps contiguous partitions
 // by a placement (plan/placement.h; one partition with one stage); partition k runs on the
@@ -56,26 +58,26 @@ namespace gridnn::train {
 // models/dist/'s.
 std::unique_ptr<nn::LayerFactory> layers_for(parallel::ProcessGrid& grid);
 
-// A model's state as one process holds it: parameters and buffers (state_dict names), the
-// optimizer's state ("<param>.<what>") and its step count.
-struct StepState {
+// A model's training state as one process holds it: parameters and buffers (state_dict
+// names), the optimizer's state ("<param>.<what>") and its step count.
+struct TrainingState {
   NamedTensors model;
   NamedTensors optimizer;
   int64_t optimizer_steps = 0;
 };
 
-class Step {
+class PipelinedModel {
  public:
   // Builds the model (initialized from options.seed, or loaded from options.init_from), moves
   // it to the device, sets the precision, places the stages (options.placement) and makes the
   // optimizer and the gradient synchronization of this rank's partition. gridnn::Error saying
   // what to change for options the grid cannot run.
-  Step(const TrainOptions& options, parallel::ProcessGrid& grid);
-  ~Step();
+  PipelinedModel(const TrainOptions& options, parallel::ProcessGrid& grid);
+  ~PipelinedModel();
 
   // One forward and backward of this rank's batch shard (see above); parameter gradients
   // are zeroed first and summed over their ranks at the end. Returns the mean loss over the
-  // global batch (`global_rows` samples) on every rank: f32 [1] on the step's device, not read
+  // global batch (`global_rows` samples) on every rank: f32 [1] on the model's device, not read
   // back (docs/design.md §2); `logits` gets this rank's rows on every stage. Labels out of
   // range are a gridnn::Error before anything runs.
   Tensor forward_backward(const data::Batch& shard, int64_t global_rows, Tensor* logits);
@@ -98,14 +100,14 @@ class Step {
 
   // The state as one process holds it, on every rank (collective over the world: the stages
   // exchange their partitions, row blocks are gathered): what a checkpoint writes.
-  StepState state_dict();
+  TrainingState state_dict();
   // Its parts: the model's tensors, and the optimizer's state (each collective alike).
   NamedTensors model_state();
   NamedTensors optimizer_state();
   // The opposite (no communication): this rank's parts of a whole state. Strict: every
   // model tensor present with its whole shape, nothing unexpected (gridnn::Error naming
   // `source` and listing what differs); the optimizer state as load_state checks it.
-  void load_state_dict(const StepState& state, const std::string& source);
+  void load_state_dict(const TrainingState& state, const std::string& source);
   // Every parameter's gradient, whole, on every rank (collective): what --dump-step writes.
   NamedTensors gradients();
 

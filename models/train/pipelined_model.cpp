@@ -1,6 +1,6 @@
-// The training step: GPipe's schedule over this rank's partition of the blocks, the loss,
-// the gradient synchronization (step.h).
-#include "models/train/step.h"
+// A pipelined model's training step: GPipe's schedule over this rank's partition of the
+// blocks, the loss, the gradient synchronization (pipelined_model.h).
+#include "models/train/pipelined_model.h"
 
 #include <algorithm>
 #include <chrono>
@@ -52,7 +52,7 @@ std::unique_ptr<nn::LayerFactory> layers_for(parallel::ProcessGrid& grid) {
   return std::make_unique<nn::GridLayerFactory>(grid);
 }
 
-Step::Step(const TrainOptions& o, parallel::ProcessGrid& grid)
+PipelinedModel::PipelinedModel(const TrainOptions& o, parallel::ProcessGrid& grid)
     : grid_(grid), device_(Device::parse(o.device)), classes_(o.classes), layers_(layers_for(grid)),
       micro_batches_(o.micro_batches) {
   require_device(device_);
@@ -89,41 +89,41 @@ Step::Step(const TrainOptions& o, parallel::ProcessGrid& grid)
   set_gradient_sync(true);
 }
 
-Step::~Step() = default;
+PipelinedModel::~PipelinedModel() = default;
 
-bool Step::mine(const std::string& tensor_name) const {
+bool PipelinedModel::mine(const std::string& tensor_name) const {
   const size_t b = net_->block_of(tensor_name);
   return b >= begin_ && b < end_;
 }
 
-optim::ParameterList Step::partition_parameters() {
+optim::ParameterList PipelinedModel::partition_parameters() {
   optim::ParameterList params;
   for (auto& [name, p] : model_->named_parameters())
     if (mine(name)) params.emplace_back(name, p);
   return params;
 }
 
-int Step::partition_of_block(size_t block) const {
+int PipelinedModel::partition_of_block(size_t block) const {
   for (int k = placement_.partitions(); k-- > 0;)
     if (size_t(placement_.begin(k)) <= block) return k;
   return 0;
 }
 
-void Step::set_gradient_sync(bool overlap, int64_t bucket_bytes) {
+void PipelinedModel::set_gradient_sync(bool overlap, int64_t bucket_bytes) {
   // With stages the backward runs block by block between pipe messages: its gradients are
   // summed after it.
   overlap_ = overlap && stages() == 1;
   sync_ = std::make_unique<GradientSync>(*model_, partition_parameters(), bucket_bytes);
 }
 
-Tensor Step::forward_backward(const data::Batch& shard, int64_t global_rows, Tensor* logits) {
+Tensor PipelinedModel::forward_backward(const data::Batch& shard, int64_t global_rows, Tensor* logits) {
   model_->train();
   const int64_t rows = shard.y.size(0);
   const int M = micro_batches_;
   // Every shard has at least M rows (checked at construction for every rank alike).
   GRIDNN_REQUIRE(rows >= M, "training step: ", M, " micro-batches need at least as many rows per batch shard, got ",
                  rows);
-  const int64_t offset = parallel::balanced_range(global_rows, grid_.shape().cols, grid_.col_rank()).begin;
+  const int64_t offset = shard_rows(grid_.shape(), grid_.col_rank(), global_rows).begin;
   // The labels are checked here, on the host: on the device they are not read back.
   if (last()) nn::check_labels(shard.y, classes_, "training batch");
   const Tensor x = first() ? shard.x.to(device_) : Tensor();
@@ -215,7 +215,7 @@ Tensor Step::forward_backward(const data::Batch& shard, int64_t global_rows, Ten
   return loss;
 }
 
-double Step::evaluate(const data::Batch& shard, Tensor* logits) {
+double PipelinedModel::evaluate(const data::Batch& shard, Tensor* logits) {
   // The last validation batch may leave a batch shard empty; the whole row then skips it
   // together (its ranks share the shard), so no collective is left waiting.
   if (shard.x.size(0) == 0) {
@@ -242,7 +242,7 @@ double Step::evaluate(const data::Batch& shard, Tensor* logits) {
 // ---- the pipe --------------------------------------------------------------------------
 
 // A header (rank, then the sizes) and the data, on the pipe communicator.
-void Step::send(const Tensor& t, int to_partition, int tag) {
+void PipelinedModel::send(const Tensor& t, int to_partition, int tag) {
   GRIDNN_REQUIRE(t.defined() && t.rank() <= kMaxRank && t.dtype() == DType::f32, "pipeline: stage ", partition_,
                  " has no f32 tensor of rank <= ", kMaxRank, " to send");
   std::vector<int64_t> header(kMaxRank + 1, 0);
@@ -256,7 +256,7 @@ void Step::send(const Tensor& t, int to_partition, int tag) {
   pipe.send_recv(t, group_of(to_partition), none, -1, tag);
 }
 
-Tensor Step::receive(int from_partition, int tag) {
+Tensor PipelinedModel::receive(int from_partition, int tag) {
   parallel::Communicator& pipe = grid_.pipe();
   parallel::CommLayerScope scope("pipeline");
   Tensor header = Tensor::empty(Shape{kMaxRank + 1}, DType::i64);
@@ -268,7 +268,7 @@ Tensor Step::receive(int from_partition, int tag) {
   return t;
 }
 
-void Step::share_outputs(Tensor* logits, Tensor* loss) {
+void PipelinedModel::share_outputs(Tensor* logits, Tensor* loss) {
   parallel::Communicator& pipe = grid_.pipe();
   const int root = group_of(placement_.partitions() - 1);
   Tensor sizes =
@@ -281,7 +281,7 @@ void Step::share_outputs(Tensor* logits, Tensor* loss) {
   pipe.broadcast(*loss, root);
 }
 
-std::string Step::describe_stages() const {
+std::string PipelinedModel::describe_stages() const {
   const std::vector<nn::BlockInfo>& blocks = net_->blocks();
   std::string text;
   for (int k = 0; k < placement_.partitions(); ++k) {

@@ -1,10 +1,10 @@
-// The step's state as one process holds it, and back (step.h): the stages exchange their
-// partitions, row blocks are gathered (whole_state.h).
+// A pipelined model's training state as one process holds it, and back (pipelined_model.h):
+// the stages exchange their partitions, row blocks are gathered (whole_state.h).
 #include <algorithm>
 #include <map>
 
 #include "core/error.h"
-#include "models/train/step.h"
+#include "models/train/pipelined_model.h"
 #include "models/train/whole_state.h"
 
 namespace gridnn::train {
@@ -24,9 +24,9 @@ Entry entry_of(const std::string& name) {
 
 }  // namespace
 
-StepState Step::state_dict() { return {model_state(), optimizer_state(), optimizer_->steps()}; }
+TrainingState PipelinedModel::state_dict() { return {model_state(), optimizer_state(), optimizer_->steps()}; }
 
-NamedTensors Step::model_state() {
+NamedTensors PipelinedModel::model_state() {
   // Every stage receives every partition's parameters and buffers from its owner.
   if (stages() > 1)
     for (auto& [name, t] : model_tensors(*model_)) {
@@ -36,7 +36,7 @@ NamedTensors Step::model_state() {
   return whole_model_tensors(*model_);
 }
 
-NamedTensors Step::optimizer_state() {
+NamedTensors PipelinedModel::optimizer_state() {
   parallel::Communicator& pipe = grid_.pipe();
   const bool staged = stages() > 1;
 
@@ -76,7 +76,7 @@ NamedTensors Step::optimizer_state() {
   return state;
 }
 
-void Step::load_state_dict(const StepState& state, const std::string& source) {
+void PipelinedModel::load_state_dict(const TrainingState& state, const std::string& source) {
   load_model_tensors(*model_, std::map<std::string, Tensor>(state.model.begin(), state.model.end()), source);
   // This partition's parameters' entries, cut to this rank's parts.
   std::map<std::string, nn::Parameter*> params;
@@ -89,7 +89,7 @@ void Step::load_state_dict(const StepState& state, const std::string& source) {
   optimizer_->load_state(own, state.optimizer_steps);
 }
 
-NamedTensors Step::gradients() {
+NamedTensors PipelinedModel::gradients() {
   if (stages() > 1)
     for (auto& [name, p] : model_->named_parameters())
       grid_.pipe().broadcast(p->grad, group_of(partition_of_block(net_->block_of(name))));
