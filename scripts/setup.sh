@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 minimal=0
 [[ "${1:-}" == "--minimal" ]] && minimal=1
 
-packages=(build-essential cmake ninja-build pkg-config
+packages=(build-essential cmake ninja-build pkg-config ccache
           libopenblas-dev libopenblas0-openmp mpich libmpich-dev libcli11-dev nlohmann-json3-dev
           libnifti2-dev zlib1g-dev libdnnl-dev
           libgtest-dev libgmock-dev libbenchmark-dev)
