@@ -1,5 +1,5 @@
 // gridnn-predict: apply a trained ResAttNet3D to NIfTI scans; class probabilities, metrics
-// when labelled, and 3D Grad-CAM heatmaps (models/train/predict.h).
+// when labelled, and 3D Grad-CAM heatmaps (models/predict/predict.h).
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -11,7 +11,7 @@
 #include "core/enum_json.h"
 #include "core/error.h"
 #include "models/train/checkpoint.h"
-#include "models/train/predict.h"
+#include "models/predict/predict.h"
 #include "parallel/process_grid.h"
 #include "parallel/progress_board.h"
 #include "tools/cli.h"
@@ -21,7 +21,7 @@ namespace {
 using namespace gridnn;
 
 struct Cli {
-  train::PredictOptions p;
+  predict::PredictOptions p;
   train::TrainOptions flags;  // only the flags given are applied over the checkpoint's options
   std::string checkpoint, input = "32x32x32";
   cli::Attention attention = cli::Attention::both;
@@ -38,8 +38,7 @@ void add_flags(CLI::App& app, Cli& c) {
       ->check(CLI::ExistingFile)->excludes(ckpt);
   app.add_option("--data", p.data, "a CSV manifest (path,label[,split]), a NIfTI file or a folder of them")
       ->required();
-  app.add_option("--split", p.split, "manifest rows to predict: all, train, val or test")->capture_default_str()
-      ->check(CLI::IsMember({"all", "train", "val", "test"}));
+  cli::add_enum_option(app, "--split", p.split, "manifest rows to predict")->capture_default_str();
   app.add_option("--out", p.out, "predictions CSV (metrics, ROC beside it)")->capture_default_str();
   auto* explain = app.add_option("--explain", p.explain_dir,
                                  "write Grad-CAM heatmaps (NIfTI in each scan's grid, PNG) here");
@@ -153,7 +152,7 @@ int main(int argc, char** argv) {
     train::validate(c.p.run);
     parallel::set_comm_timeout(c.p.run.comm_timeout);
     auto grid = cli::create_grid(parallel::GridShape::parse(c.p.run.grid), c.p.run, process);
-    const train::PredictResult r = train::predict(c.p, *grid, process.rank == 0 ? stdout : nullptr);
+    const predict::PredictResult r = predict::predict(c.p, *grid, process.rank == 0 ? stdout : nullptr);
     if (process.rank == 0) {
       size_t heatmaps = 0;
       for (const auto& f : r.files)

@@ -20,8 +20,7 @@
 //   <explain>/<name>_gradcam.png     axial, coronal and sagittal slices through the heatmap's
 //                          peak, heat over the scan as the network saw it (orientation letters
 //                          when it is in canonical RAS+ order)
-//   <name> is the scan's file name without .nii/.nii.gz (scan_stem), or, when two scans share
-//   it, that name and "-<n>" with n the scan's place in the input (1-based).
+//   <name> is the scan's explanation name (scans.h).
 // The metrics JSON also counts the scans that failed ("failed"); the ROC needs both classes
 // among the readable labelled scans (else a note says why it is missing); its first point
 // is (threshold inf, 0, 0).
@@ -37,45 +36,34 @@
 #include <string>
 #include <vector>
 
+#include "models/predict/scans.h"
 #include "models/train/metrics.h"
 #include "models/train/options.h"
 #include "parallel/process_grid.h"
 
-namespace gridnn::train {
+namespace gridnn::predict {
 
 struct PredictOptions {
-  TrainOptions run;           // the network, --input, the data options, device, precision, grid, batch
-  std::string weights;        // a checkpoint file or PyTorch weights (safetensors)
-  std::string data;           // a CSV manifest, a NIfTI file or a folder of them
-  std::string split = "all";  // manifest rows: all, train, val or test
+  train::TrainOptions run;  // the network, --input, the data options, device, precision, grid, batch
+  std::string weights;      // a checkpoint file or PyTorch weights (safetensors)
+  std::string data;         // a CSV manifest, a NIfTI file or a folder of them
+  SplitFilter split = SplitFilter::all;  // the manifest rows to predict
   std::string out = "predictions.csv";
-  std::string explain_dir;    // empty: no Grad-CAM
-  std::string explain_layer;  // empty: the last attention block
-  int64_t explain_class = -1; // -1: each scan's predicted class
+  std::string explain_dir;      // empty: no Grad-CAM
+  std::string explain_layer;    // empty: the last attention block
+  int64_t explain_class = -1;   // -1: each scan's predicted class
 };
 
 struct PredictResult {
   int64_t scans = 0, failed = 0;
-  bool labelled = false;                       // metrics below are set
-  Metrics metrics;
+  bool labelled = false;  // metrics and confusion below are set
+  train::Metrics metrics;
   std::vector<std::vector<int64_t>> confusion;  // [label][predicted]
-  std::vector<std::string> files;              // what was written
+  std::vector<std::string> files;               // what was written
   Tensor logits;  // [readable scans, classes]: their logits in input order (every rank)
 };
 
 // Collective over the grid; `out` (the first rank's, may be null) gets progress and results.
 PredictResult predict(const PredictOptions& options, parallel::ProcessGrid& grid, std::FILE* out);
 
-// The scans `data` names, in order: the rows of a manifest (of `split`), one NIfTI file, or
-// the .nii/.nii.gz files of a folder sorted by name (unlabelled: label -1).
-struct ScanEntry {
-  std::string path;
-  int64_t label = -1;
-  int line = 0;  // the manifest line (0: not from a manifest)
-};
-std::vector<ScanEntry> list_scans(const std::string& data, const std::string& split);
-
-// "sub-01.nii.gz" -> "sub-01": the file name without folders and .nii/.nii.gz/.hdr/.img(.gz).
-std::string scan_stem(const std::string& path);
-
-}  // namespace gridnn::train
+}  // namespace gridnn::predict

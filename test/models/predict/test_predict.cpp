@@ -1,4 +1,4 @@
-// gridnn-predict's work (models/train/predict.h): the same metrics as training's validation
+// gridnn-predict's work (models/predict/predict.h): the same metrics as training's validation
 // on the same checkpoint, unreadable scans listed and the rest predicted, a checkpoint that
 // does not fit the flags named tensor by tensor, Grad-CAM files in each scan's grid.
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 #include "models/data/nifti_volume.h"
-#include "models/train/predict.h"
+#include "models/predict/predict.h"
 #include "models/train/trainer.h"
 #include "test/models/data/nifti_writer.h"
 #include "test/support/temp_dir.h"
@@ -75,8 +75,8 @@ class Predict : public ::testing::Test {
     return m;
   }
 
-  train::PredictOptions predict_options(const train::TrainOptions& o) {
-    train::PredictOptions p;
+  predict::PredictOptions predict_options(const train::TrainOptions& o) {
+    predict::PredictOptions p;
     p.run = o;
     p.weights = checkpoint_;
     p.data = o.data.source;
@@ -94,11 +94,11 @@ class Predict : public ::testing::Test {
 TEST_F(Predict, MetricsEqualTrainingValidationOnTheSameCheckpoint) {
   const train::TrainOptions o = options(write_manifest());
   const train::Metrics val = train(o);
-  train::PredictOptions p = predict_options(o);
-  p.split = "val";
+  predict::PredictOptions p = predict_options(o);
+  p.split = predict::SplitFilter::val;
   p.run.batch = 3;  // other batches than training's: evaluation mode keeps samples independent
   auto grid = parallel::ProcessGrid::single();
-  const train::PredictResult r = train::predict(p, *grid, null_);
+  const predict::PredictResult r = predict::predict(p, *grid, null_);
   ASSERT_TRUE(r.labelled);
   EXPECT_EQ(r.scans, 4);
   EXPECT_EQ(r.failed, 0);
@@ -141,9 +141,9 @@ TEST_F(Predict, UnreadableScansAreListedAndTheOthersPredicted) {
   const std::string csv = write_manifest("missing.nii.gz,0,test\ngarbage.nii,1,test\ntwo_channels.nii,0,test\n");
   const train::TrainOptions o = options(csv);
   train(o);
-  train::PredictOptions p = predict_options(o);  // every split
+  predict::PredictOptions p = predict_options(o);  // every split
   auto grid = parallel::ProcessGrid::single();
-  const train::PredictResult r = train::predict(p, *grid, null_);
+  const predict::PredictResult r = predict::predict(p, *grid, null_);
   EXPECT_EQ(r.scans, 15);
   EXPECT_EQ(r.failed, 3);
   EXPECT_EQ(r.metrics.samples, 12);  // the readable ones
@@ -168,11 +168,11 @@ TEST_F(Predict, UnreadableScansAreListedAndTheOthersPredicted) {
 TEST_F(Predict, ACheckpointThatDoesNotFitTheFlagsListsTheTensors) {
   const train::TrainOptions o = options(write_manifest());
   train(o);
-  train::PredictOptions p = predict_options(o);
+  predict::PredictOptions p = predict_options(o);
   p.run.resattnet.width = 4;
   auto grid = parallel::ProcessGrid::single();
   try {
-    train::predict(p, *grid, null_);
+    predict::predict(p, *grid, null_);
     FAIL() << "width 4 cannot load a width-2 checkpoint";
   } catch (const Error& e) {
     const std::string what = e.what();
@@ -184,23 +184,23 @@ TEST_F(Predict, ACheckpointThatDoesNotFitTheFlagsListsTheTensors) {
 TEST_F(Predict, ExplainWritesHeatmapsInEachScansGridAndNamesBadLayers) {
   const train::TrainOptions o = options(write_manifest());
   train(o);
-  train::PredictOptions p = predict_options(o);
-  p.split = "val";
+  predict::PredictOptions p = predict_options(o);
+  p.split = predict::SplitFilter::val;
   p.explain_dir = (dir_ / "heat").string();
   p.explain_layer = "no-such-layer";
   auto grid = parallel::ProcessGrid::single();
   try {
-    train::predict(p, *grid, null_);
+    predict::predict(p, *grid, null_);
     FAIL() << "an unknown layer must be refused";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("choose one of: stem, layer1.0"), std::string::npos) << e.what();
   }
   p.explain_layer = "layer3.1";
-  const train::PredictResult r = train::predict(p, *grid, null_);
+  const predict::PredictResult r = predict::predict(p, *grid, null_);
   // Explaining gives the logits of a plain prediction.
-  train::PredictOptions plain = p;
+  predict::PredictOptions plain = p;
   plain.explain_dir.clear();
-  const train::PredictResult q = train::predict(plain, *grid, null_);
+  const predict::PredictResult q = predict::predict(plain, *grid, null_);
   EXPECT_EQ(r.logits.to_vector<float>(), q.logits.to_vector<float>());
   for (int i = 8; i < 12; ++i) {
     const fs::path heat = dir_ / "heat" / ("scan" + std::to_string(i) + "_gradcam.nii.gz");
@@ -221,11 +221,11 @@ TEST_F(Predict, OneClassGivesNoRocAndScansOfOneNameGetTheirOwnHeatmaps) {
     fs::copy_file(dir_ / "scan1.nii.gz", dir_ / sub / "x.nii.gz");
   }
   std::ofstream(dir_ / "same.csv") << "path,label\na/x.nii.gz,1\nb/x.nii.gz,1\n";
-  train::PredictOptions p = predict_options(o);
+  predict::PredictOptions p = predict_options(o);
   p.data = (dir_ / "same.csv").string();
   p.explain_dir = (dir_ / "heat").string();
   auto grid = parallel::ProcessGrid::single();
-  const train::PredictResult r = train::predict(p, *grid, null_);
+  const predict::PredictResult r = predict::predict(p, *grid, null_);
   EXPECT_EQ(r.metrics.samples, 2);
   EXPECT_TRUE(fs::exists(dir_ / "out" / "pred_metrics.json"));
   EXPECT_FALSE(fs::exists(dir_ / "out" / "pred_roc.csv"));  // one class: no curve
@@ -235,7 +235,7 @@ TEST_F(Predict, OneClassGivesNoRocAndScansOfOneNameGetTheirOwnHeatmaps) {
 
   // A split without rows says which splits there are.
   try {
-    train::list_scans((dir_ / "scans.csv").string(), "test");
+    predict::list_scans((dir_ / "scans.csv").string(), predict::SplitFilter::test);
     FAIL() << "the manifest has no test rows";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("train 8, val 4"), std::string::npos) << e.what();
@@ -244,19 +244,19 @@ TEST_F(Predict, OneClassGivesNoRocAndScansOfOneNameGetTheirOwnHeatmaps) {
 
 TEST_F(Predict, FoldersAndSingleFilesAreUnlabelled) {
   write_manifest();
-  const auto folder = train::list_scans(dir_.string(), "all");
+  const auto folder = predict::list_scans(dir_.string(), predict::SplitFilter::all);
   ASSERT_EQ(folder.size(), 12u);
   EXPECT_NE(folder[0].path.find("scan0.nii.gz"), std::string::npos);
   EXPECT_NE(folder[2].path.find("scan10.nii.gz"), std::string::npos);  // sorted by name
   EXPECT_EQ(folder[0].label, -1);
-  const auto one = train::list_scans((dir_ / "scan3.nii.gz").string(), "all");
+  const auto one = predict::list_scans((dir_ / "scan3.nii.gz").string(), predict::SplitFilter::all);
   ASSERT_EQ(one.size(), 1u);
   EXPECT_EQ(one[0].label, -1);
-  EXPECT_EQ(train::list_scans((dir_ / "scans.csv").string(), "val").size(), 4u);
-  EXPECT_EQ(train::list_scans((dir_ / "scans.csv").string(), "val")[0].label, 0);
-  EXPECT_THROW(train::list_scans((dir_ / "nothing").string(), "all"), Error);
-  EXPECT_EQ(train::scan_stem("/a/b/sub-01.nii.gz"), "sub-01");
-  EXPECT_EQ(train::scan_stem("x.hdr"), "x");
+  EXPECT_EQ(predict::list_scans((dir_ / "scans.csv").string(), predict::SplitFilter::val).size(), 4u);
+  EXPECT_EQ(predict::list_scans((dir_ / "scans.csv").string(), predict::SplitFilter::val)[0].label, 0);
+  EXPECT_THROW(predict::list_scans((dir_ / "nothing").string(), predict::SplitFilter::all), Error);
+  EXPECT_EQ(predict::scan_stem("/a/b/sub-01.nii.gz"), "sub-01");
+  EXPECT_EQ(predict::scan_stem("x.hdr"), "x");
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
 
 #include "core/safetensors.h"
 #include "models/data/nifti_volume.h"
-#include "models/train/predict.h"
+#include "models/predict/predict.h"
 #include "models/train/whole_state.h"
 #include "test/models/data/nifti_writer.h"
 #include "test/support/mpi_main.h"
@@ -51,22 +51,22 @@ TEST(PredictGrid, EveryGridGivesTheSingleProcessResults) {
   Tensor done = Tensor::zeros(Shape{1});
   pair->world().all_reduce(done);  // the files are written
 
-  train::PredictOptions p;
+  predict::PredictOptions p;
   p.run = o;
   p.weights = (dir / "w.safetensors").string();
   p.data = (dir / "scans.csv").string();
   auto run = [&](ProcessGrid& grid, const std::string& name) {
     p.out = (dir / (name + ".csv")).string();
     p.explain_dir = (dir / name).string();
-    return train::predict(p, grid, nullptr);
+    return predict::predict(p, grid, nullptr);
   };
   auto single = ProcessGrid::single();
-  const train::PredictResult ref = run(*single, "single" + std::to_string(test::world_rank()));
+  const predict::PredictResult ref = run(*single, "single" + std::to_string(test::world_rank()));
   ASSERT_EQ(ref.logits.size(0), 5);
   for (const GridShape& shape : {GridShape{1, 2, 1}, GridShape{1, 1, 2}}) {
     SCOPED_TRACE("grid " + shape.str() + ", rank " + std::to_string(test::world_rank()));
     auto grid = ProcessGrid::create(shape);
-    const train::PredictResult r = run(*grid, "grid" + shape.str());
+    const predict::PredictResult r = run(*grid, "grid" + shape.str());
     EXPECT_EQ(r.failed, 0);
     EXPECT_LE(test::max_relative_error(r.logits, ref.logits), 1e-5);
     pair->world().all_reduce(done);  // every heatmap is written
