@@ -19,14 +19,15 @@ packages=(build-essential cmake ninja-build pkg-config ccache
           libnifti2-dev zlib1g-dev libdnnl-dev
           libgtest-dev libgmock-dev libbenchmark-dev)
 if (( !minimal )); then
-  # PyTorch (Debian's CPU build) reads the safetensors files gridnn writes; matplotlib draws
+  # clang-format and clang-tidy run scripts/lint.sh; PyTorch (Debian's CPU build) reads the
+  # safetensors files gridnn writes; matplotlib draws
   # bench/plot_grid_speedup.py's PNG; clang builds
   # the libFuzzer targets; mricron-data brings real brain volumes
   # (/usr/share/mricron/templates/ch2bet.nii.gz, 181x217x181) that test_data_nifti reads
   # and that serve as sample NIfTI input (the test skips itself without them); nibabel and
   # scipy run scripts/make_atrophy_dataset.py (the simulated-atrophy dataset built from
   # those volumes), scripts/atrophy_lift.py and their test (test/tools/).
-  packages+=(python3 python3-venv python3-torch python3-numpy python3-matplotlib clang libclang-rt-14-dev
+  packages+=(python3 python3-venv python3-torch python3-numpy python3-matplotlib clang clang-format clang-tidy libclang-rt-14-dev
              libomp-dev mricron-data python3-nibabel python3-scipy)
 fi
 
