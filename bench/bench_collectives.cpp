@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "core/error.h"
-#include "plan/calibration.h"
 #include "parallel/mpi_session.h"
 #include "parallel/process_grid.h"
+#include "plan/calibration.h"
 
 namespace {
 
@@ -83,11 +83,10 @@ int body(MpiSession& mpi, int argc, char** argv) {
 
   std::vector<int64_t> sizes;
   for (int64_t n = 1; n <= (int64_t(1) << 22); n *= 4) sizes.push_back(n);
-  const std::vector<Kind> kinds{
-      {"row", &grid->row(), {"all_reduce", "all_gather", "reduce_scatter", "halo"}},
-      {"col", &grid->col(), {"all_reduce", "all_gather", "reduce_scatter"}},
-      {"world", &grid->world(), {"all_reduce", "all_gather", "reduce_scatter"}},
-      {"pingpong", &grid->world(), {"pingpong"}}};
+  const std::vector<Kind> kinds{{"row", &grid->row(), {"all_reduce", "all_gather", "reduce_scatter", "halo"}},
+                                {"col", &grid->col(), {"all_reduce", "all_gather", "reduce_scatter"}},
+                                {"world", &grid->world(), {"all_reduce", "all_gather", "reduce_scatter"}},
+                                {"pingpong", &grid->world(), {"pingpong"}}};
 
   // The fit pass: α, β per kind (every rank computes the same fit from the same samples).
   std::map<std::string, plan::CommFit> fits;
@@ -118,22 +117,28 @@ int body(MpiSession& mpi, int argc, char** argv) {
         parallel::Communicator* comm = k.comm;
         // Not guarded (bench/bench_main.h): a rank that skipped a case would leave the others
         // waiting in its collectives; an exception ends the job instead (MpiSession::run).
-        benchmark::RegisterBenchmark(name.c_str(), [comm, op, n, reps, fit](benchmark::State& state) {
-          plan::CommSample s;
-          for (auto _ : state) {
-            s = plan::time_comm_op(*comm, op, {n}, {2, reps}).front();
-            state.SetIterationTime(s.seconds);
-          }
-          const auto [m, w] = plan::model_messages_words(op, s.procs, s.elements);
-          state.counters["words"] = w;
-          state.counters["GB/s"] = s.seconds > 0 ? 4.0 * w / s.seconds / 1e9 : 0.0;
-          state.counters["model_us"] = (fit.alpha * m + fit.beta * w) * 1e6;
-        })->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
+        benchmark::RegisterBenchmark(name.c_str(),
+                                     [comm, op, n, reps, fit](benchmark::State& state) {
+                                       plan::CommSample s;
+                                       for (auto _ : state) {
+                                         s = plan::time_comm_op(*comm, op, {n}, {2, reps}).front();
+                                         state.SetIterationTime(s.seconds);
+                                       }
+                                       const auto [m, w] = plan::model_messages_words(op, s.procs, s.elements);
+                                       state.counters["words"] = w;
+                                       state.counters["GB/s"] = s.seconds > 0 ? 4.0 * w / s.seconds / 1e9 : 0.0;
+                                       state.counters["model_us"] = (fit.alpha * m + fit.beta * w) * 1e6;
+                                     })
+            ->UseManualTime()
+            ->Iterations(1)
+            ->Unit(benchmark::kMicrosecond);
       }
   }
   SilentReporter silent;
-  if (mpi.rank() == 0) benchmark::RunSpecifiedBenchmarks();
-  else benchmark::RunSpecifiedBenchmarks(&silent);
+  if (mpi.rank() == 0)
+    benchmark::RunSpecifiedBenchmarks();
+  else
+    benchmark::RunSpecifiedBenchmarks(&silent);
   benchmark::Shutdown();
   return 0;
 }

@@ -8,11 +8,10 @@
 //
 //   build/default/bench/bench_elementwise [--benchmark_filter=cuda]
 //   OMP_NUM_THREADS=1 build/default/bench/bench_elementwise --benchmark_filter=batchnorm
-#include "bench/bench_main.h"
-
 #include <functional>
 #include <string>
 
+#include "bench/bench_main.h"
 #include "kernels/batchnorm.h"
 #include "kernels/elementwise.h"
 #include "kernels/random.h"
@@ -31,11 +30,20 @@ const Case kCases[] = {
     {"add", 3, [](Tensor& a, Tensor& b, Tensor& c) { ops::add(a, b, c); }},
     {"relu", 2, [](Tensor& a, Tensor&, Tensor& c) { ops::relu_forward(a, c); }},
     {"sum_rows", 1, [](Tensor& a, Tensor&, Tensor&) { ops::sum(a, -1); }},
-    {"sum_rows_of_4", 1, [](Tensor& a, Tensor&, Tensor&) { ops::sum(a.reshape({a.numel() / 4, 4}), -1); }},
+    {"sum_rows_of_4", 1,
+     [](Tensor& a, Tensor&, Tensor&) {
+       ops::sum(a.reshape({a.numel() / 4, 4}), -1);
+     }},
     // One output (segments of kernels/reduce_bodies.h and their fold), four long rows.
     {"sum_all", 1, [](Tensor& a, Tensor&, Tensor&) { ops::sum_all(a); }},
-    {"sum_4_rows", 1, [](Tensor& a, Tensor&, Tensor&) { ops::sum(a.reshape({4, a.numel() / 4}), -1); }},
-    {"normal_init", 1, [](Tensor& a, Tensor&, Tensor&) { ops::normal_(a, 0, 1, {1, 3}); }},
+    {"sum_4_rows", 1,
+     [](Tensor& a, Tensor&, Tensor&) {
+       ops::sum(a.reshape({4, a.numel() / 4}), -1);
+     }},
+    {"normal_init", 1,
+     [](Tensor& a, Tensor&, Tensor&) {
+       ops::normal_(a, 0, 1, {1, 3});
+     }},
 };
 
 void run_case(benchmark::State& state, Device device, const Case& c) {
@@ -51,7 +59,7 @@ void run_case(benchmark::State& state, Device device, const Case& c) {
     synchronize(device);
   }
   state.counters["GB"] = benchmark::Counter(1e-9 * double(c.tensors_moved) * double(a.nbytes()),
-                                              benchmark::Counter::kIsIterationInvariantRate);
+                                            benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // ---- batch normalization ---------------------------------------------------------------
@@ -111,8 +119,8 @@ void run_batchnorm(benchmark::State& state, Device device, const Shape& shape, b
     synchronize(device);
   }
   const double moved = backward ? 5 : 4;  // full-size tensors read or written per call
-  state.counters["GB"] = benchmark::Counter(1e-9 * moved * double(t.x.nbytes()),
-                                            benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GB"] =
+      benchmark::Counter(1e-9 * moved * double(t.x.nbytes()), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 std::string shape_label(const Shape& s) {
@@ -125,8 +133,7 @@ void register_batchnorm(Device device, const std::string& dev) {
   for (const Shape& shape : {Shape{8, 16, 32, 32, 32}, Shape{2, 64, 16, 16, 16}})
     for (bool backward : {false, true})
       bench::register_guarded(
-          std::string(backward ? "batchnorm_bwd/" : "batchnorm_fwd/") + shape_label(shape) + "/" +
-              dev,
+          std::string(backward ? "batchnorm_bwd/" : "batchnorm_fwd/") + shape_label(shape) + "/" + dev,
           [=](benchmark::State& s) { run_batchnorm(s, device, shape, backward); })
           ->Unit(benchmark::kMicrosecond)
           ->UseRealTime();
@@ -137,13 +144,15 @@ void register_batchnorm(Device device, const std::string& dev) {
 void gridnn::bench::register_benchmarks() {
   const bool gpu = cuda_device_count() > 0;
   for (const Case& c : kCases) {
-    register_guarded(std::string(c.name) + "/cpu",
-                     [&c](benchmark::State& s) { run_case(s, Device::cpu(), c); })
-        ->Arg(1 << 22)->Unit(benchmark::kMicrosecond)->UseRealTime();
+    register_guarded(std::string(c.name) + "/cpu", [&c](benchmark::State& s) { run_case(s, Device::cpu(), c); })
+        ->Arg(1 << 22)
+        ->Unit(benchmark::kMicrosecond)
+        ->UseRealTime();
     if (gpu)
-      register_guarded(std::string(c.name) + "/cuda",
-                       [&c](benchmark::State& s) { run_case(s, Device::cuda(0), c); })
-          ->Arg(1 << 26)->Unit(benchmark::kMicrosecond)->UseRealTime();
+      register_guarded(std::string(c.name) + "/cuda", [&c](benchmark::State& s) { run_case(s, Device::cuda(0), c); })
+          ->Arg(1 << 26)
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
   }
   register_batchnorm(Device::cpu(), "cpu");
   if (gpu) register_batchnorm(Device::cuda(0), "cuda");

@@ -5,10 +5,9 @@
 //
 // Counter GFLOP (shown per second) = 2 m n k per iteration. GPU timings synchronize the device after
 // every product, so they include launch overhead (small sizes show it).
-#include "bench/bench_main.h"
-
 #include <string>
 
+#include "bench/bench_main.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/random.h"
@@ -30,8 +29,8 @@ void run_gemm(benchmark::State& state, Device device, DType dtype, ops::MathMode
     ops::gemm(a, b, c, opt);
     synchronize(device);
   }
-  state.counters["GFLOP"] = benchmark::Counter(2e-9 * double(n) * double(n) * double(n),
-                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP"] =
+      benchmark::Counter(2e-9 * double(n) * double(n) * double(n), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 }  // namespace
@@ -39,10 +38,10 @@ void run_gemm(benchmark::State& state, Device device, DType dtype, ops::MathMode
 void gridnn::bench::register_benchmarks() {
   for (int64_t n : {128, 256, 512, 1024})
     register_guarded("gemm/cpu/f32",
-                     [](benchmark::State& s) {
-                       run_gemm(s, Device::cpu(), DType::f32, ops::MathMode::fp32);
-                     })
-        ->Arg(n)->Unit(benchmark::kMillisecond)->UseRealTime();
+                     [](benchmark::State& s) { run_gemm(s, Device::cpu(), DType::f32, ops::MathMode::fp32); })
+        ->Arg(n)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
   if (cuda_device_count() == 0) return;
   struct GpuCase {
     const char* name;
@@ -56,8 +55,8 @@ void gridnn::bench::register_benchmarks() {
   for (const GpuCase& gc : cases)
     for (int64_t n : {1024, 4096, 8192})
       register_guarded("gemm/cuda/" + std::string(gc.name),
-                       [gc](benchmark::State& s) {
-                         run_gemm(s, Device::cuda(0), gc.dtype, gc.math);
-                       })
-          ->Arg(n)->Unit(benchmark::kMicrosecond)->UseRealTime();
+                       [gc](benchmark::State& s) { run_gemm(s, Device::cuda(0), gc.dtype, gc.math); })
+          ->Arg(n)
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
 }

@@ -37,13 +37,20 @@ Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--grid") a.grid = v;
-    else if (k == "--width") a.width = std::atoll(v.c_str());
-    else if (k == "--input") a.input = std::atoll(v.c_str());
-    else if (k == "--batch") a.batch = std::atoll(v.c_str());
-    else if (k == "--steps") a.steps = std::atoll(v.c_str());
-    else if (k == "--bucket-kb") a.bucket_kb = std::atoll(v.c_str());
-    else GRIDNN_REQUIRE(false, "bench_grad_overlap: unknown option ", k);
+    if (k == "--grid")
+      a.grid = v;
+    else if (k == "--width")
+      a.width = std::atoll(v.c_str());
+    else if (k == "--input")
+      a.input = std::atoll(v.c_str());
+    else if (k == "--batch")
+      a.batch = std::atoll(v.c_str());
+    else if (k == "--steps")
+      a.steps = std::atoll(v.c_str());
+    else if (k == "--bucket-kb")
+      a.bucket_kb = std::atoll(v.c_str());
+    else
+      GRIDNN_REQUIRE(false, "bench_grad_overlap: unknown option ", k);
   }
   return a;
 }
@@ -83,10 +90,9 @@ int body(MpiSession& mpi, int argc, char** argv) {
       Tensor logits;
       m.forward_backward(batch, a.batch, &logits);
       const auto& t = m.last_timing();
-      Tensor worst = Tensor::from_vector(
-          std::vector<float>{float(t.backward_seconds), float(t.sync_seconds),
-                             float(m.gradient_sync().seconds_in_backward())},
-          Shape{3});
+      Tensor worst = Tensor::from_vector(std::vector<float>{float(t.backward_seconds), float(t.sync_seconds),
+                                                            float(m.gradient_sync().seconds_in_backward())},
+                                         Shape{3});
       grid->world().all_reduce(worst, parallel::ReduceOp::max);
       (path == 2 ? kept_buckets : buckets) = m.gradient_sync().buckets();
       if (step < 0) continue;
@@ -102,12 +108,13 @@ int body(MpiSession& mpi, int argc, char** argv) {
     auto mean = [](double x, const Sums& s) { return 1e3 * x / double(std::max<int64_t>(s.steps, 1)); };
     const Sums& b = sums[0];
     const double total = mean(b.sync, b);
-    std::printf("grid %s (%d ranks), ResAttNet3D-18 width %lld, input %lld^3, batch %lld, %lld params "
-                "(%.1f MB of gradients), %lld buckets of <= %lld KiB (%lld in backward order), "
-                "%lld steps per path\n",
-                a.grid.c_str(), mpi.size(), (long long)a.width, (long long)a.input, (long long)a.batch,
-                (long long)params, double(params) * 4 / 1e6, (long long)buckets, (long long)a.bucket_kb,
-                (long long)kept_buckets, (long long)a.steps);
+    std::printf(
+        "grid %s (%d ranks), ResAttNet3D-18 width %lld, input %lld^3, batch %lld, %lld params "
+        "(%.1f MB of gradients), %lld buckets of <= %lld KiB (%lld in backward order), "
+        "%lld steps per path\n",
+        a.grid.c_str(), mpi.size(), (long long)a.width, (long long)a.input, (long long)a.batch, (long long)params,
+        double(params) * 4 / 1e6, (long long)buckets, (long long)a.bucket_kb, (long long)kept_buckets,
+        (long long)a.steps);
     std::printf("%-18s %12s %12s %14s %8s %14s\n", "path", "backward ms", "sync ms", "bwd+sync ms", "hidden",
                 "in-bwd work ms");
     std::printf("%-18s %12.1f %12.1f %14.1f %8s %14s\n", "blocking", mean(b.backward, b), total,

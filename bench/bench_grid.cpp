@@ -42,9 +42,9 @@
 #include "models/train/pipelined_model.h"
 #include "models/train/step_plan.h"
 #include "parallel/communicator.h"
-#include "plan/cost_model.h"
 #include "parallel/mpi_session.h"
 #include "parallel/process_grid.h"
+#include "plan/cost_model.h"
 
 namespace {
 
@@ -88,8 +88,8 @@ std::vector<int64_t> parse_list(const std::string& text) {
 // Google Benchmark. Ranks other than 0 also drop --benchmark_out*: only rank 0 writes.
 Config take_flags(int* argc, char** argv, bool reporting) {
   Config c;
-  const std::vector<std::string> own{"--model", "--width", "--input", "--batch", "--steps",
-                                     "--hidden", "--alpha", "--bandwidth"};
+  const std::vector<std::string> own{"--model", "--width",  "--input", "--batch",
+                                     "--steps", "--hidden", "--alpha", "--bandwidth"};
   int kept = 1;
   for (int i = 1; i < *argc; ++i) {
     std::string arg = argv[i], value;
@@ -110,14 +110,22 @@ Config take_flags(int* argc, char** argv, bool reporting) {
       GRIDNN_REQUIRE(v > 0, "bench_grid: ", name, " ", value, " must be a positive integer");
       return v;
     };
-    if (name == "--model") c.model = parse_enum<train::Model>(value);
-    else if (name == "--width") c.width = positive(std::atoll(value.c_str()));
-    else if (name == "--input") c.input = positive(std::atoll(value.c_str()));
-    else if (name == "--batch") c.batch = positive(std::atoll(value.c_str()));
-    else if (name == "--steps") c.steps = positive(std::atoll(value.c_str()));
-    else if (name == "--hidden") c.hidden = parse_list(value);
-    else if (name == "--alpha") c.alpha = std::atof(value.c_str());
-    else if (name == "--bandwidth") c.bandwidth = std::atof(value.c_str());
+    if (name == "--model")
+      c.model = parse_enum<train::Model>(value);
+    else if (name == "--width")
+      c.width = positive(std::atoll(value.c_str()));
+    else if (name == "--input")
+      c.input = positive(std::atoll(value.c_str()));
+    else if (name == "--batch")
+      c.batch = positive(std::atoll(value.c_str()));
+    else if (name == "--steps")
+      c.steps = positive(std::atoll(value.c_str()));
+    else if (name == "--hidden")
+      c.hidden = parse_list(value);
+    else if (name == "--alpha")
+      c.alpha = std::atof(value.c_str());
+    else if (name == "--bandwidth")
+      c.bandwidth = std::atof(value.c_str());
   }
   *argc = kept;
   argv[kept] = nullptr;
@@ -168,8 +176,8 @@ enum Column { kComm, kOp, kLayer, kElements, kNanos, kReceived, kColumns };
 enum Comm : int64_t { kRow, kCol, kStage, kWorld, kPipe };
 const std::vector<std::string> kComms{"row", "col", "stage", "world", "pipe"};
 enum Op : int64_t { kAllReduce, kAllGather, kAllGatherv, kReduceScatter, kReduceScatterv, kBroadcast, kSendRecv };
-const std::vector<std::string> kOps{"all_reduce", "all_gather", "all_gatherv", "reduce_scatter",
-                                    "reduce_scatterv", "broadcast", "send_recv", "barrier"};
+const std::vector<std::string> kOps{"all_reduce",      "all_gather", "all_gatherv", "reduce_scatter",
+                                    "reduce_scatterv", "broadcast",  "send_recv",   "barrier"};
 constexpr int64_t kStepOp = -1;  // an extra row: the rank's step time (kNanos)
 
 int64_t index_of(const std::vector<std::string>& names, const std::string& name) {
@@ -218,9 +226,9 @@ std::vector<Rows> gather_logs(parallel::Communicator& world, double step_s) {
 }
 
 struct StepCount {
-  double step_s = 0;        // the slowest rank's
-  double comm_s = 0;        // the most CommLog seconds of a rank
-  double words = 0;         // the most received words of a rank
+  double step_s = 0;  // the slowest rank's
+  double comm_s = 0;  // the most CommLog seconds of a rank
+  double words = 0;   // the most received words of a rank
   bool words_exact = true;
 };
 
@@ -274,7 +282,7 @@ StepCount count_step(const std::vector<Rows>& logs, parallel::GridShape g) {
   }
   for (int w = 0; w < P; ++w) {
     double words = halo_received[size_t(w)], seconds = 0;
-    std::map<int64_t, int> gather_at;  // comm -> gathers seen
+    std::map<int64_t, int> gather_at;                          // comm -> gathers seen
     std::map<std::pair<int64_t, int64_t>, int64_t> own_block;  // (comm, layer) -> last gather block
     for (const auto& r : logs[size_t(w)]) {
       if (r[kOp] == kStepOp) s.step_s = std::max(s.step_s, double(r[kNanos]) * 1e-9);
@@ -283,7 +291,9 @@ StepCount count_step(const std::vector<Rows>& logs, parallel::GridShape g) {
       const std::vector<int> group = group_of(w, r[kComm]);
       const double p = double(group.size()), n = double(r[kElements]);
       switch (r[kOp]) {
-        case kAllReduce: words += 2 * (p - 1) / p * n; break;
+        case kAllReduce:
+          words += 2 * (p - 1) / p * n;
+          break;
         case kAllGather:
         case kAllGatherv: {
           const int k = gather_at[r[kComm]]++;
@@ -292,14 +302,19 @@ StepCount count_step(const std::vector<Rows>& logs, parallel::GridShape g) {
           own_block[{r[kComm], r[kLayer]}] = r[kElements];
           break;
         }
-        case kReduceScatter: words += n * (p - 1) / p; break;
+        case kReduceScatter:
+          words += n * (p - 1) / p;
+          break;
         case kReduceScatterv: {
           const auto it = own_block.find({r[kComm], r[kLayer]});
           words += it != own_block.end() ? n - double(it->second) : n * (p - 1) / p;
           break;
         }
-        case kBroadcast: words += n * (p - 1) / p; break;
-        default: break;
+        case kBroadcast:
+          words += n * (p - 1) / p;
+          break;
+        default:
+          break;
       }
     }
     s.words = std::max(s.words, words);
@@ -383,8 +398,10 @@ void run_grid(benchmark::State& state, const Config& c, parallel::GridShape shap
   double mean = 0;
   for (double t : step_s) mean += t / double(step_s.size());
   Baselines& b = baselines();
-  if (one_proc) b.one_proc_s = med;
-  else if (shape.rows == 1) b.one_by_p_s = med;
+  if (one_proc)
+    b.one_proc_s = med;
+  else if (shape.rows == 1)
+    b.one_by_p_s = med;
   const Prediction p = predict(c, {shape.rows, shape.cols});
   state.counters["procs"] = procs;
   state.counters["step_s"] = med;
@@ -417,8 +434,7 @@ int body(MpiSession& mpi, int argc, char** argv) {
   // an exception ends the whole job instead (MpiSession::run). Cases every rank refuses
   // alike call SkipWithError themselves (run_grid).
   auto add = [&](const std::string& name, parallel::GridShape shape, bool one_proc) {
-    benchmark::RegisterBenchmark(name.c_str(),
-                                 [=](benchmark::State& st) { run_grid(st, c, shape, one_proc, P); })
+    benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) { run_grid(st, c, shape, one_proc, P); })
         ->Iterations(1)
         ->Repetitions(1)
         ->UseManualTime()
@@ -427,8 +443,9 @@ int body(MpiSession& mpi, int argc, char** argv) {
   const std::string prefix = "grid/" + std::string(enum_name(c.model)) + "/P" + std::to_string(P) + "/";
   add(prefix + "1x1", parallel::GridShape{1, 1, 1}, true);  // the baselines first
   for (int rows = 1; rows <= P; ++rows)
-    if (P % rows == 0 && P > 1) add(prefix + std::to_string(rows) + "x" + std::to_string(P / rows),
-                                    parallel::GridShape{1, rows, P / rows}, false);
+    if (P % rows == 0 && P > 1)
+      add(prefix + std::to_string(rows) + "x" + std::to_string(P / rows), parallel::GridShape{1, rows, P / rows},
+          false);
   if (mpi.rank() == 0) {
     benchmark::RunSpecifiedBenchmarks();
   } else {

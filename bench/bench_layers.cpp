@@ -13,8 +13,8 @@
 // backward after one forward). On the GPU the convolutions and attention
 // also run in the reduced-precision math modes (kernels/math_mode.h), the mode joined to
 // the device: "conv3d_fwd/stem/64/cuda_tf32", "attention_bwd/att3/128/cuda_bf16" (fp32
-// cases keep the plain names, which bench/compare_torch.py selects by "^name(/|$)"). bf16 times include casting the operands to bf16 and the result
-// back, as a training step in that mode pays them.
+// cases keep the plain names, which bench/compare_torch.py selects by "^name(/|$)"). bf16 times include casting the
+// operands to bf16 and the result back, as a training step in that mode pays them.
 //
 // Counters (shown per second):
 //   GFLOP  conv: 2 N O Do Ho Wo C kd kh kw per iteration for each of the three ops.
@@ -25,12 +25,11 @@
 //          batch norm forward x + y, backward x + dy + dx; max pooling forward x + y + the
 //          i64 argmax, backward dy + argmax + dx.
 // GPU timings synchronize the device after every call.
-#include "bench/bench_main.h"
-
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "bench/bench_main.h"
 #include "kernels/conv3d.h"
 #include "kernels/elementwise.h"
 #include "kernels/random.h"
@@ -73,8 +72,8 @@ const ConvCase kConvCases[] = {
 
 enum class ConvOp { forward, backward_data, backward_filter };
 
-void run_conv(benchmark::State& state, Device device, int64_t batch, const ConvCase& cc, int64_t scale,
-              ConvOp op, ops::MathMode math) {
+void run_conv(benchmark::State& state, Device device, int64_t batch, const ConvCase& cc, int64_t scale, ConvOp op,
+              ops::MathMode math) {
   const int64_t s = cc.in_size_64 * scale;
   const ops::Conv3dGeometry g =
       ops::conv3d_geometry("bench", cc.in_c, cc.out_c, {cc.kernel, cc.kernel, cc.kernel},
@@ -88,9 +87,15 @@ void run_conv(benchmark::State& state, Device device, int64_t batch, const ConvC
   Tensor dw = Tensor::zeros(w.shape(), DType::f32, device);
   const std::function<void()> call = [&] {
     switch (op) {
-      case ConvOp::forward: ops::conv3d_forward(x, w, Tensor(), g, y, math); break;
-      case ConvOp::backward_data: ops::conv3d_backward_data(dy, w, g, dx, math); break;
-      case ConvOp::backward_filter: ops::conv3d_backward_filter(x, dy, g, dw, math); break;
+      case ConvOp::forward:
+        ops::conv3d_forward(x, w, Tensor(), g, y, math);
+        break;
+      case ConvOp::backward_data:
+        ops::conv3d_backward_data(dy, w, g, dx, math);
+        break;
+      case ConvOp::backward_filter:
+        ops::conv3d_backward_filter(x, dy, g, dw, math);
+        break;
     }
   };
   call();  // warm-up: cuDNN algorithm search, column buffers, caches
@@ -100,8 +105,8 @@ void run_conv(benchmark::State& state, Device device, int64_t batch, const ConvC
     synchronize(device);
   }
   const double out_volume = double(y_shape[2]) * double(y_shape[3]) * double(y_shape[4]);
-  const double macs = double(batch) * double(cc.out_c) * out_volume * double(cc.in_c) *
-                      double(cc.kernel * cc.kernel * cc.kernel);
+  const double macs =
+      double(batch) * double(cc.out_c) * out_volume * double(cc.in_c) * double(cc.kernel * cc.kernel * cc.kernel);
   set_counter(state, "GFLOP", 2e-9 * macs);
 }
 
@@ -109,8 +114,8 @@ void run_conv(benchmark::State& state, Device device, int64_t batch, const ConvC
 
 // Through the timing harness (models/train/timing.h): one forward first (warm-up, and the
 // state backward needs), then the timed calls.
-void run_layer(benchmark::State& state, Device device, nn::Module& layer, const Shape& in_shape,
-               bool backward, double per_iteration, const char* counter) {
+void run_layer(benchmark::State& state, Device device, nn::Module& layer, const Shape& in_shape, bool backward,
+               double per_iteration, const char* counter) {
   layer.train();
   train::ForwardBackward run(layer, random_tensor(in_shape, device, 4), 5);
   run.forward();
@@ -140,8 +145,8 @@ void run_batchnorm(benchmark::State& state, Device device, int64_t batch, int64_
   run_layer(state, device, bn, {batch, kWidth, s, s, s}, backward, 1e-9 * 4 * n * (backward ? 3 : 2), "GB");
 }
 
-void run_attention(benchmark::State& state, Device device, int64_t batch, int64_t channels, int64_t size,
-                   bool backward, ops::MathMode math) {
+void run_attention(benchmark::State& state, Device device, int64_t batch, int64_t channels, int64_t size, bool backward,
+                   ops::MathMode math) {
   nn::SelfAttention3d att(channels, device);
   att.initialize(1);
   att.set_math_mode(math);
@@ -151,8 +156,8 @@ void run_attention(benchmark::State& state, Device device, int64_t batch, int64_
     if (name == "gamma") ops::fill(p->value, 0.5);
   const double c = double(channels), n = double(size * size * size);
   const double macs = double(batch) * (n * c * (c / 4 + c) + n * n * (c / 8 + c));
-  run_layer(state, device, att, {batch, channels, size, size, size}, backward,
-            2e-9 * macs * (backward ? 2 : 1), "GFLOP");
+  run_layer(state, device, att, {batch, channels, size, size, size}, backward, 2e-9 * macs * (backward ? 2 : 1),
+            "GFLOP");
 }
 
 // ---- registration ---------------------------------------------------------------------
@@ -176,24 +181,26 @@ void register_math(Device device, const std::string& dev, int64_t batch, ops::Ma
     // near 20 s with --benchmark_min_time=0.1. Nothing else at these shapes takes over 0.3 s.
     for (const ConvCase& cc : kConvCases) {
       const bool once = cpu && size == 128 && std::string(cc.layer) == "stem";
-      add("conv3d_fwd/" + std::string(cc.layer) + tail,
+      add(
+          "conv3d_fwd/" + std::string(cc.layer) + tail,
           [=](benchmark::State& s) { run_conv(s, device, batch, cc, scale, ConvOp::forward, math); }, cpu, once);
-      add("conv3d_bwd_data/" + std::string(cc.layer) + tail,
-          [=](benchmark::State& s) { run_conv(s, device, batch, cc, scale, ConvOp::backward_data, math); }, cpu,
-          once);
-      add("conv3d_bwd_filter/" + std::string(cc.layer) + tail,
+      add(
+          "conv3d_bwd_data/" + std::string(cc.layer) + tail,
+          [=](benchmark::State& s) { run_conv(s, device, batch, cc, scale, ConvOp::backward_data, math); }, cpu, once);
+      add(
+          "conv3d_bwd_filter/" + std::string(cc.layer) + tail,
           [=](benchmark::State& s) { run_conv(s, device, batch, cc, scale, ConvOp::backward_filter, math); }, cpu,
           once);
     }
     for (bool bwd : {false, true}) {
       const std::string op = bwd ? "_bwd" : "_fwd";
       // att3: 4w channels at 4^3 (64^3 input); att4: 8w channels at 2^3.
-      add("attention" + op + "/att3" + tail,
-          [=](benchmark::State& s) { run_attention(s, device, batch, 4 * kWidth, 4 * scale, bwd, math); }, cpu,
-          false);
-      add("attention" + op + "/att4" + tail,
-          [=](benchmark::State& s) { run_attention(s, device, batch, 8 * kWidth, 2 * scale, bwd, math); }, cpu,
-          false);
+      add(
+          "attention" + op + "/att3" + tail,
+          [=](benchmark::State& s) { run_attention(s, device, batch, 4 * kWidth, 4 * scale, bwd, math); }, cpu, false);
+      add(
+          "attention" + op + "/att4" + tail,
+          [=](benchmark::State& s) { run_attention(s, device, batch, 8 * kWidth, 2 * scale, bwd, math); }, cpu, false);
     }
   }
 }
@@ -206,9 +213,11 @@ void register_fp32_only(Device device, const std::string& dev, int64_t batch) {
     const std::string tail = "/" + std::to_string(size) + "/" + dev;
     for (bool bwd : {false, true}) {
       const std::string op = bwd ? "_bwd" : "_fwd";
-      add("maxpool3d" + op + "/stem" + tail,
-          [=](benchmark::State& s) { run_maxpool(s, device, batch, scale, bwd); }, cpu, false);
-      add("batchnorm3d" + op + "/layer1" + tail,
+      add(
+          "maxpool3d" + op + "/stem" + tail, [=](benchmark::State& s) { run_maxpool(s, device, batch, scale, bwd); },
+          cpu, false);
+      add(
+          "batchnorm3d" + op + "/layer1" + tail,
           [=](benchmark::State& s) { run_batchnorm(s, device, batch, scale, bwd); }, cpu, false);
     }
   }

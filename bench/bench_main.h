@@ -34,9 +34,7 @@ void run_guarded(benchmark::State& state, Body& body) {
 template <class Body>
 benchmark::internal::Benchmark* register_guarded(const std::string& name, Body body) {
   return benchmark::RegisterBenchmark(
-      name.c_str(), [body = std::move(body)](benchmark::State& state) mutable {
-        run_guarded(state, body);
-      });
+      name.c_str(), [body = std::move(body)](benchmark::State& state) mutable { run_guarded(state, body); });
 }
 
 }  // namespace gridnn::bench

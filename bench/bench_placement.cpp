@@ -46,8 +46,7 @@ Cluster random_cluster(int devices, const Profile& p, std::mt19937_64& rng) {
   const int per_node = 2;
   for (int d = 0; d < devices; ++d) {
     const bool fast = d == 0 || u(rng) < 0.5;  // at least one device holds everything
-    c.devices[size_t(d)].name =
-        "n" + std::to_string(d / per_node) + "g" + std::to_string(d % per_node);
+    c.devices[size_t(d)].name = "n" + std::to_string(d / per_node) + "g" + std::to_string(d % per_node);
     c.devices[size_t(d)].speed = fast ? 2.0 + 2.0 * u(rng) : 0.5 + 1.0 * u(rng);
     // Small devices hold about a fifth of the network, large ones all of it.
     c.devices[size_t(d)].memory_bytes = need * (fast ? 1.0 : 0.15 + 0.2 * u(rng));
@@ -68,9 +67,12 @@ int main(int argc, char** argv) {
   int64_t exhaustive_limit = 20'000'000;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--instances") instances = std::atoi(argv[i + 1]);
-    else if (flag == "--seed") seed = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (flag == "--exhaustive-limit") exhaustive_limit = std::atoll(argv[i + 1]);
+    if (flag == "--instances")
+      instances = std::atoi(argv[i + 1]);
+    else if (flag == "--seed")
+      seed = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (flag == "--exhaustive-limit")
+      exhaustive_limit = std::atoll(argv[i + 1]);
     else {
       std::fprintf(stderr, "bench_placement: unknown flag %s\n", flag.c_str());
       return 1;
@@ -80,9 +82,8 @@ int main(int argc, char** argv) {
     int blocks, devices, micro_batches;
   };
   const Shape shapes[] = {{12, 4, 8}, {16, 6, 8}, {20, 8, 16}, {34, 8, 16}};
-  std::printf("%-10s %6s %7s %3s %12s %12s %12s %12s %9s %5s %9s %9s %9s\n", "instance",
-              "blocks", "devices", "M", "round-robin", "greedy", "gabra", "exhaustive",
-              "GA gap", "ref", "GA s", "greedy s", "exh. s");
+  std::printf("%-10s %6s %7s %3s %12s %12s %12s %12s %9s %5s %9s %9s %9s\n", "instance", "blocks", "devices", "M",
+              "round-robin", "greedy", "gabra", "exhaustive", "GA gap", "ref", "GA s", "greedy s", "exh. s");
   for (const Shape& shape : shapes)
     for (int i = 0; i < instances; ++i) {
       std::mt19937_64 rng(seed * 1000003 + uint64_t(shape.blocks) * 101 + uint64_t(i));
@@ -95,8 +96,7 @@ int main(int argc, char** argv) {
       const SearchResult ga = gabra(p, c, 0, o);
       const bool run_exhaustive = exhaustive_candidates(p, c, 0) <= exhaustive_limit;
       SearchResult ex;
-      double reference = std::min({rr.simulation.fitness(), gr.simulation.fitness(),
-                                   ga.simulation.fitness()});
+      double reference = std::min({rr.simulation.fitness(), gr.simulation.fitness(), ga.simulation.fitness()});
       if (run_exhaustive) {
         ex = exhaustive(p, c, 0, exhaustive_limit);
         reference = ex.simulation.fitness();
@@ -112,23 +112,21 @@ int main(int argc, char** argv) {
       }
       auto cell = [](const SearchResult& r) {
         char buf[32];
-        std::snprintf(buf, sizeof buf, "%.5f%s", r.simulation.iteration_s,
-                      r.simulation.fits ? "" : "!");
+        std::snprintf(buf, sizeof buf, "%.5f%s", r.simulation.iteration_s, r.simulation.fits ? "" : "!");
         return std::string(buf);
       };
-      const std::string name = std::to_string(shape.blocks) + "x" +
-                               std::to_string(shape.devices) + "-" + std::to_string(i);
-      std::printf("%-10s %6d %7d %3d %12s %12s %12s %12s %8.3f%% %5s %9.4f %9.4f %9s\n",
-                  name.c_str(), shape.blocks, shape.devices, shape.micro_batches,
-                  cell(rr).c_str(), cell(gr).c_str(), cell(ga).c_str(),
-                  run_exhaustive ? cell(ex).c_str() : "-",
-                  100 * (ga.simulation.fitness() / reference - 1), run_exhaustive ? "opt" : "best",
-                  ga.search_s, gr.search_s,
+      const std::string name =
+          std::to_string(shape.blocks) + "x" + std::to_string(shape.devices) + "-" + std::to_string(i);
+      std::printf("%-10s %6d %7d %3d %12s %12s %12s %12s %8.3f%% %5s %9.4f %9.4f %9s\n", name.c_str(), shape.blocks,
+                  shape.devices, shape.micro_batches, cell(rr).c_str(), cell(gr).c_str(), cell(ga).c_str(),
+                  run_exhaustive ? cell(ex).c_str() : "-", 100 * (ga.simulation.fitness() / reference - 1),
+                  run_exhaustive ? "opt" : "best", ga.search_s, gr.search_s,
                   run_exhaustive ? std::to_string(ex.search_s).substr(0, 7).c_str() : "-");
       std::fflush(stdout);
     }
-  std::printf("times: simulated iteration seconds ('!': exceeds a device's memory); GA gap: "
-              "to the exhaustive optimum (opt) or to the best known (best: min of all methods "
-              "and 4 longer GA runs)\n");
+  std::printf(
+      "times: simulated iteration seconds ('!': exceeds a device's memory); GA gap: "
+      "to the exhaustive optimum (opt) or to the best known (best: min of all methods "
+      "and 4 longer GA runs)\n");
   return 0;
 }

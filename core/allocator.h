@@ -19,10 +19,10 @@
 namespace gridnn {
 
 struct AllocatorStats {
-  size_t in_use = 0;           // bytes handed out and not yet returned
-  size_t reserved = 0;         // bytes obtained from the system / driver and still held
-  size_t peak_in_use = 0;      // high-water mark of in_use
-  uint64_t allocations = 0;    // calls to allocate()
+  size_t in_use = 0;                // bytes handed out and not yet returned
+  size_t reserved = 0;              // bytes obtained from the system / driver and still held
+  size_t peak_in_use = 0;           // high-water mark of in_use
+  uint64_t allocations = 0;         // calls to allocate()
   uint64_t system_allocations = 0;  // allocations that reached the system (aligned_alloc,
                                     // mmap, cudaMalloc)
 };

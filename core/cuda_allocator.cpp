@@ -134,12 +134,13 @@ class CudaCachingAllocator final : public Allocator {
       if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) cudaGetLastError();
       const size_t cached = stats_.reserved - stats_.in_use;
       throw Error("out of memory on cuda:" + std::to_string(device_) + ": could not allocate " +
-                  std::to_string(requested) + " bytes (" + mib(size) + " block); tensors use " +
-                  mib(stats_.in_use) + ", gridnn holds " + mib(stats_.reserved) +
-                  " in all, the device has " + mib(free_bytes) + " free of " + mib(total_bytes) +
-                  (held_back ? ". The " + mib(cached) + " gridnn caches were not released: an "
-                               "all-reduce started on this device has not been waited for, and "
-                               "releasing waits for the whole device"
+                  std::to_string(requested) + " bytes (" + mib(size) + " block); tensors use " + mib(stats_.in_use) +
+                  ", gridnn holds " + mib(stats_.reserved) + " in all, the device has " + mib(free_bytes) +
+                  " free of " + mib(total_bytes) +
+                  (held_back ? ". The " + mib(cached) +
+                                   " gridnn caches were not released: an "
+                                   "all-reduce started on this device has not been waited for, and "
+                                   "releasing waits for the whole device"
                              : std::string()) +
                   ". Reduce the batch size (or the model or input size), or spread the work "
                   "over more GPUs with a larger grid");

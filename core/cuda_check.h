@@ -15,35 +15,33 @@
 
 #include "core/error.h"
 
-#define GRIDNN_CHECK_CUDA(CALL)                                                          \
-  do {                                                                                   \
-    cudaError_t gridnn_status_ = (CALL);                                                 \
-    if (gridnn_status_ != cudaSuccess)                                                   \
-      throw ::gridnn::CudaError(#CALL,                                                   \
-                                std::string(cudaGetErrorName(gridnn_status_)) + " (" +  \
-                                    cudaGetErrorString(gridnn_status_) + ")",            \
-                                __FILE__, __LINE__);                                     \
+#define GRIDNN_CHECK_CUDA(CALL)                                                                                   \
+  do {                                                                                                            \
+    cudaError_t gridnn_status_ = (CALL);                                                                          \
+    if (gridnn_status_ != cudaSuccess)                                                                            \
+      throw ::gridnn::CudaError(                                                                                  \
+          #CALL, std::string(cudaGetErrorName(gridnn_status_)) + " (" + cudaGetErrorString(gridnn_status_) + ")", \
+          __FILE__, __LINE__);                                                                                    \
   } while (0)
 
 // Checks the launch of the kernel just issued (bad configuration, no kernel image).
 #define GRIDNN_CHECK_LAUNCH(NAME) GRIDNN_CHECK_CUDA((static_cast<void>(NAME), cudaGetLastError()))
 
-#define GRIDNN_CHECK_CUBLAS(CALL)                                                         \
-  do {                                                                                    \
-    cublasStatus_t gridnn_status_ = (CALL);                                               \
-    if (gridnn_status_ != CUBLAS_STATUS_SUCCESS)                                          \
-      throw ::gridnn::CublasError(#CALL,                                                  \
-                                  std::string(cublasGetStatusName(gridnn_status_)) + " (" + \
-                                      cublasGetStatusString(gridnn_status_) + ")",        \
-                                  __FILE__, __LINE__);                                    \
+#define GRIDNN_CHECK_CUBLAS(CALL)                                                                                \
+  do {                                                                                                           \
+    cublasStatus_t gridnn_status_ = (CALL);                                                                      \
+    if (gridnn_status_ != CUBLAS_STATUS_SUCCESS)                                                                 \
+      throw ::gridnn::CublasError(                                                                               \
+          #CALL,                                                                                                 \
+          std::string(cublasGetStatusName(gridnn_status_)) + " (" + cublasGetStatusString(gridnn_status_) + ")", \
+          __FILE__, __LINE__);                                                                                   \
   } while (0)
 
 #if GRIDNN_HAVE_CUDNN
-#define GRIDNN_CHECK_CUDNN(CALL)                                                         \
-  do {                                                                                   \
-    cudnnStatus_t gridnn_status_ = (CALL);                                               \
-    if (gridnn_status_ != CUDNN_STATUS_SUCCESS)                                          \
-      throw ::gridnn::CudnnError(#CALL, cudnnGetErrorString(gridnn_status_), __FILE__,   \
-                                 __LINE__);                                              \
+#define GRIDNN_CHECK_CUDNN(CALL)                                                                  \
+  do {                                                                                            \
+    cudnnStatus_t gridnn_status_ = (CALL);                                                        \
+    if (gridnn_status_ != CUDNN_STATUS_SUCCESS)                                                   \
+      throw ::gridnn::CudnnError(#CALL, cudnnGetErrorString(gridnn_status_), __FILE__, __LINE__); \
   } while (0)
 #endif  // GRIDNN_HAVE_CUDNN

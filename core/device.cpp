@@ -66,8 +66,8 @@ void require_device(const Device& d) {
   GRIDNN_REQUIRE(n > 0, "device ", d.str(),
                  " requested but no usable CUDA device was found (no GPU, or the driver is "
                  "missing or too old); use --device cpu");
-  GRIDNN_REQUIRE(d.index >= 0 && d.index < n, "device ", d.str(), " does not exist; this machine has ",
-                 n, " CUDA device(s): cuda:0..cuda:", n - 1);
+  GRIDNN_REQUIRE(d.index >= 0 && d.index < n, "device ", d.str(), " does not exist; this machine has ", n,
+                 " CUDA device(s): cuda:0..cuda:", n - 1);
 }
 
 void synchronize(const Device& d) {

@@ -51,11 +51,8 @@ const char* dtype_safetensors_name(DType t) {
 }
 
 bool dtype_from_safetensors_name(const std::string& name, DType* out) {
-  static const std::pair<const char*, DType> table[] = {{"F32", DType::f32},
-                                                        {"F16", DType::f16},
-                                                        {"BF16", DType::bf16},
-                                                        {"I32", DType::i32},
-                                                        {"I64", DType::i64}};
+  static const std::pair<const char*, DType> table[] = {
+      {"F32", DType::f32}, {"F16", DType::f16}, {"BF16", DType::bf16}, {"I32", DType::i32}, {"I64", DType::i64}};
   for (const auto& [n, t] : table) {
     if (name == n) {
       *out = t;
@@ -68,8 +65,7 @@ bool dtype_from_safetensors_name(const std::string& name, DType* out) {
 bool is_floating(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
 
 void throw_unsupported_dtype(const char* op, DType got, const char* supported) {
-  throw Error(std::string(op) + ": dtype " + dtype_name(got) + " is not supported; use " +
-              supported);
+  throw Error(std::string(op) + ": dtype " + dtype_name(got) + " is not supported; use " + supported);
 }
 
 }  // namespace gridnn

@@ -47,41 +47,41 @@ struct DTypeOf<int64_t> {
 
 // Calls BODY with `scalar_t` bound to the C++ type of a floating dtype (f32, f16, bf16).
 // Throws gridnn::Error naming OP for any other dtype.
-#define GRIDNN_DISPATCH_FLOATING(DT, OP, ...)                                   \
-  [&] {                                                                        \
-    switch (DT) {                                                              \
-      case ::gridnn::DType::f32: {                                             \
-        using scalar_t = float;                                                \
-        return __VA_ARGS__();                                                  \
-      }                                                                        \
-      case ::gridnn::DType::f16: {                                             \
-        using scalar_t = ::gridnn::f16;                                        \
-        return __VA_ARGS__();                                                  \
-      }                                                                        \
-      case ::gridnn::DType::bf16: {                                            \
-        using scalar_t = ::gridnn::bf16;                                       \
-        return __VA_ARGS__();                                                  \
-      }                                                                        \
-      default:                                                                 \
-        ::gridnn::throw_unsupported_dtype(OP, DT, "f32, f16 or bf16");        \
-    }                                                                          \
+#define GRIDNN_DISPATCH_FLOATING(DT, OP, ...)                          \
+  [&] {                                                                \
+    switch (DT) {                                                      \
+      case ::gridnn::DType::f32: {                                     \
+        using scalar_t = float;                                        \
+        return __VA_ARGS__();                                          \
+      }                                                                \
+      case ::gridnn::DType::f16: {                                     \
+        using scalar_t = ::gridnn::f16;                                \
+        return __VA_ARGS__();                                          \
+      }                                                                \
+      case ::gridnn::DType::bf16: {                                    \
+        using scalar_t = ::gridnn::bf16;                               \
+        return __VA_ARGS__();                                          \
+      }                                                                \
+      default:                                                         \
+        ::gridnn::throw_unsupported_dtype(OP, DT, "f32, f16 or bf16"); \
+    }                                                                  \
   }()
 
 // Same, for every dtype (used by fill, copy and cast).
-#define GRIDNN_DISPATCH_ALL(DT, OP, ...)                                        \
-  [&] {                                                                        \
-    switch (DT) {                                                              \
-      case ::gridnn::DType::i32: {                                             \
-        using scalar_t = int32_t;                                              \
-        return __VA_ARGS__();                                                  \
-      }                                                                        \
-      case ::gridnn::DType::i64: {                                             \
-        using scalar_t = int64_t;                                              \
-        return __VA_ARGS__();                                                  \
-      }                                                                        \
-      default:                                                                 \
-        return GRIDNN_DISPATCH_FLOATING(DT, OP, __VA_ARGS__);                  \
-    }                                                                          \
+#define GRIDNN_DISPATCH_ALL(DT, OP, ...)                      \
+  [&] {                                                       \
+    switch (DT) {                                             \
+      case ::gridnn::DType::i32: {                            \
+        using scalar_t = int32_t;                             \
+        return __VA_ARGS__();                                 \
+      }                                                       \
+      case ::gridnn::DType::i64: {                            \
+        using scalar_t = int64_t;                             \
+        return __VA_ARGS__();                                 \
+      }                                                       \
+      default:                                                \
+        return GRIDNN_DISPATCH_FLOATING(DT, OP, __VA_ARGS__); \
+    }                                                         \
   }()
 
 namespace gridnn {

@@ -2,10 +2,9 @@
 // from them (an unknown name is a gridnn::Error listing the names).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <type_traits>
-
-#include <nlohmann/json.hpp>
 
 #include "core/names.h"
 

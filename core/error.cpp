@@ -6,8 +6,8 @@ namespace gridnn {
 namespace {
 std::atomic<int> g_rank{-1};
 
-std::string backend_message(const char* library, const std::string& call,
-                            const std::string& detail, const char* file, int line) {
+std::string backend_message(const char* library, const std::string& call, const std::string& detail, const char* file,
+                            int line) {
   std::ostringstream os;
   os << library << " call failed";
   int rank = g_rank.load();
@@ -17,8 +17,8 @@ std::string backend_message(const char* library, const std::string& call,
 }
 }  // namespace
 
-BackendError::BackendError(const char* library, const std::string& call,
-                           const std::string& detail, const char* file, int line)
+BackendError::BackendError(const char* library, const std::string& call, const std::string& detail, const char* file,
+                           int line)
     : Error(backend_message(library, call, detail, file, line)), call_(call), rank_(g_rank.load()) {}
 
 void set_error_rank(int rank) { g_rank.store(rank); }

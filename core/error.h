@@ -19,8 +19,7 @@ class Error : public std::runtime_error {
 
 class BackendError : public Error {
  public:
-  BackendError(const char* library, const std::string& call, const std::string& detail,
-               const char* file, int line);
+  BackendError(const char* library, const std::string& call, const std::string& detail, const char* file, int line);
   const std::string& call() const { return call_; }
   int rank() const { return rank_; }
 
@@ -29,11 +28,11 @@ class BackendError : public Error {
   int rank_;
 };
 
-#define GRIDNN_DECLARE_BACKEND_ERROR(NAME, LIBRARY)                                    \
-  class NAME : public BackendError {                                                   \
-   public:                                                                             \
+#define GRIDNN_DECLARE_BACKEND_ERROR(NAME, LIBRARY)                                      \
+  class NAME : public BackendError {                                                     \
+   public:                                                                               \
     NAME(const std::string& call, const std::string& detail, const char* file, int line) \
-        : BackendError(LIBRARY, call, detail, file, line) {}                           \
+        : BackendError(LIBRARY, call, detail, file, line) {}                             \
   };
 GRIDNN_DECLARE_BACKEND_ERROR(CudaError, "CUDA")
 GRIDNN_DECLARE_BACKEND_ERROR(CublasError, "cuBLAS")
@@ -58,7 +57,7 @@ std::string concat(const Args&... args) {
 }  // namespace gridnn
 
 // Throws gridnn::Error with the streamed message parts when COND is false.
-#define GRIDNN_REQUIRE(COND, ...)                                       \
-  do {                                                                  \
+#define GRIDNN_REQUIRE(COND, ...)                                              \
+  do {                                                                         \
     if (!(COND)) throw ::gridnn::Error(::gridnn::detail::concat(__VA_ARGS__)); \
   } while (0)

@@ -60,10 +60,10 @@ struct f16 {
     uint32_t u = float_bits(f);
     uint32_t sign = (u >> 16) & 0x8000u;
     uint32_t mag = u & 0x7fffffffu;
-    if (mag > 0x7f800000u) return uint16_t(sign | 0x7e00u);  // NaN
+    if (mag > 0x7f800000u) return uint16_t(sign | 0x7e00u);   // NaN
     if (mag >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to >= 65520: inf
-    if (mag < 0x38800000u) {                                 // below 2^-14: subnormal or zero
-      if (mag < 0x33000000u) return uint16_t(sign);          // below half the smallest subnormal
+    if (mag < 0x38800000u) {                                  // below 2^-14: subnormal or zero
+      if (mag < 0x33000000u) return uint16_t(sign);           // below half the smallest subnormal
       uint32_t exp = mag >> 23;
       uint32_t mant = (mag & 0x7fffffu) | 0x800000u;
       // value = mant * 2^(exp - 150) and the subnormal unit is 2^-24: keep mant >> (126 - exp).

@@ -58,7 +58,7 @@
 namespace gridnn {
 namespace {
 
-constexpr size_t kHostAlignment = 64;  // a cache line, and enough for any SIMD load
+constexpr size_t kHostAlignment = 64;             // a cache line, and enough for any SIMD load
 constexpr size_t kMinCached = size_t(256) << 10;  // requests from 256 KiB up are cached
 
 std::string mib(size_t bytes) {
@@ -201,8 +201,7 @@ class HostAllocator final : public Allocator {
     for (auto it = free_.begin(); it != free_.end(); it = free_.erase(it)) {
       unpoison(it->second, it->first);
       if (munmap(it->second, it->first) != 0) {  // only for a corrupted address or size
-        std::fprintf(stderr, "gridnn: cpu allocator: munmap of %p (%zu bytes) failed\n",
-                     it->second, it->first);
+        std::fprintf(stderr, "gridnn: cpu allocator: munmap of %p (%zu bytes) failed\n", it->second, it->first);
         std::abort();
       }
       stats_.reserved -= it->first;
@@ -211,9 +210,8 @@ class HostAllocator final : public Allocator {
 
   // The error for a request the system refused; called with mu_ held.
   Error out_of_memory(size_t requested, size_t size) const {
-    return Error("out of host memory: could not allocate " + std::to_string(requested) +
-                 " bytes (" + mib(size) + " block); tensors use " + mib(stats_.in_use) +
-                 ", gridnn holds " + mib(stats_.reserved) +
+    return Error("out of host memory: could not allocate " + std::to_string(requested) + " bytes (" + mib(size) +
+                 " block); tensors use " + mib(stats_.in_use) + ", gridnn holds " + mib(stats_.reserved) +
                  " in all; reduce the batch or the input size");
   }
 

@@ -13,8 +13,7 @@
 
 namespace gridnn {
 
-void copy_bytes(void* dst, const Device& dst_device, const void* src, const Device& src_device,
-                size_t n) {
+void copy_bytes(void* dst, const Device& dst_device, const void* src, const Device& src_device, size_t n) {
   if (n == 0) return;
   if (dst_device.is_cpu() && src_device.is_cpu()) {
     std::memmove(dst, src, n);
@@ -29,8 +28,7 @@ void copy_bytes(void* dst, const Device& dst_device, const void* src, const Devi
   count_copy(dst_device, src_device, n);
   // Order the copy after the work already queued on the stream that produced the source
   // (or will consume the destination).
-  const bool cross_device =
-      dst_device.is_cuda() && src_device.is_cuda() && dst_device.index != src_device.index;
+  const bool cross_device = dst_device.is_cuda() && src_device.is_cuda() && dst_device.index != src_device.index;
   int dev = src_device.is_cuda() ? src_device.index : dst_device.index;
   cudaStream_t stream = cuda::context(dev).stream;
   if (cross_device) {
@@ -40,15 +38,14 @@ void copy_bytes(void* dst, const Device& dst_device, const void* src, const Devi
     // blocking the host: an event recorded on the destination stream.
     cuda::Event dst_idle(dst_device.index);
     dst_idle.record(cuda::context(dst_device.index).stream);
-    cuda::context(dev);    // makes the source device current again
+    cuda::context(dev);     // makes the source device current again
     dst_idle.wait(stream);  // (an event may be waited on from another device's stream)
   }
   GRIDNN_CHECK_CUDA(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, stream));
   // To or from the host: the host may touch its side as soon as we return. Across devices:
   // the destination's compute stream does not know about a copy queued on the source's
   // stream, so its later kernels could read dst early; waiting here keeps them ordered.
-  if (dst_device.is_cpu() || src_device.is_cpu() || cross_device)
-    GRIDNN_CHECK_CUDA(cudaStreamSynchronize(stream));
+  if (dst_device.is_cpu() || src_device.is_cpu() || cross_device) GRIDNN_CHECK_CUDA(cudaStreamSynchronize(stream));
 #else
   throw Error("copy involving a CUDA device, but gridnn was built without CUDA");
 #endif

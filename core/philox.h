@@ -45,9 +45,7 @@ GRIDNN_HD GRIDNN_INLINE Philox4x32 philox_words(uint64_t seed, uint64_t stream, 
 }
 
 // Uniform in [0, 1), 24 random bits (every value exactly representable).
-GRIDNN_HD GRIDNN_INLINE float philox_unit(uint32_t word) {
-  return float(word >> 8) * (1.0f / 16777216.0f);
-}
+GRIDNN_HD GRIDNN_INLINE float philox_unit(uint32_t word) { return float(word >> 8) * (1.0f / 16777216.0f); }
 
 // Uniform in [0, 1) for one element.
 GRIDNN_HD GRIDNN_INLINE float philox_uniform(uint64_t seed, uint64_t stream, uint64_t index) {

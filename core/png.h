@@ -45,8 +45,7 @@ void fill_rect(RgbImage& image, int64_t x, int64_t y, int64_t width, int64_t hei
 constexpr int64_t kGlyphWidth = 5, kGlyphHeight = 7, kGlyphAdvance = 6;
 int64_t text_width(const std::string& text, int scale);
 // Draws `text` with its top-left corner at (x, y).
-void draw_text(RgbImage& image, int64_t x, int64_t y, const std::string& text, Rgb colour,
-               int scale);
+void draw_text(RgbImage& image, int64_t x, int64_t y, const std::string& text, Rgb colour, int scale);
 
 void write_png(const std::string& path, const RgbImage& image);
 

@@ -7,7 +7,6 @@
 // Every failure throws gridnn::Error "<source>: <what is wrong>[; <what to do>]".
 #include "core/safetensors.h"
 
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -18,8 +17,8 @@
 #include <set>
 #include <tuple>
 
-#include "core/file_io.h"
 #include "core/error.h"
+#include "core/file_io.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "safetensors data is little-endian; gridnn copies it without byte swapping");
@@ -69,8 +68,7 @@ FileParts split_file(const void* bytes, size_t size, const std::string& source) 
     fail(source, "header length ", header_size, " is larger than the ", after_length,
          " bytes that follow the length field; the file is truncated");
   const unsigned char* header = base + kLengthFieldBytes;
-  return {reinterpret_cast<const char*>(header), header_size, header + header_size,
-          after_length - header_size};
+  return {reinterpret_cast<const char*>(header), header_size, header + header_size, after_length - header_size};
 }
 
 // ---- reading: JSON header ------------------------------------------------------------
@@ -104,8 +102,7 @@ constexpr int kMaxHeaderDepth = 3;
 void check_depth(int depth, const std::string& top_key, const std::string& source) {
   if (depth <= kMaxHeaderDepth) return;
   std::string where = top_key.empty() ? "" : " under '" + top_key + "'";
-  fail(source, "header nests deeper than a safetensors header can (depth ", depth, " > ",
-       kMaxHeaderDepth, where,
+  fail(source, "header nests deeper than a safetensors header can (depth ", depth, " > ", kMaxHeaderDepth, where,
        "; tensor entries hold flat arrays of numbers and metadata holds strings); "
        "the file is damaged or not a safetensors file");
 }
@@ -118,8 +115,7 @@ Json parse_header_json(const FileParts& parts, const std::string& source) {
   // NUL is never valid in JSON text (inside strings it must be escaped).
   const void* nul = std::memchr(parts.header, '\0', parts.header_size);
   if (nul)
-    fail(source, "header is not valid JSON (NUL byte at byte ",
-         static_cast<const char*>(nul) - parts.header,
+    fail(source, "header is not valid JSON (NUL byte at byte ", static_cast<const char*>(nul) - parts.header,
          " of the header); the file is damaged or not a safetensors file");
 
   std::vector<std::set<std::string>> open_objects;
@@ -150,26 +146,21 @@ Json parse_header_json(const FileParts& parts, const std::string& source) {
   } catch (const Json::exception& e) {
     fail(source, "header could not be read as JSON (", e.what(), ")");
   }
-  if (!duplicate.empty())
-    fail(source, "header has the key '", duplicate, "' more than once; each key must be unique");
+  if (!duplicate.empty()) fail(source, "header has the key '", duplicate, "' more than once; each key must be unique");
   if (!header.is_object())
-    fail(source, "header must be a JSON object mapping tensor names to entries; got ",
-         header.type_name());
+    fail(source, "header must be a JSON object mapping tensor names to entries; got ", header.type_name());
   // As in the reference reader; nlohmann alone would also skip a byte-order mark or spaces.
-  if (parts.header[0] != '{')
-    fail(source, "header must begin with '{' (no byte-order mark or whitespace before it)");
+  if (parts.header[0] != '{') fail(source, "header must begin with '{' (no byte-order mark or whitespace before it)");
   return header;
 }
 
 std::map<std::string, std::string> parse_metadata(const Json& value, const std::string& source) {
   if (!value.is_object())
-    fail(source, "'", kMetadataKey, "' must be an object of string keys and string values; got ",
-         value.type_name());
+    fail(source, "'", kMetadataKey, "' must be an object of string keys and string values; got ", value.type_name());
   std::map<std::string, std::string> metadata;
   for (const auto& [key, item] : value.items()) {
     if (!item.is_string())
-      fail(source, "'", kMetadataKey, "' entry '", key, "' must be a string; got ",
-           describe_with_type(item));
+      fail(source, "'", kMetadataKey, "' entry '", key, "' must be a string; got ", describe_with_type(item));
     metadata[key] = item.get<std::string>();
   }
   return metadata;
@@ -201,18 +192,14 @@ bool as_non_negative(const Json& v, uint64_t limit, uint64_t* out) {
 
 class EntryParser {
  public:
-  EntryParser(const std::string& name, const std::string& source) : source_(source) {
-    entry_.name = name;
-  }
+  EntryParser(const std::string& name, const std::string& source) : source_(source) { entry_.name = name; }
 
   TensorEntry parse(const Json& value) {
-    if (!value.is_object())
-      fail_entry("must be an object with dtype, shape and data_offsets; got ", value.type_name());
+    if (!value.is_object()) fail_entry("must be an object with dtype, shape and data_offsets; got ", value.type_name());
     for (const auto& item : value.items()) {
       const std::string& key = item.key();
       if (key != "dtype" && key != "shape" && key != "data_offsets")
-        fail_entry("has unexpected key '", key,
-                   "'; an entry holds only dtype, shape and data_offsets");
+        fail_entry("has unexpected key '", key, "'; an entry holds only dtype, shape and data_offsets");
     }
     parse_dtype(field(value, "dtype"));
     parse_shape(field(value, "shape"));
@@ -229,8 +216,7 @@ class EntryParser {
 
   const Json& field(const Json& value, const char* key) const {
     auto it = value.find(key);
-    if (it == value.end())
-      fail_entry("has no '", key, "'; each entry needs dtype, shape and data_offsets");
+    if (it == value.end()) fail_entry("has no '", key, "'; each entry needs dtype, shape and data_offsets");
     return *it;
   }
 
@@ -291,12 +277,11 @@ class EntryParser {
 
 // The byte ranges must lie in the data section and tile it: sorted by begin, each range
 // starts where the previous one ended, and the last one ends at the end of the section.
-void check_layout(std::vector<TensorEntry>& entries, uint64_t data_size,
-                  const std::string& source) {
+void check_layout(std::vector<TensorEntry>& entries, uint64_t data_size, const std::string& source) {
   for (const TensorEntry& e : entries)
     if (e.end > data_size)
-      fail(source, "tensor '", e.name, "' has data_offsets [", e.begin, ", ", e.end,
-           "] beyond the data section of ", data_size, " bytes; the file is truncated or damaged");
+      fail(source, "tensor '", e.name, "' has data_offsets [", e.begin, ", ", e.end, "] beyond the data section of ",
+           data_size, " bytes; the file is truncated or damaged");
   std::sort(entries.begin(), entries.end(), [](const TensorEntry& a, const TensorEntry& b) {
     return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
   });
@@ -304,18 +289,16 @@ void check_layout(std::vector<TensorEntry>& entries, uint64_t data_size,
   const TensorEntry* previous = nullptr;
   for (const TensorEntry& e : entries) {
     if (e.begin < covered)
-      fail(source, "tensor '", e.name, "' data_offsets [", e.begin, ", ", e.end,
-           "] overlap those of tensor '", previous->name, "' [", previous->begin, ", ",
-           previous->end, "]");
+      fail(source, "tensor '", e.name, "' data_offsets [", e.begin, ", ", e.end, "] overlap those of tensor '",
+           previous->name, "' [", previous->begin, ", ", previous->end, "]");
     if (e.begin > covered)
-      fail(source, "bytes [", covered, ", ", e.begin, ") of the data section, before tensor '",
-           e.name, "', belong to no tensor (a gap); the file is damaged");
+      fail(source, "bytes [", covered, ", ", e.begin, ") of the data section, before tensor '", e.name,
+           "', belong to no tensor (a gap); the file is damaged");
     covered = e.end;
     previous = &e;
   }
   if (covered != data_size)
-    fail(source, data_size - covered,
-         " trailing bytes after the last tensor's data (data section is ", data_size,
+    fail(source, data_size - covered, " trailing bytes after the last tensor's data (data section is ", data_size,
          " bytes, tensors cover ", covered, "); the file is damaged");
 }
 
@@ -334,8 +317,7 @@ void append_u64_le(std::string& out, uint64_t v) {
 void check_names(const NamedTensors& tensors) {
   std::set<std::string> seen;
   for (const auto& [name, tensor] : tensors) {
-    GRIDNN_REQUIRE(!name.empty(),
-                   "save_safetensors: a tensor has an empty name; give every tensor a name");
+    GRIDNN_REQUIRE(!name.empty(), "save_safetensors: a tensor has an empty name; give every tensor a name");
     GRIDNN_REQUIRE(name != kMetadataKey, "save_safetensors: '", kMetadataKey,
                    "' is reserved for metadata and cannot name a tensor");
     GRIDNN_REQUIRE(seen.insert(name).second, "save_safetensors: tensor name '", name,
@@ -345,8 +327,7 @@ void check_names(const NamedTensors& tensors) {
 }
 
 // JSON header text, padded with spaces so the data section starts 8-byte aligned.
-std::string header_text(const NamedTensors& tensors,
-                        const std::map<std::string, std::string>& metadata) {
+std::string header_text(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header[kMetadataKey] = metadata;
   uint64_t offset = 0;
@@ -376,7 +357,6 @@ void append_data(std::string& out, const Tensor& tensor) {
   out.append(static_cast<const char*>(host.raw()), host.nbytes());
 }
 
-
 }  // namespace
 
 SafetensorsFile parse_safetensors(const void* bytes, size_t size, const std::string& source) {
@@ -401,8 +381,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
   return parse_safetensors(bytes.data(), bytes.size(), path);
 }
 
-std::string serialize_safetensors(const NamedTensors& tensors,
-                                  const std::map<std::string, std::string>& metadata) {
+std::string serialize_safetensors(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
   check_names(tensors);
   std::string header = header_text(tensors, metadata);
   std::string out;

@@ -24,8 +24,8 @@
 namespace gridnn {
 
 struct SafetensorsFile {
-  std::map<std::string, Tensor> tensors;         // CPU tensors, by name
-  std::map<std::string, std::string> metadata;   // the "__metadata__" entry, if any
+  std::map<std::string, Tensor> tensors;        // CPU tensors, by name
+  std::map<std::string, std::string> metadata;  // the "__metadata__" entry, if any
 };
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
@@ -38,8 +38,7 @@ SafetensorsFile parse_safetensors(const void* bytes, size_t size, const std::str
 // Encodes tensors (any device; device tensors are copied to the host) in the order
 // given. Names must be unique, non-empty, valid UTF-8 and not "__metadata__". The header is padded with spaces so the
 // data section starts at an 8-byte boundary, as the reference writer does.
-std::string serialize_safetensors(const NamedTensors& tensors,
-                                  const std::map<std::string, std::string>& metadata = {});
+std::string serialize_safetensors(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata = {});
 // Writes atomically (core/file_io.h): a temporary file beside `path`, fsync, then
 // rename, so a crash while saving never leaves a half-written file under `path`.
 void save_safetensors(const std::string& path, const NamedTensors& tensors,

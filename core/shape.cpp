@@ -9,19 +9,18 @@ namespace gridnn {
 Shape::Shape(std::initializer_list<int64_t> dims) : Shape(std::vector<int64_t>(dims)) {}
 
 Shape::Shape(const std::vector<int64_t>& dims) {
-  GRIDNN_REQUIRE(dims.size() <= size_t(kMaxRank), "a shape has at most ", kMaxRank,
-                 " dimensions (N, C, D, H, W); got ", dims.size());
+  GRIDNN_REQUIRE(dims.size() <= size_t(kMaxRank), "a shape has at most ", kMaxRank, " dimensions (N, C, D, H, W); got ",
+                 dims.size());
   rank_ = int(dims.size());
   // The product of the non-zero dimensions must fit: strides are computed from them even
   // when another dimension makes the tensor empty.
   int64_t product = 1;
   for (int i = 0; i < rank_; ++i) {
-    GRIDNN_REQUIRE(dims[i] >= 0, "shape dimensions must be >= 0; dimension ", i, " is ",
-                   dims[i]);
+    GRIDNN_REQUIRE(dims[i] >= 0, "shape dimensions must be >= 0; dimension ", i, " is ", dims[i]);
     dims_[i] = dims[i];
     if (dims[i] == 0) continue;
-    GRIDNN_REQUIRE(product <= std::numeric_limits<int64_t>::max() / dims[i],
-                   "shape ", str(), " has too many elements to index with 64 bits");
+    GRIDNN_REQUIRE(product <= std::numeric_limits<int64_t>::max() / dims[i], "shape ", str(),
+                   " has too many elements to index with 64 bits");
     product *= dims[i];
   }
 }

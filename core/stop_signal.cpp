@@ -2,8 +2,8 @@
 #include "core/stop_signal.h"
 
 #include <csignal>
-#include <initializer_list>
 #include <cstdio>
+#include <initializer_list>
 
 namespace gridnn {
 
@@ -41,9 +41,12 @@ void clear_stop_signal() { g_signal = 0; }
 
 const char* stop_signal_name(int signal) {
   switch (signal) {
-    case SIGTERM: return "SIGTERM";
-    case SIGINT: return "SIGINT";
-    case SIGUSR1: return "SIGUSR1";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGINT:
+      return "SIGINT";
+    case SIGUSR1:
+      return "SIGUSR1";
     default: {
       static thread_local char name[32];
       std::snprintf(name, sizeof name, "signal %d", signal);

@@ -23,8 +23,7 @@ Stream::~Stream() {
   if (stream_) cudaStreamDestroy(stream_);  // queued work still completes
 }
 
-Stream::Stream(Stream&& other) noexcept
-    : stream_(std::exchange(other.stream_, nullptr)), device_(other.device_) {}
+Stream::Stream(Stream&& other) noexcept : stream_(std::exchange(other.stream_, nullptr)), device_(other.device_) {}
 
 Stream& Stream::operator=(Stream&& other) noexcept {
   if (this != &other) {
@@ -46,8 +45,7 @@ Event::~Event() {
   if (event_) cudaEventDestroy(event_);
 }
 
-Event::Event(Event&& other) noexcept
-    : event_(std::exchange(other.event_, nullptr)), device_(other.device_) {}
+Event::Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)), device_(other.device_) {}
 
 Event& Event::operator=(Event&& other) noexcept {
   if (this != &other) {

@@ -8,14 +8,13 @@
 namespace gridnn {
 
 Storage::Storage(size_t bytes, const Device& device)
-    : allocator_(&allocator_for(device)), data_(allocator_->allocate(bytes)), bytes_(bytes),
-      device_(device) {}
+    : allocator_(&allocator_for(device)), data_(allocator_->allocate(bytes)), bytes_(bytes), device_(device) {}
 
 Storage::~Storage() { allocator_->deallocate(data_, bytes_); }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
-  GRIDNN_REQUIRE(shape.numel() <= std::numeric_limits<int64_t>::max() / int64_t(dtype_size(dtype)),
-                 "tensor ", dtype_name(dtype), shape.str(), " needs more bytes than memory can address");
+  GRIDNN_REQUIRE(shape.numel() <= std::numeric_limits<int64_t>::max() / int64_t(dtype_size(dtype)), "tensor ",
+                 dtype_name(dtype), shape.str(), " needs more bytes than memory can address");
   Tensor t;
   t.storage_ = std::make_shared<Storage>(size_t(shape.numel()) * dtype_size(dtype), device);
   t.shape_ = shape;
@@ -43,8 +42,8 @@ const void* Tensor::raw() const { return const_cast<Tensor*>(this)->raw(); }
 
 Tensor Tensor::reshape(const Shape& shape) const {
   require_defined("reshape");
-  GRIDNN_REQUIRE(shape.numel() == numel(), "reshape: cannot view ", str(), " as ", shape.str(),
-                 " (", numel(), " elements vs ", shape.numel(), ")");
+  GRIDNN_REQUIRE(shape.numel() == numel(), "reshape: cannot view ", str(), " as ", shape.str(), " (", numel(),
+                 " elements vs ", shape.numel(), ")");
   Tensor v = *this;
   v.shape_ = shape;
   return v;
@@ -54,8 +53,8 @@ Tensor Tensor::narrow(int64_t start, int64_t length) const {
   require_defined("narrow");
   GRIDNN_REQUIRE(rank() >= 1, "narrow: a scalar tensor has no dimension 0");
   int64_t n = shape_[0];
-  GRIDNN_REQUIRE(start >= 0 && length >= 0 && start + length <= n, "narrow: rows [", start, ", ",
-                 start + length, ") are outside dimension 0 of ", str());
+  GRIDNN_REQUIRE(start >= 0 && length >= 0 && start + length <= n, "narrow: rows [", start, ", ", start + length,
+                 ") are outside dimension 0 of ", str());
   Tensor v = *this;
   v.offset_ = offset_ + start * shape_.stride(0);
   v.shape_ = shape_.with(0, length);

@@ -105,8 +105,8 @@ class Tensor {
 
 template <class T>
 Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape) {
-  GRIDNN_REQUIRE(int64_t(values.size()) == shape.numel(), "from_vector: ", values.size(),
-                 " values do not fill shape ", shape.str());
+  GRIDNN_REQUIRE(int64_t(values.size()) == shape.numel(), "from_vector: ", values.size(), " values do not fill shape ",
+                 shape.str());
   Tensor t = empty(shape, DTypeOf<T>::value);
   std::copy(values.begin(), values.end(), t.data<T>());
   return t;

@@ -62,9 +62,9 @@ TransferCounts& TransferCounts::operator+=(const TransferCounts& o) {
 
 std::string TransferCounts::str() const {
   return std::to_string(uploads) + " uploads (" + bytes_str(upload_bytes) + "), " + std::to_string(downloads) +
-         " downloads (" + bytes_str(download_bytes) + "), staged for communication " +
-         std::to_string(staged_uploads) + " up / " + std::to_string(staged_downloads) + " down (" +
-         bytes_str(staged_bytes) + "), " + std::to_string(host_reads) + " host reads";
+         " downloads (" + bytes_str(download_bytes) + "), staged for communication " + std::to_string(staged_uploads) +
+         " up / " + std::to_string(staged_downloads) + " down (" + bytes_str(staged_bytes) + "), " +
+         std::to_string(host_reads) + " host reads";
 }
 
 TransferCounts transfer_counts() {

@@ -4,18 +4,16 @@
 
 namespace gridnn::kernels {
 
-AlgoFallback::AlgoFallback(std::string what, std::vector<AlgoCandidate> ranked,
-                           AlgoStatusRules rules, Log log)
-    : what_(std::move(what)), ranked_(std::move(ranked)), rules_(std::move(rules)),
-      log_(std::move(log)) {
+AlgoFallback::AlgoFallback(std::string what, std::vector<AlgoCandidate> ranked, AlgoStatusRules rules, Log log)
+    : what_(std::move(what)), ranked_(std::move(ranked)), rules_(std::move(rules)), log_(std::move(log)) {
   GRIDNN_REQUIRE(!ranked_.empty(), what_, ": no candidate algorithm to run");
 }
 
 void AlgoFallback::confirm() {
   confirmed_ = true;
   if (log_.chosen)
-    log_.chosen(what_ + ": " + current().name + ", candidate " + std::to_string(index_ + 1) +
-                " of " + std::to_string(ranked_.size()));
+    log_.chosen(what_ + ": " + current().name + ", candidate " + std::to_string(index_ + 1) + " of " +
+                std::to_string(ranked_.size()));
 }
 
 void AlgoFallback::reject(int status) {
@@ -24,9 +22,8 @@ void AlgoFallback::reject(int status) {
   if (index_ + 1 == ranked_.size()) exhausted();
   ++index_;
   if (log_.fallback)
-    log_.fallback(what_ + ": " + failed + " at its first run; trying " + current().name +
-                  " (candidate " + std::to_string(index_ + 1) + " of " +
-                  std::to_string(ranked_.size()) + ")");
+    log_.fallback(what_ + ": " + failed + " at its first run; trying " + current().name + " (candidate " +
+                  std::to_string(index_ + 1) + " of " + std::to_string(ranked_.size()) + ")");
 }
 
 void AlgoFallback::exhausted() const {

@@ -34,8 +34,8 @@ struct AlgoCandidate {
 
 // What a library's status codes mean to the fallback. Status 0 is success.
 struct AlgoStatusRules {
-  std::function<bool(int)> retryable;        // worth running the next candidate before confirmation
-  std::function<std::string(int)> name;      // e.g. "CUDNN_STATUS_NOT_SUPPORTED_SHAPE"
+  std::function<bool(int)> retryable;    // worth running the next candidate before confirmation
+  std::function<std::string(int)> name;  // e.g. "CUDNN_STATUS_NOT_SUPPORTED_SHAPE"
 };
 
 class AlgoFallback {
@@ -48,8 +48,7 @@ class AlgoFallback {
 
   // `what` names the plan direction in messages ("cuDNN forward of 1->16 k7 s2 p3 on
   // 64x64x64, batch 8, fp32"). `ranked` must not be empty.
-  AlgoFallback(std::string what, std::vector<AlgoCandidate> ranked, AlgoStatusRules rules,
-               Log log = {});
+  AlgoFallback(std::string what, std::vector<AlgoCandidate> ranked, AlgoStatusRules rules, Log log = {});
 
   // Runs `attempt` (int(const AlgoCandidate&), 0 on success) on the current candidate,
   // moving on as the header says. Returns the status of the last run: 0, a status that is

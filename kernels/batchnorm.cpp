@@ -28,15 +28,15 @@ void expect_channel(const char* op, const char* name, const Tensor& t, int64_t c
 
 void expect_sums(const char* op, const Tensor& sums, int64_t c, const Tensor& x) {
   expect_defined(op, "sums", sums);
-  GRIDNN_REQUIRE(sums.dtype() == DType::f32 && sums.shape() == (Shape{2, c}), op, ": sums ",
-                 sums.str(), " should be f32 of shape [2, ", c, "]");
+  GRIDNN_REQUIRE(sums.dtype() == DType::f32 && sums.shape() == (Shape{2, c}), op, ": sums ", sums.str(),
+                 " should be f32 of shape [2, ", c, "]");
   expect_same_device(op, sums, x);
 }
 
 void expect_like(const char* op, const char* name, const Tensor& t, const Tensor& x) {
   expect_defined(op, name, t);
-  GRIDNN_REQUIRE(t.shape() == x.shape() && t.dtype() == x.dtype(), op, ": ", name, " ", t.str(),
-                 " should match x ", x.str());
+  GRIDNN_REQUIRE(t.shape() == x.shape() && t.dtype() == x.dtype(), op, ": ", name, " ", t.str(), " should match x ",
+                 x.str());
   expect_same_device(op, t, x);
 }
 
@@ -50,12 +50,10 @@ void batchnorm_channel_sums(const Tensor& x, const Tensor& shift, Tensor& sums) 
   GRIDNN_BACKEND_CALL(x.device(), batchnorm_channel_sums, x, shift, g, sums);
 }
 
-void batchnorm_moments(const Tensor& sums, const Tensor& shift, int64_t count, Tensor& mean,
-                       Tensor& var) {
+void batchnorm_moments(const Tensor& sums, const Tensor& shift, int64_t count, Tensor& mean, Tensor& var) {
   const char* op = "batchnorm_moments";
   expect_defined(op, "sums", sums);
-  GRIDNN_REQUIRE(sums.rank() == 2 && sums.size(0) == 2, op, ": sums ", sums.str(),
-                 " should be [2, C]");
+  GRIDNN_REQUIRE(sums.rank() == 2 && sums.size(0) == 2, op, ": sums ", sums.str(), " should be [2, C]");
   const int64_t c = sums.size(1);
   expect_sums(op, sums, c, sums);
   expect_channel(op, "shift", shift, c, sums, true);
@@ -76,8 +74,7 @@ void batchnorm_invstd(const Tensor& var, double eps, Tensor& invstd) {
 }
 
 void batchnorm_update_running(const Tensor& mean, const Tensor& var, int64_t count, double momentum,
-                              Tensor& running_mean, Tensor& running_var,
-                              Tensor& num_batches_tracked) {
+                              Tensor& running_mean, Tensor& running_var, Tensor& num_batches_tracked) {
   const char* op = "batchnorm_update_running";
   expect_defined(op, "mean", mean);
   GRIDNN_REQUIRE(mean.rank() == 1, op, ": mean ", mean.str(), " should be [C]");
@@ -87,19 +84,17 @@ void batchnorm_update_running(const Tensor& mean, const Tensor& var, int64_t cou
   expect_channel(op, "running_mean", running_mean, c, mean);
   expect_channel(op, "running_var", running_var, c, mean);
   if (num_batches_tracked.defined()) {
-    GRIDNN_REQUIRE(num_batches_tracked.dtype() == DType::i64 && num_batches_tracked.numel() == 1,
-                   op, ": num_batches_tracked ", num_batches_tracked.str(),
-                   " should be one i64 value");
+    GRIDNN_REQUIRE(num_batches_tracked.dtype() == DType::i64 && num_batches_tracked.numel() == 1, op,
+                   ": num_batches_tracked ", num_batches_tracked.str(), " should be one i64 value");
     expect_same_device(op, num_batches_tracked, mean);
   }
-  GRIDNN_REQUIRE(count > 1, op, ": the unbiased variance needs more than 1 value per channel, got ",
-                 count);
-  GRIDNN_BACKEND_CALL(mean.device(), batchnorm_update_running, mean, var, count, momentum,
-                      running_mean, running_var, num_batches_tracked);
+  GRIDNN_REQUIRE(count > 1, op, ": the unbiased variance needs more than 1 value per channel, got ", count);
+  GRIDNN_BACKEND_CALL(mean.device(), batchnorm_update_running, mean, var, count, momentum, running_mean, running_var,
+                      num_batches_tracked);
 }
 
-void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                         const Tensor& weight, const Tensor& bias, Tensor& y) {
+void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                         const Tensor& bias, Tensor& y) {
   const char* op = "batchnorm_normalize";
   BatchNormGeometry g = geometry_of(op, x);
   expect_channel(op, "mean", mean, g.c, x);
@@ -111,8 +106,8 @@ void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invs
   GRIDNN_BACKEND_CALL(x.device(), batchnorm_normalize, x, mean, invstd, weight, bias, g, y);
 }
 
-void batchnorm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean,
-                             const Tensor& invstd, Tensor& sums) {
+void batchnorm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
+                             Tensor& sums) {
   const char* op = "batchnorm_backward_sums";
   BatchNormGeometry g = geometry_of(op, x);
   expect_like(op, "dy", dy, x);
@@ -122,9 +117,8 @@ void batchnorm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& me
   GRIDNN_BACKEND_CALL(x.device(), batchnorm_backward_sums, x, dy, mean, invstd, g, sums);
 }
 
-void batchnorm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& mean,
-                              const Tensor& invstd, const Tensor& weight, const Tensor& sums,
-                              int64_t count, bool training, Tensor& dx) {
+void batchnorm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
+                              const Tensor& weight, const Tensor& sums, int64_t count, bool training, Tensor& dx) {
   const char* op = "batchnorm_backward_input";
   BatchNormGeometry g = geometry_of(op, x);
   expect_like(op, "dy", dy, x);
@@ -138,8 +132,7 @@ void batchnorm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& m
     expect_sums(op, sums, g.c, x);
     GRIDNN_REQUIRE(count >= 1, op, ": count must be >= 1 in training, got ", count);
   }
-  GRIDNN_BACKEND_CALL(x.device(), batchnorm_backward_input, x, dy, mean, invstd, weight, sums,
-                      count, training, g, dx);
+  GRIDNN_BACKEND_CALL(x.device(), batchnorm_backward_input, x, dy, mean, invstd, weight, sums, count, training, g, dx);
 }
 
 }  // namespace gridnn::ops

@@ -29,62 +29,52 @@ namespace gridnn::ops {
 void batchnorm_channel_sums(const Tensor& x, const Tensor& shift, Tensor& sums);
 // mean = shift + sums[0]/count; var (may be undefined) = sums[1]/count - (sums[0]/count)^2,
 // the biased variance. mean may be the same tensor as shift.
-void batchnorm_moments(const Tensor& sums, const Tensor& shift, int64_t count, Tensor& mean,
-                       Tensor& var);
+void batchnorm_moments(const Tensor& sums, const Tensor& shift, int64_t count, Tensor& mean, Tensor& var);
 // invstd = 1 / sqrt(var + eps).
 void batchnorm_invstd(const Tensor& var, double eps, Tensor& invstd);
 // running_mean/var = (1 - momentum) * running + momentum * (mean, var * count / (count - 1));
 // num_batches_tracked (i64 scalar, may be undefined) += 1. count must be > 1.
 void batchnorm_update_running(const Tensor& mean, const Tensor& var, int64_t count, double momentum,
-                              Tensor& running_mean, Tensor& running_var,
-                              Tensor& num_batches_tracked);
+                              Tensor& running_mean, Tensor& running_var, Tensor& num_batches_tracked);
 // y = (x - mean) * invstd * weight + bias; weight and bias may be undefined (1 and 0).
-void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                         const Tensor& weight, const Tensor& bias, Tensor& y);
+void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                         const Tensor& bias, Tensor& y);
 // sums[0] = sum(dy), sums[1] = sum(dy * xhat) per channel, xhat = (x - mean) * invstd.
-void batchnorm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean,
-                             const Tensor& invstd, Tensor& sums);
+void batchnorm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd, Tensor& sums);
 // dx (overwritten). training: the batch-statistics gradient, using the backward sums over
 // `count` values per channel; otherwise dx = dy * weight * invstd (sums and count unused).
-void batchnorm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& mean,
-                              const Tensor& invstd, const Tensor& weight, const Tensor& sums,
-                              int64_t count, bool training, Tensor& dx);
+void batchnorm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
+                              const Tensor& weight, const Tensor& sums, int64_t count, bool training, Tensor& dx);
 
 }  // namespace gridnn::ops
 
 // Backend entry points, called after the checks. Optional tensors may arrive undefined;
 // the backends hand the bodies null pointers for them.
 namespace gridnn::kernels::cpu {
-void batchnorm_channel_sums(const Tensor& x, const Tensor& shift, BatchNormGeometry g,
-                            Tensor& sums);
-void batchnorm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean,
-                             const Tensor& invstd, BatchNormGeometry g, Tensor& sums);
-void batchnorm_moments(const Tensor& sums, const Tensor& shift, int64_t count, Tensor& mean,
-                       Tensor& var);
+void batchnorm_channel_sums(const Tensor& x, const Tensor& shift, BatchNormGeometry g, Tensor& sums);
+void batchnorm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
+                             BatchNormGeometry g, Tensor& sums);
+void batchnorm_moments(const Tensor& sums, const Tensor& shift, int64_t count, Tensor& mean, Tensor& var);
 void batchnorm_invstd(const Tensor& var, double eps, Tensor& invstd);
 void batchnorm_update_running(const Tensor& mean, const Tensor& var, int64_t count, double momentum,
-                              Tensor& running_mean, Tensor& running_var,
-                              Tensor& num_batches_tracked);
-void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                         const Tensor& weight, const Tensor& bias, BatchNormGeometry g, Tensor& y);
-void batchnorm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& mean,
-                              const Tensor& invstd, const Tensor& weight, const Tensor& sums,
-                              int64_t count, bool training, BatchNormGeometry g, Tensor& dx);
+                              Tensor& running_mean, Tensor& running_var, Tensor& num_batches_tracked);
+void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                         const Tensor& bias, BatchNormGeometry g, Tensor& y);
+void batchnorm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
+                              const Tensor& weight, const Tensor& sums, int64_t count, bool training,
+                              BatchNormGeometry g, Tensor& dx);
 }  // namespace gridnn::kernels::cpu
 namespace gridnn::kernels::cuda {
-void batchnorm_channel_sums(const Tensor& x, const Tensor& shift, BatchNormGeometry g,
-                            Tensor& sums);
-void batchnorm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean,
-                             const Tensor& invstd, BatchNormGeometry g, Tensor& sums);
-void batchnorm_moments(const Tensor& sums, const Tensor& shift, int64_t count, Tensor& mean,
-                       Tensor& var);
+void batchnorm_channel_sums(const Tensor& x, const Tensor& shift, BatchNormGeometry g, Tensor& sums);
+void batchnorm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
+                             BatchNormGeometry g, Tensor& sums);
+void batchnorm_moments(const Tensor& sums, const Tensor& shift, int64_t count, Tensor& mean, Tensor& var);
 void batchnorm_invstd(const Tensor& var, double eps, Tensor& invstd);
 void batchnorm_update_running(const Tensor& mean, const Tensor& var, int64_t count, double momentum,
-                              Tensor& running_mean, Tensor& running_var,
-                              Tensor& num_batches_tracked);
-void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                         const Tensor& weight, const Tensor& bias, BatchNormGeometry g, Tensor& y);
-void batchnorm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& mean,
-                              const Tensor& invstd, const Tensor& weight, const Tensor& sums,
-                              int64_t count, bool training, BatchNormGeometry g, Tensor& dx);
+                              Tensor& running_mean, Tensor& running_var, Tensor& num_batches_tracked);
+void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                         const Tensor& bias, BatchNormGeometry g, Tensor& y);
+void batchnorm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
+                              const Tensor& weight, const Tensor& sums, int64_t count, bool training,
+                              BatchNormGeometry g, Tensor& dx);
 }  // namespace gridnn::kernels::cuda

@@ -54,14 +54,10 @@ GRIDNN_HD GRIDNN_INLINE int64_t bn_segments_per_plane(int64_t s) {
 
 // Segments of the whole input, numbered in memory order: segment (n * c + channel) *
 // per_plane + k is the k-th segment of plane (n, channel).
-GRIDNN_HD GRIDNN_INLINE int64_t bn_segment_count(BatchNormGeometry g) {
-  return g.n * g.c * bn_segments_per_plane(g.s);
-}
+GRIDNN_HD GRIDNN_INLINE int64_t bn_segment_count(BatchNormGeometry g) { return g.n * g.c * bn_segments_per_plane(g.s); }
 
 // Lanes of every segment of a plane of s positions.
-GRIDNN_HD GRIDNN_INLINE int bn_lanes(int64_t s) {
-  return reduce_lanes(s < kBatchNormSegment ? s : kBatchNormSegment);
-}
+GRIDNN_HD GRIDNN_INLINE int bn_lanes(int64_t s) { return reduce_lanes(s < kBatchNormSegment ? s : kBatchNormSegment); }
 
 // The flat positions [begin, end) of segment `index`, and its channel.
 struct BatchNormSegment {
@@ -72,8 +68,7 @@ GRIDNN_HD GRIDNN_INLINE BatchNormSegment bn_segment(BatchNormGeometry g, int64_t
   const int64_t per_plane = bn_segments_per_plane(g.s);
   const int64_t plane = index / per_plane, k = index % per_plane;
   const int64_t begin = plane * g.s + k * kBatchNormSegment, plane_end = (plane + 1) * g.s;
-  return {begin, begin + kBatchNormSegment < plane_end ? begin + kBatchNormSegment : plane_end,
-          plane % g.c};
+  return {begin, begin + kBatchNormSegment < plane_end ? begin + kBatchNormSegment : plane_end, plane % g.c};
 }
 
 namespace body {
@@ -95,18 +90,17 @@ GRIDNN_HD GRIDNN_INLINE void bn_grad_step(double& a, double& b, float x, float d
 // Lane `lane` of `lanes` of segment `seg`: its partial statistics sums (the CUDA thread's
 // loop; the CPU loop visits the same positions per lane in the same order).
 template <class T>
-GRIDNN_HD GRIDNN_INLINE void bn_stat_lane(const T* x, BatchNormSegment seg, double shift, int lane,
-                                          int lanes, double* a, double* b) {
+GRIDNN_HD GRIDNN_INLINE void bn_stat_lane(const T* x, BatchNormSegment seg, double shift, int lane, int lanes,
+                                          double* a, double* b) {
   double sa = 0.0, sb = 0.0;
-  for (int64_t i = seg.begin + lane; i < seg.end; i += lanes)
-    bn_stat_step(sa, sb, to_float(x[i]), shift);
+  for (int64_t i = seg.begin + lane; i < seg.end; i += lanes) bn_stat_step(sa, sb, to_float(x[i]), shift);
   *a = sa;
   *b = sb;
 }
 
 template <class T>
-GRIDNN_HD GRIDNN_INLINE void bn_grad_lane(const T* x, const T* dy, BatchNormSegment seg,
-                                          double mean, int lane, int lanes, double* a, double* b) {
+GRIDNN_HD GRIDNN_INLINE void bn_grad_lane(const T* x, const T* dy, BatchNormSegment seg, double mean, int lane,
+                                          int lanes, double* a, double* b) {
   double sa = 0.0, sb = 0.0;
   for (int64_t i = seg.begin + lane; i < seg.end; i += lanes)
     bn_grad_step(sa, sb, to_float(x[i]), to_float(dy[i]), mean);
@@ -124,8 +118,8 @@ GRIDNN_HD GRIDNN_INLINE void bn_tree_step(double* a, double* b, int lane, int wi
 
 // Channel c's two sums: the left fold of its segments' sums (segment i's in seg_a[i] and
 // seg_b[i]) in order of n, then of position within the plane.
-GRIDNN_HD GRIDNN_INLINE void bn_fold_channel(const double* seg_a, const double* seg_b,
-                                             BatchNormGeometry g, int64_t c, double* a, double* b) {
+GRIDNN_HD GRIDNN_INLINE void bn_fold_channel(const double* seg_a, const double* seg_b, BatchNormGeometry g, int64_t c,
+                                             double* a, double* b) {
   const int64_t per_plane = bn_segments_per_plane(g.s);
   double sa = 0.0, sb = 0.0;
   for (int64_t n = 0; n < g.n; ++n)
@@ -140,17 +134,16 @@ GRIDNN_HD GRIDNN_INLINE void bn_fold_channel(const double* seg_a, const double* 
 
 // Stores channel c's sums, rounded once to f32. Statistics: sums = [a; b]. Backward
 // (invstd given): b is sum(dy * (x - mean)), scaled here to sum(dy * xhat).
-GRIDNN_HD GRIDNN_INLINE void bn_store_sums(int64_t c, int64_t channels, double a, double b,
-                                           const float* invstd, float* sums) {
+GRIDNN_HD GRIDNN_INLINE void bn_store_sums(int64_t c, int64_t channels, double a, double b, const float* invstd,
+                                           float* sums) {
   sums[c] = float(a);
   sums[channels + c] = float(invstd ? b * double(invstd[c]) : b);
 }
 
 // From the sums around `shift` over `count` values: mean = shift + s1/count and the biased
 // variance s2/count - (s1/count)^2 (the correction term is ~0 when shift is the mean).
-GRIDNN_HD GRIDNN_INLINE void bn_moments_at(int64_t c, int64_t channels, const float* sums,
-                                           const float* shift, int64_t count, float* mean,
-                                           float* var) {
+GRIDNN_HD GRIDNN_INLINE void bn_moments_at(int64_t c, int64_t channels, const float* sums, const float* shift,
+                                           int64_t count, float* mean, float* var) {
   const double m1 = double(sums[c]) / double(count);
   const double v = double(sums[channels + c]) / double(count) - m1 * m1;
   mean[c] = float((shift ? double(shift[c]) : 0.0) + m1);
@@ -163,9 +156,8 @@ GRIDNN_HD GRIDNN_INLINE void bn_invstd_at(int64_t c, const float* var, double ep
 
 // PyTorch's update: running = (1 - momentum) * running + momentum * batch, with the
 // unbiased variance var * count / (count - 1). Computed in double, rounded once.
-GRIDNN_HD GRIDNN_INLINE void bn_update_running_at(int64_t c, const float* mean, const float* var,
-                                                  int64_t count, double momentum,
-                                                  float* running_mean, float* running_var) {
+GRIDNN_HD GRIDNN_INLINE void bn_update_running_at(int64_t c, const float* mean, const float* var, int64_t count,
+                                                  double momentum, float* running_mean, float* running_var) {
   const double unbiased = double(var[c]) * double(count) / double(count - 1);
   running_mean[c] = float((1.0 - momentum) * double(running_mean[c]) + momentum * double(mean[c]));
   running_var[c] = float((1.0 - momentum) * double(running_var[c]) + momentum * unbiased);
@@ -180,10 +172,8 @@ struct BnNormalizeCoeffs {
   float mean, invstd, weight, bias;
 };
 
-GRIDNN_HD GRIDNN_INLINE BnNormalizeCoeffs bn_normalize_coeffs(int64_t c, const float* mean,
-                                                              const float* invstd,
-                                                              const float* weight,
-                                                              const float* bias) {
+GRIDNN_HD GRIDNN_INLINE BnNormalizeCoeffs bn_normalize_coeffs(int64_t c, const float* mean, const float* invstd,
+                                                              const float* weight, const float* bias) {
   return {mean[c], invstd[c], weight ? weight[c] : 1.0f, bias ? bias[c] : 0.0f};
 }
 
@@ -193,9 +183,8 @@ GRIDNN_HD GRIDNN_INLINE float bn_normalize_value(float x, BnNormalizeCoeffs k) {
 }
 
 template <class T>
-GRIDNN_HD GRIDNN_INLINE void bn_normalize_at(int64_t i, const T* x, BatchNormGeometry g,
-                                             const float* mean, const float* invstd,
-                                             const float* weight, const float* bias, T* y) {
+GRIDNN_HD GRIDNN_INLINE void bn_normalize_at(int64_t i, const T* x, BatchNormGeometry g, const float* mean,
+                                             const float* invstd, const float* weight, const float* bias, T* y) {
   const BnNormalizeCoeffs k = bn_normalize_coeffs((i / g.s) % g.c, mean, invstd, weight, bias);
   y[i] = from_float<T>(bn_normalize_value(to_float(x[i]), k));
 }
@@ -208,9 +197,9 @@ struct BnInputGradCoeffs {
   float mean, invstd, scale, mean_dy, mean_dy_xhat;  // scale = w * invstd
 };
 
-GRIDNN_HD GRIDNN_INLINE BnInputGradCoeffs
-bn_input_grad_coeffs(int64_t c, int64_t channels, const float* mean, const float* invstd,
-                     const float* weight, const float* grad_sums, int64_t count, bool training) {
+GRIDNN_HD GRIDNN_INLINE BnInputGradCoeffs bn_input_grad_coeffs(int64_t c, int64_t channels, const float* mean,
+                                                               const float* invstd, const float* weight,
+                                                               const float* grad_sums, int64_t count, bool training) {
   BnInputGradCoeffs k{mean[c], invstd[c], (weight ? weight[c] : 1.0f) * invstd[c], 0.0f, 0.0f};
   if (training) {
     k.mean_dy = float(double(grad_sums[c]) / double(count));
@@ -224,21 +213,16 @@ GRIDNN_HD GRIDNN_INLINE float bn_input_grad_training(float x, float dy, BnInputG
   return k.scale * (dy - k.mean_dy - xhat * k.mean_dy_xhat);
 }
 
-GRIDNN_HD GRIDNN_INLINE float bn_input_grad_eval(float dy, BnInputGradCoeffs k) {
-  return dy * k.scale;
-}
+GRIDNN_HD GRIDNN_INLINE float bn_input_grad_eval(float dy, BnInputGradCoeffs k) { return dy * k.scale; }
 
 template <class T>
-GRIDNN_HD GRIDNN_INLINE void bn_backward_input_at(int64_t i, const T* x, const T* dy,
-                                                  BatchNormGeometry g, const float* mean,
-                                                  const float* invstd, const float* weight,
-                                                  const float* grad_sums, int64_t count,
-                                                  bool training, T* dx) {
+GRIDNN_HD GRIDNN_INLINE void bn_backward_input_at(int64_t i, const T* x, const T* dy, BatchNormGeometry g,
+                                                  const float* mean, const float* invstd, const float* weight,
+                                                  const float* grad_sums, int64_t count, bool training, T* dx) {
   const BnInputGradCoeffs k =
       bn_input_grad_coeffs((i / g.s) % g.c, g.c, mean, invstd, weight, grad_sums, count, training);
   const float d = to_float(dy[i]);
-  dx[i] = from_float<T>(training ? bn_input_grad_training(to_float(x[i]), d, k)
-                                 : bn_input_grad_eval(d, k));
+  dx[i] = from_float<T>(training ? bn_input_grad_training(to_float(x[i]), d, k) : bn_input_grad_eval(d, k));
 }
 
 }  // namespace body

@@ -7,8 +7,8 @@ void expect_defined(const char* op, const char* name, const Tensor& t) {
 }
 
 void expect_same_device(const char* op, const Tensor& a, const Tensor& b) {
-  GRIDNN_REQUIRE(a.device() == b.device(), op, ": tensors are on different devices (", a.str(),
-                 " and ", b.str(), "); move one with .to(device)");
+  GRIDNN_REQUIRE(a.device() == b.device(), op, ": tensors are on different devices (", a.str(), " and ", b.str(),
+                 "); move one with .to(device)");
 }
 
 void expect_same_shape(const char* op, const Tensor& a, const Tensor& b) {
@@ -16,13 +16,11 @@ void expect_same_shape(const char* op, const Tensor& a, const Tensor& b) {
 }
 
 void expect_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
-  GRIDNN_REQUIRE(a.dtype() == b.dtype(), op, ": dtypes differ (", a.str(), " and ", b.str(),
-                 "); cast one first");
+  GRIDNN_REQUIRE(a.dtype() == b.dtype(), op, ": dtypes differ (", a.str(), " and ", b.str(), "); cast one first");
 }
 
 void expect_floating(const char* op, const Tensor& t) {
-  GRIDNN_REQUIRE(is_floating(t.dtype()), op, ": needs a floating tensor (f32, f16, bf16), got ",
-                 t.str());
+  GRIDNN_REQUIRE(is_floating(t.dtype()), op, ": needs a floating tensor (f32, f16, bf16), got ", t.str());
 }
 
 void expect_elementwise(const char* op, const Tensor& a, const Tensor& b) {
@@ -35,14 +33,13 @@ void expect_elementwise(const char* op, const Tensor& a, const Tensor& b) {
 }
 
 void expect_no_partial_overlap(const char* op, const Tensor& in, const Tensor& out) {
-  GRIDNN_REQUIRE(!out.overlaps_partially(in), op, ": the output ", out.str(),
-                 " partly overlaps an input ", in.str(),
+  GRIDNN_REQUIRE(!out.overlaps_partially(in), op, ": the output ", out.str(), " partly overlaps an input ", in.str(),
                  " in memory; write to a separate tensor or to the input itself");
 }
 
 void expect_disjoint(const char* op, const Tensor& in, const Tensor& out) {
-  GRIDNN_REQUIRE(!out.shares_storage_with(in), op, ": the output ", out.str(),
-                 " shares memory with an input ", in.str(), "; use a separate output tensor");
+  GRIDNN_REQUIRE(!out.shares_storage_with(in), op, ": the output ", out.str(), " shares memory with an input ",
+                 in.str(), "; use a separate output tensor");
 }
 
 void throw_no_cuda(const char* op) {

@@ -26,11 +26,11 @@ void expect_disjoint(const char* op, const Tensor& in, const Tensor& out);
 // clear error rather than a link failure. The device stand-in runs the CPU's body
 // (core/device.h).
 #if GRIDNN_HAVE_CUDA
-#define GRIDNN_BACKEND_CALL(DEVICE, FN, ...)                                  \
+#define GRIDNN_BACKEND_CALL(DEVICE, FN, ...)                                                 \
   ((DEVICE).is_cpu() || ::gridnn::device_standin() ? ::gridnn::kernels::cpu::FN(__VA_ARGS__) \
-                                                     : ::gridnn::kernels::cuda::FN(__VA_ARGS__))
+                                                   : ::gridnn::kernels::cuda::FN(__VA_ARGS__))
 #else
-#define GRIDNN_BACKEND_CALL(DEVICE, FN, ...)                                  \
+#define GRIDNN_BACKEND_CALL(DEVICE, FN, ...)                                                 \
   ((DEVICE).is_cpu() || ::gridnn::device_standin() ? ::gridnn::kernels::cpu::FN(__VA_ARGS__) \
-                                                     : ::gridnn::kernels::throw_no_cuda(#FN))
+                                                   : ::gridnn::kernels::throw_no_cuda(#FN))
 #endif

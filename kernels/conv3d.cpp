@@ -27,10 +27,9 @@ void expect_f32(const char* op, const char* name, const Tensor& t) {
                  " must be f32 (the only dtype conv3d supports for now); cast it first");
 }
 
-void expect_shape(const char* op, const char* name, const Tensor& t, const Shape& want,
-                  const Conv3dGeometry& g) {
-  GRIDNN_REQUIRE(t.shape() == want, op, ": ", name, " ", t.str(), " should be ", want.str(),
-                 " for the geometry ", str(g));
+void expect_shape(const char* op, const char* name, const Tensor& t, const Shape& want, const Conv3dGeometry& g) {
+  GRIDNN_REQUIRE(t.shape() == want, op, ": ", name, " ", t.str(), " should be ", want.str(), " for the geometry ",
+                 str(g));
 }
 
 // Without cuDNN, a CUDA tensor is a clear error rather than a link failure.
@@ -44,15 +43,14 @@ void expect_shape(const char* op, const char* name, const Tensor& t, const Shape
               "cuDNN 9 and rebuild (set CUDNN_ROOT to the folder holding include/cudnn.h and "
               "lib/libcudnn.so*), or keep the tensors on the cpu");
 }
-#define GRIDNN_CONV3D_CALL(DEVICE, FN, ...)                                                  \
-  ((DEVICE).is_cpu() || device_standin() ? ::gridnn::kernels::cpu::FN(__VA_ARGS__) \
-                                         : throw_no_cudnn(#FN))
+#define GRIDNN_CONV3D_CALL(DEVICE, FN, ...) \
+  ((DEVICE).is_cpu() || device_standin() ? ::gridnn::kernels::cpu::FN(__VA_ARGS__) : throw_no_cudnn(#FN))
 #endif
 
 }  // namespace
 
-Conv3dGeometry conv3d_geometry(const std::string& who, int64_t in_channels, int64_t out_channels,
-                               Triple kernel, Triple stride, Triple padding, Triple in_size) {
+Conv3dGeometry conv3d_geometry(const std::string& who, int64_t in_channels, int64_t out_channels, Triple kernel,
+                               Triple stride, Triple padding, Triple in_size) {
   Conv3dGeometry g;
   g.in_channels = in_channels;
   g.out_channels = out_channels;
@@ -62,21 +60,19 @@ Conv3dGeometry conv3d_geometry(const std::string& who, int64_t in_channels, int6
     g.padding[d] = padding[size_t(d)];
     g.in_size[d] = in_size[size_t(d)];
   }
-  GRIDNN_REQUIRE(in_channels > 0 && out_channels > 0, who, ": channel counts must be positive, got ",
-                 in_channels, " in and ", out_channels, " out");
+  GRIDNN_REQUIRE(in_channels > 0 && out_channels > 0, who, ": channel counts must be positive, got ", in_channels,
+                 " in and ", out_channels, " out");
   static const char* kDim[3] = {"depth", "height", "width"};
   for (int d = 0; d < 3; ++d) {
-    GRIDNN_REQUIRE(g.kernel[d] > 0 && g.stride[d] > 0, who, ": kernel ", triple_str(g.kernel),
-                   " and stride ", triple_str(g.stride), " must be positive in every dimension");
-    GRIDNN_REQUIRE(g.padding[d] >= 0, who, ": padding ", triple_str(g.padding),
-                   " must not be negative");
+    GRIDNN_REQUIRE(g.kernel[d] > 0 && g.stride[d] > 0, who, ": kernel ", triple_str(g.kernel), " and stride ",
+                   triple_str(g.stride), " must be positive in every dimension");
+    GRIDNN_REQUIRE(g.padding[d] >= 0, who, ": padding ", triple_str(g.padding), " must not be negative");
     GRIDNN_REQUIRE(g.in_size[d] > 0, who, ": input size [D, H, W] = ", triple_str(g.in_size),
                    " must be positive in every dimension");
     const int64_t padded = g.in_size[d] + 2 * g.padding[d];
     GRIDNN_REQUIRE(g.kernel[d] <= padded, who, ": kernel ", triple_str(g.kernel),
-                   " is larger than the padded input in ", kDim[d], " (input ",
-                   triple_str(g.in_size), ", padding ", triple_str(g.padding),
-                   "); use a smaller kernel, more padding or a larger input");
+                   " is larger than the padded input in ", kDim[d], " (input ", triple_str(g.in_size), ", padding ",
+                   triple_str(g.padding), "); use a smaller kernel, more padding or a larger input");
     g.out_size[d] = (padded - g.kernel[d]) / g.stride[d] + 1;
   }
   return g;
@@ -84,9 +80,9 @@ Conv3dGeometry conv3d_geometry(const std::string& who, int64_t in_channels, int6
 
 std::string str(const Conv3dGeometry& g) {
   std::ostringstream os;
-  os << "C " << g.in_channels << " -> O " << g.out_channels << ", kernel " << triple_str(g.kernel)
-     << ", stride " << triple_str(g.stride) << ", padding " << triple_str(g.padding) << ", input "
-     << triple_str(g.in_size) << " -> output " << triple_str(g.out_size);
+  os << "C " << g.in_channels << " -> O " << g.out_channels << ", kernel " << triple_str(g.kernel) << ", stride "
+     << triple_str(g.stride) << ", padding " << triple_str(g.padding) << ", input " << triple_str(g.in_size)
+     << " -> output " << triple_str(g.out_size);
   return os.str();
 }
 
@@ -103,8 +99,7 @@ Shape weight_shape(const Conv3dGeometry& g) {
 }
 int64_t batch_of(const char* op, const char* name, const Tensor& t, const Conv3dGeometry& g) {
   expect_defined(op, name, t);
-  GRIDNN_REQUIRE(t.rank() == 5, op, ": ", name, " ", t.str(),
-                 " must be 5-D [N, C, D, H, W] for the geometry ", str(g));
+  GRIDNN_REQUIRE(t.rank() == 5, op, ": ", name, " ", t.str(), " must be 5-D [N, C, D, H, W] for the geometry ", str(g));
   return t.size(0);
 }
 // cuDNN takes int sizes; the CPU GEMM needs 32-bit matrix dimensions too.
@@ -141,19 +136,17 @@ void expect_operands(const char* op, const Conv3dGeometry& g, std::initializer_l
 }
 }  // namespace
 
-void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g,
-                    Tensor& y, MathMode math) {
+void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g, Tensor& y,
+                    MathMode math) {
   const char* op = "conv3d_forward";
   const int64_t n = batch_of(op, "x", x, g);
-  expect_operands(op, g, {{"x", x, input_shape(g, n)}, {"w", w, weight_shape(g)}},
-                  {"y", y, conv3d_output_shape(g, n)});
+  expect_operands(op, g, {{"x", x, input_shape(g, n)}, {"w", w, weight_shape(g)}}, {"y", y, conv3d_output_shape(g, n)});
   if (bias.defined()) expect_operands(op, g, {{"bias", bias, Shape{g.out_channels}}}, {"y", y, y.shape()});
   if (n == 0) return;
   GRIDNN_CONV3D_CALL(x.device(), conv3d_forward, x, w, bias, g, y, math);
 }
 
-void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx,
-                          MathMode math) {
+void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx, MathMode math) {
   const char* op = "conv3d_backward_data";
   const int64_t n = batch_of(op, "dy", dy, g);
   expect_operands(op, g, {{"dy", dy, conv3d_output_shape(g, n)}, {"w", w, weight_shape(g)}},
@@ -162,8 +155,7 @@ void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometr
   GRIDNN_CONV3D_CALL(dy.device(), conv3d_backward_data, dy, w, g, dx, math);
 }
 
-void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw,
-                            MathMode math) {
+void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw, MathMode math) {
   const char* op = "conv3d_backward_filter";
   const int64_t n = batch_of(op, "x", x, g);
   expect_operands(op, g, {{"x", x, input_shape(g, n)}, {"dy", dy, conv3d_output_shape(g, n)}},
@@ -177,8 +169,8 @@ void conv3d_backward_bias(const Tensor& dy, Tensor& db) {
   expect_defined(op, "dy", dy);
   expect_defined(op, "db", db);
   GRIDNN_REQUIRE(dy.rank() == 5, op, ": dy ", dy.str(), " must be 5-D [N, O, Do, Ho, Wo]");
-  GRIDNN_REQUIRE(db.shape() == Shape{dy.size(1)}, op, ": db ", db.str(), " should be [",
-                 dy.size(1), "] for dy ", dy.str());
+  GRIDNN_REQUIRE(db.shape() == Shape{dy.size(1)}, op, ": db ", db.str(), " should be [", dy.size(1), "] for dy ",
+                 dy.str());
   expect_f32(op, "dy", dy);
   expect_f32(op, "db", db);
   expect_same_device(op, dy, db);

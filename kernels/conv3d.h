@@ -39,16 +39,16 @@ using Triple = std::array<int64_t, 3>;  // depth, height, width
 // Throws gridnn::Error naming `who` (the op or layer) when a channel count, kernel size,
 // stride or input size is not positive, a padding is negative, or the kernel is larger than
 // the padded input.
-Conv3dGeometry conv3d_geometry(const std::string& who, int64_t in_channels, int64_t out_channels,
-                               Triple kernel, Triple stride, Triple padding, Triple in_size);
+Conv3dGeometry conv3d_geometry(const std::string& who, int64_t in_channels, int64_t out_channels, Triple kernel,
+                               Triple stride, Triple padding, Triple in_size);
 // "C 3 -> O 8, kernel [3, 3, 3], stride [1, 1, 1], padding [1, 1, 1], input [5, 6, 7] -> output [5, 6, 7]"
 std::string str(const Conv3dGeometry& g);
 // The output shape [N, O, Do, Ho, Wo] for a batch of n.
 Shape conv3d_output_shape(const Conv3dGeometry& g, int64_t n);
 
 // y = conv(x, w) (+ bias[o] when bias is defined). y is overwritten.
-void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g,
-                    Tensor& y, MathMode math = MathMode::fp32);
+void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g, Tensor& y,
+                    MathMode math = MathMode::fp32);
 // dx = dL/dx for dy = dL/dy (overwritten).
 void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx,
                           MathMode math = MathMode::fp32);
@@ -76,23 +76,19 @@ std::string conv3d_cpu_implementation(const Conv3dGeometry& g, int64_t n, ConvPa
 
 // Backend entry points: arguments already checked (f32, contiguous, shapes consistent).
 namespace gridnn::kernels::cpu {
-void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g,
-                    Tensor& y, ops::MathMode math);
-void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx,
-                          ops::MathMode math);
-void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw,
-                            ops::MathMode math);
+void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g, Tensor& y,
+                    ops::MathMode math);
+void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx, ops::MathMode math);
+void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw, ops::MathMode math);
 void conv3d_backward_bias(const Tensor& dy, Tensor& db);
 // The column buffer's size limit in floats (default 2^24); returns the previous one. Tests
 // set it tiny to run the slab loop over one output depth plane at a time.
 int64_t conv3d_set_column_budget(int64_t floats);
 }  // namespace gridnn::kernels::cpu
 namespace gridnn::kernels::cuda {  // cuDNN builds only (GRIDNN_HAVE_CUDNN)
-void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g,
-                    Tensor& y, ops::MathMode math);
-void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx,
-                          ops::MathMode math);
-void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw,
-                            ops::MathMode math);
+void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g, Tensor& y,
+                    ops::MathMode math);
+void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx, ops::MathMode math);
+void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw, ops::MathMode math);
 void conv3d_backward_bias(const Tensor& dy, Tensor& db);
 }  // namespace gridnn::kernels::cuda

@@ -49,8 +49,8 @@ namespace body {
 // [od0, od1): col_row[(od - od0) * Ho * Wo + oh * Wo + ow] = x at the tapped voxel, or 0 in
 // the padding.
 template <class T>
-GRIDNN_HD GRIDNN_INLINE void vol2col_row(const T* x, const Conv3dGeometry& g, int64_t row,
-                                         int64_t od0, int64_t od1, T* col_row) {
+GRIDNN_HD GRIDNN_INLINE void vol2col_row(const T* x, const Conv3dGeometry& g, int64_t row, int64_t od0, int64_t od1,
+                                         T* col_row) {
   const int64_t e = row % g.kernel[2];
   const int64_t b = (row / g.kernel[2]) % g.kernel[1];
   const int64_t a = (row / (g.kernel[2] * g.kernel[1])) % g.kernel[0];
@@ -77,8 +77,7 @@ GRIDNN_HD GRIDNN_INLINE void vol2col_row(const T* x, const Conv3dGeometry& g, in
 
 // The output index o along one dimension that tap t reads input index i from:
 // i = o * s - p + t. Returns -1 when no output voxel in [lo, hi) does.
-GRIDNN_HD GRIDNN_INLINE int64_t tapped_output(int64_t i, int64_t t, int64_t s, int64_t p,
-                                              int64_t lo, int64_t hi) {
+GRIDNN_HD GRIDNN_INLINE int64_t tapped_output(int64_t i, int64_t t, int64_t s, int64_t p, int64_t lo, int64_t hi) {
   const int64_t num = i + p - t;
   if (num < 0 || num % s != 0) return -1;
   const int64_t o = num / s;
@@ -90,8 +89,8 @@ GRIDNN_HD GRIDNN_INLINE int64_t tapped_output(int64_t i, int64_t t, int64_t s, i
 // filled from (c, id, ih, iw). Each voxel receives its terms in a fixed order (taps a, b, e
 // ascending), one thread per row: deterministic, no atomics.
 template <class T>
-GRIDNN_HD GRIDNN_INLINE void col2vol_row(const T* col, const Conv3dGeometry& g, int64_t od0,
-                                         int64_t od1, int64_t c, int64_t id, int64_t ih, T* out) {
+GRIDNN_HD GRIDNN_INLINE void col2vol_row(const T* col, const Conv3dGeometry& g, int64_t od0, int64_t od1, int64_t c,
+                                         int64_t id, int64_t ih, T* out) {
   const int64_t ncols = (od1 - od0) * g.out_plane();
   const int64_t Ho = g.out_size[1], Wo = g.out_size[2], W = g.in_size[2];
   for (int64_t a = 0; a < g.kernel[0]; ++a) {
@@ -113,8 +112,8 @@ GRIDNN_HD GRIDNN_INLINE void col2vol_row(const T* col, const Conv3dGeometry& g, 
 }
 
 // The input depths that output planes [od0, od1) read: [first, last] clamped to [0, D).
-GRIDNN_HD GRIDNN_INLINE void input_depths_of(const Conv3dGeometry& g, int64_t od0, int64_t od1,
-                                             int64_t* first, int64_t* last) {
+GRIDNN_HD GRIDNN_INLINE void input_depths_of(const Conv3dGeometry& g, int64_t od0, int64_t od1, int64_t* first,
+                                             int64_t* last) {
   int64_t lo = od0 * g.stride[0] - g.padding[0];
   int64_t hi = (od1 - 1) * g.stride[0] - g.padding[0] + g.kernel[0] - 1;
   *first = lo < 0 ? 0 : lo;

@@ -15,10 +15,10 @@
 namespace gridnn::kernels {
 
 struct DropoutSpec {
-  float p;          // drop probability, in [0, 1]
-  float scale;      // 1 / (1 - p); 0 when p = 1
+  float p;      // drop probability, in [0, 1]
+  float scale;  // 1 / (1 - p); 0 when p = 1
   uint64_t seed, stream;
-  uint64_t base;    // (step << 40) + global index of local element 0
+  uint64_t base;  // (step << 40) + global index of local element 0
 };
 
 namespace body {

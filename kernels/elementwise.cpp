@@ -32,8 +32,7 @@ Tensor cast(const Tensor& src, DType dtype) {
 }
 
 namespace {
-void run_binary(const char* name, BinaryOp op, float param, const Tensor& a, const Tensor& b,
-                Tensor& out) {
+void run_binary(const char* name, BinaryOp op, float param, const Tensor& a, const Tensor& b, Tensor& out) {
   expect_elementwise(name, a, b);
   expect_elementwise(name, a, out);
   expect_no_partial_overlap(name, a, out);

@@ -10,10 +10,10 @@
 
 namespace gridnn::ops {
 
-void fill(Tensor& t, double value);                  // any dtype
-void copy(const Tensor& src, Tensor& dst);           // same shape and dtype, any devices
-void cast(const Tensor& src, Tensor& dst);           // same shape and device, any dtypes
-Tensor cast(const Tensor& src, DType dtype);         // new tensor
+void fill(Tensor& t, double value);           // any dtype
+void copy(const Tensor& src, Tensor& dst);    // same shape and dtype, any devices
+void cast(const Tensor& src, Tensor& dst);    // same shape and device, any dtypes
+Tensor cast(const Tensor& src, DType dtype);  // new tensor
 
 void add(const Tensor& a, const Tensor& b, Tensor& out);  // out = a + b
 void mul(const Tensor& a, const Tensor& b, Tensor& out);  // out = a * b
@@ -22,7 +22,7 @@ void scale(Tensor& x, float alpha);                       // x *= alpha
 
 // ReLU, with the forward input kept for the backward (docs/design.md §10: forward and backward
 // side by side).
-void relu_forward(const Tensor& x, Tensor& y);                     // y = max(x, 0)
+void relu_forward(const Tensor& x, Tensor& y);                      // y = max(x, 0)
 void relu_backward(const Tensor& x, const Tensor& dy, Tensor& dx);  // dx = dy * (x > 0)
 
 }  // namespace gridnn::ops

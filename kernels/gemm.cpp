@@ -35,8 +35,8 @@ void run(const Tensor& a, const Tensor& b, Tensor& c, const GemmOptions& o, bool
   MatrixView va = view_of("A", a), vb = view_of("B", b), vc = view_of("C", c);
   if (!batched) {
     GRIDNN_REQUIRE(a.rank() == 2 && b.rank() == 2 && c.rank() == 2,
-                   "gemm: A, B and C must be 2-D (use gemm_batched for 3-D); got ", a.str(), ", ",
-                   b.str(), ", ", c.str());
+                   "gemm: A, B and C must be 2-D (use gemm_batched for 3-D); got ", a.str(), ", ", b.str(), ", ",
+                   c.str());
   } else {
     GRIDNN_REQUIRE(c.rank() == 3, "gemm_batched: C must be 3-D [batch, m, n], got ", c.str());
   }
@@ -44,10 +44,10 @@ void run(const Tensor& a, const Tensor& b, Tensor& c, const GemmOptions& o, bool
   const int64_t k = o.transpose_a ? va.rows : va.cols;
   const int64_t kb = o.transpose_b ? vb.cols : vb.rows;
   const int64_t n = o.transpose_b ? vb.rows : vb.cols;
-  GRIDNN_REQUIRE(k == kb, op, ": inner dimensions differ: op(A) is [", m, ", ", k, "] and op(B) is [",
-                 kb, ", ", n, "] (A ", a.str(), ", B ", b.str(), ")");
-  GRIDNN_REQUIRE(vc.rows == m && vc.cols == n, op, ": C ", c.str(), " should be [", m, ", ", n,
-                 "] for A ", a.str(), " and B ", b.str());
+  GRIDNN_REQUIRE(k == kb, op, ": inner dimensions differ: op(A) is [", m, ", ", k, "] and op(B) is [", kb, ", ", n,
+                 "] (A ", a.str(), ", B ", b.str(), ")");
+  GRIDNN_REQUIRE(vc.rows == m && vc.cols == n, op, ": C ", c.str(), " should be [", m, ", ", n, "] for A ", a.str(),
+                 " and B ", b.str());
   const int64_t batch = batched ? vc.batch : 1;
   GRIDNN_REQUIRE(va.batch == 0 || va.batch == batch, op, ": A has batch ", va.batch, " but C has ", batch);
   GRIDNN_REQUIRE(vb.batch == 0 || vb.batch == batch, op, ": B has batch ", vb.batch, " but C has ", batch);
@@ -78,8 +78,6 @@ void run(const Tensor& a, const Tensor& b, Tensor& c, const GemmOptions& o, bool
 }  // namespace
 
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmOptions& o) { run(a, b, c, o, false); }
-void gemm_batched(const Tensor& a, const Tensor& b, Tensor& c, const GemmOptions& o) {
-  run(a, b, c, o, true);
-}
+void gemm_batched(const Tensor& a, const Tensor& b, Tensor& c, const GemmOptions& o) { run(a, b, c, o, true); }
 
 }  // namespace gridnn::ops

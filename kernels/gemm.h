@@ -24,8 +24,7 @@ struct GemmOptions {
 };
 
 // GemmOptions from the fields layers set most: gemm(a, b, c, gemm_options(false, true)).
-inline GemmOptions gemm_options(bool transpose_a, bool transpose_b, float beta = 0.0f,
-                                MathMode math = MathMode::fp32) {
+inline GemmOptions gemm_options(bool transpose_a, bool transpose_b, float beta = 0.0f, MathMode math = MathMode::fp32) {
   GemmOptions o;
   o.transpose_a = transpose_a;
   o.transpose_b = transpose_b;
@@ -47,8 +46,8 @@ namespace gridnn::kernels {
 struct GemmProblem {
   int64_t batch, m, n, k;
   bool transpose_a, transpose_b;
-  int64_t lda, ldb, ldc;                  // leading dimensions (row strides)
-  int64_t stride_a, stride_b, stride_c;   // between batch entries (0: shared)
+  int64_t lda, ldb, ldc;                 // leading dimensions (row strides)
+  int64_t stride_a, stride_b, stride_c;  // between batch entries (0: shared)
   float alpha, beta;
   ops::MathMode math;
 };
@@ -60,7 +59,7 @@ void gemm(const GemmProblem& p, const Tensor& a, const Tensor& b, Tensor& c);
 // itself for fp32 or a non-f32 dtype, else a rounded copy. For the CPU emulation of tf32
 // and bf16 (here and in the CPU convolution).
 Tensor rounded_operand(const Tensor& t, ops::MathMode math);
-}
+}  // namespace gridnn::kernels::cpu
 namespace gridnn::kernels::cuda {
 void gemm(const GemmProblem& p, const Tensor& a, const Tensor& b, Tensor& c);
 }

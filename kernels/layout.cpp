@@ -37,8 +37,7 @@ StridedBox coalesced(StridedBox b) {
 
 // The box of `count` slices along `dim`, starting at slice src_first of a tensor shaped
 // `src` and slice dst_first of one shaped `dst` (the other dimensions equal).
-StridedBox slab(const Shape& src, int64_t src_first, const Shape& dst, int64_t dst_first, int dim,
-                int64_t count) {
+StridedBox slab(const Shape& src, int64_t src_first, const Shape& dst, int64_t dst_first, int dim, int64_t count) {
   StridedBox b;
   b.rank = src.rank();
   for (int k = 0; k < b.rank; ++k) {
@@ -52,14 +51,14 @@ StridedBox slab(const Shape& src, int64_t src_first, const Shape& dst, int64_t d
 }
 
 int checked_dim(const char* op, const Tensor& t, int dim) {
-  GRIDNN_REQUIRE(t.rank() >= 1 && dim >= -t.rank() && dim < t.rank(), op, ": dimension ", dim,
-                 " is out of range for ", t.str());
+  GRIDNN_REQUIRE(t.rank() >= 1 && dim >= -t.rank() && dim < t.rank(), op, ": dimension ", dim, " is out of range for ",
+                 t.str());
   return dim < 0 ? dim + t.rank() : dim;
 }
 
 void check_range(const char* op, const Tensor& t, int dim, int64_t first, int64_t count) {
-  GRIDNN_REQUIRE(count >= 0 && first >= 0 && first + count <= t.size(dim), op, ": slices [", first, ", ",
-                 first + count, ") along dimension ", dim, " are out of range for ", t.str());
+  GRIDNN_REQUIRE(count >= 0 && first >= 0 && first + count <= t.size(dim), op, ": slices [", first, ", ", first + count,
+                 ") along dimension ", dim, " are out of range for ", t.str());
 }
 
 void move_slices(const char* op, const Tensor& src, int dim, int64_t src_first, Tensor& dst, int64_t dst_first,
@@ -95,15 +94,15 @@ void permute(const Tensor& src, const std::vector<int>& perm, Tensor& dst) {
   std::sort(sorted.begin(), sorted.end());
   bool valid = int(perm.size()) == r;
   for (int k = 0; valid && k < r; ++k) valid = sorted[size_t(k)] == k;
-  GRIDNN_REQUIRE(valid, "permute: the order of dimensions must name each of the ", r, " dimensions of ",
-                 src.str(), " once");
+  GRIDNN_REQUIRE(valid, "permute: the order of dimensions must name each of the ", r, " dimensions of ", src.str(),
+                 " once");
   StridedBox b;
   b.rank = r;
   for (int k = 0; k < r; ++k) {
     b.size[k] = src.size(perm[size_t(k)]);
     b.src_stride[k] = src.shape().stride(perm[size_t(k)]);
-    GRIDNN_REQUIRE(dst.rank() == r && dst.size(k) == b.size[k], "permute: ", dst.str(),
-                   " is not the shape of ", src.str(), " permuted");
+    GRIDNN_REQUIRE(dst.rank() == r && dst.size(k) == b.size[k], "permute: ", dst.str(), " is not the shape of ",
+                   src.str(), " permuted");
     b.dst_stride[k] = dst.shape().stride(k);
   }
   b = coalesced(b);

@@ -24,10 +24,8 @@ Tensor permute(const Tensor& src, const std::vector<int>& perm);
 // Slices [dst_first, dst_first + count) of dst along `dim` = (copy) or += (add) slices
 // [src_first, src_first + count) of src along `dim`. src and dst agree in dtype, device and
 // every other dimension, and must not share memory; add needs a floating dtype.
-void copy_slices(const Tensor& src, int dim, int64_t src_first, Tensor& dst, int64_t dst_first,
-                 int64_t count);
-void add_slices(const Tensor& src, int dim, int64_t src_first, Tensor& dst, int64_t dst_first,
-                int64_t count);
+void copy_slices(const Tensor& src, int dim, int64_t src_first, Tensor& dst, int64_t dst_first, int64_t count);
+void add_slices(const Tensor& src, int dim, int64_t src_first, Tensor& dst, int64_t dst_first, int64_t count);
 // Slices [first, first + count) of t along `dim` = value (any dtype).
 void fill_slices(Tensor& t, int dim, int64_t first, int64_t count, double value);
 // A new tensor holding slices [first, first + count) of t along `dim` (same device).

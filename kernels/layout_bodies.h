@@ -15,7 +15,7 @@ namespace gridnn::kernels {
 constexpr int kLayoutMaxDims = 5;
 
 struct StridedBox {
-  int rank = 0;                            // 0: one element
+  int rank = 0;  // 0: one element
   int64_t size[kLayoutMaxDims] = {};
   int64_t src_stride[kLayoutMaxDims] = {};
   int64_t dst_stride[kLayoutMaxDims] = {};

@@ -16,16 +16,14 @@ namespace {
 // `t` is an f32 tensor shaped and placed like `param`.
 void expect_like_param(const char* op, const char* name, const Tensor& param, const Tensor& t) {
   expect_defined(op, name, t);
-  GRIDNN_REQUIRE(t.dtype() == DType::f32, op, ": '", name,
-                 "' must be f32 (fp32 master weights and state), got ", t.str());
-  GRIDNN_REQUIRE(t.shape() == param.shape() && t.device() == param.device(), op, ": '", name,
-                 "' is ", t.str(), " but the parameter is ", param.str(),
-                 "; give it the parameter's shape and device");
+  GRIDNN_REQUIRE(t.dtype() == DType::f32, op, ": '", name, "' must be f32 (fp32 master weights and state), got ",
+                 t.str());
+  GRIDNN_REQUIRE(t.shape() == param.shape() && t.device() == param.device(), op, ": '", name, "' is ", t.str(),
+                 " but the parameter is ", param.str(), "; give it the parameter's shape and device");
 }
 
 // No two of the named tensors share memory: each is read and written element by element.
-void expect_no_aliasing(const char* op,
-                        std::initializer_list<std::pair<const char*, const Tensor*>> tensors) {
+void expect_no_aliasing(const char* op, std::initializer_list<std::pair<const char*, const Tensor*>> tensors) {
   for (auto a = tensors.begin(); a != tensors.end(); ++a)
     for (auto b = a + 1; b != tensors.end(); ++b) {
       const Tensor& x = *a->second;
@@ -56,8 +54,7 @@ void sgd_update(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, cons
   const bool with_momentum = spec.momentum != 0.0;
   if (with_momentum) {
     expect_like_param(op, "momentum_buffer", param, momentum_buffer);
-    expect_no_aliasing(op,
-                       {{"param", &param}, {"grad", &grad}, {"momentum_buffer", &momentum_buffer}});
+    expect_no_aliasing(op, {{"param", &param}, {"grad", &grad}, {"momentum_buffer", &momentum_buffer}});
   } else {
     GRIDNN_REQUIRE(!spec.nesterov, op, ": nesterov needs momentum > 0");
     expect_no_aliasing(op, {{"param", &param}, {"grad", &grad}});
@@ -73,19 +70,15 @@ void sgd_update(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, cons
   GRIDNN_BACKEND_CALL(param.device(), sgd_update, s, param, grad, momentum_buffer);
 }
 
-double adam_bias_correction(double beta, int64_t step) {
-  return 1.0 - std::pow(beta, double(step));
-}
+double adam_bias_correction(double beta, int64_t step) { return 1.0 - std::pow(beta, double(step)); }
 
-void adam_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
-                 const AdamSpec& spec) {
+void adam_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamSpec& spec) {
   const char* op = "adam_update";
   expect_like_param(op, "param", param, param);
   expect_like_param(op, "grad", param, grad);
   expect_like_param(op, "exp_avg", param, exp_avg);
   expect_like_param(op, "exp_avg_sq", param, exp_avg_sq);
-  expect_no_aliasing(
-      op, {{"param", &param}, {"grad", &grad}, {"exp_avg", &exp_avg}, {"exp_avg_sq", &exp_avg_sq}});
+  expect_no_aliasing(op, {{"param", &param}, {"grad", &grad}, {"exp_avg", &exp_avg}, {"exp_avg_sq", &exp_avg_sq}});
   for (const auto& [name, v] : Hyper{{"lr", spec.lr},
                                      {"beta1", spec.beta1},
                                      {"beta2", spec.beta2},
@@ -93,8 +86,8 @@ void adam_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp
                                      {"weight_decay", spec.weight_decay}})
     expect_finite(op, name, v);
   GRIDNN_REQUIRE(spec.bias_correction1 > 0.0 && spec.bias_correction2 > 0.0, op,
-                 ": bias corrections must be > 0 (1 - beta^t at step t >= 1, beta < 1), got ",
-                 spec.bias_correction1, " and ", spec.bias_correction2);
+                 ": bias corrections must be > 0 (1 - beta^t at step t >= 1, beta < 1), got ", spec.bias_correction1,
+                 " and ", spec.bias_correction2);
   if (param.numel() == 0) return;
   AdamConstants s;
   s.decoupled = spec.decoupled;

@@ -51,18 +51,15 @@ double adam_bias_correction(double beta, int64_t step);
 //   m = beta1 * m + (1 - beta1) * g';  v = beta2 * v + (1 - beta2) * g'^2
 //   p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps)
 // exp_avg and exp_avg_sq start as zeros.
-void adam_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
-                 const AdamSpec& spec);
+void adam_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamSpec& spec);
 
 }  // namespace gridnn::ops
 
 namespace gridnn::kernels::cpu {
 void sgd_update(const SgdConstants& s, Tensor& param, const Tensor& grad, Tensor& momentum_buffer);
-void adam_update(const AdamConstants& s, Tensor& param, const Tensor& grad, Tensor& exp_avg,
-                 Tensor& exp_avg_sq);
+void adam_update(const AdamConstants& s, Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq);
 }  // namespace gridnn::kernels::cpu
 namespace gridnn::kernels::cuda {
 void sgd_update(const SgdConstants& s, Tensor& param, const Tensor& grad, Tensor& momentum_buffer);
-void adam_update(const AdamConstants& s, Tensor& param, const Tensor& grad, Tensor& exp_avg,
-                 Tensor& exp_avg_sq);
+void adam_update(const AdamConstants& s, Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq);
 }  // namespace gridnn::kernels::cuda

@@ -48,13 +48,12 @@ namespace body {
 //   buf = momentum * buf + (1 - dampening) * d     (momentum != 0, later steps)
 //   d = nesterov ? d + momentum * buf : buf        (momentum != 0)
 //   p = p + (-lr) * d
-GRIDNN_HD GRIDNN_INLINE void sgd_at(const SgdConstants& s, float* param, const float* grad,
-                                    float* momentum_buffer, int64_t i) {
+GRIDNN_HD GRIDNN_INLINE void sgd_at(const SgdConstants& s, float* param, const float* grad, float* momentum_buffer,
+                                    int64_t i) {
   float d = grad[i];
   if (s.weight_decay != 0.0f) d = d + s.weight_decay * param[i];
   if (s.momentum != 0.0f) {
-    const float buf =
-        s.first_step ? d : s.momentum * momentum_buffer[i] + s.one_minus_dampening * d;
+    const float buf = s.first_step ? d : s.momentum * momentum_buffer[i] + s.one_minus_dampening * d;
     momentum_buffer[i] = buf;
     d = s.nesterov ? d + s.momentum * buf : buf;
   }
@@ -67,8 +66,8 @@ GRIDNN_HD GRIDNN_INLINE void sgd_at(const SgdConstants& s, float* param, const f
 //   v = beta2 * v + ((1 - beta2) * g') * g'
 //   denom = sqrt(v) / sqrt(1 - beta2^t) + eps
 //   p = p + ((-lr / (1 - beta1^t)) * m) / denom
-GRIDNN_HD GRIDNN_INLINE void adam_at(const AdamConstants& s, float* param, const float* grad,
-                                     float* exp_avg, float* exp_avg_sq, int64_t i) {
+GRIDNN_HD GRIDNN_INLINE void adam_at(const AdamConstants& s, float* param, const float* grad, float* exp_avg,
+                                     float* exp_avg_sq, int64_t i) {
   float p = param[i];
   float g = grad[i];
   if (s.decoupled)

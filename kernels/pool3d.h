@@ -47,16 +47,14 @@ void global_avg_pool3d_backward(const Tensor& dy, Tensor& dx);
 // x of the geometry; argmax is i64.
 namespace gridnn::kernels::cpu {
 void max_pool3d_forward(const Tensor& x, const Pool3dGeometry& g, Tensor& y, Tensor& argmax);
-void max_pool3d_backward(const Tensor& dy, const Tensor& argmax, const Pool3dGeometry& g,
-                         Tensor& dx);
+void max_pool3d_backward(const Tensor& dy, const Tensor& argmax, const Pool3dGeometry& g, Tensor& dx);
 void avg_pool3d_forward(const Tensor& x, const Pool3dGeometry& g, Tensor& y);
 void avg_pool3d_backward(const Tensor& dy, const Pool3dGeometry& g, Tensor& dx);
 void global_avg_pool3d_backward(const Tensor& dy, int64_t volume, Tensor& dx);
 }  // namespace gridnn::kernels::cpu
 namespace gridnn::kernels::cuda {
 void max_pool3d_forward(const Tensor& x, const Pool3dGeometry& g, Tensor& y, Tensor& argmax);
-void max_pool3d_backward(const Tensor& dy, const Tensor& argmax, const Pool3dGeometry& g,
-                         Tensor& dx);
+void max_pool3d_backward(const Tensor& dy, const Tensor& argmax, const Pool3dGeometry& g, Tensor& dx);
 void avg_pool3d_forward(const Tensor& x, const Pool3dGeometry& g, Tensor& y);
 void avg_pool3d_backward(const Tensor& dy, const Pool3dGeometry& g, Tensor& dx);
 void global_avg_pool3d_backward(const Tensor& dy, int64_t volume, Tensor& dx);

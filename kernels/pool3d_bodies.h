@@ -27,8 +27,8 @@ namespace body {
 
 // Output positions o (along one dimension) whose window [o*s - p, o*s - p + k) holds input
 // position i: o in [*lo, *hi] (empty when *lo > *hi).
-GRIDNN_HD GRIDNN_INLINE void windows_holding(int64_t i, int64_t k, int64_t s, int64_t p,
-                                             int64_t out, int64_t* lo, int64_t* hi) {
+GRIDNN_HD GRIDNN_INLINE void windows_holding(int64_t i, int64_t k, int64_t s, int64_t p, int64_t out, int64_t* lo,
+                                             int64_t* hi) {
   const int64_t first = i + p - k + 1;  // smallest o*s that still reaches i
   *lo = first <= 0 ? 0 : (first + s - 1) / s;
   const int64_t last = (i + p) / s;
@@ -36,8 +36,7 @@ GRIDNN_HD GRIDNN_INLINE void windows_holding(int64_t i, int64_t k, int64_t s, in
 }
 
 // Clipped window of output position o along one dimension: input positions [*b, *e).
-GRIDNN_HD GRIDNN_INLINE void window_of(int64_t o, int64_t k, int64_t s, int64_t p, int64_t in,
-                                       int64_t* b, int64_t* e) {
+GRIDNN_HD GRIDNN_INLINE void window_of(int64_t o, int64_t k, int64_t s, int64_t p, int64_t in, int64_t* b, int64_t* e) {
   const int64_t start = o * s - p;
   *b = start < 0 ? 0 : start;
   *e = start + k < in ? start + k : in;
@@ -48,8 +47,7 @@ GRIDNN_HD GRIDNN_INLINE void window_of(int64_t o, int64_t k, int64_t s, int64_t 
 // (d, then h, then w); NaN wins over numbers, as in PyTorch.
 template <class T>
 GRIDNN_HD GRIDNN_INLINE void max_pool_window(const T* plane, const Pool3dGeometry& g, int64_t d0, int64_t d1,
-                                             int64_t h0, int64_t h1, int64_t w0, int64_t w1, T* y,
-                                             int64_t* argmax) {
+                                             int64_t h0, int64_t h1, int64_t w0, int64_t w1, T* y, int64_t* argmax) {
   float best = bits_float(0xff800000u);  // -inf: the padding value
   int64_t best_at = (d0 * g.h + h0) * g.w + w0;
   for (int64_t id = d0; id < d1; ++id)
@@ -67,8 +65,7 @@ GRIDNN_HD GRIDNN_INLINE void max_pool_window(const T* plane, const Pool3dGeometr
 }
 
 template <class T>
-GRIDNN_HD GRIDNN_INLINE void max_pool_at(int64_t o, const T* x, const Pool3dGeometry& g, T* y,
-                                         int64_t* argmax) {
+GRIDNN_HD GRIDNN_INLINE void max_pool_at(int64_t o, const T* x, const Pool3dGeometry& g, T* y, int64_t* argmax) {
   const int64_t ow = o % g.ow, oh = (o / g.ow) % g.oh, od = (o / (g.ow * g.oh)) % g.od;
   const int64_t nc = o / (g.ow * g.oh * g.od);
   int64_t d0, d1, h0, h1, w0, w1;
@@ -127,8 +124,7 @@ GRIDNN_HD GRIDNN_INLINE void avg_pool_at(int64_t o, const T* x, const Pool3dGeom
 // Average pooling backward, input element i: sum of dy over the windows holding i, divided
 // by the window volume.
 template <class T>
-GRIDNN_HD GRIDNN_INLINE void avg_pool_backward_at(int64_t i, const T* dy, const Pool3dGeometry& g,
-                                                  T* dx) {
+GRIDNN_HD GRIDNN_INLINE void avg_pool_backward_at(int64_t i, const T* dy, const Pool3dGeometry& g, T* dx) {
   float acc = 0.0f;
   for_each_window_holding(i, g, [&](int64_t o) { acc += to_float(dy[o]); });
   dx[i] = from_float<T>(acc / float(g.kd * g.kh * g.kw));
@@ -136,8 +132,7 @@ GRIDNN_HD GRIDNN_INLINE void avg_pool_backward_at(int64_t i, const T* dy, const 
 
 // Global average pooling backward, input element i of [nc, volume]: dy[nc] / volume.
 template <class T>
-GRIDNN_HD GRIDNN_INLINE void global_avg_pool_backward_at(int64_t i, const T* dy, int64_t volume,
-                                                         T* dx) {
+GRIDNN_HD GRIDNN_INLINE void global_avg_pool_backward_at(int64_t i, const T* dy, int64_t volume, T* dx) {
   dx[i] = from_float<T>(to_float(dy[i / volume]) / float(volume));
 }
 

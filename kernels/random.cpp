@@ -24,14 +24,14 @@ IndexMap row_map(const char* op, const Tensor& t, const RandomKey& key) {
 // Box splits: the local tensor is the box at key.origin inside key.global.
 IndexMap box_map(const char* op, const Tensor& t, const RandomKey& key) {
   const Shape& g = key.global;
-  GRIDNN_REQUIRE(g.rank() == t.rank() && int(key.origin.size()) == g.rank(), op, ": the key's global shape ",
-                 g.str(), " and origin (", key.origin.size(), " values) must have the rank of ", t.str());
+  GRIDNN_REQUIRE(g.rank() == t.rank() && int(key.origin.size()) == g.rank(), op, ": the key's global shape ", g.str(),
+                 " and origin (", key.origin.size(), " values) must have the rank of ", t.str());
   IndexMap m{};
   m.rank = g.rank();
   m.base = 0;
   for (int d = 0; d < g.rank(); ++d) {
-    GRIDNN_REQUIRE(key.origin[size_t(d)] >= 0 && key.origin[size_t(d)] + t.size(d) <= g[d], op, ": ",
-                   t.str(), " at origin index ", key.origin[size_t(d)], " does not fit in dimension ", d,
+    GRIDNN_REQUIRE(key.origin[size_t(d)] >= 0 && key.origin[size_t(d)] + t.size(d) <= g[d], op, ": ", t.str(),
+                   " at origin index ", key.origin[size_t(d)], " does not fit in dimension ", d,
                    " of the global shape ", g.str());
     m.dims[d] = std::max<int64_t>(t.size(d), 1);
     m.strides[d] = g.stride(d);
@@ -46,9 +46,7 @@ void draw(const char* op, Tensor& t, Distribution d, float a, float b, const Ran
   IndexMap map = key.global.rank() > 0 ? box_map(op, t, key) : row_map(op, t, key);
   GRIDNN_BACKEND_CALL(t.device(), random, RandomSpec{d, a, b, key.seed, key.stream, map}, t);
 }
-void require_fan(const char* op, int64_t fan) {
-  GRIDNN_REQUIRE(fan > 0, op, ": fan must be > 0, got ", fan);
-}
+void require_fan(const char* op, int64_t fan) { GRIDNN_REQUIRE(fan > 0, op, ": fan must be > 0, got ", fan); }
 }  // namespace
 
 void uniform_(Tensor& t, float low, float high, const RandomKey& key) {

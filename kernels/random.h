@@ -22,15 +22,13 @@ namespace gridnn::ops {
 
 struct RandomKey {
   RandomKey() = default;
-  RandomKey(uint64_t seed_, uint64_t stream_, int64_t offset_ = 0)
-      : seed(seed_), stream(stream_), offset(offset_) {}
+  RandomKey(uint64_t seed_, uint64_t stream_, int64_t offset_ = 0) : seed(seed_), stream(stream_), offset(offset_) {}
   // The key of the tensor called `name` ("layer1.0.conv1.weight"): stream = its FNV hash.
   static RandomKey named(uint64_t seed, const std::string& name, int64_t offset = 0) {
     return RandomKey(seed, philox_stream_id(name.c_str()), offset);
   }
   // The key of the box at `origin` inside a tensor of shape `global`.
-  static RandomKey box(uint64_t seed, uint64_t stream, const Shape& global,
-                       std::vector<int64_t> origin) {
+  static RandomKey box(uint64_t seed, uint64_t stream, const Shape& global, std::vector<int64_t> origin) {
     RandomKey k(seed, stream);
     k.global = global;
     k.origin = std::move(origin);
@@ -38,9 +36,9 @@ struct RandomKey {
   }
 
   uint64_t seed = 0;
-  uint64_t stream = 0;  // what is drawn: philox_stream_id("layer1.0.conv1.weight"), a sample id...
-  int64_t offset = 0;   // global flat index of this tensor's element 0 (row splits)
-  Shape global;         // rank 0: unused; else the full tensor's shape (box splits)
+  uint64_t stream = 0;          // what is drawn: philox_stream_id("layer1.0.conv1.weight"), a sample id...
+  int64_t offset = 0;           // global flat index of this tensor's element 0 (row splits)
+  Shape global;                 // rank 0: unused; else the full tensor's shape (box splits)
   std::vector<int64_t> origin;  // with `global`: this tensor's first index in each dimension
 };
 
@@ -50,8 +48,7 @@ void normal_(Tensor& t, float mean, float stddev, const RandomKey& key);
 // PyTorch's conventions: fan_in = in_channels * kernel volume, gain sqrt(2) for ReLU.
 void kaiming_normal_(Tensor& t, int64_t fan_in, const RandomKey& key, float gain = 1.41421356f);
 void kaiming_uniform_(Tensor& t, int64_t fan_in, const RandomKey& key, float gain = 1.41421356f);
-void xavier_uniform_(Tensor& t, int64_t fan_in, int64_t fan_out, const RandomKey& key,
-                     float gain = 1.0f);
+void xavier_uniform_(Tensor& t, int64_t fan_in, int64_t fan_out, const RandomKey& key, float gain = 1.0f);
 
 }  // namespace gridnn::ops
 

@@ -15,8 +15,8 @@ GRIDNN_HD GRIDNN_INLINE int64_t global_index(const IndexMap& m, int64_t local) {
   return g;
 }
 
-GRIDNN_HD GRIDNN_INLINE float random_value(Distribution d, float a, float b, uint64_t seed,
-                                           uint64_t stream, uint64_t index) {
+GRIDNN_HD GRIDNN_INLINE float random_value(Distribution d, float a, float b, uint64_t seed, uint64_t stream,
+                                           uint64_t index) {
   if (d == Distribution::uniform) return a + (b - a) * philox_uniform(seed, stream, index);
   return a + b * philox_normal(seed, stream, index);
 }

@@ -51,9 +51,7 @@ Tensor reduce(ReduceOp op, const Tensor& x, int dim, bool keepdim) {
 }
 
 Tensor sum(const Tensor& x, int dim, bool keepdim) { return reduce(ReduceOp::sum, x, dim, keepdim); }
-Tensor sum_squares(const Tensor& x, int dim, bool keepdim) {
-  return reduce(ReduceOp::sum_squares, x, dim, keepdim);
-}
+Tensor sum_squares(const Tensor& x, int dim, bool keepdim) { return reduce(ReduceOp::sum_squares, x, dim, keepdim); }
 Tensor max(const Tensor& x, int dim, bool keepdim) { return reduce(ReduceOp::max, x, dim, keepdim); }
 
 namespace {

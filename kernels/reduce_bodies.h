@@ -75,7 +75,7 @@ struct SumSquares {
   GRIDNN_HD static float map(float x) { return x * x; }
   GRIDNN_HD static float combine(float a, float b) { return a + b; }
 };
-struct Max {  // NaN wins, as in torch.max
+struct Max {                                                             // NaN wins, as in torch.max
   GRIDNN_HD static float identity() { return bits_float(0xff800000u); }  // -inf
   GRIDNN_HD static float map(float x) { return x; }
   GRIDNN_HD static float combine(float a, float b) { return (a != a || a >= b) ? a : b; }
@@ -89,8 +89,8 @@ struct ReduceShape {
 // Lane `lane` of `lanes` of segment `seg`: its partial result for output `o` (o =
 // outer_index * inner + inner_index).
 template <class Op, class T>
-GRIDNN_HD GRIDNN_INLINE float reduce_lane(const T* x, ReduceShape s, int64_t o, ReduceSegment seg,
-                                          int lane, int lanes) {
+GRIDNN_HD GRIDNN_INLINE float reduce_lane(const T* x, ReduceShape s, int64_t o, ReduceSegment seg, int lane,
+                                          int lanes) {
   const int64_t base = (o / s.inner) * s.len * s.inner + (o % s.inner);
   float acc = Op::identity();
   for (int64_t k = seg.begin + lane; k < seg.end; k += lanes)
@@ -107,8 +107,7 @@ GRIDNN_HD GRIDNN_INLINE void reduce_tree_step(float* lanes, int lane, int width)
 // Output o of n_out from its `segments` segments' results, stored segment-major (segment
 // k's result for output o at partial[k * n_out + o]): the left fold from the identity.
 template <class Op>
-GRIDNN_HD GRIDNN_INLINE float reduce_fold(const float* partial, int64_t n_out, int64_t o,
-                                          int64_t segments) {
+GRIDNN_HD GRIDNN_INLINE float reduce_fold(const float* partial, int64_t n_out, int64_t o, int64_t segments) {
   float acc = Op::identity();
   for (int64_t k = 0; k < segments; ++k) acc = Op::combine(acc, partial[k * n_out + o]);
   return acc;

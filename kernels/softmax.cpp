@@ -36,11 +36,11 @@ namespace {
 SoftmaxShape check_cross_entropy(const char* op, const Tensor& logits, const Tensor& labels) {
   expect_defined(op, "logits", logits);
   expect_defined(op, "labels", labels);
-  GRIDNN_REQUIRE(logits.rank() == 2 && logits.dtype() == DType::f32, op,
-                 ": logits must be f32 [N, classes], got ", logits.str());
+  GRIDNN_REQUIRE(logits.rank() == 2 && logits.dtype() == DType::f32, op, ": logits must be f32 [N, classes], got ",
+                 logits.str());
   GRIDNN_REQUIRE(labels.rank() == 1 && labels.dtype() == DType::i64 && labels.size(0) == logits.size(0), op,
-                 ": labels must be i64 [", logits.size(0), "] (one per row of logits ", logits.str(),
-                 "), got ", labels.str());
+                 ": labels must be i64 [", logits.size(0), "] (one per row of logits ", logits.str(), "), got ",
+                 labels.str());
   expect_same_device(op, logits, labels);
   GRIDNN_REQUIRE(logits.size(1) > 0, op, ": logits ", logits.str(), " have no classes");
   return {logits.size(0), logits.size(1)};
@@ -64,9 +64,9 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& labels, Tensor& p
   if (labels.device().is_cpu()) {
     const int64_t* host_labels = labels.data<int64_t>();
     for (int64_t i = 0; i < s.rows; ++i)
-      GRIDNN_REQUIRE(host_labels[i] >= 0 && host_labels[i] < s.cols, op, ": label ", host_labels[i],
-                     " of sample ", i, " is out of range for ", s.cols, " classes (logits ", logits.str(),
-                     "); labels must be in [0, ", s.cols, ")");
+      GRIDNN_REQUIRE(host_labels[i] >= 0 && host_labels[i] < s.cols, op, ": label ", host_labels[i], " of sample ", i,
+                     " is out of range for ", s.cols, " classes (logits ", logits.str(), "); labels must be in [0, ",
+                     s.cols, ")");
   }
   if (s.rows == 0) return;
   GRIDNN_BACKEND_CALL(logits.device(), cross_entropy_forward, logits, labels, probs, row_loss, s);

@@ -27,16 +27,12 @@ void cross_entropy_backward(const Tensor& probs, const Tensor& labels, float sca
 namespace gridnn::kernels::cpu {
 void softmax_forward(const Tensor& x, Tensor& y, SoftmaxShape s);
 void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx, SoftmaxShape s);
-void cross_entropy_forward(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& row_loss,
-                           SoftmaxShape s);
-void cross_entropy_backward(const Tensor& probs, const Tensor& labels, float scale, Tensor& dlogits,
-                            SoftmaxShape s);
+void cross_entropy_forward(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& row_loss, SoftmaxShape s);
+void cross_entropy_backward(const Tensor& probs, const Tensor& labels, float scale, Tensor& dlogits, SoftmaxShape s);
 }  // namespace gridnn::kernels::cpu
 namespace gridnn::kernels::cuda {
 void softmax_forward(const Tensor& x, Tensor& y, SoftmaxShape s);
 void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx, SoftmaxShape s);
-void cross_entropy_forward(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& row_loss,
-                           SoftmaxShape s);
-void cross_entropy_backward(const Tensor& probs, const Tensor& labels, float scale, Tensor& dlogits,
-                            SoftmaxShape s);
+void cross_entropy_forward(const Tensor& logits, const Tensor& labels, Tensor& probs, Tensor& row_loss, SoftmaxShape s);
+void cross_entropy_backward(const Tensor& probs, const Tensor& labels, float scale, Tensor& dlogits, SoftmaxShape s);
 }  // namespace gridnn::kernels::cuda

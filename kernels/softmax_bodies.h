@@ -45,8 +45,7 @@ GRIDNN_HD GRIDNN_INLINE float softmax_lane_expsum(const T* row, int64_t cols, in
 // y = exp(x - m) / s for this lane's columns (in place allowed: each column is read, then
 // written, by the same lane).
 template <class T>
-GRIDNN_HD GRIDNN_INLINE void softmax_lane_write(const T* row, T* out, int64_t cols, int lane, float m,
-                                                float s) {
+GRIDNN_HD GRIDNN_INLINE void softmax_lane_write(const T* row, T* out, int64_t cols, int lane, float m, float s) {
   for (int64_t j = lane; j < cols; j += kSoftmaxLanes) out[j] = from_float<T>(expf(to_float(row[j]) - m) / s);
 }
 // sum over this lane's columns of dy * y.
@@ -58,10 +57,8 @@ GRIDNN_HD GRIDNN_INLINE float softmax_lane_dot(const T* y, const T* dy, int64_t 
 }
 // dx = y * (dy - dot) for this lane's columns (dx may be dy or y).
 template <class T>
-GRIDNN_HD GRIDNN_INLINE void softmax_lane_backward(const T* y, const T* dy, T* dx, int64_t cols, int lane,
-                                                   float dot) {
-  for (int64_t j = lane; j < cols; j += kSoftmaxLanes)
-    dx[j] = from_float<T>(to_float(y[j]) * (to_float(dy[j]) - dot));
+GRIDNN_HD GRIDNN_INLINE void softmax_lane_backward(const T* y, const T* dy, T* dx, int64_t cols, int lane, float dot) {
+  for (int64_t j = lane; j < cols; j += kSoftmaxLanes) dx[j] = from_float<T>(to_float(y[j]) * (to_float(dy[j]) - dot));
 }
 
 // The tree over kSoftmaxLanes partials, as the CPU runs it; the GPU's butterfly gives the
@@ -76,8 +73,7 @@ GRIDNN_HD GRIDNN_INLINE float softmax_tree(float* partial, Combine combine) {
 // Cross-entropy of one row after its max m and exp-sum s are known: log-sum-exp minus
 // the label's logit. NaN for a label outside [0, cols) (the op checks host labels first;
 // device labels are not read back).
-GRIDNN_HD GRIDNN_INLINE float cross_entropy_row_loss(const float* row, int64_t cols, int64_t label, float m,
-                                                     float s) {
+GRIDNN_HD GRIDNN_INLINE float cross_entropy_row_loss(const float* row, int64_t cols, int64_t label, float m, float s) {
   if (label < 0 || label >= cols) return bits_float(0x7fc00000u);
   return (m + logf(s)) - row[label];
 }

@@ -5,8 +5,7 @@
 namespace gridnn::nn {
 
 Parameter& Module::register_parameter(const std::string& name, Tensor value) {
-  for (const auto& [n, p] : parameters_)
-    GRIDNN_REQUIRE(n != name, "parameter '", name, "' registered twice");
+  for (const auto& [n, p] : parameters_) GRIDNN_REQUIRE(n != name, "parameter '", name, "' registered twice");
   auto p = std::make_unique<Parameter>();
   p->grad = Tensor::zeros(value.shape(), value.dtype(), value.device());
   p->value = std::move(value);

@@ -156,9 +156,7 @@ class Module {
   // scratch tensors of its own moves or reallocates them here.
   virtual void on_device_change(const Device& /*device*/) {}
 
-  const std::vector<std::pair<std::string, std::unique_ptr<Module>>>& children() const {
-    return children_;
-  }
+  const std::vector<std::pair<std::string, std::unique_ptr<Module>>>& children() const { return children_; }
 
  private:
   // The module's own backward, run by backward(): dL/dx for the last forward, given dL/dy;

@@ -22,8 +22,8 @@ namespace gridnn::parallel {
 namespace detail {
 
 std::string where(const Communicator& comm, const char* op) {
-  return gridnn::detail::concat(op, " on communicator \"", comm.name(), "\" (rank ", comm.rank(), " of ",
-                                comm.size(), ")");
+  return gridnn::detail::concat(op, " on communicator \"", comm.name(), "\" (rank ", comm.rank(), " of ", comm.size(),
+                                ")");
 }
 
 std::vector<int64_t> even_rows(const Communicator& comm, int64_t rows_per_rank) {
@@ -55,12 +55,14 @@ void combine_typed(T* acc, const T* x, int64_t n, ReduceOp op) {
 
 void combine(void* acc, const void* x, int64_t n, DType dtype, ReduceOp op) {
   switch (dtype) {
-    case DType::f32: return combine_typed(static_cast<float*>(acc), static_cast<const float*>(x), n, op);
+    case DType::f32:
+      return combine_typed(static_cast<float*>(acc), static_cast<const float*>(x), n, op);
     case DType::i32:
       return combine_typed(static_cast<int32_t*>(acc), static_cast<const int32_t*>(x), n, op);
     case DType::i64:
       return combine_typed(static_cast<int64_t*>(acc), static_cast<const int64_t*>(x), n, op);
-    default: throw_unsupported_dtype("combine", dtype, "f32, i32 or i64");
+    default:
+      throw_unsupported_dtype("combine", dtype, "f32, i32 or i64");
   }
 }
 
@@ -80,8 +82,9 @@ void check_defined(const Communicator& comm, const char* op, const Tensor& t, co
 // Reductions support f32, i32 and i64 (gridnn has no f64); gathers, broadcasts and
 // send_recv move any dtype byte for byte.
 void check_reducible(const Communicator& comm, const char* op, DType dtype) {
-  GRIDNN_REQUIRE(dtype == DType::f32 || dtype == DType::i32 || dtype == DType::i64, where(comm, op),
-                 ": cannot reduce ", dtype_name(dtype), " tensors; reductions support f32, i32 and i64 "
+  GRIDNN_REQUIRE(dtype == DType::f32 || dtype == DType::i32 || dtype == DType::i64, where(comm, op), ": cannot reduce ",
+                 dtype_name(dtype),
+                 " tensors; reductions support f32, i32 and i64 "
                  "(cast to f32 first)");
 }
 
@@ -99,28 +102,26 @@ void check_blocks(const Communicator& comm, const char* op, const Tensor& part, 
                   const Tensor& whole, const char* whole_name, const std::vector<int64_t>& rows) {
   check_defined(comm, op, part, part_name);
   check_defined(comm, op, whole, whole_name);
-  GRIDNN_REQUIRE(part.dtype() == whole.dtype(), where(comm, op), ": `", part_name, "` is ", part.str(),
-                 " but `", whole_name, "` is ", whole.str(), "; the dtypes must match");
-  GRIDNN_REQUIRE(part.rank() >= 1 && part.rank() == whole.rank(), where(comm, op), ": `", part_name,
-                 "` ", part.str(), " and `", whole_name, "` ", whole.str(),
-                 " need the same number of dimensions (at least one)");
+  GRIDNN_REQUIRE(part.dtype() == whole.dtype(), where(comm, op), ": `", part_name, "` is ", part.str(), " but `",
+                 whole_name, "` is ", whole.str(), "; the dtypes must match");
+  GRIDNN_REQUIRE(part.rank() >= 1 && part.rank() == whole.rank(), where(comm, op), ": `", part_name, "` ", part.str(),
+                 " and `", whole_name, "` ", whole.str(), " need the same number of dimensions (at least one)");
   for (int d = 1; d < part.rank(); ++d)
-    GRIDNN_REQUIRE(part.size(d) == whole.size(d), where(comm, op), ": `", part_name, "` ", part.str(),
-                   " and `", whole_name, "` ", whole.str(), " differ in dimension ", d,
+    GRIDNN_REQUIRE(part.size(d) == whole.size(d), where(comm, op), ": `", part_name, "` ", part.str(), " and `",
+                   whole_name, "` ", whole.str(), " differ in dimension ", d,
                    "; only dimension 0 is split over the ranks");
   int64_t total = std::accumulate(rows.begin(), rows.end(), int64_t(0));
-  GRIDNN_REQUIRE(part.size(0) == rows[size_t(comm.rank())], where(comm, op), ": `", part_name, "` ",
-                 part.str(), " must have ", rows[size_t(comm.rank())], " rows (this rank's share)");
-  GRIDNN_REQUIRE(whole.size(0) == total, where(comm, op), ": `", whole_name, "` ", whole.str(),
-                 " must have ", total, " rows (the sum over the ", comm.size(), " ranks)");
+  GRIDNN_REQUIRE(part.size(0) == rows[size_t(comm.rank())], where(comm, op), ": `", part_name, "` ", part.str(),
+                 " must have ", rows[size_t(comm.rank())], " rows (this rank's share)");
+  GRIDNN_REQUIRE(whole.size(0) == total, where(comm, op), ": `", whole_name, "` ", whole.str(), " must have ", total,
+                 " rows (the sum over the ", comm.size(), " ranks)");
 }
 
 // The even split of all_gather and reduce_scatter: every rank's `part` has its rows.
 void check_even_blocks(const Communicator& comm, const char* op, const Tensor& part, const char* part_name,
                        const Tensor& whole, const char* whole_name) {
   check_defined(comm, op, part, part_name);
-  check_blocks(comm, op, part, part_name, whole, whole_name,
-               detail::even_rows(comm, part.rank() ? part.size(0) : 0));
+  check_blocks(comm, op, part, part_name, whole, whole_name, detail::even_rows(comm, part.rank() ? part.size(0) : 0));
 }
 
 void check_rank(const Communicator& comm, const char* op, int rank, const char* role, bool allow_none) {
@@ -131,9 +132,7 @@ void check_rank(const Communicator& comm, const char* op, int rank, const char* 
 
 // ---- the record of each call ----------------------------------------------------------------
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // `elements` of `dtype` as CommRecord counts them; `received`: send_recv's elements received.
 void record(const Communicator& comm, const char* op, int64_t elements, DType dtype, double seconds,
@@ -161,7 +160,11 @@ class RecordedAllReduce final : public PendingAllReduce {
  public:
   RecordedAllReduce(const Communicator& comm, std::unique_ptr<PendingAllReduce> started, const Tensor& t,
                     double seconds, std::string layer)
-      : comm_(comm), started_(std::move(started)), elements_(t.numel()), dtype_(t.dtype()), seconds_(seconds),
+      : comm_(comm),
+        started_(std::move(started)),
+        elements_(t.numel()),
+        dtype_(t.dtype()),
+        seconds_(seconds),
         layer_(std::move(layer)) {}
 
   ~RecordedAllReduce() override {
@@ -232,8 +235,8 @@ std::unique_ptr<PendingAllReduce> Communicator::start_all_reduce(Tensor& t, Redu
   check_reducible(*this, "all_reduce", t.dtype());
   if (Communicator* other = carrier({&t}, "all_reduce")) return other->start_all_reduce(t, op);
   std::unique_ptr<PendingAllReduce> started = do_start_all_reduce(t, op);
-  if (started) return std::make_unique<RecordedAllReduce>(*this, std::move(started), t, seconds_since(start),
-                                                          std::move(layer));
+  if (started)
+    return std::make_unique<RecordedAllReduce>(*this, std::move(started), t, seconds_since(start), std::move(layer));
   record(*this, "all_reduce", t.numel(), t.dtype(), seconds_since(start), layer);
   return std::make_unique<CompletedAllReduce>();
 }
@@ -294,8 +297,8 @@ void Communicator::send_recv(const Tensor& send, int dest, Tensor& recv, int sou
   Tensor* received = source != -1 && recv.defined() ? &recv : nullptr;
   if (sent) check_rank(*this, "send_recv", dest, "destination", true);
   if (received) check_rank(*this, "send_recv", source, "source", true);
-  GRIDNN_REQUIRE(tag >= 0 && tag <= max_tag_, where(*this, "send_recv"), ": tag ", tag, " is outside [0, ",
-                 max_tag_, "]");
+  GRIDNN_REQUIRE(tag >= 0 && tag <= max_tag_, where(*this, "send_recv"), ": tag ", tag, " is outside [0, ", max_tag_,
+                 "]");
   if (Communicator* other = carrier({sent, received}, "send_recv"))
     return other->send_recv(send, dest, recv, source, tag);
   do_send_recv(sent, dest, received, source, tag);
@@ -358,9 +361,7 @@ class PlanningCommunicator final : public Communicator {
   void do_all_gather(const Tensor&, Tensor&) override { refuse("all_gather"); }
   void do_all_gatherv(const Tensor&, Tensor&, const std::vector<int64_t>&) override { refuse("all_gatherv"); }
   void do_reduce_scatter(const Tensor&, Tensor&) override { refuse("reduce_scatter"); }
-  void do_reduce_scatterv(const Tensor&, Tensor&, const std::vector<int64_t>&) override {
-    refuse("reduce_scatterv");
-  }
+  void do_reduce_scatterv(const Tensor&, Tensor&, const std::vector<int64_t>&) override { refuse("reduce_scatterv"); }
   void do_broadcast(Tensor&, int) override { refuse("broadcast"); }
   void do_send_recv(const Tensor*, int, Tensor*, int, int) override { refuse("send_recv"); }
   void do_barrier() override { refuse("barrier"); }
@@ -427,13 +428,11 @@ std::string CommLog::report() const {
     w_op = std::max(w_op, r.op.size());
   }
   std::ostringstream os;
-  auto line = [&](const std::string& layer, const std::string& comm, const std::string& op,
-                  const std::string& calls, const std::string& elements, const std::string& mb,
-                  const std::string& seconds) {
+  auto line = [&](const std::string& layer, const std::string& comm, const std::string& op, const std::string& calls,
+                  const std::string& elements, const std::string& mb, const std::string& seconds) {
     char buf[512];
-    std::snprintf(buf, sizeof buf, "%-*s  %-*s  %-*s  %7s  %13s  %10s  %9s\n", int(w_layer), layer.c_str(),
-                  int(w_comm), comm.c_str(), int(w_op), op.c_str(), calls.c_str(), elements.c_str(), mb.c_str(),
-                  seconds.c_str());
+    std::snprintf(buf, sizeof buf, "%-*s  %-*s  %-*s  %7s  %13s  %10s  %9s\n", int(w_layer), layer.c_str(), int(w_comm),
+                  comm.c_str(), int(w_op), op.c_str(), calls.c_str(), elements.c_str(), mb.c_str(), seconds.c_str());
     os << buf;
   };
   auto fmt = [](const char* f, double v) {

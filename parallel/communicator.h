@@ -50,7 +50,7 @@ class Communicator {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const std::string& name() const { return name_; }  // "row", "col", "stage", "world"
-  int max_tag() const { return max_tag_; }  // send_recv's tags are 0 ... max_tag()
+  int max_tag() const { return max_tag_; }           // send_recv's tags are 0 ... max_tag()
 
   // t = sum (or max) of t over the ranks, in place.
   void all_reduce(Tensor& t, ReduceOp op = ReduceOp::sum);
@@ -118,16 +118,16 @@ std::unique_ptr<Communicator> make_planning_communicator(const std::string& name
 // ---- counting ---------------------------------------------------------------------------
 
 struct CommRecord {
-  std::string comm;       // communicator name
-  std::string op;         // "all_reduce", "all_gather", ...
-  std::string layer;      // innermost CommLayerScope, or "" outside any
+  std::string comm;   // communicator name
+  std::string op;     // "all_reduce", "all_gather", ...
+  std::string layer;  // innermost CommLayerScope, or "" outside any
   // This rank's elements, per operation: all_reduce t.numel(); all_gather(v) in.numel();
   // reduce_scatter(v) in.numel(); broadcast t.numel() on every rank (root or not);
   // send_recv send.numel() (0 when it only receives); barrier 0.
   int64_t elements = 0;
   int64_t bytes = 0;
   double seconds = 0;
-  int64_t received = 0;   // send_recv: the elements this rank received (0 for collectives)
+  int64_t received = 0;  // send_recv: the elements this rank received (0 for collectives)
 };
 
 class CommLog {

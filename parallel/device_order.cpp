@@ -22,8 +22,8 @@ DeviceOrder::Comm& DeviceOrder::at(int comm, const char* what) {
 }
 
 const DeviceOrder::Comm& DeviceOrder::at(int comm, const char* what) const {
-  GRIDNN_REQUIRE(comm >= 0 && size_t(comm) < comms_.size(), "DeviceOrder::", what, ": no communicator ", comm,
-                 " (", comms_.size(), " added)");
+  GRIDNN_REQUIRE(comm >= 0 && size_t(comm) < comms_.size(), "DeviceOrder::", what, ": no communicator ", comm, " (",
+                 comms_.size(), " added)");
   return comms_[size_t(comm)];
 }
 
@@ -52,7 +52,8 @@ DeviceOrder::Plan DeviceOrder::enqueue(int comm, Issue issue, Transfer transfer,
       throw Error(detail::concat(
           op, " on NCCL communicator \"", c.name, "\": its operation #", first.first + 1, " (", first.second,
           ", started without blocking) has not been waited for. An NCCL communicator runs its operations in the "
-          "order they were issued, so this transfer would wait for that ", first.second,
+          "order they were issued, so this transfer would wait for that ",
+          first.second,
           ", which may itself need a peer that first needs this transfer: a deadlock the MPI backend would not "
           "have. Wait for it first, or start it on another communicator (docs/design.md §4)"));
     }

@@ -117,9 +117,9 @@ class DeviceOrder {
   struct Comm {
     std::string name;
     bool open = true;
-    int64_t issued = 0;          // operations enqueued
-    int64_t compute_waited = 0;  // the compute stream waits for the first this many
-    int64_t known_done = 0;      // the first this many are waited for or seen complete
+    int64_t issued = 0;                                    // operations enqueued
+    int64_t compute_waited = 0;                            // the compute stream waits for the first this many
+    int64_t known_done = 0;                                // the first this many are waited for or seen complete
     std::vector<std::pair<int64_t, std::string>> started;  // started operations, by index
   };
   Comm& at(int comm, const char* what);

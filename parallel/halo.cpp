@@ -21,8 +21,8 @@ Range intersect(Range a, Range b) {
 }
 
 std::string window_str(const DepthWindow& w) {
-  return "kernel " + std::to_string(w.kernel) + ", stride " + std::to_string(w.stride) +
-         ", padding " + std::to_string(w.padding) + " along depth";
+  return "kernel " + std::to_string(w.kernel) + ", stride " + std::to_string(w.stride) + ", padding " +
+         std::to_string(w.padding) + " along depth";
 }
 
 // The received buffer for each entry of `transfers`, shaped [B, C, planes, H, W] like `like`.
@@ -45,9 +45,8 @@ const PlaneTransfer* find_peer(const std::vector<PlaneTransfer>& transfers, int 
 // P - 1 rounds; in round d rank r sends to r + d and receives from r - d (mod P). Both ends
 // of a message compute the same plan, so a send in round d always meets its receive.
 // outgoing[i] goes to out_list[i].peer; incoming[i] comes from in_list[i].peer.
-void exchange(Communicator& comm, const std::vector<PlaneTransfer>& out_list,
-              const std::vector<Tensor>& outgoing, const std::vector<PlaneTransfer>& in_list,
-              std::vector<Tensor>& incoming, int tag) {
+void exchange(Communicator& comm, const std::vector<PlaneTransfer>& out_list, const std::vector<Tensor>& outgoing,
+              const std::vector<PlaneTransfer>& in_list, std::vector<Tensor>& incoming, int tag) {
   const int p = comm.size(), r = comm.rank();
   for (int d = 1; d < p; ++d) {
     const int dest = (r + d) % p, source = (r - d + p) % p;
@@ -56,17 +55,15 @@ void exchange(Communicator& comm, const std::vector<PlaneTransfer>& out_list,
     const bool receiving = find_peer(in_list, source, &in_at) != nullptr;
     if (!sending && !receiving) continue;
     Tensor none;
-    comm.send_recv(sending ? outgoing[out_at] : Tensor(), sending ? dest : -1,
-                   receiving ? incoming[in_at] : none, receiving ? source : -1, tag);
+    comm.send_recv(sending ? outgoing[out_at] : Tensor(), sending ? dest : -1, receiving ? incoming[in_at] : none,
+                   receiving ? source : -1, tag);
   }
 }
 
 }  // namespace
 
 int64_t DepthHalo::padding_before() const { return std::max<int64_t>(0, -needed.begin); }
-int64_t DepthHalo::padding_after() const {
-  return std::max<int64_t>(0, needed.end - input.global);
-}
+int64_t DepthHalo::padding_after() const { return std::max<int64_t>(0, needed.end - input.global); }
 
 int largest_usable_parts(int64_t global_in, const DepthWindow& window) {
   if (global_in <= 0 || global_in + 2 * window.padding < window.kernel) return 0;
@@ -74,22 +71,21 @@ int largest_usable_parts(int64_t global_in, const DepthWindow& window) {
   return int(std::min<int64_t>({out, global_in, int64_t(1) << 30}));
 }
 
-DepthHalo plan_depth_halo(const std::string& layer, int64_t global_in, const DepthWindow& window,
-                          int parts, int index) {
-  GRIDNN_REQUIRE(window.kernel >= 1 && window.stride >= 1 && window.padding >= 0, layer,
-                 ": ", window_str(window), " must have kernel and stride >= 1, padding >= 0");
-  GRIDNN_REQUIRE(parts >= 1 && index >= 0 && index < parts, layer, ": rank ", index,
-                 " is not one of ", parts, " ranks");
-  GRIDNN_REQUIRE(global_in >= 1 && global_in + 2 * window.padding >= window.kernel, layer,
-                 ": a depth of ", global_in, " planes is too thin for ", window_str(window));
+DepthHalo plan_depth_halo(const std::string& layer, int64_t global_in, const DepthWindow& window, int parts,
+                          int index) {
+  GRIDNN_REQUIRE(window.kernel >= 1 && window.stride >= 1 && window.padding >= 0, layer, ": ", window_str(window),
+                 " must have kernel and stride >= 1, padding >= 0");
+  GRIDNN_REQUIRE(parts >= 1 && index >= 0 && index < parts, layer, ": rank ", index, " is not one of ", parts,
+                 " ranks");
+  GRIDNN_REQUIRE(global_in >= 1 && global_in + 2 * window.padding >= window.kernel, layer, ": a depth of ", global_in,
+                 " planes is too thin for ", window_str(window));
   const int64_t global_out = window.output_size(global_in);
   const int usable = largest_usable_parts(global_in, window);
   if (parts > usable) {
     const bool outputs_short = global_out < parts;
     throw Error(detail::concat(
-        layer, ": the depth split over Pr = ", parts, " ranks leaves ranks ",
-        outputs_short ? global_out : global_in, "..", parts - 1, " without ",
-        outputs_short ? "output" : "input", " planes (", global_in, " input planes -> ",
+        layer, ": the depth split over Pr = ", parts, " ranks leaves ranks ", outputs_short ? global_out : global_in,
+        "..", parts - 1, " without ", outputs_short ? "output" : "input", " planes (", global_in, " input planes -> ",
         global_out, " output planes, ", window_str(window),
         "): the slab is thinner than the halo; the largest usable Pr for this layer is ", usable));
   }
@@ -106,8 +102,7 @@ DepthHalo plan_depth_halo(const std::string& layer, int64_t global_in, const Dep
     if (q == index) continue;
     const Range from_q = intersect(my_need, h.input.owned_by(q));
     if (from_q.size() > 0) h.receives.push_back({q, from_q});
-    const Range q_need =
-        intersect(window.input_planes(h.output.owned_by(q)), volume);
+    const Range q_need = intersect(window.input_planes(h.output.owned_by(q)), volume);
     const Range to_q = intersect(q_need, mine);
     if (to_q.size() > 0) h.sends.push_back({q, to_q});
   }
@@ -117,17 +112,15 @@ DepthHalo plan_depth_halo(const std::string& layer, int64_t global_in, const Dep
 HaloExchange::HaloExchange(Communicator& row, DepthHalo halo, std::string layer)
     : row_(row), halo_(std::move(halo)), layer_(std::move(layer)) {
   GRIDNN_REQUIRE(row_.size() == halo_.input.parts && row_.rank() == halo_.input.index, layer_,
-                 ": the halo was planned for rank ", halo_.input.index, " of ", halo_.input.parts,
-                 " but the ", row_.name(), " communicator has rank ", row_.rank(), " of ",
-                 row_.size());
+                 ": the halo was planned for rank ", halo_.input.index, " of ", halo_.input.parts, " but the ",
+                 row_.name(), " communicator has rank ", row_.rank(), " of ", row_.size());
 }
 
 Tensor HaloExchange::extend(const Tensor& x, float padding_value) {
   const Range mine = halo_.input.owned();
   GRIDNN_REQUIRE(x.defined() && x.rank() == 5 && x.size(2) == mine.size(), layer_,
-                 ": expects this rank's depth slab [B, C, ", mine.size(), ", H, W] (planes [",
-                 mine.begin, ", ", mine.end, ") of ", halo_.input.global, "), got ",
-                 x.defined() ? x.str() : std::string("undefined"));
+                 ": expects this rank's depth slab [B, C, ", mine.size(), ", H, W] (planes [", mine.begin, ", ",
+                 mine.end, ") of ", halo_.input.global, "), got ", x.defined() ? x.str() : std::string("undefined"));
   Tensor ext = Tensor::empty(x.shape().with(2, halo_.extended_planes()), x.dtype(), x.device());
   const int64_t base = halo_.needed.begin;  // global plane of the extended slab's plane 0
 

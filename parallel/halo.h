@@ -48,9 +48,7 @@ struct DepthWindow {
 
   int64_t output_size(int64_t input) const { return (input + 2 * padding - kernel) / stride + 1; }
   // The input planes output planes [o.begin, o.end) read, unclipped (may reach into padding).
-  Range input_planes(Range o) const {
-    return {o.begin * stride - padding, (o.end - 1) * stride - padding + kernel};
-  }
+  Range input_planes(Range o) const { return {o.begin * stride - padding, (o.end - 1) * stride - padding + kernel}; }
 };
 
 // Planes [planes.begin, planes.end) of the input, in global numbering, moving between this
@@ -63,9 +61,9 @@ struct PlaneTransfer {
 // One layer's halo for one rank: what it owns, what it needs, and who sends what to whom.
 struct DepthHalo {
   DepthWindow window;
-  DepthSplit input;   // global: D_in
-  DepthSplit output;  // global: D_out, same parts and index
-  Range needed;       // input planes of the extended slab, unclipped
+  DepthSplit input;                     // global: D_in
+  DepthSplit output;                    // global: D_out, same parts and index
+  Range needed;                         // input planes of the extended slab, unclipped
   std::vector<PlaneTransfer> receives;  // planes owned by peer that this rank needs (by peer)
   std::vector<PlaneTransfer> sends;     // planes this rank owns that peer needs (by peer)
 
@@ -81,8 +79,7 @@ int largest_usable_parts(int64_t global_in, const DepthWindow& window);
 
 // The halo of rank `index` of `parts` (docs/design.md §4's rule). Throws gridnn::Error naming `layer`
 // and the largest usable Pr when some rank would own no output or no input plane.
-DepthHalo plan_depth_halo(const std::string& layer, int64_t global_in, const DepthWindow& window,
-                          int parts, int index);
+DepthHalo plan_depth_halo(const std::string& layer, int64_t global_in, const DepthWindow& window, int parts, int index);
 
 class HaloExchange {
  public:

@@ -1,7 +1,6 @@
 // The paired collectives of the distributed layers (mappings.h).
 #include "parallel/mappings.h"
 
-
 #include "core/error.h"
 #include "kernels/layout.h"
 
@@ -28,8 +27,8 @@ Tensor leading(const Tensor& t, int dim) { return dim == 0 ? t : ops::permute(t,
 Tensor restored(const Tensor& t, int dim) { return dim == 0 ? t : ops::permute(t, from_front(t.rank(), dim)); }
 
 void check(const char* op, const Tensor& t, const BlockSplit& s, int64_t expected) {
-  GRIDNN_REQUIRE(s.comm && s.parts >= s.comm->size() && s.unit >= 1, op, ": ", s.parts,
-                 " units split over ", s.comm ? s.comm->size() : 0, " ranks leave a rank without any");
+  GRIDNN_REQUIRE(s.comm && s.parts >= s.comm->size() && s.unit >= 1, op, ": ", s.parts, " units split over ",
+                 s.comm ? s.comm->size() : 0, " ranks leave a rank without any");
   GRIDNN_REQUIRE(t.defined() && s.dim >= 0 && s.dim < t.rank() && t.size(s.dim) == expected, op, ": expected ",
                  expected, " slices along dimension ", s.dim, ", got ", t.defined() ? t.str() : "undefined");
 }

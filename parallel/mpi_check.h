@@ -18,10 +18,9 @@ inline std::string mpi_error_string(int code) {
 }
 }  // namespace gridnn::detail
 
-#define GRIDNN_CHECK_MPI(CALL)                                                           \
-  do {                                                                                   \
-    int gridnn_status_ = (CALL);                                                         \
-    if (gridnn_status_ != MPI_SUCCESS)                                                   \
-      throw ::gridnn::MpiError(#CALL, ::gridnn::detail::mpi_error_string(gridnn_status_), \
-                               __FILE__, __LINE__);                                      \
+#define GRIDNN_CHECK_MPI(CALL)                                                                                 \
+  do {                                                                                                         \
+    int gridnn_status_ = (CALL);                                                                               \
+    if (gridnn_status_ != MPI_SUCCESS)                                                                         \
+      throw ::gridnn::MpiError(#CALL, ::gridnn::detail::mpi_error_string(gridnn_status_), __FILE__, __LINE__); \
   } while (0)

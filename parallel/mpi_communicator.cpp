@@ -3,6 +3,7 @@
 // (see mpi_communicator.h for the why).
 #include "parallel/mpi_communicator.h"
 
+#include <omp.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -14,8 +15,6 @@
 #include <deque>
 #include <thread>
 #include <vector>
-
-#include <omp.h>
 
 #include "parallel/comm_detail.h"
 #include "parallel/mpi_check.h"
@@ -39,8 +38,10 @@ int env_mode() {
     const char* v = std::getenv("GRIDNN_POLITE_WAIT");
     if (!v || !*v) return -1;
     std::string s(v);
-    GRIDNN_REQUIRE(s == "0" || s == "1", "GRIDNN_POLITE_WAIT must be 0 (plain MPI_Wait) or 1 (MPI_Test "
-                   "and sleep), got \"", s, "\"");
+    GRIDNN_REQUIRE(s == "0" || s == "1",
+                   "GRIDNN_POLITE_WAIT must be 0 (plain MPI_Wait) or 1 (MPI_Test "
+                   "and sleep), got \"",
+                   s, "\"");
     return s == "1" ? 1 : 0;
   }();
   return mode;
@@ -122,8 +123,8 @@ class MpiCommunicator final : public Communicator {
       std::vector<int> counts, displs;
       byte_layout("all_reduce", blocks, es, &counts, &displs);
       MPI_Request req;
-      GRIDNN_CHECK_MPI(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, base, counts.data(), displs.data(),
-                                       MPI_BYTE, comm_, &req));
+      GRIDNN_CHECK_MPI(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, base, counts.data(), displs.data(), MPI_BYTE,
+                                       comm_, &req));
       wait(1, &req, MPI_STATUSES_IGNORE);
     }
     host.store(t);
@@ -178,14 +179,14 @@ class MpiCommunicator final : public Communicator {
     const int recv_bytes = recv ? to_count(int64_t(recv->nbytes()), "send_recv") : 0;
     if (recv) GRIDNN_CHECK_MPI(MPI_Irecv(recv_host.data(), recv_bytes, MPI_BYTE, source, tag, comm_, &reqs[n++]));
     if (send)
-      GRIDNN_CHECK_MPI(MPI_Isend(send_host.data(), to_count(int64_t(send->nbytes()), "send_recv"), MPI_BYTE, dest,
-                                 tag, comm_, &reqs[n++]));
+      GRIDNN_CHECK_MPI(MPI_Isend(send_host.data(), to_count(int64_t(send->nbytes()), "send_recv"), MPI_BYTE, dest, tag,
+                                 comm_, &reqs[n++]));
     wait(n, reqs, statuses);
     if (recv) {
       int got = 0;
       GRIDNN_CHECK_MPI(MPI_Get_count(&statuses[0], MPI_BYTE, &got));
-      GRIDNN_REQUIRE(got == recv_bytes, where(*this, "send_recv"), ": received ", got, " bytes from rank ",
-                     source, " (tag ", tag, ") into `recv` ", recv->str(), ", which holds ", recv_bytes,
+      GRIDNN_REQUIRE(got == recv_bytes, where(*this, "send_recv"), ": received ", got, " bytes from rank ", source,
+                     " (tag ", tag, ") into `recv` ", recv->str(), ", which holds ", recv_bytes,
                      "; the sender's tensor must match");
       recv_host.store(*recv);
     }
@@ -223,8 +224,8 @@ class MpiCommunicator final : public Communicator {
   // `in` holds blocks[i] elements for rank i, back to back; writes into `out` (blocks[rank()]
   // elements) the combination of every rank's block rank(), in rank order. `out` may lie
   // inside `in`: it is written only after the exchange has finished reading `in`.
-  void reduce_blocks(const char* op_name, const void* in, const std::vector<int64_t>& blocks, DType dtype,
-                     ReduceOp op, void* out) {
+  void reduce_blocks(const char* op_name, const void* in, const std::vector<int64_t>& blocks, DType dtype, ReduceOp op,
+                     void* out) {
     const int64_t es = int64_t(dtype_size(dtype));
     const int64_t mine = blocks[size_t(rank())];
     std::vector<int> send_counts, send_displs;
@@ -250,8 +251,8 @@ class MpiCommunicator final : public Communicator {
     std::vector<int> counts, displs;
     byte_layout(op, rows, row_bytes(in), &counts, &displs);
     MPI_Request req;
-    GRIDNN_CHECK_MPI(MPI_Iallgatherv(in_host.data(), counts[size_t(rank())], MPI_BYTE, out_host.data(),
-                                     counts.data(), displs.data(), MPI_BYTE, comm_, &req));
+    GRIDNN_CHECK_MPI(MPI_Iallgatherv(in_host.data(), counts[size_t(rank())], MPI_BYTE, out_host.data(), counts.data(),
+                                     displs.data(), MPI_BYTE, comm_, &req));
     wait(1, &req, MPI_STATUSES_IGNORE);
     out_host.store(out);
   }
@@ -306,8 +307,8 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm comm_;
   BoardSlot slot_;                // this communicator on the progress board
   WatchedWait* watch_ = nullptr;  // the call under way (Watching)
-  std::vector<char> scratch_;  // the blocks received by reduce_blocks, reused across calls
-  PinnedPool pinned_;          // staging buffers of device tensors (pinned_staging.h)
+  std::vector<char> scratch_;     // the blocks received by reduce_blocks, reused across calls
+  PinnedPool pinned_;             // staging buffers of device tensors (pinned_staging.h)
   // The non-blocking all-reduces' two phases run on duplicates of comm_ (made at the first
   // start_all_reduce), one per phase: MPI matches collectives by their order on a
   // communicator, and a rank may find an exchange finished (and start its gather) sooner
@@ -340,8 +341,7 @@ class AsyncAllReduce final : public PendingAllReduce {
       comm.byte_layout("all_reduce", std::vector<int64_t>(size_t(n), mine_), es, &recv_counts_, &recv_displs_);
       scratch_.resize(size_t(n * mine_ * es));
       GRIDNN_CHECK_MPI(MPI_Ialltoallv(host_.data(), counts_.data(), displs_.data(), MPI_BYTE, scratch_.data(),
-                                      recv_counts_.data(), recv_displs_.data(), MPI_BYTE, comm.exchange_comm_,
-                                      &req_));
+                                      recv_counts_.data(), recv_displs_.data(), MPI_BYTE, comm.exchange_comm_, &req_));
       phase_ = Phase::exchanging;
       comm.exchanging_.push_back(this);
       comm.advance_exchanges();
@@ -390,8 +390,8 @@ class AsyncAllReduce final : public PendingAllReduce {
       for (int i = 1; i < comm_.size(); ++i)
         combine(mine, scratch_.data() + size_t(i * mine_ * es), mine_, t_.dtype(), op_);
     }
-    GRIDNN_CHECK_MPI(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, base, counts_.data(), displs_.data(),
-                                     MPI_BYTE, comm_.gather_comm_, &req_));
+    GRIDNN_CHECK_MPI(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, base, counts_.data(), displs_.data(), MPI_BYTE,
+                                     comm_.gather_comm_, &req_));
     phase_ = Phase::gathering;
   }
 
@@ -421,7 +421,7 @@ class AsyncAllReduce final : public PendingAllReduce {
   Tensor t_;
   StagedTensor host_;  // t_'s bytes on the host (a pinned copy for a device tensor)
   ReduceOp op_;
-  int64_t mine_ = 0;  // elements of this rank's block
+  int64_t mine_ = 0;                                              // elements of this rank's block
   std::vector<int> counts_, displs_, recv_counts_, recv_displs_;  // bytes; alive while MPI uses them
   std::vector<char> scratch_;                                     // every rank's copy of this rank's block
   MPI_Request req_ = MPI_REQUEST_NULL;

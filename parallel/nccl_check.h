@@ -23,10 +23,9 @@ inline std::string nccl_error_string(ncclResult_t status) {
 }
 }  // namespace gridnn::detail
 
-#define GRIDNN_CHECK_NCCL(CALL)                                                           \
-  do {                                                                                    \
-    ncclResult_t gridnn_status_ = (CALL);                                                 \
-    if (gridnn_status_ != ncclSuccess)                                                    \
-      throw ::gridnn::NcclError(#CALL, ::gridnn::detail::nccl_error_string(gridnn_status_), \
-                                __FILE__, __LINE__);                                      \
+#define GRIDNN_CHECK_NCCL(CALL)                                                                                  \
+  do {                                                                                                           \
+    ncclResult_t gridnn_status_ = (CALL);                                                                        \
+    if (gridnn_status_ != ncclSuccess)                                                                           \
+      throw ::gridnn::NcclError(#CALL, ::gridnn::detail::nccl_error_string(gridnn_status_), __FILE__, __LINE__); \
   } while (0)

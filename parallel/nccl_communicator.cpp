@@ -44,10 +44,14 @@ using namespace detail;
 // Reductions: the dtypes Communicator reduces. Everything else moves as bytes (ncclUint8).
 ncclDataType_t nccl_reduce_type(DType dtype) {
   switch (dtype) {
-    case DType::f32: return ncclFloat32;
-    case DType::i32: return ncclInt32;
-    case DType::i64: return ncclInt64;
-    default: throw_unsupported_dtype("NCCL reduction", dtype, "f32, i32 or i64");
+    case DType::f32:
+      return ncclFloat32;
+    case DType::i32:
+      return ncclInt32;
+    case DType::i64:
+      return ncclInt64;
+    default:
+      throw_unsupported_dtype("NCCL reduction", dtype, "f32, i32 or i64");
   }
 }
 
@@ -87,15 +91,17 @@ class NcclCommunicator final : public Communicator {
                    std::unique_ptr<Communicator> host)
       : Communicator(name, rank, size, host ? host->max_tag() : INT_MAX),
         device_(device),
-        host_(host ? std::move(host) : size == 1 ? make_self_communicator(name) : nullptr),
+        host_(host        ? std::move(host)
+              : size == 1 ? make_self_communicator(name)
+                          : nullptr),
         stream_(device, highest_stream_priority(device)),
         compute_ready_(device),
         comm_done_(device),
         barrier_begin_(device) {
     if (host_)
-      GRIDNN_REQUIRE(host_->size() == size && host_->rank() == rank, "NCCL communicator \"", name, "\": rank ",
-                     rank, " of ", size, ", but its host communicator \"", host_->name(), "\" is rank ",
-                     host_->rank(), " of ", host_->size(), "; they must be the same group in the same order");
+      GRIDNN_REQUIRE(host_->size() == size && host_->rank() == rank, "NCCL communicator \"", name, "\": rank ", rank,
+                     " of ", size, ", but its host communicator \"", host_->name(), "\" is rank ", host_->rank(),
+                     " of ", host_->size(), "; they must be the same group in the same order");
     check_nccl_environment();
     // Makes the device current (NCCL binds the communicator to it) and says how many SMs it has.
     const int sms = cuda::context(device_).properties.multiProcessorCount;
@@ -123,10 +129,10 @@ class NcclCommunicator final : public Communicator {
     order_id_ = device_order(device_).add_communicator(name);
     // (A group of one waits for no peer: a kernel of it cannot be left waiting.)
     if (size > 1 && device_order(device_).communicators() > kCommunicatorsPerRank)
-      nccl_warn_once("cuda:" + std::to_string(device_) + " holds " +
-                std::to_string(device_order(device_).communicators()) + " NCCL communicators, more than the " +
-                std::to_string(kCommunicatorsPerRank) + " their CTA limit is sized for: their kernels may not all " +
-                "fit on the GPU at once (docs/design.md §4)");
+      nccl_warn_once(
+          "cuda:" + std::to_string(device_) + " holds " + std::to_string(device_order(device_).communicators()) +
+          " NCCL communicators, more than the " + std::to_string(kCommunicatorsPerRank) +
+          " their CTA limit is sized for: their kernels may not all " + "fit on the GPU at once (docs/design.md §4)");
   }
 
   ~NcclCommunicator() override {
@@ -145,8 +151,8 @@ class NcclCommunicator final : public Communicator {
       }
       if (end) {
         nccl_watchdog().wait_on_host(comm_, nullptr, end,
-                                     "the operations still under way on NCCL communicator \"" + name() +
-                                         "\" (rank " + std::to_string(rank()) + " of " + std::to_string(size()) +
+                                     "the operations still under way on NCCL communicator \"" + name() + "\" (rank " +
+                                         std::to_string(rank()) + " of " + std::to_string(size()) +
                                          ") when it is destroyed");
         nccl_watchdog().release(device_, end);
         nccl_watchdog().forget(comm_);
@@ -179,17 +185,18 @@ class NcclCommunicator final : public Communicator {
                    ": the tensors mix host and device memory; pass them all on cuda:", device_,
                    " (NCCL) or all on the host (the host communicator)");
     if (!host_side) return nullptr;
-    GRIDNN_REQUIRE(host_ != nullptr, where(*this, op), ": host tensors need a host communicator, and this NCCL "
-                   "communicator was made without one; move the tensors to cuda:", device_,
-                   " or make it over MPI (make_nccl_communicator(MPI_Comm, ...))");
+    GRIDNN_REQUIRE(host_ != nullptr, where(*this, op),
+                   ": host tensors need a host communicator, and this NCCL "
+                   "communicator was made without one; move the tensors to cuda:",
+                   device_, " or make it over MPI (make_nccl_communicator(MPI_Comm, ...))");
     return host_.get();
   }
 
   void do_all_reduce(Tensor& t, ReduceOp op) override {
     enqueue("all_reduce", [&](cudaStream_t s) {
       if (t.numel() > 0)
-        GRIDNN_CHECK_NCCL(ncclAllReduce(t.raw(), t.raw(), size_t(t.numel()), nccl_reduce_type(t.dtype()),
-                                        nccl_op(op), comm_, s));
+        GRIDNN_CHECK_NCCL(
+            ncclAllReduce(t.raw(), t.raw(), size_t(t.numel()), nccl_reduce_type(t.dtype()), nccl_op(op), comm_, s));
     });
   }
 
@@ -199,8 +206,7 @@ class NcclCommunicator final : public Communicator {
     // In place when `in` is this rank's block of `out`; any other overlap goes through a copy.
     const Tensor src = unaliased(in, out, bytes_of(out) + size_t(rank()) * in.nbytes());
     enqueue("all_gather", [&](cudaStream_t s) {
-      if (src.nbytes() > 0)
-        GRIDNN_CHECK_NCCL(ncclAllGather(src.raw(), out.raw(), src.nbytes(), ncclUint8, comm_, s));
+      if (src.nbytes() > 0) GRIDNN_CHECK_NCCL(ncclAllGather(src.raw(), out.raw(), src.nbytes(), ncclUint8, comm_, s));
     });
   }
 
@@ -213,8 +219,7 @@ class NcclCommunicator final : public Communicator {
         for (int i = 0; i < size(); ++i) {
           const size_t n = offsets[size_t(i) + 1] - offsets[size_t(i)];
           char* dst = bytes_of(out) + offsets[size_t(i)];
-          if (n > 0)
-            GRIDNN_CHECK_NCCL(ncclBroadcast(i == rank() ? src.raw() : dst, dst, n, ncclUint8, i, comm_, s));
+          if (n > 0) GRIDNN_CHECK_NCCL(ncclBroadcast(i == rank() ? src.raw() : dst, dst, n, ncclUint8, i, comm_, s));
         }
       });
     });
@@ -226,8 +231,8 @@ class NcclCommunicator final : public Communicator {
     const Tensor src = in.shares_storage_with(out) && !in_place ? in.clone() : in;
     enqueue("reduce_scatter", [&](cudaStream_t s) {
       if (out.numel() > 0)
-        GRIDNN_CHECK_NCCL(ncclReduceScatter(src.raw(), out.raw(), size_t(out.numel()),
-                                            nccl_reduce_type(in.dtype()), ncclSum, comm_, s));
+        GRIDNN_CHECK_NCCL(ncclReduceScatter(src.raw(), out.raw(), size_t(out.numel()), nccl_reduce_type(in.dtype()),
+                                            ncclSum, comm_, s));
     });
   }
 
@@ -241,8 +246,8 @@ class NcclCommunicator final : public Communicator {
         for (int i = 0; i < size(); ++i) {
           const size_t n = offsets[size_t(i) + 1] - offsets[size_t(i)];
           if (n > 0)
-            GRIDNN_CHECK_NCCL(ncclReduce(bytes_of(src) + offsets[size_t(i)], i == rank() ? out.raw() : nullptr,
-                                         n / es, nccl_reduce_type(in.dtype()), ncclSum, i, comm_, s));
+            GRIDNN_CHECK_NCCL(ncclReduce(bytes_of(src) + offsets[size_t(i)], i == rank() ? out.raw() : nullptr, n / es,
+                                         nccl_reduce_type(in.dtype()), ncclSum, i, comm_, s));
         }
       });
     });
@@ -256,7 +261,7 @@ class NcclCommunicator final : public Communicator {
 
   void do_send_recv(const Tensor* send, int dest, Tensor* recv, int source, int) override {
     if (!send && !recv) return;  // nothing to move
-    Tensor src;  // what is sent: a copy when it shares storage with `recv`
+    Tensor src;                  // what is sent: a copy when it shares storage with `recv`
     if (send) src = recv && send->shares_storage_with(*recv) ? send->clone() : *send;
     enqueue(
         "send_recv",
@@ -385,9 +390,9 @@ class NcclCommunicator final : public Communicator {
   cuda::Event comm_done_;               // recorded on stream_ after each blocking operation
   cuda::Event barrier_begin_;           // recorded on stream_ before a barrier's all-reduce
   ncclComm_t comm_ = nullptr;
-  int order_id_ = -1;                   // this communicator in device_order(device_)
-  bool failed_ = false;                 // an NCCL call failed: abort, do not destroy
-  Tensor token_;                        // barrier() without a host communicator
+  int order_id_ = -1;    // this communicator in device_order(device_)
+  bool failed_ = false;  // an NCCL call failed: abort, do not destroy
+  Tensor token_;         // barrier() without a host communicator
 };
 
 // One start_all_reduce on device memory: ncclAllReduce enqueued on the communicator's stream
@@ -468,8 +473,8 @@ std::unique_ptr<PendingAllReduce> NcclCommunicator::do_start_all_reduce(Tensor& 
 
 std::unique_ptr<Communicator> make_nccl_communicator(const ncclUniqueId& id, int rank, int size, int device,
                                                      std::string name, std::unique_ptr<Communicator> host) {
-  GRIDNN_REQUIRE(size >= 1 && rank >= 0 && rank < size, "make_nccl_communicator(\"", name, "\"): rank ", rank,
-                 " of ", size, " is not a rank of the group");
+  GRIDNN_REQUIRE(size >= 1 && rank >= 0 && rank < size, "make_nccl_communicator(\"", name, "\"): rank ", rank, " of ",
+                 size, " is not a rank of the group");
   require_device(Device::cuda(device));
   return std::make_unique<NcclCommunicator>(id, rank, size, device, name, std::move(host));
 }
@@ -495,8 +500,10 @@ std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, std::string 
     }
   }
   GRIDNN_CHECK_MPI(MPI_Bcast(&message, int(sizeof message), MPI_BYTE, 0, comm));
-  GRIDNN_REQUIRE(message.made == 1, "make_nccl_communicator(\"", name, "\"): rank 0 could not make the NCCL "
-                 "unique id", failure.empty() ? std::string() : ": " + failure);
+  GRIDNN_REQUIRE(message.made == 1, "make_nccl_communicator(\"", name,
+                 "\"): rank 0 could not make the NCCL "
+                 "unique id",
+                 failure.empty() ? std::string() : ": " + failure);
   const ncclUniqueId& id = message.id;
   const int rank = host->rank(), size = host->size();
   return make_nccl_communicator(id, rank, size, device, std::move(name), std::move(host));

@@ -41,14 +41,14 @@ void nccl_warn_once(const std::string& text) {
 void check_nccl_environment() {
   const char* implicit = std::getenv("NCCL_LAUNCH_ORDER_IMPLICIT");
   GRIDNN_REQUIRE(!implicit || std::string(implicit).empty() || std::string(implicit) == "0",
-                 "NCCL_LAUNCH_ORDER_IMPLICIT=", implicit, ": NCCL would then launch every kernel of a GPU after "
+                 "NCCL_LAUNCH_ORDER_IMPLICIT=", implicit,
+                 ": NCCL would then launch every kernel of a GPU after "
                  "the previous one in the host's order, whichever its communicator; gridnn's ranks issue their "
                  "communicators' operations in different orders (pipeline stages), which can deadlock that way. "
                  "Unset it (docs/design.md §4)");
   GRIDNN_REQUIRE(!env_is("NCCL_COMM_BLOCKING", "0"),
                  "NCCL_COMM_BLOCKING=0: gridnn's NCCL backend needs blocking NCCL communicators; unset it");
-  if (const char* connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-      connections && std::atoi(connections) < 32)
+  if (const char* connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS"); connections && std::atoi(connections) < 32)
     nccl_warn_once(std::string("CUDA_DEVICE_MAX_CONNECTIONS=") + connections +
                    ": streams share hardware work queues, where one NCCL stream's waiting operation can hold up "
                    "another's and deadlock ranks that issue operations in different orders; gridnn sets 32 unless "

@@ -69,8 +69,7 @@ class NcclWatchdog {
 
   cudaEvent_t take(int device);
   void loop();
-  [[noreturn]] static void fail_locked(ncclComm_t comm, const std::string& what, int64_t step,
-                                       const std::string& why);
+  [[noreturn]] static void fail_locked(ncclComm_t comm, const std::string& what, int64_t step, const std::string& why);
 
   std::mutex mutex_;
   bool thread_started_ = false;

@@ -39,7 +39,8 @@ void* host_buffer(size_t bytes) {
   GRIDNN_CHECK_CUDA(cudaHostAlloc(&p, bytes, cudaHostAllocPortable));
   return p;
 #else
-  throw Error(gridnn::detail::concat("pinned staging of ", bytes, " bytes asked for, but gridnn was built "
+  throw Error(gridnn::detail::concat("pinned staging of ", bytes,
+                                     " bytes asked for, but gridnn was built "
                                      "without CUDA (there are no device tensors to stage)"));
 #endif
 }
@@ -94,8 +95,7 @@ PinnedPool::Lease PinnedPool::acquire(size_t bytes) {
   return Lease(this, slot);
 }
 
-PinnedPool::Lease::Lease(Lease&& other) noexcept
-    : pool_(std::exchange(other.pool_, nullptr)), slot_(other.slot_) {}
+PinnedPool::Lease::Lease(Lease&& other) noexcept : pool_(std::exchange(other.pool_, nullptr)), slot_(other.slot_) {}
 
 PinnedPool::Lease& PinnedPool::Lease::operator=(Lease&& other) noexcept {
   if (this != &other) {
@@ -127,8 +127,7 @@ void download_to_pinned(const Tensor& device_tensor, void* host) {
   }
 #if GRIDNN_HAVE_CUDA
   cudaStream_t stream = cuda::context(device_tensor.device().index).stream;
-  GRIDNN_CHECK_CUDA(
-      cudaMemcpyAsync(host, device_tensor.raw(), device_tensor.nbytes(), cudaMemcpyDeviceToHost, stream));
+  GRIDNN_CHECK_CUDA(cudaMemcpyAsync(host, device_tensor.raw(), device_tensor.nbytes(), cudaMemcpyDeviceToHost, stream));
   GRIDNN_CHECK_CUDA(cudaStreamSynchronize(stream));
 #else
   (void)host;
@@ -147,8 +146,7 @@ void upload_from_pinned(const void* host, Tensor& device_tensor) {
   }
 #if GRIDNN_HAVE_CUDA
   cudaStream_t stream = cuda::context(device_tensor.device().index).stream;
-  GRIDNN_CHECK_CUDA(
-      cudaMemcpyAsync(device_tensor.raw(), host, device_tensor.nbytes(), cudaMemcpyHostToDevice, stream));
+  GRIDNN_CHECK_CUDA(cudaMemcpyAsync(device_tensor.raw(), host, device_tensor.nbytes(), cudaMemcpyHostToDevice, stream));
   // The buffer goes back to the pool when the caller's lease ends and may be overwritten
   // by the next call at once: the copy must have read it by then.
   GRIDNN_CHECK_CUDA(cudaStreamSynchronize(stream));

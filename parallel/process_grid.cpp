@@ -51,8 +51,8 @@ std::string GridShape::str() const {
 }
 
 Range balanced_range(int64_t n, int parts, int i) {
-  GRIDNN_REQUIRE(n >= 0 && parts >= 1 && i >= 0 && i < parts, "balanced_range: part ", i, " of ", parts,
-                 " of ", n, " items is not defined");
+  GRIDNN_REQUIRE(n >= 0 && parts >= 1 && i >= 0 && i < parts, "balanced_range: part ", i, " of ", parts, " of ", n,
+                 " items is not defined");
   int64_t base = n / parts, extra = n % parts;
   Range r;
   r.begin = i * base + std::min<int64_t>(i, extra);
@@ -102,16 +102,19 @@ std::string ProcessGrid::describe_placement(const std::vector<int>& node_of_rank
         rows_inside = rows_inside && node(s, r, c) == node(s, 0, c);
         cols_inside = cols_inside && node(s, r, c) == node(s, r, 0);
       }
-  std::string text = std::string("rank order ") + enum_name(order_) + ": row groups (model/domain traffic, "
-                     "every layer) " + (rows_inside ? "inside a node" : "CROSS nodes") +
+  std::string text = std::string("rank order ") + enum_name(order_) +
+                     ": row groups (model/domain traffic, "
+                     "every layer) " +
+                     (rows_inside ? "inside a node" : "CROSS nodes") +
                      "; column groups (gradient all-reduce, once per step) " +
                      (cols_inside ? "inside a node" : "cross nodes");
   std::vector<std::string> labels(size_t(shape_.size()));  // by world rank
   for (int s = 0; s < shape_.stages; ++s)
     for (int r = 0; r < shape_.rows; ++r)
       for (int c = 0; c < shape_.cols; ++c)
-        labels[size_t(world_rank_of(shape_, s, r, c, order_))] =
-            "(" + (shape_.stages > 1 ? std::to_string(s) + "," : "") + std::to_string(r) + "," + std::to_string(c) + ")";
+        labels[size_t(world_rank_of(shape_, s, r, c, order_))] = "(" +
+                                                                 (shape_.stages > 1 ? std::to_string(s) + "," : "") +
+                                                                 std::to_string(r) + "," + std::to_string(c) + ")";
   std::vector<std::string> per_node;
   for (size_t w = 0; w < labels.size(); ++w) {
     const size_t n = size_t(node_of_rank[w]);
@@ -162,14 +165,17 @@ CommBackend resolve_backend(CommBackend asked, const Device& device, bool multi_
   }
 #if GRIDNN_HAVE_NCCL
   if (!device.is_cuda()) {
-    GRIDNN_REQUIRE(!required, "communication backend nccl needs a CUDA device (--device cuda), but the ranks "
-                   "compute on ", device.str(), "; use the mpi backend for host tensors");
+    GRIDNN_REQUIRE(!required,
+                   "communication backend nccl needs a CUDA device (--device cuda), but the ranks "
+                   "compute on ",
+                   device.str(), "; use the mpi backend for host tensors");
     return CommBackend::mpi;
   }
   require_device(device);
 #if GRIDNN_HAVE_MPI
   if (multi_process && ranks_share_a_gpu(device)) {
-    GRIDNN_REQUIRE(!required, "communication backend nccl: two ranks of one node compute on the same GPU, "
+    GRIDNN_REQUIRE(!required,
+                   "communication backend nccl: two ranks of one node compute on the same GPU, "
                    "which NCCL does not allow; give each rank its own GPU (cuda:<rank on the node>) or use "
                    "the mpi backend, which stages device tensors through pinned host memory");
     return CommBackend::mpi;
@@ -181,7 +187,8 @@ CommBackend resolve_backend(CommBackend asked, const Device& device, bool multi_
 #else
   (void)device;
   (void)multi_process;
-  GRIDNN_REQUIRE(!required, "communication backend nccl: gridnn was built without NCCL (it needs "
+  GRIDNN_REQUIRE(!required,
+                 "communication backend nccl: gridnn was built without NCCL (it needs "
                  "-DGRIDNN_CUDA=ON and NCCL 2 found at configure; set NCCL_ROOT); use the mpi or auto backend");
   return CommBackend::mpi;
 #endif
@@ -219,8 +226,8 @@ std::unique_ptr<ProcessGrid> ProcessGrid::planned(const GridShape& shape, int st
   return g;
 }
 
-std::unique_ptr<ProcessGrid> ProcessGrid::create(const GridShape& shape, CommBackend backend,
-                                                 const Device& device, RankOrder order) {
+std::unique_ptr<ProcessGrid> ProcessGrid::create(const GridShape& shape, CommBackend backend, const Device& device,
+                                                 RankOrder order) {
   GRIDNN_REQUIRE(shape.stages >= 1 && shape.rows >= 1 && shape.cols >= 1, "--grid ", shape.str(),
                  ": every dimension must be at least 1");
   // One process without MPI: self communicators (nothing to communicate), or, when the NCCL
@@ -255,8 +262,7 @@ std::unique_ptr<ProcessGrid> ProcessGrid::create(const GridShape& shape, CommBac
   GRIDNN_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
   GRIDNN_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
   GRIDNN_REQUIRE(world_size == shape.size(), "--grid ", shape.str(), " needs ", shape.size(),
-                 " processes, the job has ", world_size, "; start mpiexec -n ", shape.size(),
-                 " or change --grid");
+                 " processes, the job has ", world_size, "; start mpiexec -n ", shape.size(), " or change --grid");
 
   std::unique_ptr<ProcessGrid> g(new ProcessGrid());
   g->shape_ = shape;

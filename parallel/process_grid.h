@@ -100,10 +100,8 @@ class ProcessGrid {
   // The rank order (above), the one place it is worked out: the world rank of grid position
   // (s, r, c) in `order`, and the position of a world rank. A rank's place within its stage
   // (its stage communicator rank) is world_rank_of(shape, 0, r, c, order).
-  static int world_rank_of(const GridShape& shape, int s, int r, int c,
-                           RankOrder order = RankOrder::rows_in_node);
-  static GridPosition position_of(const GridShape& shape, int world_rank,
-                                  RankOrder order = RankOrder::rows_in_node);
+  static int world_rank_of(const GridShape& shape, int s, int r, int c, RankOrder order = RankOrder::rows_in_node);
+  static GridPosition position_of(const GridShape& shape, int world_rank, RankOrder order = RankOrder::rows_in_node);
   // A few lines on where the grid runs: the rank order, each node's ranks and their grid
   // positions, and whether the row and column groups stay inside a node. `node_of_rank`: the
   // node of every world rank (collective: see node_ids()).

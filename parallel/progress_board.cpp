@@ -1,14 +1,14 @@
 // The time limit on communicator waits and the node's progress board (progress_board.h).
 #include "parallel/progress_board.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <thread>
-
-#include <unistd.h>
 
 #include "core/error.h"
 #include "parallel/communicator.h"
@@ -50,7 +50,7 @@ constexpr int kSlots = 32;
 struct RankRecord {
   std::atomic<int32_t> pid;
   std::atomic<int64_t> step;
-  std::atomic<int32_t> waiting_slot;  // -1: not waiting in a communicator call
+  std::atomic<int32_t> waiting_slot;        // -1: not waiting in a communicator call
   std::atomic<int32_t> waiting_collective;  // 1: the wait is a collective's
   std::atomic<int64_t> waiting_call;
   std::atomic<int64_t> collectives[kSlots];  // started, per slot
@@ -72,9 +72,7 @@ BoardSlot g_session_slot;  // slot 0: the session's own world barrier at the end
 
 RankRecord& mine() { return g_board.mine ? *g_board.mine : g_private; }
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // What the kernel says of a process on this node: "stopped" (SIGSTOP, a debugger), "dead",
 // or "" (running or sleeping).
@@ -87,9 +85,14 @@ std::string process_state(int pid) {
   const char* paren = std::strrchr(line, ')');  // the command name may hold spaces
   if (n == 0 || !paren || paren[1] == 0 || paren[2] == 0) return "";
   switch (paren[2]) {
-    case 'T': case 't': return "stopped";
-    case 'Z': case 'X': return "dead";
-    default: return "";
+    case 'T':
+    case 't':
+      return "stopped";
+    case 'Z':
+    case 'X':
+      return "dead";
+    default:
+      return "";
   }
 }
 
@@ -114,8 +117,8 @@ void open_progress_board(MPI_Comm node) {
   GRIDNN_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &worlds));
   GRIDNN_CHECK_MPI(MPI_Comm_dup(node, &g_board.node));
   void* base = nullptr;
-  GRIDNN_CHECK_MPI(MPI_Win_allocate_shared(MPI_Aint(sizeof(RankRecord)), 1, MPI_INFO_NULL, g_board.node, &base,
-                                           &g_board.window));
+  GRIDNN_CHECK_MPI(
+      MPI_Win_allocate_shared(MPI_Aint(sizeof(RankRecord)), 1, MPI_INFO_NULL, g_board.node, &base, &g_board.window));
   g_board.mine = new (base) RankRecord{};
   g_board.mine->pid.store(int32_t(::getpid()));
   g_board.mine->waiting_slot.store(-1);
@@ -187,8 +190,12 @@ BoardSlot join_progress_board(MPI_Comm comm) {
 
 WatchedWait::WatchedWait(const BoardSlot& slot, std::string comm_name, const char* op, bool collective,
                          std::vector<int> partners)
-    : slot_(slot), comm_name_(std::move(comm_name)), op_(op), collective_(collective),
-      partners_(std::move(partners)), layer_(CommLayerScope::current()) {
+    : slot_(slot),
+      comm_name_(std::move(comm_name)),
+      op_(op),
+      collective_(collective),
+      partners_(std::move(partners)),
+      layer_(CommLayerScope::current()) {
   if (slot_.slot >= 0 && collective_) call_ = mine().collectives[slot_.slot].fetch_add(1) + 1;
 }
 
@@ -222,8 +229,8 @@ void WatchedWait::fail(double waited) const {
   std::string why = head;
   why += std::string(op_) + " on communicator \"" + comm_name_ + "\"";
   if (collective_ && slot_.slot >= 0) why += " (its collective #" + std::to_string(call_) + ")";
-  why += ", world ranks " + join(slot_.world_ranks) + ", layer \"" + (layer_.empty() ? "-" : layer_) +
-         "\", step " + std::to_string(g_step.load());
+  why += ", world ranks " + join(slot_.world_ranks) + ", layer \"" + (layer_.empty() ? "-" : layer_) + "\", step " +
+         std::to_string(g_step.load());
   // The peers to report: every other member for a collective, the partners of a transfer.
   std::vector<int> peers;
   const int me = error_rank();
@@ -236,8 +243,8 @@ void WatchedWait::fail(double waited) const {
   }
   std::string silent, missing, arrived, elsewhere;
   for (int w : peers) {
-    const int local = g_board.mine && size_t(w) < g_board.local_of_world.size() ? g_board.local_of_world[size_t(w)]
-                                                                                : -1;
+    const int local =
+        g_board.mine && size_t(w) < g_board.local_of_world.size() ? g_board.local_of_world[size_t(w)] : -1;
     if (local < 0) {
       elsewhere += (elsewhere.empty() ? "" : ", ") + std::to_string(w);
       continue;
@@ -250,13 +257,13 @@ void WatchedWait::fail(double waited) const {
       continue;
     }
     const int32_t waiting_slot = peer.waiting_slot.load();
-    const bool here = slot_.slot >= 0 && waiting_slot == slot_.slot &&
-                      (!collective_ || peer.waiting_call.load() == call_);
+    const bool here =
+        slot_.slot >= 0 && waiting_slot == slot_.slot && (!collective_ || peer.waiting_call.load() == call_);
     const bool passed = collective_ && slot_.slot >= 0 && peer.collectives[slot_.slot].load() >= call_;
     std::string state = "rank " + std::to_string(w) + " (step " + std::to_string(peer.step.load());
     if (collective_ && slot_.slot >= 0)
-      state += ", " + std::to_string(peer.collectives[slot_.slot].load()) + " collectives started on \"" +
-               comm_name_ + "\"";
+      state +=
+          ", " + std::to_string(peer.collectives[slot_.slot].load()) + " collectives started on \"" + comm_name_ + "\"";
     state += waiting_slot >= 0 ? ", waiting in a communicator call)" : ", not in any communicator call)";
     if (here || passed)
       arrived += (arrived.empty() ? "" : "; ") + state;
@@ -265,8 +272,7 @@ void WatchedWait::fail(double waited) const {
   }
   if (!g_board.mine) why += ". The progress board is not open (no MpiSession): the peers' state is unknown";
   if (!silent.empty()) why += ". NOT RESPONDING: " + silent;
-  if (!missing.empty())
-    why += ". NOT ARRIVED: " + missing + " — stopped, dead, or still computing";
+  if (!missing.empty()) why += ". NOT ARRIVED: " + missing + " — stopped, dead, or still computing";
   if (!arrived.empty()) why += ". Arrived: " + arrived;
   if (!elsewhere.empty()) why += ". On other nodes (not visible here): rank " + elsewhere;
   why += ". Ending the job; raise --comm-timeout if a step can legitimately take this long";

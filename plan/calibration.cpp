@@ -2,6 +2,8 @@
 // (conventions in calibration.h).
 #include "plan/calibration.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -9,7 +11,6 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <unistd.h>
 
 #include "core/error.h"
 
@@ -46,9 +47,8 @@ CommFit fit_alpha_beta(const std::vector<CommSample>& samples) {
   for (const CommSample& s : samples) {
     const auto [m, w] = model_messages_words(s.op, s.procs, s.elements);
     if (m <= 0 && w <= 0) continue;
-    GRIDNN_REQUIRE(s.seconds > 0 && std::isfinite(s.seconds), "calibration: sample ", s.op, " of ",
-                   s.elements, " elements on ", s.procs, " ranks has time ", s.seconds,
-                   " s; every time must be finite and > 0");
+    GRIDNN_REQUIRE(s.seconds > 0 && std::isfinite(s.seconds), "calibration: sample ", s.op, " of ", s.elements,
+                   " elements on ", s.procs, " ranks has time ", s.seconds, " s; every time must be finite and > 0");
     rows.push_back({m / s.seconds, w / s.seconds});
   }
   double mm = 0, mw = 0, ww = 0, m1 = 0, w1 = 0;
@@ -60,9 +60,10 @@ CommFit fit_alpha_beta(const std::vector<CommSample>& samples) {
     w1 += r.w;
   }
   const double det = mm * ww - mw * mw;
-  GRIDNN_REQUIRE(rows.size() >= 2 && det > 1e-12 * mm * ww, "calibration: the fit of alpha and beta "
-                 "needs samples at two or more sizes on more than one rank (got ", rows.size(),
-                 " usable of ", samples.size(), "); give more --sizes");
+  GRIDNN_REQUIRE(rows.size() >= 2 && det > 1e-12 * mm * ww,
+                 "calibration: the fit of alpha and beta "
+                 "needs samples at two or more sizes on more than one rank (got ",
+                 rows.size(), " usable of ", samples.size(), "); give more --sizes");
   CommFit fit;
   fit.alpha = (m1 * ww - w1 * mw) / det;
   fit.beta = (w1 * mm - m1 * mw) / det;
@@ -73,8 +74,10 @@ CommFit fit_alpha_beta(const std::vector<CommSample>& samples) {
       for (const Row& r : rows) e += (a * r.m + b * r.w - 1) * (a * r.m + b * r.w - 1);
       return e;
     };
-    if (loss(0, beta_only) <= loss(alpha_only, 0)) fit = {0, beta_only, 0, {}};
-    else fit = {alpha_only, 0, 0, {}};
+    if (loss(0, beta_only) <= loss(alpha_only, 0))
+      fit = {0, beta_only, 0, {}};
+    else
+      fit = {alpha_only, 0, 0, {}};
   }
   double e = 0;
   for (const Row& r : rows) e += (fit.alpha * r.m + fit.beta * r.w - 1) * (fit.alpha * r.m + fit.beta * r.w - 1);
@@ -222,8 +225,10 @@ Calibration calibration_from_json(const std::string& text, const std::string& so
 
 Calibration read_calibration(const std::string& path) {
   std::ifstream in(path);
-  GRIDNN_REQUIRE(in, path, ": cannot open the calibration file; write one with "
-                 "`mpiexec -n P gridnn-calibrate --grid PrxPc --out ", path, "`");
+  GRIDNN_REQUIRE(in, path,
+                 ": cannot open the calibration file; write one with "
+                 "`mpiexec -n P gridnn-calibrate --grid PrxPc --out ",
+                 path, "`");
   std::stringstream text;
   text << in.rdbuf();
   return calibration_from_json(text.str(), path);
@@ -330,10 +335,10 @@ void run_once(parallel::Communicator& comm, const std::string& op, OpRun& r) {
 
 std::vector<CommSample> time_comm_op(parallel::Communicator& comm, const std::string& op,
                                      const std::vector<int64_t>& sizes, const TimingOptions& o) {
-  GRIDNN_REQUIRE(o.reps >= 1 && o.warmup >= 0, "calibration: reps must be >= 1 and warm-up >= 0 (got ",
-                 o.reps, ", ", o.warmup, ")");
-  GRIDNN_REQUIRE((op != "pingpong" && op != "halo") || comm.size() >= 2, "calibration: ", op, " on the ",
-                 comm.name(), " communicator needs at least 2 ranks, it has ", comm.size());
+  GRIDNN_REQUIRE(o.reps >= 1 && o.warmup >= 0, "calibration: reps must be >= 1 and warm-up >= 0 (got ", o.reps, ", ",
+                 o.warmup, ")");
+  GRIDNN_REQUIRE((op != "pingpong" && op != "halo") || comm.size() >= 2, "calibration: ", op, " on the ", comm.name(),
+                 " communicator needs at least 2 ranks, it has ", comm.size());
   std::vector<CommSample> out;
   std::vector<float> medians;
   for (int64_t n : sizes) {

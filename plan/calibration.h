@@ -54,7 +54,7 @@ struct Calibration {
   std::string date;     // ISO 8601 (UTC)
   std::string grid;     // "2x2": the grid the communicators came from
   int procs = 1;
-  std::string model;    // the network whose layers were timed ("" when none)
+  std::string model;                    // the network whose layers were timed ("" when none)
   std::map<std::string, CommFit> comm;  // "row", "col", "world", "pingpong"
   ComputeTables compute;                // layer name -> local batch -> seconds
 };

@@ -13,21 +13,30 @@ namespace gridnn::plan {
 
 const char* kind_name(LayerKind kind) {
   switch (kind) {
-    case LayerKind::conv: return "conv";
-    case LayerKind::fc: return "fc";
-    case LayerKind::pool: return "pool";
-    case LayerKind::bn: return "bn";
-    case LayerKind::attention: return "attention";
-    case LayerKind::global_pool: return "global_pool";
+    case LayerKind::conv:
+      return "conv";
+    case LayerKind::fc:
+      return "fc";
+    case LayerKind::pool:
+      return "pool";
+    case LayerKind::bn:
+      return "bn";
+    case LayerKind::attention:
+      return "attention";
+    case LayerKind::global_pool:
+      return "global_pool";
   }
   return "?";
 }
 
 const char* use_name(LayerUse use) {
   switch (use) {
-    case LayerUse::batch: return "batch";
-    case LayerUse::model: return "model";
-    case LayerUse::domain: return "domain";
+    case LayerUse::batch:
+      return "batch";
+    case LayerUse::model:
+      return "model";
+    case LayerUse::domain:
+      return "domain";
   }
   return "?";
 }
@@ -52,9 +61,8 @@ int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t p) { return (in + 2
 
 // A convolution (groups g, bias or not) or pooling window over a cube-or-square input: every
 // spatial side uses the same window, except sides of size 1 (the third side of a 2D net).
-LayerShape window_layer(const std::string& name, LayerKind kind, int64_t cin, int64_t cout,
-                        std::array<int64_t, 3> in, int64_t k, int64_t s, int64_t p,
-                        int64_t groups = 1, bool bias = false) {
+LayerShape window_layer(const std::string& name, LayerKind kind, int64_t cin, int64_t cout, std::array<int64_t, 3> in,
+                        int64_t k, int64_t s, int64_t p, int64_t groups = 1, bool bias = false) {
   LayerShape l;
   l.name = name;
   l.kind = kind;
@@ -138,8 +146,7 @@ double layer_compute_s(const LayerShape& l, double samples, double fraction, con
     const auto it = m.compute->find(l.name);
     if (it != m.compute->end() && !it->second.seconds.empty()) {
       const ComputeTable& t = it->second;
-      const double scale =
-          t.forward_flops > 0 && l.forward_flops > 0 ? l.forward_flops / t.forward_flops : 1.0;
+      const double scale = t.forward_flops > 0 && l.forward_flops > 0 ? l.forward_flops / t.forward_flops : 1.0;
       return t.at(samples) * fraction * scale;
     }
   }
@@ -230,8 +237,7 @@ PlanCost estimate(const Network& net, int64_t batch, Grid g, const Machine& m, c
   return estimate(net, batch, g, m, s, Links::flat(m));
 }
 
-PlanCost estimate(const Network& net, int64_t batch, Grid g, const Machine& m, const Strategy& s,
-                  const Links& links) {
+PlanCost estimate(const Network& net, int64_t batch, Grid g, const Machine& m, const Strategy& s, const Links& links) {
   if (g.rows < 1 || g.cols < 1) throw std::invalid_argument("estimate: grid sides must be >= 1");
   // The terms over Pr run on the row communicator, over Pc on col, over P on world.
   const Machine row = on_link(m, links.row), col = on_link(m, links.col), world = on_link(m, links.world);
@@ -260,8 +266,7 @@ PlanCost estimate(const Network& net, int64_t batch, Grid g, const Machine& m, c
       layout = Pr > 1 ? Layout::batch_split : Layout::replicated;
     } else if (c.use == LayerUse::model) {
       fraction = 1.0 / Pr;
-      const bool moves = l.kind == LayerKind::fc || l.kind == LayerKind::conv ||
-                         l.kind == LayerKind::attention;
+      const bool moves = l.kind == LayerKind::fc || l.kind == LayerKind::conv || l.kind == LayerKind::attention;
       if (moves) {
         const double in = per_col * l.in_words();
         if (layout != Layout::replicated && !first) {
@@ -311,8 +316,7 @@ PlanCost estimate(const Network& net, int64_t batch, Grid g, const Machine& m, c
   return plan;
 }
 
-std::vector<PlanCost> sweep(const Network& net, int64_t batch, int procs, const Machine& m,
-                            const Strategy& s) {
+std::vector<PlanCost> sweep(const Network& net, int64_t batch, int procs, const Machine& m, const Strategy& s) {
   if (procs < 1) throw std::invalid_argument("sweep: procs must be >= 1");
   std::vector<PlanCost> plans;
   for (int r = 1; r <= procs; ++r)
@@ -416,9 +420,7 @@ PlanCost estimate_ranks(const std::vector<RankStep>& ranks, Grid g, const Machin
   return plan;
 }
 
-Network network_of(const RankStep& step, const std::string& name) {
-  return Network{name, step.layers};
-}
+Network network_of(const RankStep& step, const std::string& name) { return Network{name, step.layers}; }
 
 std::map<CommKey, int64_t> comm_elements(const std::vector<CommCall>& calls) {
   std::map<CommKey, int64_t> out;

@@ -79,9 +79,9 @@ struct ComputeTable {
 using ComputeTables = std::map<std::string, ComputeTable>;  // by layer name
 
 struct Machine {
-  double alpha = 2e-6;        // s per message
-  double beta = 4.0 / 6e9;    // s per word
-  double flops = 0;           // compute rate (FLOP/s); 0: no compute term
+  double alpha = 2e-6;      // s per message
+  double beta = 4.0 / 6e9;  // s per word
+  double flops = 0;         // compute rate (FLOP/s); 0: no compute term
   // Measured compute (optional): a layer with a table here costs table.at(local batch) times
   // the fraction of the output it computes (its depth slab when domain-split, 1/Pr when
   // model-split), times forward_flops / table.forward_flops when the planned layer's shape
@@ -113,14 +113,14 @@ const char* use_name(LayerUse use);
 struct Strategy {
   LayerUse conv = LayerUse::domain;  // convolutions, pooling, BN, attention
   LayerUse fc = LayerUse::model;
-  bool paper_convention = true;      // see the header comment
+  bool paper_convention = true;  // see the header comment
 };
 // The paper's strategies by equation.
-Strategy pure_batch();           // Eq. 4 (on 1 x P)
-Strategy pure_model();           // Eq. 3 (on P x 1)
-Strategy pure_domain();          // Eq. 7 (on P x 1)
-Strategy model_batch();          // Eq. 8: convolutions batch, FC on the grid
-Strategy model_batch_domain();   // Eq. 9: convolutions domain over Pr, FC on the grid
+Strategy pure_batch();          // Eq. 4 (on 1 x P)
+Strategy pure_model();          // Eq. 3 (on P x 1)
+Strategy pure_domain();         // Eq. 7 (on P x 1)
+Strategy model_batch();         // Eq. 8: convolutions batch, FC on the grid
+Strategy model_batch_domain();  // Eq. 9: convolutions domain over Pr, FC on the grid
 
 struct Grid {
   int rows = 1, cols = 1;  // Pr x Pc
@@ -129,11 +129,11 @@ struct Grid {
 
 // One collective (or halo exchange) of one layer.
 struct CommTerm {
-  std::string what;       // "all-reduce dW over Pc", "halo forward over Pr", ...
-  double words = 0;       // per process
-  double messages = 0;    // α count
-  double latency_s = 0;   // α · messages
-  double bandwidth_s = 0; // β · words
+  std::string what;        // "all-reduce dW over Pc", "halo forward over Pr", ...
+  double words = 0;        // per process
+  double messages = 0;     // α count
+  double latency_s = 0;    // α · messages
+  double bandwidth_s = 0;  // β · words
   double seconds() const { return latency_s + bandwidth_s; }
 };
 
@@ -167,16 +167,14 @@ int64_t halo_planes(int64_t d_in, int64_t kernel, int64_t stride, int64_t paddin
 
 // One training step (forward + backward; compute = 3 x forward FLOPs) of `net` at global
 // batch `batch` on `grid`.
-PlanCost estimate(const Network& net, int64_t batch, Grid grid, const Machine& m,
-                  const Strategy& s);
+PlanCost estimate(const Network& net, int64_t batch, Grid grid, const Machine& m, const Strategy& s);
 // The same with each term at the α and β of its communicator ("over Pr": row, "over Pc":
 // col, "over P": world); compute from `m` (its α and β unused). With Links::flat(m) it is
 // the estimate above, to the last bit.
-PlanCost estimate(const Network& net, int64_t batch, Grid grid, const Machine& m,
-                  const Strategy& s, const Links& links);
+PlanCost estimate(const Network& net, int64_t batch, Grid grid, const Machine& m, const Strategy& s,
+                  const Links& links);
 // Every factorization Pr x Pc of P, Pr ascending (1 x P, the pure batch run, first).
-std::vector<PlanCost> sweep(const Network& net, int64_t batch, int procs, const Machine& m,
-                            const Strategy& s);
+std::vector<PlanCost> sweep(const Network& net, int64_t batch, int procs, const Machine& m, const Strategy& s);
 // The index of the fastest (total time; ties: the first) in a sweep.
 size_t best_index(const std::vector<PlanCost>& plans);
 

@@ -32,22 +32,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 int max_partitions(const Profile& profile, const Cluster& cluster) {
   return std::min(int(profile.blocks.size()), cluster.size());
 }
 
-void check_inputs(const Profile& profile, const Cluster& cluster, int partitions,
-                  const char* method) {
+void check_inputs(const Profile& profile, const Cluster& cluster, int partitions, const char* method) {
   validate(profile);
   validate(cluster);
   const int k_max = max_partitions(profile, cluster);
-  GRIDNN_REQUIRE(partitions >= 0 && partitions <= k_max, method, ": partitions = ", partitions,
-                 " must be in [1, ", k_max, "] (min of ", profile.blocks.size(), " blocks and ",
-                 cluster.size(), " devices), or 0 to let the search choose");
+  GRIDNN_REQUIRE(partitions >= 0 && partitions <= k_max, method, ": partitions = ", partitions, " must be in [1, ",
+                 k_max, "] (min of ", profile.blocks.size(), " blocks and ", cluster.size(),
+                 " devices), or 0 to let the search choose");
 }
 
 // Candidates carry no block names while scored; the result gets them.
@@ -158,9 +155,8 @@ void best_devices(Scorer& scorer, const std::vector<int>& first_block) {
   const Cluster& cluster = scorer.cluster;
   const int k = int(first_block.size()), d = cluster.size();
   if (assignments(d, k) <= kExhaustiveOrders) {
-    for_each_assignment(d, k, [&](const std::vector<int>& device) {
-      scorer.score(make_placement(profile, first_block, device));
-    });
+    for_each_assignment(
+        d, k, [&](const std::vector<int>& device) { scorer.score(make_placement(profile, first_block, device)); });
     return;
   }
   std::vector<double> work(size_t(k), 0);
@@ -173,11 +169,9 @@ void best_devices(Scorer& scorer, const std::vector<int>& first_block) {
   std::vector<int> by_work(static_cast<size_t>(k)), by_speed(static_cast<size_t>(d));
   std::iota(by_work.begin(), by_work.end(), 0);
   std::iota(by_speed.begin(), by_speed.end(), 0);
-  std::stable_sort(by_work.begin(), by_work.end(),
-                   [&](int a, int b) { return work[size_t(a)] > work[size_t(b)]; });
-  std::stable_sort(by_speed.begin(), by_speed.end(), [&](int a, int b) {
-    return cluster.devices[size_t(a)].speed > cluster.devices[size_t(b)].speed;
-  });
+  std::stable_sort(by_work.begin(), by_work.end(), [&](int a, int b) { return work[size_t(a)] > work[size_t(b)]; });
+  std::stable_sort(by_speed.begin(), by_speed.end(),
+                   [&](int a, int b) { return cluster.devices[size_t(a)].speed > cluster.devices[size_t(b)].speed; });
   std::vector<int> device(static_cast<size_t>(k));
   for (int i = 0; i < k; ++i) device[size_t(by_work[size_t(i)])] = by_speed[size_t(i)];
   double current = scorer.score(make_placement(profile, first_block, device));
@@ -204,8 +198,7 @@ std::vector<int> balanced_cuts(const Profile& profile, const std::vector<double>
   std::vector<double> prefix(size_t(n) + 1, 0);
   for (int i = 0; i < n; ++i)
     prefix[size_t(i) + 1] =
-        prefix[size_t(i)] + profile.blocks[size_t(i)].forward_s +
-        profile.blocks[size_t(i)].backward_s;
+        prefix[size_t(i)] + profile.blocks[size_t(i)].forward_s + profile.blocks[size_t(i)].backward_s;
   const double inf = std::numeric_limits<double>::infinity();
   // best[p][i]: the smallest max time of partitions 0..p-1 covering blocks [0, i).
   std::vector<std::vector<double>> best(size_t(k) + 1, std::vector<double>(size_t(n) + 1, inf));
@@ -214,8 +207,8 @@ std::vector<int> balanced_cuts(const Profile& profile, const std::vector<double>
   for (int p = 1; p <= k; ++p)
     for (int i = p; i <= n - (k - p); ++i)
       for (int j = p - 1; j < i; ++j) {
-        const double t = std::max(best[size_t(p) - 1][size_t(j)],
-                                  (prefix[size_t(i)] - prefix[size_t(j)]) / speed[size_t(p) - 1]);
+        const double t =
+            std::max(best[size_t(p) - 1][size_t(j)], (prefix[size_t(i)] - prefix[size_t(j)]) / speed[size_t(p) - 1]);
         if (t < best[size_t(p)][size_t(i)]) {
           best[size_t(p)][size_t(i)] = t;
           from[size_t(p)][size_t(i)] = j;
@@ -240,8 +233,14 @@ struct Individual {
 class Ga {
  public:
   Ga(const Profile& profile, const Cluster& cluster, int partitions, const GaOptions& o)
-      : profile_(profile), cluster_(cluster), n_(int(profile.blocks.size())), d_(cluster.size()),
-        fixed_k_(partitions), k_max_(max_partitions(profile, cluster)), o_(o), rng_(o.seed),
+      : profile_(profile),
+        cluster_(cluster),
+        n_(int(profile.blocks.size())),
+        d_(cluster.size()),
+        fixed_k_(partitions),
+        k_max_(max_partitions(profile, cluster)),
+        o_(o),
+        rng_(o.seed),
         scorer_(profile, cluster) {}
 
   SearchResult run(Clock::time_point t0) {
@@ -250,8 +249,7 @@ class Ga {
     int stale = 0, generation = 0;
     while (generation < o_.generations && stale < o_.patience) {
       ++generation;
-      std::vector<Individual> next(pop.begin(), pop.begin() + std::min<size_t>(size_t(o_.elite),
-                                                                                pop.size()));
+      std::vector<Individual> next(pop.begin(), pop.begin() + std::min<size_t>(size_t(o_.elite), pop.size()));
       while (int(next.size()) < o_.population) {
         const Individual& a = select(pop);
         const Individual& b = select(pop);
@@ -358,14 +356,11 @@ class Ga {
 
   bool valid(const Individual& x) const {
     for (size_t i = 0; i < x.cuts.size(); ++i)
-      if (x.cuts[i] < 1 || x.cuts[i] > n_ - 1 || (i > 0 && x.cuts[i] <= x.cuts[i - 1]))
-        return false;
+      if (x.cuts[i] < 1 || x.cuts[i] > n_ - 1 || (i > 0 && x.cuts[i] <= x.cuts[i - 1])) return false;
     return true;
   }
 
-  bool seen(const Individual& x) const {
-    return cache_.count(std::make_pair(x.cuts, x.device)) != 0;
-  }
+  bool seen(const Individual& x) const { return cache_.count(std::make_pair(x.cuts, x.device)) != 0; }
 
   double fitness(const Individual& x) {
     const auto key = std::make_pair(x.cuts, x.device);
@@ -378,9 +373,7 @@ class Ga {
 
   static void sort(std::vector<Individual>& pop) {
     std::stable_sort(pop.begin(), pop.end(),
-                     [](const Individual& a, const Individual& b) {
-                       return a.fitness < b.fitness;
-                     });
+                     [](const Individual& a, const Individual& b) { return a.fitness < b.fitness; });
   }
 
   Individual from(const SearchResult& r) {
@@ -444,8 +437,7 @@ class Ga {
     for (int cut : b.cuts)
       if (cut >= x) c.cuts.push_back(cut);
     const int most = (fixed_k_ > 0 ? fixed_k_ : k_max_) - 1;  // more partitions than devices
-    while (int(c.cuts.size()) > most)
-      c.cuts.erase(c.cuts.begin() + uniform(0, int(c.cuts.size()) - 1));
+    while (int(c.cuts.size()) > most) c.cuts.erase(c.cuts.begin() + uniform(0, int(c.cuts.size()) - 1));
     std::vector<int> firsts{0};
     firsts.insert(firsts.end(), c.cuts.begin(), c.cuts.end());
     for (int f : firsts) c.device.push_back(device_of_block(f < x ? a : b, f));
@@ -490,10 +482,8 @@ class Ga {
       case 3: {  // replace a device by an unused one
         std::vector<int> unused;
         for (int dev = 0; dev < d_; ++dev)
-          if (std::find(x.device.begin(), x.device.end(), dev) == x.device.end())
-            unused.push_back(dev);
-        if (!unused.empty())
-          x.device[size_t(uniform(0, k - 1))] = unused[size_t(uniform(0, int(unused.size()) - 1))];
+          if (std::find(x.device.begin(), x.device.end(), dev) == x.device.end()) unused.push_back(dev);
+        if (!unused.empty()) x.device[size_t(uniform(0, k - 1))] = unused[size_t(uniform(0, int(unused.size()) - 1))];
         break;
       }
       case 4:  // add a cut (its partition gets an unused device)
@@ -549,19 +539,16 @@ class Ga {
 
 }  // namespace
 
-SearchResult gabra(const Profile& profile, const Cluster& cluster, int partitions,
-                   const GaOptions& options) {
+SearchResult gabra(const Profile& profile, const Cluster& cluster, int partitions, const GaOptions& options) {
   const auto t0 = Clock::now();
   check_inputs(profile, cluster, partitions, "gabra");
-  GRIDNN_REQUIRE(options.population >= 2, "gabra: population must be >= 2, got ",
-                 options.population);
+  GRIDNN_REQUIRE(options.population >= 2, "gabra: population must be >= 2, got ", options.population);
   GRIDNN_REQUIRE(options.generations >= 0 && options.patience >= 1,
                  "gabra: generations must be >= 0 and patience >= 1");
   GRIDNN_REQUIRE(options.tournament >= 1, "gabra: tournament must be >= 1");
-  GRIDNN_REQUIRE(options.elite >= 0 && options.elite < options.population,
-                 "gabra: elite must be in [0, population)");
-  GRIDNN_REQUIRE(options.crossover_rate >= 0 && options.crossover_rate <= 1 &&
-                     options.mutation_rate >= 0 && options.mutation_rate <= 1,
+  GRIDNN_REQUIRE(options.elite >= 0 && options.elite < options.population, "gabra: elite must be in [0, population)");
+  GRIDNN_REQUIRE(options.crossover_rate >= 0 && options.crossover_rate <= 1 && options.mutation_rate >= 0 &&
+                     options.mutation_rate <= 1,
                  "gabra: crossover and mutation rates must be in [0, 1]");
   Ga ga(profile, cluster, partitions, options);
   return ga.run(t0);
@@ -600,23 +587,20 @@ SearchResult greedy(const Profile& profile, const Cluster& cluster, int partitio
   return scorer.result("greedy", t0);
 }
 
-SearchResult exhaustive(const Profile& profile, const Cluster& cluster, int partitions,
-                        int64_t limit) {
+SearchResult exhaustive(const Profile& profile, const Cluster& cluster, int partitions, int64_t limit) {
   const auto t0 = Clock::now();
   check_inputs(profile, cluster, partitions, "exhaustive");
   const int n = int(profile.blocks.size()), d = cluster.size();
   const std::vector<int> ks = k_range(partitions, max_partitions(profile, cluster));
   double candidates = 0;
   for (int k : ks) candidates += binomial(n - 1, k - 1) * assignments(d, k);
-  GRIDNN_REQUIRE(candidates <= double(limit), "exhaustive: ", candidates,
-                 " candidate placements exceed the limit of ", limit,
-                 "; raise the limit (--exhaustive-limit) or use the GA");
+  GRIDNN_REQUIRE(candidates <= double(limit), "exhaustive: ", candidates, " candidate placements exceed the limit of ",
+                 limit, "; raise the limit (--exhaustive-limit) or use the GA");
   Scorer scorer(profile, cluster);
   for (int k : ks)
     for_each_cut(n, k, [&](const std::vector<int>& first) {
-      for_each_assignment(d, k, [&](const std::vector<int>& device) {
-        scorer.score(make_placement(profile, first, device));
-      });
+      for_each_assignment(
+          d, k, [&](const std::vector<int>& device) { scorer.score(make_placement(profile, first, device)); });
     });
   return scorer.result("exhaustive", t0);
 }

@@ -17,10 +17,10 @@ namespace gridnn::plan {
 
 struct GaOptions {
   int population = 64;
-  int generations = 300;          // at most
-  int patience = 40;              // generations without improvement before stopping
+  int generations = 300;  // at most
+  int patience = 40;      // generations without improvement before stopping
   double crossover_rate = 0.9;
-  double mutation_rate = 0.2;     // per child
+  double mutation_rate = 0.2;  // per child
   int tournament = 3;
   int elite = 2;
   uint64_t seed = 1;
@@ -29,12 +29,12 @@ struct GaOptions {
 // `partitions` K: the number of partitions (1 <= K <= min(blocks, devices)); 0 lets the
 // search choose K as well.
 struct SearchResult {
-  std::string method;             // "gabra", "round-robin", "greedy", "exhaustive"
+  std::string method;  // "gabra", "round-robin", "greedy", "exhaustive"
   Placement placement;
   Simulation simulation;
-  double search_s = 0;            // wall time the search took
-  int64_t evaluations = 0;        // placements simulated
-  int generations = 0;            // GA only
+  double search_s = 0;      // wall time the search took
+  int64_t evaluations = 0;  // placements simulated
+  int generations = 0;      // GA only
 };
 
 SearchResult gabra(const Profile& profile, const Cluster& cluster, int partitions,
@@ -47,8 +47,7 @@ SearchResult round_robin(const Profile& profile, const Cluster& cluster, int par
 SearchResult greedy(const Profile& profile, const Cluster& cluster, int partitions);
 // Every cut and every injective device assignment; throws gridnn::Error when there are more
 // than `limit` candidates.
-SearchResult exhaustive(const Profile& profile, const Cluster& cluster, int partitions,
-                        int64_t limit = 50'000'000);
+SearchResult exhaustive(const Profile& profile, const Cluster& cluster, int partitions, int64_t limit = 50'000'000);
 // The number of placements exhaustive() would simulate (saturates at INT64_MAX).
 int64_t exhaustive_candidates(const Profile& profile, const Cluster& cluster, int partitions);
 

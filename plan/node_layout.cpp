@@ -14,14 +14,13 @@ int world_rank(Grid g, RankOrder order, int r, int c) {
 }
 
 void check_cluster(const Cluster& c) {
-  GRIDNN_REQUIRE(c.nodes >= 1, "the number of nodes must be >= 1, got ", c.nodes,
-                 ": change --nodes");
+  GRIDNN_REQUIRE(c.nodes >= 1, "the number of nodes must be >= 1, got ", c.nodes, ": change --nodes");
   GRIDNN_REQUIRE(c.ranks_per_node >= 1, "the ranks per node must be >= 1, got ", c.ranks_per_node,
                  ": change --ranks-per-node");
-  GRIDNN_REQUIRE(c.intra.alpha >= 0, "the latency inside a node must be >= 0 s, got ",
-                 c.intra.alpha, ": change --alpha-intra");
-  GRIDNN_REQUIRE(c.inter.alpha >= 0, "the latency between nodes must be >= 0 s, got ",
-                 c.inter.alpha, ": change --alpha-inter");
+  GRIDNN_REQUIRE(c.intra.alpha >= 0, "the latency inside a node must be >= 0 s, got ", c.intra.alpha,
+                 ": change --alpha-intra");
+  GRIDNN_REQUIRE(c.inter.alpha >= 0, "the latency between nodes must be >= 0 s, got ", c.inter.alpha,
+                 ": change --alpha-inter");
   GRIDNN_REQUIRE(std::isfinite(c.intra.beta) && c.intra.beta > 0,
                  "the time per word inside a node must be > 0 and finite, got ", c.intra.beta,
                  " s: change --bandwidth-intra to a positive bytes/s");
@@ -39,8 +38,8 @@ std::string Crossing::str() const {
 
 Crossing crossing(const Cluster& cl, Grid g, RankOrder order) {
   if (g.procs() != cl.procs())
-    throw std::invalid_argument("crossing: the grid has " + std::to_string(g.procs()) +
-                                " ranks, the cluster " + std::to_string(cl.procs()));
+    throw std::invalid_argument("crossing: the grid has " + std::to_string(g.procs()) + " ranks, the cluster " +
+                                std::to_string(cl.procs()));
   auto node = [&](int r, int c) { return world_rank(g, order, r, c) / cl.ranks_per_node; };
   Crossing x;
   for (int c = 0; c < g.cols; ++c)  // row group c: (0..Pr-1, c)
@@ -57,8 +56,7 @@ Links links_of(const Cluster& cl, Grid g, RankOrder order) {
   return {link(x.row), link(x.col), link(x.world)};
 }
 
-std::vector<NodePlan> sweep(const Network& net, int64_t batch, const Cluster& cl, const Machine& m,
-                            const Strategy& s) {
+std::vector<NodePlan> sweep(const Network& net, int64_t batch, const Cluster& cl, const Machine& m, const Strategy& s) {
   check_cluster(cl);
   const int P = cl.procs();
   std::vector<NodePlan> plans;
@@ -66,8 +64,7 @@ std::vector<NodePlan> sweep(const Network& net, int64_t batch, const Cluster& cl
     if (P % r != 0) continue;
     const Grid g{r, P / r};
     for (RankOrder order : {RankOrder::rows_in_node, RankOrder::cols_in_node})
-      plans.push_back(
-          {order, crossing(cl, g, order), estimate(net, batch, g, m, s, links_of(cl, g, order))});
+      plans.push_back({order, crossing(cl, g, order), estimate(net, batch, g, m, s, links_of(cl, g, order))});
   }
   return plans;
 }

@@ -58,8 +58,7 @@ struct NodePlan {
 };
 // Every factorization Pr x Pc of the cluster's N·G ranks (Pr ascending), each in both orders
 // (rows-in-node first): estimate() with the links of its layout; compute from `m`.
-std::vector<NodePlan> sweep(const Network& net, int64_t batch, const Cluster& c, const Machine& m,
-                            const Strategy& s);
+std::vector<NodePlan> sweep(const Network& net, int64_t batch, const Cluster& c, const Machine& m, const Strategy& s);
 // The index of the fastest (total time; ties: the first).
 size_t best_index(const std::vector<NodePlan>& plans);
 

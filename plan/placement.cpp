@@ -20,8 +20,7 @@ using Json = nlohmann::ordered_json;
 Cluster uniform_cluster(int devices, double latency_s, double bandwidth, double memory_bytes) {
   GRIDNN_REQUIRE(devices >= 1, "uniform_cluster: devices must be >= 1, got ", devices);
   Cluster c;
-  for (int d = 0; d < devices; ++d)
-    c.devices.push_back({"device" + std::to_string(d), 1.0, memory_bytes});
+  for (int d = 0; d < devices; ++d) c.devices.push_back({"device" + std::to_string(d), 1.0, memory_bytes});
   c.latency_s.assign(size_t(devices), std::vector<double>(size_t(devices), latency_s));
   c.bandwidth.assign(size_t(devices), std::vector<double>(size_t(devices), bandwidth));
   return c;
@@ -31,8 +30,7 @@ Cluster uniform_cluster(int devices, double latency_s, double bandwidth, double 
 
 void validate(const Profile& profile) {
   GRIDNN_REQUIRE(!profile.blocks.empty(), "profile: \"blocks\" is empty; give at least one block");
-  GRIDNN_REQUIRE(profile.micro_batches >= 1,
-                 "profile: \"micro_batches\" must be >= 1, got ", profile.micro_batches);
+  GRIDNN_REQUIRE(profile.micro_batches >= 1, "profile: \"micro_batches\" must be >= 1, got ", profile.micro_batches);
   std::set<std::string> names;
   for (size_t i = 0; i < profile.blocks.size(); ++i) {
     const BlockProfile& b = profile.blocks[i];
@@ -40,13 +38,13 @@ void validate(const Profile& profile) {
     GRIDNN_REQUIRE(!b.name.empty(), at, ".name is empty");
     GRIDNN_REQUIRE(names.insert(b.name).second, at, ".name \"", b.name,
                    "\" is used twice; block names must be distinct");
-    const std::pair<const char*, double> fields[] = {
-        {"forward_s", b.forward_s},       {"backward_s", b.backward_s},
-        {"activation_bytes", b.activation_bytes}, {"memory_bytes", b.memory_bytes},
-        {"stash_bytes", b.stash_bytes}};
+    const std::pair<const char*, double> fields[] = {{"forward_s", b.forward_s},
+                                                     {"backward_s", b.backward_s},
+                                                     {"activation_bytes", b.activation_bytes},
+                                                     {"memory_bytes", b.memory_bytes},
+                                                     {"stash_bytes", b.stash_bytes}};
     for (const auto& [field, value] : fields)
-      GRIDNN_REQUIRE(std::isfinite(value) && value >= 0, at, ".", field,
-                     " must be a finite number >= 0, got ", value);
+      GRIDNN_REQUIRE(std::isfinite(value) && value >= 0, at, ".", field, " must be a finite number >= 0, got ", value);
   }
 }
 
@@ -56,19 +54,17 @@ void validate(const Cluster& cluster) {
   for (size_t d = 0; d < n; ++d) {
     const Device& dev = cluster.devices[d];
     const std::string at = "cluster: devices[" + std::to_string(d) + "]";
-    GRIDNN_REQUIRE(std::isfinite(dev.speed) && dev.speed > 0, at, ".speed must be > 0, got ",
-                   dev.speed);
-    GRIDNN_REQUIRE(dev.memory_bytes >= 0, at, ".memory_bytes must be >= 0 (0: unlimited), got ",
-                   dev.memory_bytes);
+    GRIDNN_REQUIRE(std::isfinite(dev.speed) && dev.speed > 0, at, ".speed must be > 0, got ", dev.speed);
+    GRIDNN_REQUIRE(dev.memory_bytes >= 0, at, ".memory_bytes must be >= 0 (0: unlimited), got ", dev.memory_bytes);
   }
   const std::pair<const char*, const std::vector<std::vector<double>>*> matrices[] = {
       {"latency_s", &cluster.latency_s}, {"bandwidth", &cluster.bandwidth}};
   for (const auto& [field, m] : matrices) {
-    GRIDNN_REQUIRE(m->size() == n, "cluster: \"", field, "\" has ", m->size(),
-                   " rows; it needs one per device (", n, ")");
+    GRIDNN_REQUIRE(m->size() == n, "cluster: \"", field, "\" has ", m->size(), " rows; it needs one per device (", n,
+                   ")");
     for (size_t i = 0; i < n; ++i) {
-      GRIDNN_REQUIRE((*m)[i].size() == n, "cluster: \"", field, "\"[", i, "] has ",
-                     (*m)[i].size(), " entries; it needs one per device (", n, ")");
+      GRIDNN_REQUIRE((*m)[i].size() == n, "cluster: \"", field, "\"[", i, "] has ", (*m)[i].size(),
+                     " entries; it needs one per device (", n, ")");
       for (size_t j = 0; j < n; ++j) {
         if (i == j) continue;
         const double v = (*m)[i][j];
@@ -80,28 +76,26 @@ void validate(const Cluster& cluster) {
   }
 }
 
-void validate(const Placement& p, int blocks_total, int devices,
-              const std::vector<std::string>& block_names) {
+void validate(const Placement& p, int blocks_total, int devices, const std::vector<std::string>& block_names) {
   const int k_total = p.partitions();
   GRIDNN_REQUIRE(k_total >= 1, "placement: no partition; give at least one");
-  GRIDNN_REQUIRE(p.device.size() == p.first_block.size(), "placement: ", k_total,
-                 " partitions (first_block) but ", p.device.size(), " devices");
-  GRIDNN_REQUIRE(p.first_block[0] == 0, "placement: partitions[0].first_block must be 0, got ",
-                 p.first_block[0]);
+  GRIDNN_REQUIRE(p.device.size() == p.first_block.size(), "placement: ", k_total, " partitions (first_block) but ",
+                 p.device.size(), " devices");
+  GRIDNN_REQUIRE(p.first_block[0] == 0, "placement: partitions[0].first_block must be 0, got ", p.first_block[0]);
   for (int k = 1; k < k_total; ++k)
-    GRIDNN_REQUIRE(p.first_block[size_t(k)] > p.first_block[size_t(k) - 1],
-                   "placement: partitions[", k, "].first_block = ", p.first_block[size_t(k)],
-                   " must be larger than partitions[", k - 1, "].first_block = ",
-                   p.first_block[size_t(k) - 1], " (partitions are contiguous, in order, and "
+    GRIDNN_REQUIRE(p.first_block[size_t(k)] > p.first_block[size_t(k) - 1], "placement: partitions[", k,
+                   "].first_block = ", p.first_block[size_t(k)], " must be larger than partitions[", k - 1,
+                   "].first_block = ", p.first_block[size_t(k) - 1],
+                   " (partitions are contiguous, in order, and "
                    "never empty)");
   GRIDNN_REQUIRE(p.first_block.back() < blocks_total, "placement: partitions[", k_total - 1,
-                 "].first_block = ", p.first_block.back(), " is out of range: the network has ",
-                 blocks_total, " blocks (a partition cannot be empty)");
+                 "].first_block = ", p.first_block.back(), " is out of range: the network has ", blocks_total,
+                 " blocks (a partition cannot be empty)");
   std::set<int> used;
   for (int k = 0; k < k_total; ++k) {
     const int d = p.device[size_t(k)];
-    GRIDNN_REQUIRE(d >= 0 && d < devices, "placement: partitions[", k, "].device = ", d,
-                   " is out of range [0, ", devices, ")");
+    GRIDNN_REQUIRE(d >= 0 && d < devices, "placement: partitions[", k, "].device = ", d, " is out of range [0, ",
+                   devices, ")");
     GRIDNN_REQUIRE(used.insert(d).second, "placement: partitions[", k, "].device = ", d,
                    " is used by another partition; every partition needs its own device");
   }
@@ -131,7 +125,7 @@ double penalty_reference_s(const Profile& profile, const Cluster& cluster) {
     transfer += max_latency + b.activation_bytes / min_bandwidth;  // 0 / inf = 0
   }
   const double m = profile.micro_batches * (profile.recompute ? 2 : 1);  // recomputation: at most twice
-  return m * compute / min_speed + 2 * m * transfer + 1.0;  // + 1 s: nonzero on empty work
+  return m * compute / min_speed + 2 * m * transfer + 1.0;               // + 1 s: nonzero on empty work
 }
 
 Simulation simulate(const Profile& profile, const Cluster& cluster, const Placement& p) {
@@ -157,8 +151,8 @@ Simulation simulate(const Profile& profile, const Cluster& cluster, const Placem
     }
     fwd[size_t(k)] /= dev.speed;
     bwd[size_t(k)] /= dev.speed;
-    sim.partition_busy_s[size_t(k)] = m_total * (fwd[size_t(k)] + bwd[size_t(k)]) +
-                                      (profile.recompute ? (m_total - 1) * fwd[size_t(k)] : 0.0);
+    sim.partition_busy_s[size_t(k)] =
+        m_total * (fwd[size_t(k)] + bwd[size_t(k)]) + (profile.recompute ? (m_total - 1) * fwd[size_t(k)] : 0.0);
     sim.partition_memory_bytes[size_t(k)] = resident + m_total * stash;
   }
   struct Link {
@@ -187,8 +181,7 @@ Simulation simulate(const Profile& profile, const Cluster& cluster, const Placem
     }
   for (int m = m_total - 1; m >= 0; --m)
     for (int k = k_total - 1; k >= 0; --k) {
-      const double start =
-          std::max(busy_until[size_t(k)], k + 1 < k_total ? arrival[size_t(k)] : 0.0);
+      const double start = std::max(busy_until[size_t(k)], k + 1 < k_total ? arrival[size_t(k)] : 0.0);
       const bool recomputed = profile.recompute && m != m_total - 1;
       busy_until[size_t(k)] = start + bwd[size_t(k)] + (recomputed ? fwd[size_t(k)] : 0.0);
       if (k > 0) arrival[size_t(k) - 1] = up[size_t(k) - 1].send(busy_until[size_t(k)]);
@@ -233,8 +226,7 @@ struct Reader {
   std::string path;
 
   const Json& at(const Json& j, const std::string& where, const char* key) const {
-    GRIDNN_REQUIRE(j.is_object(), path, ": ", where.empty() ? "the top level" : where,
-                   " must be an object");
+    GRIDNN_REQUIRE(j.is_object(), path, ": ", where.empty() ? "the top level" : where, " must be an object");
     const auto it = j.find(key);
     GRIDNN_REQUIRE(it != j.end(), path, ": ", name(where, key), " is missing");
     return *it;
@@ -244,8 +236,7 @@ struct Reader {
   }
   double number(const Json& j, const std::string& where, const char* key) const {
     const Json& v = at(j, where, key);
-    GRIDNN_REQUIRE(v.is_number(), path, ": ", name(where, key), " must be a number, got ",
-                   v.dump());
+    GRIDNN_REQUIRE(v.is_number(), path, ": ", name(where, key), " must be a number, got ", v.dump());
     return v.get<double>();
   }
   double number_or(const Json& j, const std::string& where, const char* key, double dflt) const {
@@ -253,8 +244,7 @@ struct Reader {
   }
   int integer(const Json& j, const std::string& where, const char* key) const {
     const Json& v = at(j, where, key);
-    GRIDNN_REQUIRE(v.is_number_integer(), path, ": ", name(where, key),
-                   " must be an integer, got ", v.dump());
+    GRIDNN_REQUIRE(v.is_number_integer(), path, ": ", name(where, key), " must be an integer, got ", v.dump());
     const int64_t x = v.get<int64_t>();
     GRIDNN_REQUIRE(x >= std::numeric_limits<int>::min() && x <= std::numeric_limits<int>::max(), path, ": ",
                    name(where, key), " is out of range: ", v.dump());
@@ -262,22 +252,19 @@ struct Reader {
   }
   std::string string(const Json& j, const std::string& where, const char* key) const {
     const Json& v = at(j, where, key);
-    GRIDNN_REQUIRE(v.is_string(), path, ": ", name(where, key), " must be a string, got ",
-                   v.dump());
+    GRIDNN_REQUIRE(v.is_string(), path, ": ", name(where, key), " must be a string, got ", v.dump());
     return v.get<std::string>();
   }
   const Json& array(const Json& j, const std::string& where, const char* key) const {
     const Json& v = at(j, where, key);
-    GRIDNN_REQUIRE(v.is_array(), path, ": ", name(where, key), " must be an array, got ",
-                   v.dump());
+    GRIDNN_REQUIRE(v.is_array(), path, ": ", name(where, key), " must be an array, got ", v.dump());
     return v;
   }
   std::vector<std::string> names(const Json& j, const std::string& where, const char* key) const {
     std::vector<std::string> out;
     const Json& a = array(j, where, key);
     for (size_t i = 0; i < a.size(); ++i) {
-      GRIDNN_REQUIRE(a[i].is_string(), path, ": ", name(where, key), "[", i,
-                     "] must be a string, got ", a[i].dump());
+      GRIDNN_REQUIRE(a[i].is_string(), path, ": ", name(where, key), "[", i, "] must be a string, got ", a[i].dump());
       out.push_back(a[i].get<std::string>());
     }
     return out;
@@ -286,15 +273,15 @@ struct Reader {
   std::vector<std::vector<double>> matrix(const Json& j, const char* key, size_t n) const {
     const Json& v = at(j, "", key);
     if (v.is_number()) return std::vector<std::vector<double>>(n, std::vector<double>(n, v));
-    GRIDNN_REQUIRE(v.is_array() && v.size() == n, path, ": ", key, " must be a number or a ",
-                   n, " x ", n, " array (one row per device), got ", v.dump());
+    GRIDNN_REQUIRE(v.is_array() && v.size() == n, path, ": ", key, " must be a number or a ", n, " x ", n,
+                   " array (one row per device), got ", v.dump());
     std::vector<std::vector<double>> m(n, std::vector<double>(n, 0));
     for (size_t i = 0; i < n; ++i) {
-      GRIDNN_REQUIRE(v[i].is_array() && v[i].size() == n, path, ": ", key, "[", i,
-                     "] must be an array of ", n, " numbers, got ", v[i].dump());
+      GRIDNN_REQUIRE(v[i].is_array() && v[i].size() == n, path, ": ", key, "[", i, "] must be an array of ", n,
+                     " numbers, got ", v[i].dump());
       for (size_t c = 0; c < n; ++c) {
-        GRIDNN_REQUIRE(v[i][c].is_number(), path, ": ", key, "[", i, "][", c,
-                       "] must be a number, got ", v[i][c].dump());
+        GRIDNN_REQUIRE(v[i][c].is_number(), path, ": ", key, "[", i, "][", c, "] must be a number, got ",
+                       v[i][c].dump());
         m[i][c] = v[i][c].get<double>();
       }
     }
@@ -364,8 +351,7 @@ Cluster read_cluster(const std::string& path) {
   for (size_t i = 0; i < devices.size(); ++i) {
     const std::string at = "devices[" + std::to_string(i) + "]";
     Device d;
-    d.name = devices[i].contains("name") ? r.string(devices[i], at, "name")
-                                         : "device" + std::to_string(i);
+    d.name = devices[i].contains("name") ? r.string(devices[i], at, "name") : "device" + std::to_string(i);
     d.speed = r.number(devices[i], at, "speed");
     d.memory_bytes = r.number_or(devices[i], at, "memory_bytes", 0);
     c.devices.push_back(d);
@@ -387,9 +373,7 @@ Placement read_placement(const std::string& path) {
     p.device.push_back(r.integer(parts[k], at, "device"));
     p.first_block.push_back(r.integer(parts[k], at, "first_block"));
   }
-  validated(path, [&] {
-    validate(p, int(p.blocks.size()), std::numeric_limits<int>::max());
-  });
+  validated(path, [&] { validate(p, int(p.blocks.size()), std::numeric_limits<int>::max()); });
   for (size_t k = 0; k < parts.size(); ++k) {
     if (!parts[k].contains("blocks")) continue;
     const std::string at = "partitions[" + std::to_string(k) + "]";
@@ -397,9 +381,10 @@ Placement read_placement(const std::string& path) {
     const auto first = p.blocks.begin() + p.begin(int(k));
     const auto last = p.blocks.begin() + p.end(int(k), int(p.blocks.size()));
     const std::vector<std::string> expected(first, last);
-    GRIDNN_REQUIRE(names == expected, path, ": ", at, ".blocks does not match its first_block "
-                   "and the next partition's (expected ", expected.size(), " blocks from \"",
-                   expected.front(), "\")");
+    GRIDNN_REQUIRE(names == expected, path, ": ", at,
+                   ".blocks does not match its first_block "
+                   "and the next partition's (expected ",
+                   expected.size(), " blocks from \"", expected.front(), "\")");
   }
   return p;
 }
@@ -423,8 +408,7 @@ std::string cluster_json(const Cluster& cluster) {
   Json j;
   j["devices"] = Json::array();
   for (const Device& d : cluster.devices)
-    j["devices"].push_back({{"name", d.name}, {"speed", d.speed},
-                            {"memory_bytes", d.memory_bytes}});
+    j["devices"].push_back({{"name", d.name}, {"speed", d.speed}, {"memory_bytes", d.memory_bytes}});
   j["latency_s"] = matrix_json(cluster.latency_s);
   j["bandwidth"] = matrix_json(cluster.bandwidth);
   return j.dump(2) + "\n";
@@ -466,8 +450,7 @@ void write_text_file(const std::string& path, const std::string& text) {
     out.flush();
     GRIDNN_REQUIRE(out, "writing ", tmp, " failed (disk full?)");
   }
-  GRIDNN_REQUIRE(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename ", tmp, " to ",
-                 path);
+  GRIDNN_REQUIRE(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename ", tmp, " to ", path);
 }
 
 }  // namespace gridnn::plan

@@ -17,18 +17,18 @@ namespace gridnn::plan {
 
 // One coarse block, measured (or given) for one micro-batch on a device of speed 1.
 struct BlockProfile {
-  std::string name;               // "stem", "layer1.0", "att3", "head"
-  double forward_s = 0;           // forward time of one micro-batch
-  double backward_s = 0;          // backward time of one micro-batch
-  double activation_bytes = 0;    // the block's output for one micro-batch (what crosses a cut;
-                                  // its gradient crosses back the same size)
-  double memory_bytes = 0;        // resident: parameters, gradients, optimizer state
-  double stash_bytes = 0;         // kept per micro-batch in flight (activations for backward)
+  std::string name;             // "stem", "layer1.0", "att3", "head"
+  double forward_s = 0;         // forward time of one micro-batch
+  double backward_s = 0;        // backward time of one micro-batch
+  double activation_bytes = 0;  // the block's output for one micro-batch (what crosses a cut;
+                                // its gradient crosses back the same size)
+  double memory_bytes = 0;      // resident: parameters, gradients, optimizer state
+  double stash_bytes = 0;       // kept per micro-batch in flight (activations for backward)
 };
 
 struct Profile {
   std::vector<BlockProfile> blocks;
-  int micro_batches = 1;          // M
+  int micro_batches = 1;  // M
   // GPipe's re-materialization (what gridnn-train's pipeline does): the backward of every
   // micro-batch but the last first re-runs the partition's forward.
   bool recompute = false;
@@ -36,8 +36,8 @@ struct Profile {
 
 struct Device {
   std::string name;
-  double speed = 1;               // a block takes its profiled time / speed
-  double memory_bytes = 0;        // 0: unlimited
+  double speed = 1;         // a block takes its profiled time / speed
+  double memory_bytes = 0;  // 0: unlimited
 };
 
 // Links between every pair of devices: a message of n bytes from i to j takes
@@ -62,21 +62,18 @@ struct Placement {
   // Partition k holds blocks [first_block[k], first_block[k + 1]) (the last one up to the
   // end); first_block[0] == 0, strictly increasing.
   std::vector<int> first_block;
-  std::vector<int> device;        // device of each partition, all distinct
+  std::vector<int> device;          // device of each partition, all distinct
   std::vector<std::string> blocks;  // the block names it was made for (checked when non-empty)
 
   int partitions() const { return int(first_block.size()); }
   int begin(int k) const { return first_block[size_t(k)]; }
-  int end(int k, int blocks_total) const {
-    return k + 1 < partitions() ? first_block[size_t(k) + 1] : blocks_total;
-  }
+  int end(int k, int blocks_total) const { return k + 1 < partitions() ? first_block[size_t(k) + 1] : blocks_total; }
 };
 
 // Throws gridnn::Error saying what is wrong: no partition, cuts out of order or out of range,
 // an empty partition, a device index out of [0, devices) or used twice, block names that differ
 // from `block_names` (when both are given).
-void validate(const Placement& p, int blocks_total, int devices,
-              const std::vector<std::string>& block_names = {});
+void validate(const Placement& p, int blocks_total, int devices, const std::vector<std::string>& block_names = {});
 
 // The simulated GPipe iteration: every micro-batch's forward through the partitions in order,
 // then every backward in reverse; a partition runs one micro-batch at a time, forwards in
@@ -98,9 +95,9 @@ void validate(const Placement& p, int blocks_total, int devices,
 // where reference_s = penalty_reference_s(profile, cluster) bounds every placement's
 // iteration time, so any placement that fits beats any that does not.
 struct Simulation {
-  double iteration_s = 0;          // time of the last backward's end
-  double penalty_s = 0;            // memory penalty (0 when every device fits)
-  std::vector<double> partition_busy_s;   // compute time of each partition per iteration
+  double iteration_s = 0;                // time of the last backward's end
+  double penalty_s = 0;                  // memory penalty (0 when every device fits)
+  std::vector<double> partition_busy_s;  // compute time of each partition per iteration
   std::vector<double> partition_memory_bytes;
   bool fits = true;
   double fitness() const { return iteration_s + penalty_s; }  // what the search minimizes

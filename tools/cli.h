@@ -3,6 +3,7 @@
 // MPI one failing rank ends the whole job).
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -11,8 +12,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "core/names.h"
 #include "models/nets/resattnet3d.h"
@@ -44,10 +43,9 @@ CLI::Option* add_enum_option(CLI::App& app, const std::string& flag, E& value, c
         return std::string();
       },
       names);
-  return app.add_option(flag, value, help)
-      ->type_name("TEXT")
-      ->transform(choice)
-      ->default_function([&value] { return std::string(enum_name(value)); });
+  return app.add_option(flag, value, help)->type_name("TEXT")->transform(choice)->default_function([&value] {
+    return std::string(enum_name(value));
+  });
 }
 
 // --attention of gridnn-train and gridnn-predict: the ResAttNet3D stages followed by self-attention.

@@ -9,17 +9,18 @@
 //
 //   mpiexec -n 4 gridnn-calibrate --grid 2x2 --width 8 --input 32x32x32 --batches 1,2,4 --out calib.json
 //   gridnn-plan --calibration calib.json --procs 32 --batch 256 --width 8 --input 32x32x32
+#include <unistd.h>
+
 #include <cstdio>
 #include <ctime>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "core/error.h"
 #include "models/train/step_plan.h"
 #include "models/train/timing.h"
-#include "plan/calibration.h"
 #include "parallel/process_grid.h"
+#include "plan/calibration.h"
 #include "tools/cli.h"
 
 namespace {
@@ -77,11 +78,10 @@ int run(const Cli& c, parallel::ProcessGrid& grid) {
     parallel::Communicator* comm;
     std::vector<const char*> ops;
   };
-  const std::vector<Kind> kinds{
-      {"row", &grid.row(), {"all_reduce", "all_gather", "reduce_scatter", "halo"}},
-      {"col", &grid.col(), {"all_reduce", "all_gather", "reduce_scatter"}},
-      {"world", &grid.world(), {"all_reduce", "all_gather", "reduce_scatter"}},
-      {"pingpong", &grid.world(), {"pingpong"}}};
+  const std::vector<Kind> kinds{{"row", &grid.row(), {"all_reduce", "all_gather", "reduce_scatter", "halo"}},
+                                {"col", &grid.col(), {"all_reduce", "all_gather", "reduce_scatter"}},
+                                {"world", &grid.world(), {"all_reduce", "all_gather", "reduce_scatter"}},
+                                {"pingpong", &grid.world(), {"pingpong"}}};
   for (const Kind& k : kinds) {
     if (k.comm->size() < 2) continue;
     if (root) std::fprintf(stderr, "gridnn-calibrate: timing %s (%d ranks)...\n", k.name, k.comm->size());
@@ -98,7 +98,8 @@ int run(const Cli& c, parallel::ProcessGrid& grid) {
     const train::TrainOptions run = cli::model_options(c.model, c.batches.front());
     const plan::Network net = train::network_of(run);
     cal.model = net.name;
-    if (run.model != train::Model::mlp) cal.model += ", width " + std::to_string(run.resattnet.width) + ", input " + c.model.input;
+    if (run.model != train::Model::mlp)
+      cal.model += ", width " + std::to_string(run.resattnet.width) + ", input " + c.model.input;
     if (root)
       std::fprintf(stderr, "gridnn-calibrate: timing %zu layers of %s at %zu batches...\n", net.layers.size(),
                    cal.model.c_str(), c.batches.size());
@@ -112,17 +113,16 @@ int run(const Cli& c, parallel::ProcessGrid& grid) {
     plan::write_calibration(cal, c.out);
     std::printf("gridnn-calibrate: %s, grid %s (%d processes), %s -> %s\n", cal.machine.c_str(), cal.grid.c_str(),
                 cal.procs, cal.date.c_str(), c.out.c_str());
-    std::printf("%-9s %6s %8s %10s %14s %10s\n", "kind", "ranks", "samples", "alpha us", "bandwidth GB/s",
-                "residual");
+    std::printf("%-9s %6s %8s %10s %14s %10s\n", "kind", "ranks", "samples", "alpha us", "bandwidth GB/s", "residual");
     for (const auto& [kind, f] : cal.comm)
-      std::printf("%-9s %6d %8zu %10.2f %14.3f %9.1f%%\n", kind.c_str(), f.samples.front().procs,
-                  f.samples.size(), f.alpha * 1e6, f.beta > 0 ? 4.0 / f.beta / 1e9 : 0.0, 100 * f.residual);
+      std::printf("%-9s %6d %8zu %10.2f %14.3f %9.1f%%\n", kind.c_str(), f.samples.front().procs, f.samples.size(),
+                  f.alpha * 1e6, f.beta > 0 ? 4.0 / f.beta / 1e9 : 0.0, 100 * f.residual);
     if (cal.comm.empty()) std::printf("(one process: no communication measured)\n");
     if (!cal.compute.empty()) {
       double total = 0;
       for (const auto& [name, t] : cal.compute) total += t.seconds.begin()->second;
-      std::printf("compute: %zu layers of %s, forward+backward at batch %lld: %.4f s in all\n",
-                  cal.compute.size(), cal.model.c_str(), static_cast<long long>(c.batches.front()), total);
+      std::printf("compute: %zu layers of %s, forward+backward at batch %lld: %.4f s in all\n", cal.compute.size(),
+                  cal.model.c_str(), static_cast<long long>(c.batches.front()), total);
     }
   }
   return 0;
@@ -140,13 +140,16 @@ int main(int argc, char** argv) {
   Cli c;
   app.add_option("--grid", c.grid, "process grid PrxPc (Pr*Pc = the number of processes)")->capture_default_str();
   cli::add_model_flags(app, c.model, false);
-  app.add_option("--batches", c.batches, "local batches to time each layer at")->delimiter(',')
+  app.add_option("--batches", c.batches, "local batches to time each layer at")
+      ->delimiter(',')
       ->check(CLI::PositiveNumber);
   app.add_option("--sizes", c.sizes, "message sizes in 4-byte elements")->delimiter(',')->check(CLI::PositiveNumber);
-  app.add_option("--reps", c.reps, "timed repetitions per message size (median)")->capture_default_str()
+  app.add_option("--reps", c.reps, "timed repetitions per message size (median)")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--layer-reps", c.layer_reps, "timed repetitions per layer and batch (median)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_flag("--no-layers", c.no_layers, "skip the per-layer compute timing");
   app.add_option("--machine", c.machine, "machine description stored in the file (default: host name)");
   app.add_option("--out", c.out, "the calibration file to write (JSON)")->required();

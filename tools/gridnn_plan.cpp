@@ -65,35 +65,37 @@ struct NodesUse {
   const std::vector<NodePlan>* plans = nullptr;
 };
 
-void print_json(const Network& net, const std::vector<PlanCost>& plans, size_t best,
-                int64_t batch, const Machine& m, bool explain, const CalibrationUse* cal,
-                const NodesUse& nodes = {}) {
-  std::printf("{\"model\": \"%s\", \"batch\": %lld, \"alpha\": %g, \"beta\": %g, \"flops\": %g,",
-              net.name.c_str(), static_cast<long long>(batch), m.alpha, m.beta, m.flops);
+void print_json(const Network& net, const std::vector<PlanCost>& plans, size_t best, int64_t batch, const Machine& m,
+                bool explain, const CalibrationUse* cal, const NodesUse& nodes = {}) {
+  std::printf("{\"model\": \"%s\", \"batch\": %lld, \"alpha\": %g, \"beta\": %g, \"flops\": %g,", net.name.c_str(),
+              static_cast<long long>(batch), m.alpha, m.beta, m.flops);
   if (nodes.cluster) {
     const Cluster& c = *nodes.cluster;
-    std::printf(" \"nodes\": %d, \"ranks_per_node\": %d, \"intra\": {\"alpha\": %g, \"beta\": %g}, "
-                "\"inter\": {\"alpha\": %g, \"beta\": %g}, \"best_rank_order\": \"%s\",",
-                c.nodes, c.ranks_per_node, c.intra.alpha, c.intra.beta, c.inter.alpha, c.inter.beta,
-                gridnn::enum_name((*nodes.plans)[best].order));
+    std::printf(
+        " \"nodes\": %d, \"ranks_per_node\": %d, \"intra\": {\"alpha\": %g, \"beta\": %g}, "
+        "\"inter\": {\"alpha\": %g, \"beta\": %g}, \"best_rank_order\": \"%s\",",
+        c.nodes, c.ranks_per_node, c.intra.alpha, c.intra.beta, c.inter.alpha, c.inter.beta,
+        gridnn::enum_name((*nodes.plans)[best].order));
   }
   if (cal)
-    std::printf(" \"calibration\": {\"file\": %s, \"kind\": %s, \"machine\": %s, \"date\": %s, "
-                "\"grid\": %s, \"alpha_from_file\": %s, \"beta_from_file\": %s, "
-                "\"layers_measured\": %zu, \"layers\": %zu},",
-                json_string(cal->file).c_str(), json_string(cal->kind).c_str(), json_string(cal->machine).c_str(),
-                json_string(cal->date).c_str(), json_string(cal->grid).c_str(), cal->alpha_from_file ? "true" : "false",
-                cal->beta_from_file ? "true" : "false", cal->layers_measured, cal->layers);
+    std::printf(
+        " \"calibration\": {\"file\": %s, \"kind\": %s, \"machine\": %s, \"date\": %s, "
+        "\"grid\": %s, \"alpha_from_file\": %s, \"beta_from_file\": %s, "
+        "\"layers_measured\": %zu, \"layers\": %zu},",
+        json_string(cal->file).c_str(), json_string(cal->kind).c_str(), json_string(cal->machine).c_str(),
+        json_string(cal->date).c_str(), json_string(cal->grid).c_str(), cal->alpha_from_file ? "true" : "false",
+        cal->beta_from_file ? "true" : "false", cal->layers_measured, cal->layers);
   else
     std::printf(" \"calibration\": null,");
   std::printf(" \"best\": \"%dx%d\", \"grids\": [", plans[best].grid.rows, plans[best].grid.cols);
   for (size_t i = 0; i < plans.size(); ++i) {
     const PlanCost& p = plans[i];
-    std::printf("%s\n  {\"rows\": %d, \"cols\": %d, \"words\": %.0f, \"latency_s\": %g, "
-                "\"bandwidth_s\": %g, \"comm_s\": %g, \"compute_s\": %g, \"total_s\": %g, "
-                "\"speedup_over_batch\": %g",
-                i ? "," : "", p.grid.rows, p.grid.cols, p.words, p.latency_s, p.bandwidth_s,
-                p.comm_s(), p.compute_s, p.total_s(), plans[0].total_s() / p.total_s());
+    std::printf(
+        "%s\n  {\"rows\": %d, \"cols\": %d, \"words\": %.0f, \"latency_s\": %g, "
+        "\"bandwidth_s\": %g, \"comm_s\": %g, \"compute_s\": %g, \"total_s\": %g, "
+        "\"speedup_over_batch\": %g",
+        i ? "," : "", p.grid.rows, p.grid.cols, p.words, p.latency_s, p.bandwidth_s, p.comm_s(), p.compute_s,
+        p.total_s(), plans[0].total_s() / p.total_s());
     if (nodes.plans) {
       const NodePlan& n = (*nodes.plans)[i];
       std::printf(", \"rank_order\": \"%s\", \"crosses_nodes\": {\"row\": %s, \"col\": %s, \"world\": %s}",
@@ -104,14 +106,14 @@ void print_json(const Network& net, const std::vector<PlanCost>& plans, size_t b
       std::printf(", \"layers\": [");
       for (size_t j = 0; j < p.layers.size(); ++j) {
         const LayerCost& l = p.layers[j];
-        std::printf("%s{\"layer\": \"%s\", \"use\": \"%s\", \"compute_s\": %g, \"terms\": [",
-                    j ? ", " : "", l.layer.c_str(), use_name(l.use), l.compute_s);
+        std::printf("%s{\"layer\": \"%s\", \"use\": \"%s\", \"compute_s\": %g, \"terms\": [", j ? ", " : "",
+                    l.layer.c_str(), use_name(l.use), l.compute_s);
         for (size_t k = 0; k < l.terms.size(); ++k) {
           const CommTerm& t = l.terms[k];
-          std::printf("%s{\"what\": \"%s\", \"words\": %.0f, \"messages\": %g, "
-                      "\"latency_s\": %g, \"bandwidth_s\": %g}",
-                      k ? ", " : "", t.what.c_str(), t.words, t.messages, t.latency_s,
-                      t.bandwidth_s);
+          std::printf(
+              "%s{\"what\": \"%s\", \"words\": %.0f, \"messages\": %g, "
+              "\"latency_s\": %g, \"bandwidth_s\": %g}",
+              k ? ", " : "", t.what.c_str(), t.words, t.messages, t.latency_s, t.bandwidth_s);
         }
         std::printf("]}");
       }
@@ -128,8 +130,8 @@ void print_explain(const PlanCost& p, const char* rank_order = nullptr) {
   for (const LayerCost& l : p.layers) {
     std::printf("  %-22s %-6s compute %.3e s\n", l.layer.c_str(), use_name(l.use), l.compute_s);
     for (const CommTerm& t : l.terms)
-      std::printf("      %-44s %12.0f words  %3g msgs  %.3e + %.3e s\n", t.what.c_str(),
-                  t.words, t.messages, t.latency_s, t.bandwidth_s);
+      std::printf("      %-44s %12.0f words  %3g msgs  %.3e + %.3e s\n", t.what.c_str(), t.words, t.messages,
+                  t.latency_s, t.bandwidth_s);
   }
 }
 
@@ -138,8 +140,8 @@ struct NodeFlags {
   int nodes = 0, ranks_per_node = 0;
   double alpha_intra = 0, bandwidth_intra = 0, alpha_inter = 0, bandwidth_inter = 0;
   std::vector<CLI::Option*> given;  // every two-level option: any of them asks for the sweep
-  CLI::Option *nodes_opt = nullptr, *ranks_opt = nullptr, *alpha_intra_opt = nullptr,
-              *bandwidth_intra_opt = nullptr, *alpha_inter_opt = nullptr, *bandwidth_inter_opt = nullptr;
+  CLI::Option *nodes_opt = nullptr, *ranks_opt = nullptr, *alpha_intra_opt = nullptr, *bandwidth_intra_opt = nullptr,
+              *alpha_inter_opt = nullptr, *bandwidth_inter_opt = nullptr;
   bool used() const {
     for (const CLI::Option* o : given)
       if (o->count() > 0) return true;
@@ -148,21 +150,23 @@ struct NodeFlags {
 };
 
 void add_node_flags(CLI::App& app, NodeFlags& f) {
-  f.nodes_opt = app.add_option("--nodes", f.nodes, "nodes N: plan for N nodes of --ranks-per-node ranks, both rank "
-                                                   "orders, each communicator at the link it crosses");
+  f.nodes_opt = app.add_option("--nodes", f.nodes,
+                               "nodes N: plan for N nodes of --ranks-per-node ranks, both rank "
+                               "orders, each communicator at the link it crosses");
   f.ranks_opt = app.add_option("--ranks-per-node", f.ranks_per_node, "ranks per node G (default: --procs / --nodes)");
   f.alpha_intra_opt = app.add_option("--alpha-intra", f.alpha_intra, "latency inside a node, s (default: --alpha)");
   f.bandwidth_intra_opt = app.add_option("--bandwidth-intra", f.bandwidth_intra, "bytes/s inside a node (no default)");
   f.alpha_inter_opt = app.add_option("--alpha-inter", f.alpha_inter, "latency between nodes, s (default: --alpha)");
   f.bandwidth_inter_opt = app.add_option("--bandwidth-inter", f.bandwidth_inter,
                                          "bytes/s between nodes (default: --bandwidth, or 4 / --beta)");
-  f.given = {f.nodes_opt, f.ranks_opt, f.alpha_intra_opt, f.bandwidth_intra_opt, f.alpha_inter_opt,
-             f.bandwidth_inter_opt};
+  f.given = {f.nodes_opt,           f.ranks_opt,       f.alpha_intra_opt,
+             f.bandwidth_intra_opt, f.alpha_inter_opt, f.bandwidth_inter_opt};
 }
 
 // The cluster the flags describe; `flat` gives the defaults, `procs` (given or not) must agree.
 Cluster cluster_of(const NodeFlags& f, const Machine& flat, int procs, bool procs_given) {
-  GRIDNN_REQUIRE(f.nodes_opt->count() > 0, "--ranks-per-node, --alpha-intra, --bandwidth-intra, --alpha-inter and "
+  GRIDNN_REQUIRE(f.nodes_opt->count() > 0,
+                 "--ranks-per-node, --alpha-intra, --bandwidth-intra, --alpha-inter and "
                  "--bandwidth-inter describe nodes of several ranks: add --nodes N");
   GRIDNN_REQUIRE(f.nodes >= 1, "--nodes must be >= 1, got ", f.nodes);
   Cluster c;
@@ -174,13 +178,14 @@ Cluster cluster_of(const NodeFlags& f, const Machine& flat, int procs, bool proc
                    " x --ranks-per-node ", c.ranks_per_node, " = ", c.procs(), ": leave --procs out or make it ",
                    c.procs());
   } else {
-    GRIDNN_REQUIRE(procs_given, "--nodes ", c.nodes, ": add --ranks-per-node G (or --procs P, a multiple of ",
-                   c.nodes, ")");
+    GRIDNN_REQUIRE(procs_given, "--nodes ", c.nodes, ": add --ranks-per-node G (or --procs P, a multiple of ", c.nodes,
+                   ")");
     GRIDNN_REQUIRE(procs >= 1 && procs % c.nodes == 0, "--procs ", procs, " is not a multiple of --nodes ", c.nodes,
                    ": give --ranks-per-node G, or a --procs that ", c.nodes, " nodes share evenly");
     c.ranks_per_node = procs / c.nodes;
   }
-  GRIDNN_REQUIRE(f.bandwidth_intra_opt->count() > 0, "--nodes: add --bandwidth-intra B/s, the bandwidth between "
+  GRIDNN_REQUIRE(f.bandwidth_intra_opt->count() > 0,
+                 "--nodes: add --bandwidth-intra B/s, the bandwidth between "
                  "the ranks of a node (e.g. 150e9 for NVLink)");
   GRIDNN_REQUIRE(f.bandwidth_intra > 0, "--bandwidth-intra must be > 0 bytes/s, got ", f.bandwidth_intra);
   GRIDNN_REQUIRE(f.bandwidth_inter_opt->count() == 0 || f.bandwidth_inter > 0,
@@ -210,12 +215,13 @@ std::vector<NodePlan> sweep_gridnn(const gridnn::train::TrainOptions& run, const
 // Where the α, β and compute times came from. `two_level`: the file's α and β are the flat
 // ones, the defaults of the link flags not given.
 void print_calibration(const CalibrationUse& cal, bool two_level) {
-  std::printf("calibration: %s (%s, %s, grid %s): %salpha %s, beta %s of kind \"%s\"%s; measured compute for %zu "
-              "of %zu layers (the others: --flops)\n",
-              cal.file.c_str(), cal.machine.c_str(), cal.date.c_str(), cal.grid.c_str(), two_level ? "the flat " : "",
-              cal.alpha_from_file ? "from the file" : "from --alpha",
-              cal.beta_from_file ? "from the file" : "from --beta/--bandwidth", cal.kind.c_str(),
-              two_level ? " (the defaults of the link flags not given)" : "", cal.layers_measured, cal.layers);
+  std::printf(
+      "calibration: %s (%s, %s, grid %s): %salpha %s, beta %s of kind \"%s\"%s; measured compute for %zu "
+      "of %zu layers (the others: --flops)\n",
+      cal.file.c_str(), cal.machine.c_str(), cal.date.c_str(), cal.grid.c_str(), two_level ? "the flat " : "",
+      cal.alpha_from_file ? "from the file" : "from --alpha",
+      cal.beta_from_file ? "from the file" : "from --beta/--bandwidth", cal.kind.c_str(),
+      two_level ? " (the defaults of the link flags not given)" : "", cal.layers_measured, cal.layers);
 }
 
 std::string grid_name(Grid g) { return std::to_string(g.rows) + "x" + std::to_string(g.cols); }
@@ -223,8 +229,8 @@ std::string grid_name(Grid g) { return std::to_string(g.rows) + "x" + std::to_st
 // The two-level table, the best grid and rank order, and the flat model's choice at the
 // inter-node link beside it.
 void print_nodes(const std::vector<NodePlan>& plans, size_t best, const std::vector<PlanCost>& flat) {
-  std::printf("%-9s %-13s %-15s %14s %12s %12s %12s %10s\n", "grid", "rank order", "crosses nodes", "words",
-              "comm s", "compute s", "total s", "speedup");
+  std::printf("%-9s %-13s %-15s %14s %12s %12s %12s %10s\n", "grid", "rank order", "crosses nodes", "words", "comm s",
+              "compute s", "total s", "speedup");
   const PlanCost& first = plans[0].cost;
   for (size_t i = 0; i < plans.size(); ++i) {
     const PlanCost& p = plans[i].cost;
@@ -237,21 +243,23 @@ void print_nodes(const std::vector<NodePlan>& plans, size_t best, const std::vec
               gridnn::enum_name(plans[best].order), grid_name(first.grid).c_str(), first.total_s() / b.total_s());
   if (flat.empty()) return;
   const PlanCost& f = flat[best_index(flat)];
-  std::printf("flat model, every communicator at the inter-node link: best %s (total %.4e s)", grid_name(f.grid).c_str(),
-              f.total_s());
+  std::printf("flat model, every communicator at the inter-node link: best %s (total %.4e s)",
+              grid_name(f.grid).c_str(), f.total_s());
   for (const NodePlan& n : plans)
     if (n.cost.grid.rows == f.grid.rows && n.order == RankOrder::rows_in_node)
-      std::printf("; here %s --rank-order rows-in-node (the default) takes %.4e s, the two-level choice %.4e s "
-                  "(%.2fx)",
-                  grid_name(f.grid).c_str(), n.cost.total_s(), b.total_s(), n.cost.total_s() / b.total_s());
+      std::printf(
+          "; here %s --rank-order rows-in-node (the default) takes %.4e s, the two-level choice %.4e s "
+          "(%.2fx)",
+          grid_name(f.grid).c_str(), n.cost.total_s(), b.total_s(), n.cost.total_s() / b.total_s());
   std::printf("\n");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"gridnn-plan: the alpha-beta model's cost of one training step on every Pr x Pc "
-               "grid of P processes (docs/design.md section 6)"};
+  CLI::App app{
+      "gridnn-plan: the alpha-beta model's cost of one training step on every Pr x Pc "
+      "grid of P processes (docs/design.md section 6)"};
   ConvUse conv_use = ConvUse::domain;
   std::string calibration_file, calibration_kind = "world";
   gridnn::cli::ModelFlags flags;
@@ -265,22 +273,20 @@ int main(int argc, char** argv) {
   auto* procs_opt = app.add_option("--procs", procs, "processes P")->capture_default_str();
   auto* alpha = app.add_option("--alpha", machine.alpha, "latency, s per message")->capture_default_str();
   auto* beta = app.add_option("--beta", machine.beta, "s per 4-byte word")->capture_default_str();
-  auto* bandwidth_opt =
-      app.add_option("--bandwidth", bandwidth, "bytes/s (sets beta = 4 / bandwidth)")->excludes(beta);
+  auto* bandwidth_opt = app.add_option("--bandwidth", bandwidth, "bytes/s (sets beta = 4 / bandwidth)")->excludes(beta);
   app.add_option("--calibration", calibration_file,
                  "a gridnn-calibrate JSON file: alpha, beta of --calibration-kind and the measured "
                  "per-layer compute times (explicit --alpha, --beta, --bandwidth win)");
   app.add_option("--calibration-kind", calibration_kind,
                  "which measured communicator gives alpha and beta: world, row, col or pingpong")
       ->capture_default_str();
-  app.add_option("--flops", machine.flops, "compute rate, FLOP/s (0: no compute term)")
-      ->capture_default_str();
-  auto* conv_opt = gridnn::cli::add_enum_option(
-      app, "--conv", conv_use,
-      "how convolutions use the grid rows: domain or batch (default: batch for "
-      "alexnet, the paper's setting; domain otherwise); gridnn: as gridnn-train runs "
-      "the network, from its own description (hand-overs, 1.5D or replicated fc, "
-      "batch-norm sums, loss, gradients; plan/cost_model.h)");
+  app.add_option("--flops", machine.flops, "compute rate, FLOP/s (0: no compute term)")->capture_default_str();
+  auto* conv_opt =
+      gridnn::cli::add_enum_option(app, "--conv", conv_use,
+                                   "how convolutions use the grid rows: domain or batch (default: batch for "
+                                   "alexnet, the paper's setting; domain otherwise); gridnn: as gridnn-train runs "
+                                   "the network, from its own description (hand-overs, 1.5D or replicated fc, "
+                                   "batch-norm sums, loss, gradients; plan/cost_model.h)");
   app.add_flag("--physical", physical,
                "count the gradient sent back from the first FC layer to batch-parallel layers "
                "(the paper omits it)");
@@ -304,8 +310,14 @@ int main(int argc, char** argv) {
       // A file from one process has no communication: α and β then come from the flags.
       const bool comm = !c.comm.empty();
       const Machine fitted = machine_from(c, comm ? calibration_kind : "", machine);
-      cal = {calibration_file, comm ? calibration_kind : "none (one process)", c.machine, c.date, c.grid,
-             comm && alpha->count() == 0, comm && beta->count() == 0 && bandwidth_opt->count() == 0, 0,
+      cal = {calibration_file,
+             comm ? calibration_kind : "none (one process)",
+             c.machine,
+             c.date,
+             c.grid,
+             comm && alpha->count() == 0,
+             comm && beta->count() == 0 && bandwidth_opt->count() == 0,
+             0,
              net.layers.size()};
       if (cal.alpha_from_file) machine.alpha = fitted.alpha;
       if (cal.beta_from_file) machine.beta = fitted.beta;
@@ -335,47 +347,47 @@ int main(int argc, char** argv) {
         print_json(net, costs, best, batch, machine, explain, used, {&cluster, &nodes});
         return 0;
       }
-      std::printf("%s, %lld weights, B = %lld, P = %d (%d nodes x %d ranks); inside a node alpha = %g s, beta = %g "
-                  "s/word (%g B/s); between nodes alpha = %g s, beta = %g s/word (%g B/s); flops = %g/s, "
-                  "convolutions: %s, FC: model\n",
-                  net.name.c_str(), static_cast<long long>(net.weights()), static_cast<long long>(batch), procs,
-                  cluster.nodes, cluster.ranks_per_node, cluster.intra.alpha, cluster.intra.beta,
-                  4.0 / cluster.intra.beta, cluster.inter.alpha, cluster.inter.beta, 4.0 / cluster.inter.beta,
-                  machine.flops, gridnn::enum_name(conv_use));
+      std::printf(
+          "%s, %lld weights, B = %lld, P = %d (%d nodes x %d ranks); inside a node alpha = %g s, beta = %g "
+          "s/word (%g B/s); between nodes alpha = %g s, beta = %g s/word (%g B/s); flops = %g/s, "
+          "convolutions: %s, FC: model\n",
+          net.name.c_str(), static_cast<long long>(net.weights()), static_cast<long long>(batch), procs, cluster.nodes,
+          cluster.ranks_per_node, cluster.intra.alpha, cluster.intra.beta, 4.0 / cluster.intra.beta,
+          cluster.inter.alpha, cluster.inter.beta, 4.0 / cluster.inter.beta, machine.flops,
+          gridnn::enum_name(conv_use));
       if (used) print_calibration(cal, true);
       print_nodes(nodes, best, flat);
       if (explain)
         for (const NodePlan& n : nodes) print_explain(n.cost, gridnn::enum_name(n.order));
       return 0;
     }
-    const std::vector<PlanCost> plans = conv_use == ConvUse::gridnn
-                                            ? gridnn::train::sweep_grids(run, procs, machine)
-                                            : sweep(net, batch, procs, machine, strategy);
+    const std::vector<PlanCost> plans = conv_use == ConvUse::gridnn ? gridnn::train::sweep_grids(run, procs, machine)
+                                                                    : sweep(net, batch, procs, machine, strategy);
     GRIDNN_REQUIRE(!plans.empty(), "no grid of ", procs, " processes fits --batch ", batch, " and the input depth");
     const size_t best = best_index(plans);
     if (json) {
       print_json(net, plans, best, batch, machine, explain, used);
       return 0;
     }
-    std::printf("%s, %lld weights, B = %lld, P = %d, alpha = %g s, beta = %g s/word, "
-                "flops = %g/s, convolutions: %s, FC: model\n",
-                net.name.c_str(), static_cast<long long>(net.weights()),
-                static_cast<long long>(batch), procs, machine.alpha, machine.beta, machine.flops,
-                gridnn::enum_name(conv_use));
+    std::printf(
+        "%s, %lld weights, B = %lld, P = %d, alpha = %g s, beta = %g s/word, "
+        "flops = %g/s, convolutions: %s, FC: model\n",
+        net.name.c_str(), static_cast<long long>(net.weights()), static_cast<long long>(batch), procs, machine.alpha,
+        machine.beta, machine.flops, gridnn::enum_name(conv_use));
     if (used) print_calibration(cal, false);
-    std::printf("%-9s %14s %12s %12s %12s %10s %10s\n", "grid", "words", "comm s", "compute s",
-                "total s", "speedup", "comm/");
+    std::printf("%-9s %14s %12s %12s %12s %10s %10s\n", "grid", "words", "comm s", "compute s", "total s", "speedup",
+                "comm/");
     for (size_t i = 0; i < plans.size(); ++i) {
       const PlanCost& p = plans[i];
       const std::string g = std::to_string(p.grid.rows) + "x" + std::to_string(p.grid.cols);
-      std::printf("%-9s %14.0f %12.4e %12.4e %12.4e %10.2f %10.2f%s\n", g.c_str(), p.words,
-                  p.comm_s(), p.compute_s, p.total_s(), plans[0].total_s() / p.total_s(),
-                  plans[0].comm_s() / p.comm_s(), i == best ? "  <- best" : "");
+      std::printf("%-9s %14.0f %12.4e %12.4e %12.4e %10.2f %10.2f%s\n", g.c_str(), p.words, p.comm_s(), p.compute_s,
+                  p.total_s(), plans[0].total_s() / p.total_s(), plans[0].comm_s() / p.comm_s(),
+                  i == best ? "  <- best" : "");
     }
-    std::printf("best: %dx%d (speedup over pure batch 1x%d: %.2f; \"comm/\": pure batch's "
-                "communication over this grid's)\n",
-                plans[best].grid.rows, plans[best].grid.cols, procs,
-                plans[0].total_s() / plans[best].total_s());
+    std::printf(
+        "best: %dx%d (speedup over pure batch 1x%d: %.2f; \"comm/\": pure batch's "
+        "communication over this grid's)\n",
+        plans[best].grid.rows, plans[best].grid.cols, procs, plans[0].total_s() / plans[best].total_s());
     if (explain)
       for (const PlanCost& p : plans) print_explain(p);
     return 0;

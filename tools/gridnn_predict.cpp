@@ -1,17 +1,16 @@
 // gridnn-predict: apply a trained ResAttNet3D to NIfTI scans; class probabilities, metrics
 // when labelled, and 3D Grad-CAM heatmaps (models/predict/predict.h).
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/device.h"
 #include "core/enum_json.h"
 #include "core/error.h"
-#include "models/train/checkpoint.h"
 #include "models/predict/predict.h"
+#include "models/train/checkpoint.h"
 #include "parallel/process_grid.h"
 #include "parallel/progress_board.h"
 #include "tools/cli.h"
@@ -35,17 +34,18 @@ void add_flags(CLI::App& app, Cli& c) {
                               "a gridnn checkpoint, or a checkpoint folder (its newest); the network, input size "
                               "and data options default to the run's");
   app.add_option("--init-from", p.weights, "weights (safetensors with PyTorch names) instead of a checkpoint")
-      ->check(CLI::ExistingFile)->excludes(ckpt);
-  app.add_option("--data", p.data, "a CSV manifest (path,label[,split]), a NIfTI file or a folder of them")
-      ->required();
+      ->check(CLI::ExistingFile)
+      ->excludes(ckpt);
+  app.add_option("--data", p.data, "a CSV manifest (path,label[,split]), a NIfTI file or a folder of them")->required();
   cli::add_enum_option(app, "--split", p.split, "manifest rows to predict")->capture_default_str();
   app.add_option("--out", p.out, "predictions CSV (metrics, ROC beside it)")->capture_default_str();
-  auto* explain = app.add_option("--explain", p.explain_dir,
-                                 "write Grad-CAM heatmaps (NIfTI in each scan's grid, PNG) here");
+  auto* explain =
+      app.add_option("--explain", p.explain_dir, "write Grad-CAM heatmaps (NIfTI in each scan's grid, PNG) here");
   app.add_option("--explain-layer", p.explain_layer, "the layer Grad-CAM explains (default: the last attention block)")
       ->needs(explain);
   app.add_option("--explain-class", p.explain_class, "the class to explain (default: each scan's predicted class)")
-      ->check(CLI::Range(int64_t(0), int64_t(1) << 20))->needs(explain);
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 20))
+      ->needs(explain);
 
   app.add_option("--depth", o.resattnet.depth, "ResAttNet3D depth: 18 or 34")->check(CLI::IsMember({18, 34}));
   app.add_option("--width", o.resattnet.width, "ResAttNet3D width w")->check(CLI::Range(1, 4096));
@@ -65,7 +65,8 @@ void add_flags(CLI::App& app, Cli& c) {
   cli::add_enum_option(app, "--comm-backend", o.comm_backend, "communication")->capture_default_str();
   cli::add_enum_option(app, "--precision", o.precision, "GPU math")->capture_default_str();
   app.add_option("--comm-timeout", o.comm_timeout, "seconds a communication may wait; 0: forever")
-      ->capture_default_str()->check(CLI::Range(0.0, 1e9));
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e9));
 }
 
 // The run's options: the checkpoint's (or the defaults), then every flag given.
@@ -106,8 +107,8 @@ train::TrainOptions options(const CLI::App& app, Cli& c) {
   auto data_flag = [&](const char* flag, auto& value, const auto& flag_value, const std::string& text) {
     if (!given(flag) || value == flag_value) return;
     if (from_checkpoint)
-      std::fprintf(stderr, "gridnn-predict: warning: %s %s differs from the training run's %s\n", flag,
-                   text.c_str(), nlohmann::json(value).dump().c_str());
+      std::fprintf(stderr, "gridnn-predict: warning: %s %s differs from the training run's %s\n", flag, text.c_str(),
+                   nlohmann::json(value).dump().c_str());
     value = flag_value;
   };
   data_flag("--fit", o.data.fit, f.data.fit, enum_name(f.data.fit));
@@ -156,8 +157,10 @@ int main(int argc, char** argv) {
     if (process.rank == 0) {
       size_t heatmaps = 0;
       for (const auto& f : r.files)
-        if (f.find("_gradcam.") == std::string::npos) std::printf("wrote %s\n", f.c_str());
-        else heatmaps += f.size() > 7 && f.compare(f.size() - 7, 7, ".nii.gz") == 0;
+        if (f.find("_gradcam.") == std::string::npos)
+          std::printf("wrote %s\n", f.c_str());
+        else
+          heatmaps += f.size() > 7 && f.compare(f.size() - 7, 7, ".nii.gz") == 0;
       if (heatmaps > 0) std::printf("wrote %zu heatmaps into %s\n", heatmaps, c.p.explain_dir.c_str());
       if (r.failed > 0)
         std::fprintf(stderr, "gridnn-predict: %lld of %lld scans could not be read (listed in %s)\n",

@@ -1,8 +1,8 @@
 // gridnn-train: train ResAttNet3D or an MLP on synthetic volumes or NIfTI files listed in
 // a CSV manifest; checkpoints, resume, PyTorch weights in and out, single-step dumps.
-#include <CLI/CLI.hpp>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -14,10 +14,10 @@
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/stop_signal.h"
-#include "parallel/progress_board.h"
 #include "models/train/step_plan.h"
 #include "models/train/trainer.h"
 #include "parallel/process_grid.h"
+#include "parallel/progress_board.h"
 #include "tools/cli.h"
 
 namespace {
@@ -38,10 +38,12 @@ void add_flags(CLI::App& app, Cli& c) {
   // that the user's arguments, which come after them, override.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   cli::add_enum_option(app, "--model", o.model, "network")->capture_default_str();
-  app.add_option("--depth", o.resattnet.depth, "ResAttNet3D depth: 18 or 34")->capture_default_str()
+  app.add_option("--depth", o.resattnet.depth, "ResAttNet3D depth: 18 or 34")
+      ->capture_default_str()
       ->check(CLI::IsMember({18, 34}));
   app.add_option("--width", o.resattnet.width, "ResAttNet3D width w (layer1 channels; layers have w, 2w, 4w, 8w)")
-      ->capture_default_str()->check(CLI::Range(1, 4096));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
   cli::add_enum_option(app, "--attention", c.attention, "self-attention after: both, layer3, layer4 or none")
       ->capture_default_str();
   app.add_option("--mlp-hidden", o.mlp_hidden, "MLP hidden layer sizes")->capture_default_str()->delimiter(',');
@@ -50,7 +52,8 @@ void add_flags(CLI::App& app, Cli& c) {
   app.add_option("--classes", o.classes, "number of classes")->capture_default_str()->check(CLI::Range(2, 1 << 20));
   app.add_option("--batch", o.batch, "samples per step")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   app.add_option("--epochs", o.epochs, "passes over the training set")->check(CLI::Range(0, 1 << 30));
-  app.add_option("--steps", o.steps, "optimizer steps (wins over --epochs)")->check(CLI::Range(int64_t(0), int64_t(1) << 40));
+  app.add_option("--steps", o.steps, "optimizer steps (wins over --epochs)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
 
   cli::add_enum_option(app, "--optimizer", o.optimizer.kind, "optimizer")->capture_default_str();
   app.add_option("--lr", o.schedule.base_lr, "learning rate")->capture_default_str();
@@ -70,28 +73,31 @@ void add_flags(CLI::App& app, Cli& c) {
   app.add_option("--train-samples", o.data.train_samples, "synthetic training set size")->capture_default_str();
   app.add_option("--val-samples", o.data.val_samples, "synthetic validation set size")->capture_default_str();
   app.add_option("--val-fraction", o.data.val_fraction, "manifest rows without a split: share used for validation")
-      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   cli::add_enum_option(app, "--fit", o.data.fit, "NIfTI volumes to --input: crop (center crop / zero pad) or resample")
       ->capture_default_str();
   cli::add_enum_option(app, "--orientation", o.data.orientation,
                        "NIfTI voxel order: canonical (nibabel's closest RAS+ from the sform, else the qform) or "
                        "native (as stored)")
       ->capture_default_str();
-  app.add_option("--spacing", o.data.spacing,
-                 "NIfTI: resample to voxels of MM mm on every axis before --fit (0: off)")
-      ->capture_default_str()->check(CLI::Range(0.0, 100.0));
+  app.add_option("--spacing", o.data.spacing, "NIfTI: resample to voxels of MM mm on every axis before --fit (0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 100.0));
   app.add_flag("!--no-augment", o.data.augment, "no random shifts, flips or noise in training");
   app.add_flag("--cache-data", o.data.cache,
                "keep the training samples in memory after their first load (needs --no-augment)");
 
   app.add_option("--grid", o.grid,
                  "process grid PrxPc: Pr ranks split each volume's depth, Pc split the batch; "
-                 "run under mpiexec -n Pr*Pc; 'auto': the cost model's fastest grid")->capture_default_str();
-  app.add_option("--stages", o.stages,
-                 "pipeline stages Ps (the job then has Ps*Pr*Pc processes; GPipe schedule)")
-      ->capture_default_str()->check(CLI::Range(1, 1 << 16));
+                 "run under mpiexec -n Pr*Pc; 'auto': the cost model's fastest grid")
+      ->capture_default_str();
+  app.add_option("--stages", o.stages, "pipeline stages Ps (the job then has Ps*Pr*Pc processes; GPipe schedule)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
   app.add_option("--micro-batches", o.micro_batches, "GPipe micro-batches per step (each stage's batch shard)")
-      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--placement", o.placement,
                  "where the stages cut the network: even (default), auto (GABRA on measured blocks) "
                  "or a placement file (gridnn-place --out)");
@@ -121,11 +127,13 @@ void add_flags(CLI::App& app, Cli& c) {
       ->capture_default_str();
   app.add_option("--requeue-exit-code", o.requeue_exit_code,
                  "exit status after a signal's checkpoint was saved (a batch script resubmits with --resume)")
-      ->capture_default_str()->check(CLI::Range(2, 125));
+      ->capture_default_str()
+      ->check(CLI::Range(2, 125));
   app.add_option("--comm-timeout", o.comm_timeout,
                  "seconds one communication may wait for the other ranks before the job ends, naming the "
                  "operation and the ranks that had not arrived (exit 124); 0: no limit")
-      ->capture_default_str()->check(CLI::Range(0.0, 1e9));
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e9));
   cli::add_enum_option(app, "--rank-order", o.rank_order,
                        "where grid positions run: rows-in-node (row groups on consecutive ranks, so model/domain "
                        "traffic stays in a node) or cols-in-node (column groups consecutive); see gridnn-plan "
@@ -184,8 +192,8 @@ parallel::GridShape grid_shape(Cli& c, int procs, bool report) {
     if (report) std::printf("--grid auto: %s\n", why.c_str());
   }
   if (stages > 1 && shape.stages == 1) shape.stages = stages;
-  GRIDNN_REQUIRE(stages == 1 || shape.stages == stages, "--stages ", stages, " disagrees with --grid ",
-                 c.o.grid, "; give the stages once");
+  GRIDNN_REQUIRE(stages == 1 || shape.stages == stages, "--stages ", stages, " disagrees with --grid ", c.o.grid,
+                 "; give the stages once");
   c.o.stages = shape.stages;
   c.o.grid = shape.str();
   return shape;

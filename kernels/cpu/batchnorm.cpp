@@ -103,8 +103,7 @@ void for_each_plane_run(BatchNormGeometry g, Run run) {
 
 // ---- forward and backward sums -------------------------------------------------------------
 
-void batchnorm_channel_sums(const Tensor& x, const Tensor& shift, BatchNormGeometry g,
-                            Tensor& sums) {
+void batchnorm_channel_sums(const Tensor& x, const Tensor& shift, BatchNormGeometry g, Tensor& sums) {
   const float* k = ptr(shift);
   GRIDNN_DISPATCH_FLOATING(x.dtype(), "batchnorm_channel_sums", [&] {
     const scalar_t* in = static_cast<const scalar_t*>(x.raw());
@@ -112,16 +111,14 @@ void batchnorm_channel_sums(const Tensor& x, const Tensor& shift, BatchNormGeome
         g,
         [&](BatchNormSegment seg) {
           const double s = k ? double(k[seg.channel]) : 0.0;
-          return [in, s](int64_t i, double& a, double& b) {
-            body::bn_stat_step(a, b, to_float(in[i]), s);
-          };
+          return [in, s](int64_t i, double& a, double& b) { body::bn_stat_step(a, b, to_float(in[i]), s); };
         },
         nullptr, sums.data<float>());
   });
 }
 
-void batchnorm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean,
-                             const Tensor& invstd, BatchNormGeometry g, Tensor& sums) {
+void batchnorm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
+                             BatchNormGeometry g, Tensor& sums) {
   const float* m = mean.data<float>();
   GRIDNN_DISPATCH_FLOATING(x.dtype(), "batchnorm_backward_sums", [&] {
     const scalar_t* in = static_cast<const scalar_t*>(x.raw());
@@ -138,58 +135,52 @@ void batchnorm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& me
   });
 }
 
-void batchnorm_moments(const Tensor& sums, const Tensor& shift, int64_t count, Tensor& mean,
-                       Tensor& var) {
+void batchnorm_moments(const Tensor& sums, const Tensor& shift, int64_t count, Tensor& mean, Tensor& var) {
   const int64_t c = sums.size(1);
   for (int64_t i = 0; i < c; ++i)
     body::bn_moments_at(i, c, sums.data<float>(), ptr(shift), count, mean.data<float>(), ptr(var));
 }
 
 void batchnorm_invstd(const Tensor& var, double eps, Tensor& invstd) {
-  for (int64_t i = 0; i < var.numel(); ++i)
-    body::bn_invstd_at(i, var.data<float>(), eps, invstd.data<float>());
+  for (int64_t i = 0; i < var.numel(); ++i) body::bn_invstd_at(i, var.data<float>(), eps, invstd.data<float>());
 }
 
 void batchnorm_update_running(const Tensor& mean, const Tensor& var, int64_t count, double momentum,
-                              Tensor& running_mean, Tensor& running_var,
-                              Tensor& num_batches_tracked) {
+                              Tensor& running_mean, Tensor& running_var, Tensor& num_batches_tracked) {
   for (int64_t i = 0; i < mean.numel(); ++i)
-    body::bn_update_running_at(i, mean.data<float>(), var.data<float>(), count, momentum,
-                               running_mean.data<float>(), running_var.data<float>());
+    body::bn_update_running_at(i, mean.data<float>(), var.data<float>(), count, momentum, running_mean.data<float>(),
+                               running_var.data<float>());
   if (num_batches_tracked.defined()) *num_batches_tracked.data<int64_t>() += 1;
 }
 
 // ---- forward and backward per element ------------------------------------------------------
 
-void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                         const Tensor& weight, const Tensor& bias, BatchNormGeometry g, Tensor& y) {
+void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                         const Tensor& bias, BatchNormGeometry g, Tensor& y) {
   const float *m = mean.data<float>(), *is = invstd.data<float>(), *w = ptr(weight), *b = ptr(bias);
   GRIDNN_DISPATCH_FLOATING(x.dtype(), "batchnorm_normalize", [&] {
     const scalar_t* in = static_cast<const scalar_t*>(x.raw());
     scalar_t* out = static_cast<scalar_t*>(y.raw());
     for_each_plane_run(g, [&](int64_t c, int64_t begin, int64_t end) {
       const body::BnNormalizeCoeffs k = body::bn_normalize_coeffs(c, m, is, w, b);
-      for (int64_t i = begin; i < end; ++i)
-        out[i] = from_float<scalar_t>(body::bn_normalize_value(to_float(in[i]), k));
+      for (int64_t i = begin; i < end; ++i) out[i] = from_float<scalar_t>(body::bn_normalize_value(to_float(in[i]), k));
     });
   });
 }
 
-void batchnorm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& mean,
-                              const Tensor& invstd, const Tensor& weight, const Tensor& sums,
-                              int64_t count, bool training, BatchNormGeometry g, Tensor& dx) {
+void batchnorm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
+                              const Tensor& weight, const Tensor& sums, int64_t count, bool training,
+                              BatchNormGeometry g, Tensor& dx) {
   const float *m = mean.data<float>(), *is = invstd.data<float>(), *w = ptr(weight), *s = ptr(sums);
   GRIDNN_DISPATCH_FLOATING(x.dtype(), "batchnorm_backward_input", [&] {
     const scalar_t* in = static_cast<const scalar_t*>(x.raw());
     const scalar_t* d = static_cast<const scalar_t*>(dy.raw());
     scalar_t* out = static_cast<scalar_t*>(dx.raw());
     for_each_plane_run(g, [&](int64_t c, int64_t begin, int64_t end) {
-      const body::BnInputGradCoeffs k =
-          body::bn_input_grad_coeffs(c, g.c, m, is, w, s, count, training);
+      const body::BnInputGradCoeffs k = body::bn_input_grad_coeffs(c, g.c, m, is, w, s, count, training);
       if (training)
         for (int64_t i = begin; i < end; ++i)
-          out[i] = from_float<scalar_t>(
-              body::bn_input_grad_training(to_float(in[i]), to_float(d[i]), k));
+          out[i] = from_float<scalar_t>(body::bn_input_grad_training(to_float(in[i]), to_float(d[i]), k));
       else
         for (int64_t i = begin; i < end; ++i)
           out[i] = from_float<scalar_t>(body::bn_input_grad_eval(to_float(d[i]), k));

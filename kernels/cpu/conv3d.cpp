@@ -11,9 +11,10 @@
 // result is deterministic; the loops inside use parallel_for and OpenBLAS's threads.
 // tf32 and bf16 math (kernels/math_mode.h) are emulated: each op first rounds its two
 // operands into scratch copies (rounded_operand, kernels/gemm.h), then runs the fp32 path.
+#include "kernels/conv3d.h"
+
 #include <algorithm>
 
-#include "kernels/conv3d.h"
 #include "kernels/cpu/conv3d_onednn.h"
 #include "kernels/cpu/parallel_for.h"
 #include "kernels/gemm.h"
@@ -40,8 +41,8 @@ Tensor at(const Tensor& t, int64_t offset) {
 }
 
 // C [m, n] (row stride ldc) = alpha op(A) op(B) + beta C, one matrix, row-major.
-void gemm_at(const Tensor& a, int64_t lda, bool ta, const Tensor& b, int64_t ldb, bool tb, Tensor c,
-             int64_t ldc, int64_t m, int64_t n, int64_t k, float beta) {
+void gemm_at(const Tensor& a, int64_t lda, bool ta, const Tensor& b, int64_t ldb, bool tb, Tensor c, int64_t ldc,
+             int64_t m, int64_t n, int64_t k, float beta) {
   GemmProblem p{};
   p.batch = 1;
   p.m = m;
@@ -63,8 +64,7 @@ void gemm_at(const Tensor& a, int64_t lda, bool ta, const Tensor& b, int64_t ldb
 void vol2col(const float* xn, const Conv3dGeometry& g, int64_t od0, int64_t od1, float* col) {
   const int64_t cols = (od1 - od0) * g.out_plane();
   parallel_for(
-      g.col_rows(), [&](int64_t row) { body::vol2col_row(xn, g, row, od0, od1, col + row * cols); },
-      cols);
+      g.col_rows(), [&](int64_t row) { body::vol2col_row(xn, g, row, od0, od1, col + row * cols); }, cols);
 }
 
 }  // namespace
@@ -75,8 +75,8 @@ int64_t conv3d_set_column_budget(int64_t floats) {
   return previous;
 }
 
-void conv3d_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias,
-                    const Conv3dGeometry& g, Tensor& y, ops::MathMode math) {
+void conv3d_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const Conv3dGeometry& g, Tensor& y,
+                    ops::MathMode math) {
   const Tensor x = rounded_operand(x_in, math), w = rounded_operand(w_in, math);
   if (use_onednn() && onednn::forward(x, w, bias, g, y)) return;
   const int64_t N = x.size(0), O = g.out_channels, K = g.col_rows(), P = g.out_volume();
@@ -145,8 +145,8 @@ void conv3d_backward_data(const Tensor& dy_in, const Tensor& w_in, const Conv3dG
   }
 }
 
-void conv3d_backward_filter(const Tensor& x_in, const Tensor& dy_in, const Conv3dGeometry& g,
-                            Tensor& dw, ops::MathMode math) {
+void conv3d_backward_filter(const Tensor& x_in, const Tensor& dy_in, const Conv3dGeometry& g, Tensor& dw,
+                            ops::MathMode math) {
   const Tensor x = rounded_operand(x_in, math), dy = rounded_operand(dy_in, math);
   if (use_onednn() && onednn::backward_filter(x, dy, g, dw)) return;
   const int64_t N = x.size(0), O = g.out_channels, K = g.col_rows(), P = g.out_volume();

@@ -4,14 +4,13 @@
 #if GRIDNN_HAVE_ONEDNN
 #include <omp.h>
 
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <set>
 #include <unordered_map>
 #include <vector>
@@ -183,12 +182,11 @@ dnnl::convolution_forward::primitive_desc forward_pd(const Shapes& s, bool bias)
   using dnnl::algorithm;
   using dnnl::prop_kind;
   const auto desc =
-      bias ? dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
-                                             any(s.src), any(s.weights), f32(s.bias, Tag::x), any(s.dst),
-                                             s.strides, s.dilation, s.pad_l, s.pad_r)
-           : dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
-                                             any(s.src), any(s.weights), any(s.dst), s.strides, s.dilation,
-                                             s.pad_l, s.pad_r);
+      bias ? dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, any(s.src),
+                                             any(s.weights), f32(s.bias, Tag::x), any(s.dst), s.strides, s.dilation,
+                                             s.pad_l, s.pad_r)
+           : dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, any(s.src),
+                                             any(s.weights), any(s.dst), s.strides, s.dilation, s.pad_l, s.pad_r);
   return dnnl::convolution_forward::primitive_desc(desc, user_scratchpad(), engine());
 }
 
@@ -196,8 +194,7 @@ dnnl::convolution_forward::primitive_desc forward_pd(const Shapes& s, bool bias)
 // (slower than vol2col + GEMM by far).
 Plan build(const Conv3dGeometry& g, int64_t n, Pass pass, bool bias) {
   const Shapes s = shapes_of(g, n);
-  const memory::desc src = f32(s.src, Tag::ncdhw), weights = f32(s.weights, Tag::oidhw),
-                     dst = f32(s.dst, Tag::ncdhw);
+  const memory::desc src = f32(s.src, Tag::ncdhw), weights = f32(s.weights, Tag::oidhw), dst = f32(s.dst, Tag::ncdhw);
   using dnnl::algorithm;
   const auto any = [](const Dims& d) { return f32(d, Tag::any); };
   const auto fwd = forward_pd(s, bias && pass == Pass::forward);
@@ -221,9 +218,8 @@ Plan build(const Conv3dGeometry& g, int64_t n, Pass pass, bool bias) {
                   operand(DNNL_ARG_DIFF_SRC, src, pd.diff_src_desc(), kSource, true)};
     p.scratchpad = memory(pd.scratchpad_desc(), engine(), DNNL_MEMORY_NONE);
   } else {
-    const dnnl::convolution_backward_weights::desc desc(algorithm::convolution_direct, any(s.src),
-                                                        any(s.weights), any(s.dst), s.strides, s.dilation,
-                                                        s.pad_l, s.pad_r);
+    const dnnl::convolution_backward_weights::desc desc(algorithm::convolution_direct, any(s.src), any(s.weights),
+                                                        any(s.dst), s.strides, s.dilation, s.pad_l, s.pad_r);
     const dnnl::convolution_backward_weights::primitive_desc pd(desc, user_scratchpad(), engine(), fwd);
     p.impl = pd.impl_info_str();
     p.primitive = dnnl::convolution_backward_weights(pd);
@@ -241,7 +237,7 @@ Plan build(const Conv3dGeometry& g, int64_t n, Pass pass, bool bias) {
 // The plans and workspace of the calling thread (a primitive with a user scratchpad may run
 // on any thread, but the workspace buffers must not be shared between threads).
 struct ThreadState {
-  std::map<Key, std::unique_ptr<Plan>> plans;
+  std::map<Key, std::unique_ptr<Plan> > plans;
   Buffer buffers[kSlots];
   dnnl::stream stream{engine()};
 };
@@ -257,8 +253,8 @@ void notice_fallback(const Conv3dGeometry& g, int64_t n, Pass pass, const std::s
   static std::set<Key> told;
   const std::lock_guard<std::mutex> lock(m);
   if (!told.insert(key_of(g, 0, Pass::forward, false)).second) return;
-  std::fprintf(stderr, "gridnn: conv3d %s of %s, batch %lld: %s; vol2col + GEMM runs it instead\n",
-               pass_name(pass), ops::str(g).c_str(), static_cast<long long>(n), why.c_str());
+  std::fprintf(stderr, "gridnn: conv3d %s of %s, batch %lld: %s; vol2col + GEMM runs it instead\n", pass_name(pass),
+               ops::str(g).c_str(), static_cast<long long>(n), why.c_str());
 }
 
 // The runtime oneDNN was built with must be OpenMP (libgomp), the pool gridnn and OpenBLAS
@@ -317,7 +313,7 @@ void* handle(const Tensor& t) { return const_cast<void*>(t.raw()); }
 
 // Runs a plan on the tensors given per argument: inputs reordered into the workspace, the
 // primitive, outputs reordered (or added) back into gridnn's tensors.
-using Tensors = std::initializer_list<std::pair<int, const Tensor*>>;
+using Tensors = std::initializer_list<std::pair<int, const Tensor*> >;
 
 const Tensor& tensor_of(const Tensors& tensors, int arg) {
   for (const auto& [a, t] : tensors)
@@ -349,9 +345,7 @@ void execute(Plan& p, const Tensors& tensors) {
 
 bool built() { return true; }
 
-std::string implementation(const Conv3dGeometry& g, int64_t n, Pass pass) {
-  return plan(g, n, pass, false).impl;
-}
+std::string implementation(const Conv3dGeometry& g, int64_t n, Pass pass) { return plan(g, n, pass, false).impl; }
 
 bool forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g, Tensor& y) {
   Plan& p = plan(g, x.size(0), Pass::forward, bias.defined());

@@ -25,8 +25,7 @@ void fill(Tensor& t, double value) {
 }
 
 void cast(const Tensor& src, Tensor& dst) {
-  GRIDNN_DISPATCH_ALL(src.dtype(), "cast",
-                      [&] { cast_from(static_cast<const scalar_t*>(src.raw()), dst); });
+  GRIDNN_DISPATCH_ALL(src.dtype(), "cast", [&] { cast_from(static_cast<const scalar_t*>(src.raw()), dst); });
 }
 
 void unary(UnaryOp op, float param, const Tensor& x, Tensor& out) {

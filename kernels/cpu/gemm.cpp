@@ -2,13 +2,14 @@
 // are widened to f32, multiplied, and narrowed back (f32 accumulation as on the GPU).
 // tf32 and bf16 math on f32 operands is emulated: A and B rounded into scratch copies,
 // then the same fp32 sgemm (kernels/math_mode.h).
+#include "kernels/gemm.h"
+
 #include <cblas.h>
 
 #include <cstdio>
 
 #include "kernels/cpu/parallel_for.h"
 #include "kernels/elementwise.h"
-#include "kernels/gemm.h"
 
 // OpenBLAS's own queries, weak so that another BLAS links too (they are then null).
 extern "C" int openblas_get_parallel(void) __attribute__((weak));
@@ -45,8 +46,8 @@ void sgemm_batched(const GemmProblem& p, const float* a, const float* b, float* 
       for (int64_t j = 0; j < p.m * p.n; ++j) ci[j] = p.beta == 0.0f ? 0.0f : p.beta * ci[j];
       continue;
     }
-    cblas_sgemm(CblasRowMajor, ta, tb, int(p.m), int(p.n), int(p.k), p.alpha, a + i * p.stride_a,
-                int(p.lda), b + i * p.stride_b, int(p.ldb), p.beta, ci, int(p.ldc));
+    cblas_sgemm(CblasRowMajor, ta, tb, int(p.m), int(p.n), int(p.k), p.alpha, a + i * p.stride_a, int(p.lda),
+                b + i * p.stride_b, int(p.ldb), p.beta, ci, int(p.ldc));
   }
 }
 

@@ -1,8 +1,9 @@
 // CPU backend of kernels/layout.h: rows of the box (its last dimension) split over the
 // OpenMP threads, each row's offsets from the shared body.
+#include "kernels/layout.h"
+
 #include "kernels/cpu/parallel_for.h"
 #include "kernels/elementwise_bodies.h"
-#include "kernels/layout.h"
 
 namespace gridnn::kernels::cpu {
 

@@ -13,8 +13,7 @@ void sgd_update(const SgdConstants& s, Tensor& param, const Tensor& grad, Tensor
       param.numel(), [&](int64_t i) { body::sgd_at(s, p, g, buf, i); }, 4);
 }
 
-void adam_update(const AdamConstants& s, Tensor& param, const Tensor& grad, Tensor& exp_avg,
-                 Tensor& exp_avg_sq) {
+void adam_update(const AdamConstants& s, Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq) {
   float* p = param.data<float>();
   const float* g = grad.data<float>();
   float* m = exp_avg.data<float>();

@@ -58,9 +58,12 @@ void max_pool_row(const T* plane, const Pool3dGeometry& g, int64_t od, int64_t o
         const int64_t lo = first <= 0 ? 0 : (first + SW - 1) / SW;
         const int64_t hi = std::min(OW, (W - 1 + PW - e) / SW + 1);
         const int64_t base = row - PW + e;
-        if (SW == 2) max_pool_taps<T, 2>(plane + base, base, lo, hi, 2, b, a);
-        else if (SW == 1) max_pool_taps<T, 1>(plane + base, base, lo, hi, 1, b, a);
-        else max_pool_taps<T, 0>(plane + base, base, lo, hi, SW, b, a);
+        if (SW == 2)
+          max_pool_taps<T, 2>(plane + base, base, lo, hi, 2, b, a);
+        else if (SW == 1)
+          max_pool_taps<T, 1>(plane + base, base, lo, hi, 1, b, a);
+        else
+          max_pool_taps<T, 0>(plane + base, base, lo, hi, SW, b, a);
       }
     }
   for (int64_t ow = 0; ow < g.ow; ++ow) {
@@ -92,8 +95,7 @@ void max_pool3d_forward(const Tensor& x, const Pool3dGeometry& g, Tensor& y, Ten
 // body::max_pool_backward_at, adds the same terms, so both give the same bits, and the CPU
 // makes one pass over the outputs instead of a window search per input element
 // (bench/RESULTS.md: 17.6 ms -> 0.21 ms for the 64^3 stem).
-void max_pool3d_backward(const Tensor& dy, const Tensor& argmax, const Pool3dGeometry& g,
-                         Tensor& dx) {
+void max_pool3d_backward(const Tensor& dy, const Tensor& argmax, const Pool3dGeometry& g, Tensor& dx) {
   const int64_t in_plane = g.d * g.h * g.w, out_plane = g.od * g.oh * g.ow;
   if (dx.numel() == 0) return;
   GRIDNN_DISPATCH_FLOATING(dy.dtype(), "max_pool3d_backward", [&] {
@@ -137,8 +139,7 @@ void global_avg_pool3d_backward(const Tensor& dy, int64_t volume, Tensor& dx) {
   GRIDNN_DISPATCH_FLOATING(dy.dtype(), "global_avg_pool3d_backward", [&] {
     const scalar_t* d = static_cast<const scalar_t*>(dy.raw());
     scalar_t* out = static_cast<scalar_t*>(dx.raw());
-    parallel_for(dx.numel(),
-                 [&](int64_t i) { body::global_avg_pool_backward_at(i, d, volume, out); });
+    parallel_for(dx.numel(), [&](int64_t i) { body::global_avg_pool_backward_at(i, d, volume, out); });
   });
 }
 

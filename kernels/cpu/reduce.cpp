@@ -43,8 +43,7 @@ void fold_lanes(const T* x, int64_t len, int lanes, float* partial) {
   for (int l = 0; l < lanes; ++l) partial[l] = Op::identity();
   for (int64_t block = 0; block < len; block += lanes) {
     const int end = len - block < lanes ? int(len - block) : lanes;
-    for (int l = 0; l < end; ++l)
-      partial[l] = Op::combine(partial[l], Op::map(to_float(x[block + l])));
+    for (int l = 0; l < end; ++l) partial[l] = Op::combine(partial[l], Op::map(to_float(x[block + l])));
   }
 }
 
@@ -80,21 +79,19 @@ void reduce_rows(const T* x, body::ReduceShape s, int lanes, T* out) {
 // first + t; each lane and tree step is the loop over t. out: the outputs (T) or, for a
 // segment of a longer dimension, the segment's results (float).
 template <class Op, class T, class U>
-void reduce_tile(const T* x0, int64_t out_stride, int64_t len_stride, int64_t len, int lanes,
-                 int64_t count, float* acc, U* out) {
+void reduce_tile(const T* x0, int64_t out_stride, int64_t len_stride, int64_t len, int lanes, int64_t count, float* acc,
+                 U* out) {
   for (int64_t j = 0; j < lanes * count; ++j) acc[j] = Op::identity();
   for (int64_t k = 0; k < len; ++k) {
     float* lane = acc + (k & (lanes - 1)) * count;  // lane k mod L (L a power of two)
     const T* xk = x0 + k * len_stride;
-    for (int64_t t = 0; t < count; ++t)
-      lane[t] = Op::combine(lane[t], Op::map(to_float(xk[t * out_stride])));
+    for (int64_t t = 0; t < count; ++t) lane[t] = Op::combine(lane[t], Op::map(to_float(xk[t * out_stride])));
   }
   for (int width = lanes / 2; width > 0; width /= 2)
     for (int l = 0; l < width; ++l) {
       float* low = acc + l * count;
       const float* high = acc + (l + width) * count;
-      for (int64_t t = 0; t < count; ++t)
-        low[t] = Op::combine(low[t], high[t]);  // body::reduce_tree_step
+      for (int64_t t = 0; t < count; ++t) low[t] = Op::combine(low[t], high[t]);  // body::reduce_tree_step
     }
   for (int64_t t = 0; t < count; ++t) out[t] = from_float<U>(acc[t]);
 }
@@ -106,8 +103,7 @@ template <class Op, int L, class T>
 void reduce_rows_of(const T* x, int64_t count, T* out) {
   for (int64_t t = 0; t < count; ++t) {
     float lane[L];
-    for (int l = 0; l < L; ++l)
-      lane[l] = Op::combine(Op::identity(), Op::map(to_float(x[t * L + l])));
+    for (int l = 0; l < L; ++l) lane[l] = Op::combine(Op::identity(), Op::map(to_float(x[t * L + l])));
     for (int width = L / 2; width > 0; width /= 2)
       for (int l = 0; l < width; ++l) body::reduce_tree_step<Op>(lane, l, width);
     out[t] = from_float<T>(lane[0]);
@@ -165,8 +161,7 @@ void reduce_tiles(const T* x, body::ReduceShape s, int lanes, T* out) {
         const int64_t count = group - first < tile ? group - first : tile;
         const int64_t o = g * s.inner + first;  // the tile's first output
         if (!rows)
-          reduce_tile<Op>(x + g * s.len * s.inner + first, 1, s.inner, s.len, lanes, count, acc,
-                          out + o);
+          reduce_tile<Op>(x + g * s.len * s.inner + first, 1, s.inner, s.len, lanes, count, acc, out + o);
         else if (!reduce_exact_rows<Op>(x + o * s.len, s.len, lanes, count, out + o))
           reduce_tile<Op>(x + o * s.len, s.len, 1, s.len, lanes, count, acc, out + o);
       },
@@ -187,8 +182,7 @@ void reduce_segmented(const T* x, body::ReduceShape s, int lanes, int64_t segmen
         n_out * segments,
         [&](int64_t item) {
           const int64_t o = item / segments, k = item % segments;
-          part[k * n_out + o] =
-              reduce_row_segment<Op>(x + o * s.len, reduce_segment(s.len, k), lanes);
+          part[k * n_out + o] = reduce_row_segment<Op>(x + o * s.len, reduce_segment(s.len, k), lanes);
         },
         kReduceSegment);
   } else {
@@ -203,16 +197,13 @@ void reduce_segmented(const T* x, body::ReduceShape s, int lanes, int64_t segmen
           const int64_t g = rest / tiles_per_group, first = (rest % tiles_per_group) * tile;
           const int64_t count = s.inner - first < tile ? s.inner - first : tile;
           const ReduceSegment seg = reduce_segment(s.len, k);
-          reduce_tile<Op>(x + (g * s.len + seg.begin) * s.inner + first, 1, s.inner,
-                          seg.end - seg.begin, lanes, count, acc,
-                          part + k * n_out + g * s.inner + first);
+          reduce_tile<Op>(x + (g * s.len + seg.begin) * s.inner + first, 1, s.inner, seg.end - seg.begin, lanes, count,
+                          acc, part + k * n_out + g * s.inner + first);
         },
         tile * kReduceSegment);
   }
   parallel_for(
-      n_out,
-      [&](int64_t o) { out[o] = from_float<T>(body::reduce_fold<Op>(part, n_out, o, segments)); },
-      segments);
+      n_out, [&](int64_t o) { out[o] = from_float<T>(body::reduce_fold<Op>(part, n_out, o, segments)); }, segments);
 }
 
 template <class Op, class T>
@@ -234,8 +225,7 @@ void reduce(ReduceOp op, const Tensor& x, body::ReduceShape shape, Tensor& out) 
   visit_reduce(op, [&](auto o) {
     using Op = decltype(o);
     GRIDNN_DISPATCH_FLOATING(x.dtype(), "reduce", [&] {
-      reduce_typed<Op>(static_cast<const scalar_t*>(x.raw()), shape,
-                       static_cast<scalar_t*>(out.raw()));
+      reduce_typed<Op>(static_cast<const scalar_t*>(x.raw()), shape, static_cast<scalar_t*>(out.raw()));
     });
   });
 }

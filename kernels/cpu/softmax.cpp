@@ -33,8 +33,8 @@ void softmax_forward(const Tensor& x, Tensor& y, SoftmaxShape s) {
   GRIDNN_DISPATCH_FLOATING(x.dtype(), "softmax_forward", [&] {
     const scalar_t* px = static_cast<const scalar_t*>(x.raw());
     scalar_t* py = static_cast<scalar_t*>(y.raw());
-    parallel_for(s.rows, [&](int64_t r) { softmax_row(px + r * s.cols, py + r * s.cols, s.cols); },
-                 3 * s.cols);
+    parallel_for(
+        s.rows, [&](int64_t r) { softmax_row(px + r * s.cols, py + r * s.cols, s.cols); }, 3 * s.cols);
   });
 }
 
@@ -43,13 +43,16 @@ void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx, SoftmaxShap
     const scalar_t* py = static_cast<const scalar_t*>(y.raw());
     const scalar_t* pdy = static_cast<const scalar_t*>(dy.raw());
     scalar_t* pdx = static_cast<scalar_t*>(dx.raw());
-    parallel_for(s.rows, [&](int64_t r) {
-      const int64_t o = r * s.cols;
-      float partial[kSoftmaxLanes];
-      for (int l = 0; l < kSoftmaxLanes; ++l) partial[l] = body::softmax_lane_dot(py + o, pdy + o, s.cols, l);
-      const float dot = body::softmax_tree(partial, body::softmax_sum);
-      for (int l = 0; l < kSoftmaxLanes; ++l) body::softmax_lane_backward(py + o, pdy + o, pdx + o, s.cols, l, dot);
-    }, 2 * s.cols);
+    parallel_for(
+        s.rows,
+        [&](int64_t r) {
+          const int64_t o = r * s.cols;
+          float partial[kSoftmaxLanes];
+          for (int l = 0; l < kSoftmaxLanes; ++l) partial[l] = body::softmax_lane_dot(py + o, pdy + o, s.cols, l);
+          const float dot = body::softmax_tree(partial, body::softmax_sum);
+          for (int l = 0; l < kSoftmaxLanes; ++l) body::softmax_lane_backward(py + o, pdy + o, pdx + o, s.cols, l, dot);
+        },
+        2 * s.cols);
   });
 }
 
@@ -59,17 +62,19 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& labels, Tensor& p
   const int64_t* lab = labels.data<int64_t>();
   float* p = probs.data<float>();
   float* loss = row_loss.data<float>();
-  parallel_for(s.rows, [&](int64_t r) {
-    const float* row = x + r * s.cols;
-    float m, sum;
-    row_stats(row, s.cols, &m, &sum);
-    loss[r] = body::cross_entropy_row_loss(row, s.cols, lab[r], m, sum);
-    for (int l = 0; l < kSoftmaxLanes; ++l) body::softmax_lane_write(row, p + r * s.cols, s.cols, l, m, sum);
-  }, 3 * s.cols);
+  parallel_for(
+      s.rows,
+      [&](int64_t r) {
+        const float* row = x + r * s.cols;
+        float m, sum;
+        row_stats(row, s.cols, &m, &sum);
+        loss[r] = body::cross_entropy_row_loss(row, s.cols, lab[r], m, sum);
+        for (int l = 0; l < kSoftmaxLanes; ++l) body::softmax_lane_write(row, p + r * s.cols, s.cols, l, m, sum);
+      },
+      3 * s.cols);
 }
 
-void cross_entropy_backward(const Tensor& probs, const Tensor& labels, float scale, Tensor& dlogits,
-                            SoftmaxShape s) {
+void cross_entropy_backward(const Tensor& probs, const Tensor& labels, float scale, Tensor& dlogits, SoftmaxShape s) {
   const float* p = probs.data<float>();
   const int64_t* lab = labels.data<int64_t>();
   float* d = dlogits.data<float>();

@@ -19,9 +19,7 @@
 namespace gridnn::kernels::cuda {
 namespace {
 
-const float* ptr(const Tensor& t) {
-  return t.defined() ? static_cast<const float*>(t.raw()) : nullptr;
-}
+const float* ptr(const Tensor& t) { return t.defined() ? static_cast<const float*>(t.raw()) : nullptr; }
 float* ptr(Tensor& t) { return t.defined() ? static_cast<float*>(t.raw()) : nullptr; }
 
 // Backward false: statistics sums of x around shift_or_mean (dy unused). Backward true:
@@ -29,14 +27,13 @@ float* ptr(Tensor& t) { return t.defined() ? static_cast<float*>(t.raw()) : null
 // seg_a[i], seg_b[i].
 template <class T>
 __global__ void __launch_bounds__(kReduceLanes)
-    segment_sums_kernel(bool backward, const T* x, const T* dy, const float* shift_or_mean,
-                        BatchNormGeometry g, int64_t segments, double* seg_a, double* seg_b) {
+    segment_sums_kernel(bool backward, const T* x, const T* dy, const float* shift_or_mean, BatchNormGeometry g,
+                        int64_t segments, double* seg_a, double* seg_b) {
   __shared__ double a[kReduceLanes];
   __shared__ double b[kReduceLanes];
   const int lane = int(threadIdx.x);
   const int lanes = bn_lanes(g.s);
-  for (int64_t i = blockIdx.x; i < segments;
-       i += gridDim.x) {  // same trip count for the whole block
+  for (int64_t i = blockIdx.x; i < segments; i += gridDim.x) {  // same trip count for the whole block
     const BatchNormSegment seg = bn_segment(g, i);
     const double k = shift_or_mean ? double(shift_or_mean[seg.channel]) : 0.0;
     if (lane < lanes) {
@@ -59,8 +56,8 @@ __global__ void __launch_bounds__(kReduceLanes)
 }
 
 // Channel c's sums from its segments' (invstd: as body::bn_store_sums).
-__global__ void fold_kernel(const double* seg_a, const double* seg_b, BatchNormGeometry g,
-                            const float* invstd, float* sums) {
+__global__ void fold_kernel(const double* seg_a, const double* seg_b, BatchNormGeometry g, const float* invstd,
+                            float* sums) {
   for (int64_t c = detail::grid_first(); c < g.c; c += detail::grid_stride()) {
     double a, b;
     body::bn_fold_channel(seg_a, seg_b, g, c, &a, &b);
@@ -68,8 +65,8 @@ __global__ void fold_kernel(const double* seg_a, const double* seg_b, BatchNormG
   }
 }
 
-__global__ void moments_kernel(int64_t channels, const float* sums, const float* shift,
-                               int64_t count, float* mean, float* var) {
+__global__ void moments_kernel(int64_t channels, const float* sums, const float* shift, int64_t count, float* mean,
+                               float* var) {
   for (int64_t c = detail::grid_first(); c < channels; c += detail::grid_stride())
     body::bn_moments_at(c, channels, sums, shift, count, mean, var);
 }
@@ -79,35 +76,32 @@ __global__ void invstd_kernel(int64_t channels, const float* var, double eps, fl
     body::bn_invstd_at(c, var, eps, invstd);
 }
 
-__global__ void update_running_kernel(int64_t channels, const float* mean, const float* var,
-                                      int64_t count, double momentum, float* running_mean,
-                                      float* running_var, int64_t* num_batches_tracked) {
+__global__ void update_running_kernel(int64_t channels, const float* mean, const float* var, int64_t count,
+                                      double momentum, float* running_mean, float* running_var,
+                                      int64_t* num_batches_tracked) {
   for (int64_t c = detail::grid_first(); c < channels; c += detail::grid_stride())
     body::bn_update_running_at(c, mean, var, count, momentum, running_mean, running_var);
   if (num_batches_tracked && detail::grid_first() == 0) *num_batches_tracked += 1;
 }
 
 template <class T>
-__global__ void normalize_kernel(const T* x, BatchNormGeometry g, const float* mean,
-                                 const float* invstd, const float* weight, const float* bias, T* y,
-                                 int64_t n) {
+__global__ void normalize_kernel(const T* x, BatchNormGeometry g, const float* mean, const float* invstd,
+                                 const float* weight, const float* bias, T* y, int64_t n) {
   for (int64_t i = detail::grid_first(); i < n; i += detail::grid_stride())
     body::bn_normalize_at(i, x, g, mean, invstd, weight, bias, y);
 }
 
 template <class T>
-__global__ void backward_input_kernel(const T* x, const T* dy, BatchNormGeometry g,
-                                      const float* mean, const float* invstd, const float* weight,
-                                      const float* sums, int64_t count, bool training, T* dx,
-                                      int64_t n) {
+__global__ void backward_input_kernel(const T* x, const T* dy, BatchNormGeometry g, const float* mean,
+                                      const float* invstd, const float* weight, const float* sums, int64_t count,
+                                      bool training, T* dx, int64_t n) {
   for (int64_t i = detail::grid_first(); i < n; i += detail::grid_stride())
     body::bn_backward_input_at(i, x, dy, g, mean, invstd, weight, sums, count, training, dx);
 }
 
 template <class T>
-void launch_channel_sums(bool backward, const T* x, const T* dy, const float* k,
-                         const float* invstd, BatchNormGeometry g, Tensor& sums,
-                         ::gridnn::cuda::DeviceContext& ctx) {
+void launch_channel_sums(bool backward, const T* x, const T* dy, const float* k, const float* invstd,
+                         BatchNormGeometry g, Tensor& sums, ::gridnn::cuda::DeviceContext& ctx) {
   const int64_t segments = bn_segment_count(g);
   // The segments' sums, [a; b] in double: an i64 tensor of the same size holds them (there
   // is no f64 dtype); from the caching allocator, so no cudaMalloc in a training step.
@@ -120,19 +114,17 @@ void launch_channel_sums(bool backward, const T* x, const T* dy, const float* k,
     const unsigned blocks = detail::grid_for(ctx, segments, 1);  // one segment per block
     // A thread per lane (one warp at least): small planes do not idle most of a block.
     const int threads = bn_lanes(g.s) > 32 ? bn_lanes(g.s) : 32;
-    segment_sums_kernel<<<blocks, threads, 0, ctx.stream>>>(backward, x, dy, k, g, segments, seg_a,
-                                                            seg_b);
+    segment_sums_kernel<<<blocks, threads, 0, ctx.stream>>>(backward, x, dy, k, g, segments, seg_a, seg_b);
     GRIDNN_CHECK_LAUNCH("segment_sums_kernel");
   }
-  fold_kernel<<<detail::grid_for(ctx, g.c), detail::kThreads, 0, ctx.stream>>>(
-      seg_a, seg_b, g, invstd, static_cast<float*>(sums.raw()));
+  fold_kernel<<<detail::grid_for(ctx, g.c), detail::kThreads, 0, ctx.stream>>>(seg_a, seg_b, g, invstd,
+                                                                               static_cast<float*>(sums.raw()));
   GRIDNN_CHECK_LAUNCH("fold_kernel");
 }
 
 }  // namespace
 
-void batchnorm_channel_sums(const Tensor& x, const Tensor& shift, BatchNormGeometry g,
-                            Tensor& sums) {
+void batchnorm_channel_sums(const Tensor& x, const Tensor& shift, BatchNormGeometry g, Tensor& sums) {
   if (g.c == 0) return;
   auto& ctx = detail::context_of(x);
   GRIDNN_DISPATCH_FLOATING(x.dtype(), "batchnorm_channel_sums", [&] {
@@ -141,24 +133,22 @@ void batchnorm_channel_sums(const Tensor& x, const Tensor& shift, BatchNormGeome
   });
 }
 
-void batchnorm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean,
-                             const Tensor& invstd, BatchNormGeometry g, Tensor& sums) {
+void batchnorm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
+                             BatchNormGeometry g, Tensor& sums) {
   if (g.c == 0) return;
   auto& ctx = detail::context_of(x);
   GRIDNN_DISPATCH_FLOATING(x.dtype(), "batchnorm_backward_sums", [&] {
-    launch_channel_sums<scalar_t>(true, static_cast<const scalar_t*>(x.raw()),
-                                  static_cast<const scalar_t*>(dy.raw()), ptr(mean), ptr(invstd), g,
-                                  sums, ctx);
+    launch_channel_sums<scalar_t>(true, static_cast<const scalar_t*>(x.raw()), static_cast<const scalar_t*>(dy.raw()),
+                                  ptr(mean), ptr(invstd), g, sums, ctx);
   });
 }
 
-void batchnorm_moments(const Tensor& sums, const Tensor& shift, int64_t count, Tensor& mean,
-                       Tensor& var) {
+void batchnorm_moments(const Tensor& sums, const Tensor& shift, int64_t count, Tensor& mean, Tensor& var) {
   const int64_t c = sums.size(1);
   if (c == 0) return;
   auto& ctx = detail::context_of(sums);
-  moments_kernel<<<detail::grid_for(ctx, c), detail::kThreads, 0, ctx.stream>>>(
-      c, ptr(sums), ptr(shift), count, ptr(mean), ptr(var));
+  moments_kernel<<<detail::grid_for(ctx, c), detail::kThreads, 0, ctx.stream>>>(c, ptr(sums), ptr(shift), count,
+                                                                                ptr(mean), ptr(var));
   GRIDNN_CHECK_LAUNCH("moments_kernel");
 }
 
@@ -166,25 +156,22 @@ void batchnorm_invstd(const Tensor& var, double eps, Tensor& invstd) {
   const int64_t c = var.numel();
   if (c == 0) return;
   auto& ctx = detail::context_of(var);
-  invstd_kernel<<<detail::grid_for(ctx, c), detail::kThreads, 0, ctx.stream>>>(c, ptr(var), eps,
-                                                                               ptr(invstd));
+  invstd_kernel<<<detail::grid_for(ctx, c), detail::kThreads, 0, ctx.stream>>>(c, ptr(var), eps, ptr(invstd));
   GRIDNN_CHECK_LAUNCH("invstd_kernel");
 }
 
 void batchnorm_update_running(const Tensor& mean, const Tensor& var, int64_t count, double momentum,
-                              Tensor& running_mean, Tensor& running_var,
-                              Tensor& num_batches_tracked) {
+                              Tensor& running_mean, Tensor& running_var, Tensor& num_batches_tracked) {
   const int64_t c = mean.numel();
   auto& ctx = detail::context_of(mean);
-  int64_t* nbt =
-      num_batches_tracked.defined() ? static_cast<int64_t*>(num_batches_tracked.raw()) : nullptr;
+  int64_t* nbt = num_batches_tracked.defined() ? static_cast<int64_t*>(num_batches_tracked.raw()) : nullptr;
   update_running_kernel<<<detail::grid_for(ctx, c > 0 ? c : 1), detail::kThreads, 0, ctx.stream>>>(
       c, ptr(mean), ptr(var), count, momentum, ptr(running_mean), ptr(running_var), nbt);
   GRIDNN_CHECK_LAUNCH("update_running_kernel");
 }
 
-void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                         const Tensor& weight, const Tensor& bias, BatchNormGeometry g, Tensor& y) {
+void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                         const Tensor& bias, BatchNormGeometry g, Tensor& y) {
   const int64_t n = x.numel();
   if (n == 0) return;
   auto& ctx = detail::context_of(x);
@@ -196,16 +183,16 @@ void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invs
   });
 }
 
-void batchnorm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& mean,
-                              const Tensor& invstd, const Tensor& weight, const Tensor& sums,
-                              int64_t count, bool training, BatchNormGeometry g, Tensor& dx) {
+void batchnorm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
+                              const Tensor& weight, const Tensor& sums, int64_t count, bool training,
+                              BatchNormGeometry g, Tensor& dx) {
   const int64_t n = x.numel();
   if (n == 0) return;
   auto& ctx = detail::context_of(x);
   GRIDNN_DISPATCH_FLOATING(x.dtype(), "batchnorm_backward_input", [&] {
     backward_input_kernel<<<detail::grid_for(ctx, n), detail::kThreads, 0, ctx.stream>>>(
-        static_cast<const scalar_t*>(x.raw()), static_cast<const scalar_t*>(dy.raw()), g, ptr(mean),
-        ptr(invstd), ptr(weight), ptr(sums), count, training, static_cast<scalar_t*>(dx.raw()), n);
+        static_cast<const scalar_t*>(x.raw()), static_cast<const scalar_t*>(dy.raw()), g, ptr(mean), ptr(invstd),
+        ptr(weight), ptr(sums), count, training, static_cast<scalar_t*>(dx.raw()), n);
     GRIDNN_CHECK_LAUNCH("backward_input_kernel");
   });
 }

@@ -67,7 +67,7 @@ std::mutex registry_mutex;  // guards the maps below
 
 cudnnHandle_t handle_for(int device) {
   static auto& handles = *new std::map<int, cudnnHandle_t>;  // never destroyed (see header)
-  auto& ctx = ::gridnn::cuda::context(device);  // makes the device current
+  auto& ctx = ::gridnn::cuda::context(device);               // makes the device current
   std::lock_guard<std::mutex> lock(registry_mutex);
   auto it = handles.find(device);
   if (it != handles.end()) return it->second;
@@ -127,8 +127,8 @@ struct ConvDesc {
       pad[i] = int(g.padding[i]);
       stride[i] = int(g.stride[i]);
     }
-    GRIDNN_CHECK_CUDNN(cudnnSetConvolutionNdDescriptor(d, 3, pad, stride, dilation,
-                                                       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    GRIDNN_CHECK_CUDNN(
+        cudnnSetConvolutionNdDescriptor(d, 3, pad, stride, dilation, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     GRIDNN_CHECK_CUDNN(cudnnSetConvolutionMathType(d, math));
   }
   ~ConvDesc() { cudnnDestroyConvolutionDescriptor(d); }
@@ -143,12 +143,8 @@ std::array<int, 5> dims5(int64_t a, int64_t b, const int64_t* s) {
 // ---- plans: descriptors and algorithms per shape -------------------------------------
 
 // The data type of the convolution's operands and result, and the math type, per mode.
-cudnnDataType_t data_type(ops::MathMode m) {
-  return m == ops::MathMode::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
-}
-cudnnMathType_t math_type(ops::MathMode m) {
-  return m == ops::MathMode::fp32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
-}
+cudnnDataType_t data_type(ops::MathMode m) { return m == ops::MathMode::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT; }
+cudnnMathType_t math_type(ops::MathMode m) { return m == ops::MathMode::fp32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH; }
 
 // One direction of a plan: its descriptor, the mode it runs in, and its candidates.
 struct Direction {
@@ -210,12 +206,10 @@ Plan& plan_for(int device, int64_t n, const Conv3dGeometry& g, ops::MathMode mat
 // the mode allows there: fp32 only CUDNN_FMA_MATH (CUDNN_DEFAULT_MATH permits TF32 on
 // Ampere and newer); tf32 and bf16 also CUDNN_DEFAULT_MATH and CUDNN_TENSOR_OP_MATH; never
 // CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION (operands converted down to f16).
-bool acceptable(cudnnStatus_t status, cudnnDeterminism_t determinism, cudnnMathType_t algo_math,
-                ops::MathMode mode) {
+bool acceptable(cudnnStatus_t status, cudnnDeterminism_t determinism, cudnnMathType_t algo_math, ops::MathMode mode) {
   if (status != CUDNN_STATUS_SUCCESS || determinism != CUDNN_DETERMINISTIC) return false;
   if (algo_math == CUDNN_FMA_MATH) return true;
-  return mode != ops::MathMode::fp32 &&
-         (algo_math == CUDNN_DEFAULT_MATH || algo_math == CUDNN_TENSOR_OP_MATH);
+  return mode != ops::MathMode::fp32 && (algo_math == CUDNN_DEFAULT_MATH || algo_math == CUDNN_TENSOR_OP_MATH);
 }
 
 const char* math_name(cudnnMathType_t m) {
@@ -238,8 +232,7 @@ const char* math_name(cudnnMathType_t m) {
 bool retryable(int status) {
   const int category = CUDNN_STATUS_CATEGORY(status);
   return category == CUDNN_STATUS_NOT_SUPPORTED || category == CUDNN_STATUS_BAD_PARAM ||
-         category == CUDNN_STATUS_EXECUTION_FAILED ||
-         status == CUDNN_STATUS_INTERNAL_ERROR_COMPILATION_FAILED;
+         category == CUDNN_STATUS_EXECUTION_FAILED || status == CUDNN_STATUS_INTERNAL_ERROR_COMPILATION_FAILED;
 }
 
 // Each plan direction's choice is printed with GRIDNN_LOG_CUDNN=1 (the GPU check sets it);
@@ -265,9 +258,8 @@ std::string size_text(size_t bytes) {
 // The acceptable candidates of cuDNN's ranking for a direction run in `mode`, in its order,
 // each with the workspace size asked with its own math type on the descriptor.
 template <class Perf, class GetAll, class GetBytes>
-std::vector<AlgoCandidate> candidates(Direction& d, ops::MathMode mode, int max_count,
-                                      GetAll get_all, GetBytes get_bytes,
-                                      const std::vector<const char*>& names) {
+std::vector<AlgoCandidate> candidates(Direction& d, ops::MathMode mode, int max_count, GetAll get_all,
+                                      GetBytes get_bytes, const std::vector<const char*>& names) {
   GRIDNN_CHECK_CUDNN(cudnnSetConvolutionMathType(d.conv.d, math_type(mode)));
   d.desc_math = math_type(mode);
   std::unique_ptr<Perf[]> perf(new Perf[size_t(max_count)]);
@@ -282,9 +274,9 @@ std::vector<AlgoCandidate> candidates(Direction& d, ops::MathMode mode, int max_
     if (get_bytes(mode, perf[i].algo, &bytes) != CUDNN_STATUS_SUCCESS) continue;
     const int algo = int(perf[i].algo);
     const char* name = algo >= 0 && size_t(algo) < names.size() ? names[size_t(algo)] : "?";
-    out.push_back({algo, int(perf[i].mathType), bytes,
-                   std::string(name) + " (" + math_name(perf[i].mathType) + " math, " +
-                       size_text(bytes) + " workspace)"});
+    out.push_back(
+        {algo, int(perf[i].mathType), bytes,
+         std::string(name) + " (" + math_name(perf[i].mathType) + " math, " + size_text(bytes) + " workspace)"});
   }
   return out;
 }
@@ -292,14 +284,12 @@ std::vector<AlgoCandidate> candidates(Direction& d, ops::MathMode mode, int max_
 // Makes d.algos at the direction's first use: the plan mode's candidates; for bf16 without
 // one, fp32's (see Direction::runs).
 template <class Perf, class GetAll, class GetBytes>
-void ensure(Direction& d, const char* direction, int64_t n, const Conv3dGeometry& g,
-            ops::MathMode mode, int max_count, GetAll get_all, GetBytes get_bytes,
-            const std::vector<const char*>& names) {
+void ensure(Direction& d, const char* direction, int64_t n, const Conv3dGeometry& g, ops::MathMode mode, int max_count,
+            GetAll get_all, GetBytes get_bytes, const std::vector<const char*>& names) {
   if (d.algos) return;
-  std::string what = std::string("cuDNN ") + direction + " of " + ops::str(g) + ", batch " +
-                     std::to_string(n) + ", " + ops::str(mode);
-  std::vector<AlgoCandidate> ranked =
-      candidates<Perf>(d, mode, max_count, get_all, get_bytes, names);
+  std::string what =
+      std::string("cuDNN ") + direction + " of " + ops::str(g) + ", batch " + std::to_string(n) + ", " + ops::str(mode);
+  std::vector<AlgoCandidate> ranked = candidates<Perf>(d, mode, max_count, get_all, get_bytes, names);
   d.runs = mode;
   if (ranked.empty() && mode == ops::MathMode::bf16) {
     ranked = candidates<Perf>(d, ops::MathMode::fp32, max_count, get_all, get_bytes, names);
@@ -308,25 +298,20 @@ void ensure(Direction& d, const char* direction, int64_t n, const Conv3dGeometry
     if (!ranked.empty()) std::fprintf(stderr, "gridnn: %s\n", what.c_str());
   }
   if (ranked.empty())
-    throw Error("conv3d (cuDNN): no deterministic " + std::string(ops::str(mode)) + " " +
-                direction + " algorithm for batch " + std::to_string(n) + ", " + ops::str(g) +
+    throw Error("conv3d (cuDNN): no deterministic " + std::string(ops::str(mode)) + " " + direction +
+                " algorithm for batch " + std::to_string(n) + ", " + ops::str(g) +
                 "; try another math mode, batch size or padding, or run this layer on the cpu");
   d.algos.emplace(std::move(what), std::move(ranked),
-                  AlgoStatusRules{retryable, [](int s) {
-                                    return std::string(cudnnGetErrorString(cudnnStatus_t(s)));
-                                  }},
+                  AlgoStatusRules{retryable, [](int s) { return std::string(cudnnGetErrorString(cudnnStatus_t(s))); }},
                   cudnn_log());
 }
 
-const std::vector<const char*> kFwdNames = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM",
-                                            "DIRECT",        "FFT",                   "FFT_TILING",
-                                            "WINOGRAD",      "WINOGRAD_NONFUSED"};
+const std::vector<const char*> kFwdNames = {
+    "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
 const std::vector<const char*> kBwdDataNames = {"ALGO_0",     "ALGO_1",   "FFT",
                                                 "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
-const std::vector<const char*> kBwdFilterNames = {"ALGO_0",   "ALGO_1",
-                                                  "FFT",      "ALGO_3",
-                                                  "WINOGRAD", "WINOGRAD_NONFUSED",
-                                                  "FFT_TILING"};
+const std::vector<const char*> kBwdFilterNames = {
+    "ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
 
 void ensure_forward(cudnnHandle_t h, Plan& p, int64_t n, const Conv3dGeometry& g) {
   if (p.fwd.algos) return;
@@ -335,12 +320,11 @@ void ensure_forward(cudnnHandle_t h, Plan& p, int64_t n, const Conv3dGeometry& g
   ensure<cudnnConvolutionFwdAlgoPerf_t>(
       p.fwd, "forward", n, g, p.math, count,
       [&](ops::MathMode m, int req, int* ret, cudnnConvolutionFwdAlgoPerf_t* perf) {
-        return cudnnGetConvolutionForwardAlgorithm_v7(h, p.x_in(m).d, p.w_in(m).d, p.fwd.conv.d,
-                                                      p.y_in(m).d, req, ret, perf);
+        return cudnnGetConvolutionForwardAlgorithm_v7(h, p.x_in(m).d, p.w_in(m).d, p.fwd.conv.d, p.y_in(m).d, req, ret,
+                                                      perf);
       },
       [&](ops::MathMode m, cudnnConvolutionFwdAlgo_t a, size_t* size) {
-        return cudnnGetConvolutionForwardWorkspaceSize(h, p.x_in(m).d, p.w_in(m).d, p.fwd.conv.d,
-                                                       p.y_in(m).d, a, size);
+        return cudnnGetConvolutionForwardWorkspaceSize(h, p.x_in(m).d, p.w_in(m).d, p.fwd.conv.d, p.y_in(m).d, a, size);
       },
       kFwdNames);
 }
@@ -352,12 +336,12 @@ void ensure_backward_data(cudnnHandle_t h, Plan& p, int64_t n, const Conv3dGeome
   ensure<cudnnConvolutionBwdDataAlgoPerf_t>(
       p.bwd_data, "backward-data", n, g, p.math, count,
       [&](ops::MathMode m, int req, int* ret, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
-        return cudnnGetConvolutionBackwardDataAlgorithm_v7(
-            h, p.w_in(m).d, p.y_in(m).d, p.bwd_data.conv.d, p.x_in(m).d, req, ret, perf);
+        return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w_in(m).d, p.y_in(m).d, p.bwd_data.conv.d, p.x_in(m).d,
+                                                           req, ret, perf);
       },
       [&](ops::MathMode m, cudnnConvolutionBwdDataAlgo_t a, size_t* size) {
-        return cudnnGetConvolutionBackwardDataWorkspaceSize(
-            h, p.w_in(m).d, p.y_in(m).d, p.bwd_data.conv.d, p.x_in(m).d, a, size);
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w_in(m).d, p.y_in(m).d, p.bwd_data.conv.d, p.x_in(m).d,
+                                                            a, size);
       },
       kBwdDataNames);
 }
@@ -369,12 +353,12 @@ void ensure_backward_filter(cudnnHandle_t h, Plan& p, int64_t n, const Conv3dGeo
   ensure<cudnnConvolutionBwdFilterAlgoPerf_t>(
       p.bwd_filter, "backward-filter", n, g, p.math, count,
       [&](ops::MathMode m, int req, int* ret, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
-        return cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-            h, p.x_in(m).d, p.y_in(m).d, p.bwd_filter.conv.d, p.w_in(m).d, req, ret, perf);
+        return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x_in(m).d, p.y_in(m).d, p.bwd_filter.conv.d,
+                                                             p.w_in(m).d, req, ret, perf);
       },
       [&](ops::MathMode m, cudnnConvolutionBwdFilterAlgo_t a, size_t* size) {
-        return cudnnGetConvolutionBackwardFilterWorkspaceSize(
-            h, p.x_in(m).d, p.y_in(m).d, p.bwd_filter.conv.d, p.w_in(m).d, a, size);
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x_in(m).d, p.y_in(m).d, p.bwd_filter.conv.d,
+                                                              p.w_in(m).d, a, size);
       },
       kBwdFilterNames);
 }
@@ -417,8 +401,8 @@ Tensor result_buffer(const Tensor& out, ops::MathMode runs) {
 
 }  // namespace
 
-void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g,
-                    Tensor& y, ops::MathMode math) {
+void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g, Tensor& y,
+                    ops::MathMode math) {
   const int device = x.device().index;
   cudnnHandle_t h = handle_for(device);
   Plan& p = plan_for(device, x.size(0), g, math);
@@ -427,17 +411,16 @@ void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
   const Tensor x_op = operand(x, math, runs), w_op = operand(w, math, runs);
   Tensor y_op = result_buffer(y, runs);
   run(device, p.fwd, "cudnnConvolutionForward", [&](const AlgoCandidate& c, void* ws) {
-    return cudnnConvolutionForward(h, &kOne, p.x_in(runs).d, x_op.raw(), p.w_in(runs).d,
-                                   w_op.raw(), p.fwd.conv.d, cudnnConvolutionFwdAlgo_t(c.algo), ws,
-                                   c.workspace, &kZero, p.y_in(runs).d, y_op.raw());
+    return cudnnConvolutionForward(h, &kOne, p.x_in(runs).d, x_op.raw(), p.w_in(runs).d, w_op.raw(), p.fwd.conv.d,
+                                   cudnnConvolutionFwdAlgo_t(c.algo), ws, c.workspace, &kZero, p.y_in(runs).d,
+                                   y_op.raw());
   });
   if (runs == ops::MathMode::bf16) ops::cast(y_op, y);
   if (bias.defined())  // y += bias, broadcast over N, D, H, W (fp32 in every mode)
     GRIDNN_CHECK_CUDNN(cudnnAddTensor(h, &kOne, p.bias.d, bias.raw(), &kOne, p.y_f32.d, y.raw()));
 }
 
-void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx,
-                          ops::MathMode math) {
+void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx, ops::MathMode math) {
   const int device = dy.device().index;
   cudnnHandle_t h = handle_for(device);
   Plan& p = plan_for(device, dy.size(0), g, math);
@@ -446,9 +429,8 @@ void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometr
   const Tensor dy_op = operand(dy, math, runs), w_op = operand(w, math, runs);
   Tensor dx_op = result_buffer(dx, runs);
   run(device, p.bwd_data, "cudnnConvolutionBackwardData", [&](const AlgoCandidate& c, void* ws) {
-    return cudnnConvolutionBackwardData(h, &kOne, p.w_in(runs).d, w_op.raw(), p.y_in(runs).d,
-                                        dy_op.raw(), p.bwd_data.conv.d,
-                                        cudnnConvolutionBwdDataAlgo_t(c.algo), ws, c.workspace,
+    return cudnnConvolutionBackwardData(h, &kOne, p.w_in(runs).d, w_op.raw(), p.y_in(runs).d, dy_op.raw(),
+                                        p.bwd_data.conv.d, cudnnConvolutionBwdDataAlgo_t(c.algo), ws, c.workspace,
                                         &kZero, p.x_in(runs).d, dx_op.raw());
   });
   if (runs == ops::MathMode::bf16) ops::cast(dx_op, dx);
@@ -468,13 +450,11 @@ void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeome
   // runs no kernel.
   const bool accumulate = runs != ops::MathMode::bf16;
   Tensor dw_op = result_buffer(dw, runs);
-  run(device, p.bwd_filter, "cudnnConvolutionBackwardFilter",
-      [&](const AlgoCandidate& c, void* ws) {
-        return cudnnConvolutionBackwardFilter(
-            h, &kOne, p.x_in(runs).d, x_op.raw(), p.y_in(runs).d, dy_op.raw(),
-            p.bwd_filter.conv.d, cudnnConvolutionBwdFilterAlgo_t(c.algo), ws, c.workspace,
-            accumulate ? &kOne : &kZero, p.w_in(runs).d, dw_op.raw());
-      });
+  run(device, p.bwd_filter, "cudnnConvolutionBackwardFilter", [&](const AlgoCandidate& c, void* ws) {
+    return cudnnConvolutionBackwardFilter(h, &kOne, p.x_in(runs).d, x_op.raw(), p.y_in(runs).d, dy_op.raw(),
+                                          p.bwd_filter.conv.d, cudnnConvolutionBwdFilterAlgo_t(c.algo), ws, c.workspace,
+                                          accumulate ? &kOne : &kZero, p.w_in(runs).d, dw_op.raw());
+  });
   if (!accumulate) ops::axpy(1.0f, ops::cast(dw_op, DType::f32), dw);
 }
 

@@ -62,19 +62,16 @@ void gemm(const GemmProblem& p, const Tensor& a, const Tensor& b, Tensor& c) {
   const Tensor a_op = bf16_math ? bf16_copy(a) : a;
   const Tensor b_op = bf16_math ? bf16_copy(b) : b;
   const cudaDataType_t in_type = cuda_type(a_op.dtype()), out_type = cuda_type(c.dtype());
-  const cublasComputeType_t compute = (f32 && p.math == ops::MathMode::tf32)
-                                          ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                          : CUBLAS_COMPUTE_32F;
+  const cublasComputeType_t compute =
+      (f32 && p.math == ops::MathMode::tf32) ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   // Column-major C^T [n, m] = op(B)^T [n, k] * op(A)^T [k, m].
   const cublasOperation_t op_first = p.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_second = p.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const float alpha = p.alpha, beta = p.beta;
   GRIDNN_CHECK_CUBLAS(cublasGemmStridedBatchedEx(
-      ctx.cublas, op_first, op_second, int(p.n), int(p.m), int(p.k), &alpha,
-      b_op.raw(), in_type, int(p.ldb), static_cast<long long>(p.stride_b),
-      a_op.raw(), in_type, int(p.lda), static_cast<long long>(p.stride_a), &beta,
-      c.raw(), out_type, int(p.ldc), static_cast<long long>(p.stride_c),
-      int(p.batch), compute, CUBLAS_GEMM_DEFAULT));
+      ctx.cublas, op_first, op_second, int(p.n), int(p.m), int(p.k), &alpha, b_op.raw(), in_type, int(p.ldb),
+      static_cast<long long>(p.stride_b), a_op.raw(), in_type, int(p.lda), static_cast<long long>(p.stride_a), &beta,
+      c.raw(), out_type, int(p.ldc), static_cast<long long>(p.stride_c), int(p.batch), compute, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace gridnn::kernels::cuda

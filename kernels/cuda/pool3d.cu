@@ -9,27 +9,23 @@ namespace {
 
 template <class T>
 __global__ void max_pool_kernel(const T* x, Pool3dGeometry g, T* y, int64_t* argmax, int64_t n) {
-  for (int64_t o = detail::grid_first(); o < n; o += detail::grid_stride())
-    body::max_pool_at(o, x, g, y, argmax);
+  for (int64_t o = detail::grid_first(); o < n; o += detail::grid_stride()) body::max_pool_at(o, x, g, y, argmax);
 }
 
 template <class T>
-__global__ void max_pool_backward_kernel(const T* dy, const int64_t* argmax, Pool3dGeometry g,
-                                         T* dx, int64_t n) {
+__global__ void max_pool_backward_kernel(const T* dy, const int64_t* argmax, Pool3dGeometry g, T* dx, int64_t n) {
   for (int64_t i = detail::grid_first(); i < n; i += detail::grid_stride())
     body::max_pool_backward_at(i, dy, argmax, g, dx);
 }
 
 template <class T>
 __global__ void avg_pool_kernel(const T* x, Pool3dGeometry g, T* y, int64_t n) {
-  for (int64_t o = detail::grid_first(); o < n; o += detail::grid_stride())
-    body::avg_pool_at(o, x, g, y);
+  for (int64_t o = detail::grid_first(); o < n; o += detail::grid_stride()) body::avg_pool_at(o, x, g, y);
 }
 
 template <class T>
 __global__ void avg_pool_backward_kernel(const T* dy, Pool3dGeometry g, T* dx, int64_t n) {
-  for (int64_t i = detail::grid_first(); i < n; i += detail::grid_stride())
-    body::avg_pool_backward_at(i, dy, g, dx);
+  for (int64_t i = detail::grid_first(); i < n; i += detail::grid_stride()) body::avg_pool_backward_at(i, dy, g, dx);
 }
 
 template <class T>
@@ -46,14 +42,13 @@ void max_pool3d_forward(const Tensor& x, const Pool3dGeometry& g, Tensor& y, Ten
   auto& ctx = detail::context_of(x);
   GRIDNN_DISPATCH_FLOATING(x.dtype(), "max_pool3d_forward", [&] {
     max_pool_kernel<<<detail::grid_for(ctx, n), detail::kThreads, 0, ctx.stream>>>(
-        static_cast<const scalar_t*>(x.raw()), g, static_cast<scalar_t*>(y.raw()),
-        static_cast<int64_t*>(argmax.raw()), n);
+        static_cast<const scalar_t*>(x.raw()), g, static_cast<scalar_t*>(y.raw()), static_cast<int64_t*>(argmax.raw()),
+        n);
     GRIDNN_CHECK_LAUNCH("max_pool_kernel");
   });
 }
 
-void max_pool3d_backward(const Tensor& dy, const Tensor& argmax, const Pool3dGeometry& g,
-                         Tensor& dx) {
+void max_pool3d_backward(const Tensor& dy, const Tensor& argmax, const Pool3dGeometry& g, Tensor& dx) {
   const int64_t n = dx.numel();
   if (n == 0) return;
   auto& ctx = detail::context_of(dy);

@@ -9,8 +9,7 @@ namespace {
 
 template <class T>
 __global__ void random_kernel(T* p, int64_t n, RandomSpec s) {
-  for (int64_t i = detail::grid_first(); i < n; i += detail::grid_stride())
-    p[i] = from_float<T>(body::random_at(s, i));
+  for (int64_t i = detail::grid_first(); i < n; i += detail::grid_stride()) p[i] = from_float<T>(body::random_at(s, i));
 }
 
 }  // namespace
@@ -20,8 +19,7 @@ void random(const RandomSpec& s, Tensor& t) {
   if (n == 0) return;
   auto& ctx = detail::context_of(t);
   GRIDNN_DISPATCH_FLOATING(t.dtype(), "random", [&] {
-    random_kernel<<<detail::grid_for(ctx, n), detail::kThreads, 0, ctx.stream>>>(
-        static_cast<scalar_t*>(t.raw()), n, s);
+    random_kernel<<<detail::grid_for(ctx, n), detail::kThreads, 0, ctx.stream>>>(static_cast<scalar_t*>(t.raw()), n, s);
     GRIDNN_CHECK_LAUNCH("random_kernel");
   });
 }

@@ -30,16 +30,14 @@ constexpr int kThreadLanes = 16;
 // the result goes to out[o]; else to partial[k * n_out + o].
 template <class Op, class T>
 __global__ void __launch_bounds__(kReduceLanes)
-    segment_kernel(const T* x, body::ReduceShape s, int64_t n_out, int64_t segments, T* out,
-                   float* partial) {
+    segment_kernel(const T* x, body::ReduceShape s, int64_t n_out, int64_t segments, T* out, float* partial) {
   __shared__ float lanes_of[kReduceLanes];
   const int lane = int(threadIdx.x);
   const int lanes = reduce_lanes(s.len);
   const int64_t pairs = n_out * segments;
   for (int64_t i = blockIdx.x; i < pairs; i += gridDim.x) {  // same trip count for the whole block
     const int64_t o = i / segments, k = i % segments;
-    if (lane < lanes)
-      lanes_of[lane] = body::reduce_lane<Op>(x, s, o, reduce_segment(s.len, k), lane, lanes);
+    if (lane < lanes) lanes_of[lane] = body::reduce_lane<Op>(x, s, o, reduce_segment(s.len, k), lane, lanes);
     __syncthreads();
     for (int width = lanes / 2; width > 0; width /= 2) {
       if (lane < width) body::reduce_tree_step<Op>(lanes_of, lane, width);
@@ -83,8 +81,7 @@ __global__ void short_kernel(const T* x, body::ReduceShape s, int64_t n_out, T* 
     float lanes_of[kThreadLanes];
 #pragma unroll
     for (int l = 0; l < kThreadLanes; ++l)
-      lanes_of[l] = l < lanes ? body::reduce_lane<Op>(x, s, o, ReduceSegment{0, s.len}, l, lanes)
-                              : Op::identity();
+      lanes_of[l] = l < lanes ? body::reduce_lane<Op>(x, s, o, ReduceSegment{0, s.len}, l, lanes) : Op::identity();
     short_tree<Op, kThreadLanes / 2>(lanes_of, lanes);
     out[o] = from_float<T>(lanes_of[0]);
   }
@@ -111,18 +108,16 @@ void reduce(ReduceOp op, const Tensor& x, body::ReduceShape shape, Tensor& out) 
       const scalar_t* in = static_cast<const scalar_t*>(x.raw());
       scalar_t* result = static_cast<scalar_t*>(out.raw());
       if (lanes <= kThreadLanes) {  // then segments == 1
-        short_kernel<Op><<<detail::grid_for(ctx, n_out), detail::kThreads, 0, ctx.stream>>>(
-            in, shape, n_out, result);
+        short_kernel<Op><<<detail::grid_for(ctx, n_out), detail::kThreads, 0, ctx.stream>>>(in, shape, n_out, result);
         GRIDNN_CHECK_LAUNCH("reduce short_kernel");
         return;
       }
       const unsigned blocks = detail::grid_for(ctx, n_out * segments, 1);  // a pair per block
-      segment_kernel<Op>
-          <<<blocks, lanes, 0, ctx.stream>>>(in, shape, n_out, segments, result, partial);
+      segment_kernel<Op><<<blocks, lanes, 0, ctx.stream>>>(in, shape, n_out, segments, result, partial);
       GRIDNN_CHECK_LAUNCH("reduce segment_kernel");
       if (segments == 1) return;
-      fold_kernel<Op><<<detail::grid_for(ctx, n_out), detail::kThreads, 0, ctx.stream>>>(
-          partial, n_out, segments, result);
+      fold_kernel<Op>
+          <<<detail::grid_for(ctx, n_out), detail::kThreads, 0, ctx.stream>>>(partial, n_out, segments, result);
       GRIDNN_CHECK_LAUNCH("reduce fold_kernel");
     });
   });

@@ -20,8 +20,7 @@ static_assert(kSoftmaxLanes == 32, "one warp per row");
 
 template <class Combine>
 __device__ __forceinline__ float warp_tree(float v, Combine combine) {
-  for (int width = kSoftmaxLanes / 2; width > 0; width /= 2)
-    v = combine(v, __shfl_xor_sync(kFullMask, v, width));
+  for (int width = kSoftmaxLanes / 2; width > 0; width /= 2) v = combine(v, __shfl_xor_sync(kFullMask, v, width));
   return v;
 }
 
@@ -40,7 +39,7 @@ __device__ __forceinline__ int64_t warp_row() {
 __device__ __forceinline__ int64_t warp_row_stride() { return int64_t(gridDim.x) * kWarpsPerBlock; }
 
 template <class T>
-__global__ void __launch_bounds__(kWarpsPerBlock * kSoftmaxLanes)
+__global__ void __launch_bounds__(kWarpsPerBlock* kSoftmaxLanes)
     softmax_forward_kernel(const T* x, T* y, SoftmaxShape s) {
   const int lane = int(threadIdx.x % kSoftmaxLanes);
   for (int64_t r = warp_row(); r < s.rows; r += warp_row_stride()) {
@@ -52,7 +51,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kSoftmaxLanes)
 }
 
 template <class T>
-__global__ void __launch_bounds__(kWarpsPerBlock * kSoftmaxLanes)
+__global__ void __launch_bounds__(kWarpsPerBlock* kSoftmaxLanes)
     softmax_backward_kernel(const T* y, const T* dy, T* dx, SoftmaxShape s) {
   const int lane = int(threadIdx.x % kSoftmaxLanes);
   for (int64_t r = warp_row(); r < s.rows; r += warp_row_stride()) {
@@ -62,9 +61,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kSoftmaxLanes)
   }
 }
 
-__global__ void __launch_bounds__(kWarpsPerBlock * kSoftmaxLanes)
-    cross_entropy_forward_kernel(const float* x, const int64_t* labels, float* probs, float* row_loss,
-                                 SoftmaxShape s) {
+__global__ void __launch_bounds__(kWarpsPerBlock* kSoftmaxLanes)
+    cross_entropy_forward_kernel(const float* x, const int64_t* labels, float* probs, float* row_loss, SoftmaxShape s) {
   const int lane = int(threadIdx.x % kSoftmaxLanes);
   for (int64_t r = warp_row(); r < s.rows; r += warp_row_stride()) {
     const float* row = x + r * s.cols;
@@ -75,8 +73,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kSoftmaxLanes)
   }
 }
 
-__global__ void cross_entropy_backward_kernel(const float* probs, const int64_t* labels, float scale,
-                                              float* dlogits, SoftmaxShape s) {
+__global__ void cross_entropy_backward_kernel(const float* probs, const int64_t* labels, float scale, float* dlogits,
+                                              SoftmaxShape s) {
   const int64_t n = s.rows * s.cols;
   for (int64_t e = detail::grid_first(); e < n; e += detail::grid_stride())
     dlogits[e] = body::cross_entropy_grad_at(probs, labels, s.cols, scale, e);
@@ -101,8 +99,8 @@ void softmax_backward(const Tensor& y, const Tensor& dy, Tensor& dx, SoftmaxShap
   auto& ctx = detail::context_of(y);
   GRIDNN_DISPATCH_FLOATING(y.dtype(), "softmax_backward", [&] {
     softmax_backward_kernel<<<row_blocks(ctx, s.rows), kWarpsPerBlock * kSoftmaxLanes, 0, ctx.stream>>>(
-        static_cast<const scalar_t*>(y.raw()), static_cast<const scalar_t*>(dy.raw()),
-        static_cast<scalar_t*>(dx.raw()), s);
+        static_cast<const scalar_t*>(y.raw()), static_cast<const scalar_t*>(dy.raw()), static_cast<scalar_t*>(dx.raw()),
+        s);
     GRIDNN_CHECK_LAUNCH("softmax_backward_kernel");
   });
 }
@@ -115,8 +113,7 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& labels, Tensor& p
   GRIDNN_CHECK_LAUNCH("cross_entropy_forward_kernel");
 }
 
-void cross_entropy_backward(const Tensor& probs, const Tensor& labels, float scale, Tensor& dlogits,
-                            SoftmaxShape s) {
+void cross_entropy_backward(const Tensor& probs, const Tensor& labels, float scale, Tensor& dlogits, SoftmaxShape s) {
   auto& ctx = detail::context_of(probs);
   cross_entropy_backward_kernel<<<detail::grid_for(ctx, s.rows * s.cols), detail::kThreads, 0, ctx.stream>>>(
       probs.data<float>(), labels.data<int64_t>(), scale, dlogits.data<float>(), s);

@@ -41,8 +41,7 @@ class Dataset {
   // Writes sample `index` (planes `slab` of it) into `x`, a contiguous CPU f32 tensor of
   // shape [C, slab depth, H, W], and returns its label. Safe to call from several threads
   // at once. Throws gridnn::Error naming the sample's source (file) when it cannot be read.
-  virtual int64_t load(int64_t index, Tensor& x, const Augment& augment,
-                       const DepthSlab& slab = {}) const = 0;
+  virtual int64_t load(int64_t index, Tensor& x, const Augment& augment, const DepthSlab& slab = {}) const = 0;
   // "ch2bet.nii.gz (sample 3)", "synthetic sample 17": used in messages.
   virtual std::string describe(int64_t index) const = 0;
 };
@@ -53,7 +52,7 @@ class Dataset {
 struct SlabRange {
   int64_t begin, end;
 };
-SlabRange check_sample_output(const std::string& who, const Shape& sample_shape,
-                              const DepthSlab& slab, const Tensor& x);
+SlabRange check_sample_output(const std::string& who, const Shape& sample_shape, const DepthSlab& slab,
+                              const Tensor& x);
 
 }  // namespace gridnn::data

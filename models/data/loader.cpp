@@ -28,10 +28,10 @@ BatchLoader::BatchLoader(const Dataset& dataset, LoaderOptions options)
   GRIDNN_REQUIRE(!options_.drop_last || n >= options_.batch, "data loader: the dataset has ", n,
                  " samples, fewer than one batch of ", options_.batch, "; use a smaller --batch");
   if (options_.shard_end < 0) options_.shard_end = options_.batch;
-  GRIDNN_REQUIRE(options_.shard_begin >= 0 && options_.shard_begin < options_.shard_end &&
-                     options_.shard_end <= options_.batch,
-                 "data loader: shard [", options_.shard_begin, ", ", options_.shard_end,
-                 ") is not inside a batch of ", options_.batch);
+  GRIDNN_REQUIRE(
+      options_.shard_begin >= 0 && options_.shard_begin < options_.shard_end && options_.shard_end <= options_.batch,
+      "data loader: shard [", options_.shard_begin, ", ", options_.shard_end, ") is not inside a batch of ",
+      options_.batch);
   GRIDNN_REQUIRE(!(options_.cache && options_.augment),
                  "data loader: caching samples needs augmentation off (--no-augment): augmentation "
                  "draws every sample afresh each epoch");
@@ -53,8 +53,8 @@ void BatchLoader::start_prefetch() {
 
 void BatchLoader::seek(LoaderPosition position) {
   GRIDNN_REQUIRE(position.epoch >= 0 && position.batch >= 0 && position.batch < batches_per_epoch_,
-                 "data loader: cannot seek to epoch ", position.epoch, " batch ", position.batch,
-                 " (an epoch has ", batches_per_epoch_, " batches)");
+                 "data loader: cannot seek to epoch ", position.epoch, " batch ", position.batch, " (an epoch has ",
+                 batches_per_epoch_, " batches)");
   wait_prefetch();
   pending_ = {};
   position_ = position;
@@ -70,8 +70,7 @@ Batch BatchLoader::next() {
 
 Batch BatchLoader::load(LoaderPosition at) const {
   const int64_t n = dataset_.size();
-  const std::vector<int64_t> order =
-      options_.shuffle ? epoch_order(n, options_.seed, at.epoch) : epoch_order(n, 0, -1);
+  const std::vector<int64_t> order = options_.shuffle ? epoch_order(n, options_.seed, at.epoch) : epoch_order(n, 0, -1);
   const int64_t first = at.batch * options_.batch;
   const int64_t rows_in_batch = std::min(options_.batch, n - first);
   const int64_t begin = std::min(options_.shard_begin, rows_in_batch);

@@ -11,10 +11,9 @@
 
 #include <cstdint>
 #include <future>
-#include <vector>
-
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "models/data/dataset.h"
 
@@ -27,15 +26,15 @@ struct Batch {
 };
 
 struct LoaderOptions {
-  int64_t batch = 8;         // global batch size
+  int64_t batch = 8;  // global batch size
   bool shuffle = true;
-  bool drop_last = true;     // false: the last batch of an epoch may be smaller
-  uint64_t seed = 1;         // order (and augmentation) key
-  bool augment = false;      // pass Augment{true, seed, epoch} to the dataset
-  int64_t shard_begin = 0;   // rows of each global batch this rank reads
-  int64_t shard_end = -1;    // -1: to the end of the batch
-  DepthSlab slab;            // depth planes this rank reads
-  bool prefetch = true;      // load the next batch on a background thread
+  bool drop_last = true;    // false: the last batch of an epoch may be smaller
+  uint64_t seed = 1;        // order (and augmentation) key
+  bool augment = false;     // pass Augment{true, seed, epoch} to the dataset
+  int64_t shard_begin = 0;  // rows of each global batch this rank reads
+  int64_t shard_end = -1;   // -1: to the end of the batch
+  DepthSlab slab;           // depth planes this rank reads
+  bool prefetch = true;     // load the next batch on a background thread
   // Keep every sample this rank loads in memory and copy it from there in later epochs, so
   // files are read and decoded (or synthetic volumes drawn) once. Needs augment = false
   // (augmentation draws each sample afresh every epoch); costs the rank's share of the

@@ -83,8 +83,7 @@ int64_t parse_label(const std::string& text, const std::string& where) {
     GRIDNN_REQUIRE(c >= '0' && c <= '9', where, ": label \"", text,
                    "\" is not a non-negative integer class (0, 1, ...)");
     value = value * 10 + (c - '0');
-    GRIDNN_REQUIRE(value < kLimit, where, ": label ", text, " is too large (at most ", kLimit - 1,
-                   ")");
+    GRIDNN_REQUIRE(value < kLimit, where, ": label ", text, " is too large (at most ", kLimit - 1, ")");
   }
   return value;
 }
@@ -110,8 +109,7 @@ std::optional<Split> parse_split(const std::string& name) {
   return std::nullopt;
 }
 
-Manifest parse_manifest(const std::string& text, const std::string& source,
-                        const std::string& base_dir) {
+Manifest parse_manifest(const std::string& text, const std::string& source, const std::string& base_dir) {
   Manifest manifest;
   manifest.source = source;
   std::istringstream in(text);
@@ -149,8 +147,7 @@ Manifest parse_manifest(const std::string& text, const std::string& source,
     }
     manifest.rows.push_back(std::move(row));
   }
-  GRIDNN_REQUIRE(!manifest.rows.empty(), source,
-                 ": no rows; list one volume per line as path,label[,split]");
+  GRIDNN_REQUIRE(!manifest.rows.empty(), source, ": no rows; list one volume per line as path,label[,split]");
   return manifest;
 }
 

@@ -43,7 +43,6 @@ struct Manifest {
 Manifest read_manifest(const std::string& csv_path);
 // Parses CSV text; `source` names it in messages and relative paths are joined to
 // `base_dir` (left as they are when base_dir is empty).
-Manifest parse_manifest(const std::string& text, const std::string& source,
-                        const std::string& base_dir = "");
+Manifest parse_manifest(const std::string& text, const std::string& source, const std::string& base_dir = "");
 
 }  // namespace gridnn::data

@@ -21,15 +21,14 @@ std::string listed_at(const std::string& source, const ManifestRow& r) {
 NiftiDataset::NiftiDataset(Manifest manifest, NiftiDatasetOptions options)
     : source_(std::move(manifest.source)), options_(std::move(options)) {
   const auto& t = options_.target;
-  GRIDNN_REQUIRE(t[0] > 0 && t[1] > 0 && t[2] > 0, source_, ": the target size ", t[0], "x", t[1],
-                 "x", t[2], " must be positive in every axis (the model's input D, H, W)");
-  GRIDNN_REQUIRE(std::isfinite(options_.spacing) && options_.spacing >= 0, source_, ": the spacing ",
-                 options_.spacing, " must be 0 (off) or a positive number of mm");
+  GRIDNN_REQUIRE(t[0] > 0 && t[1] > 0 && t[2] > 0, source_, ": the target size ", t[0], "x", t[1], "x", t[2],
+                 " must be positive in every axis (the model's input D, H, W)");
+  GRIDNN_REQUIRE(std::isfinite(options_.spacing) && options_.spacing >= 0, source_, ": the spacing ", options_.spacing,
+                 " must be 0 (off) or a positive number of mm");
   for (ManifestRow& row : manifest.rows)
     if (!options_.split || row.split == *options_.split) rows_.push_back(std::move(row));
-  GRIDNN_REQUIRE(!rows_.empty(), source_, ": no rows in split \"",
-                 options_.split ? split_name(*options_.split) : "", "\"",
-                 options_.split == Split::unassigned ? " (unassigned rows)" : "",
+  GRIDNN_REQUIRE(!rows_.empty(), source_, ": no rows in split \"", options_.split ? split_name(*options_.split) : "",
+                 "\"", options_.split == Split::unassigned ? " (unassigned rows)" : "",
                  "; assign rows to it in the manifest's third column or choose another split");
   int64_t max_label = 0;
   for (const ManifestRow& row : rows_) max_label = std::max(max_label, row.label);
@@ -44,13 +43,11 @@ NiftiDataset NiftiDataset::from_csv(const std::string& csv_path, NiftiDatasetOpt
   return NiftiDataset(read_manifest(csv_path), std::move(options));
 }
 
-Shape NiftiDataset::sample_shape() const {
-  return {1, options_.target[0], options_.target[1], options_.target[2]};
-}
+Shape NiftiDataset::sample_shape() const { return {1, options_.target[0], options_.target[1], options_.target[2]}; }
 
 const ManifestRow& NiftiDataset::row(int64_t index) const {
-  GRIDNN_REQUIRE(index >= 0 && index < size(), source_, ": sample ", index,
-                 " is out of range (the dataset has ", size(), " samples)");
+  GRIDNN_REQUIRE(index >= 0 && index < size(), source_, ": sample ", index, " is out of range (the dataset has ",
+                 size(), " samples)");
   return rows_[size_t(index)];
 }
 
@@ -70,8 +67,8 @@ Tensor NiftiDataset::prepare(int64_t index, ScanGeometry* geometry, IndexMap* to
     grid = orient(stored, g, options_.orientation);
     if (options_.spacing > 0) grid = resample_to_spacing(grid, options_.spacing);
   } catch (const Error& e) {
-    throw Error(std::string(e.what()) + " [sample " + std::to_string(index) + ", listed at " +
-                listed_at(source_, r) + "]");
+    throw Error(std::string(e.what()) + " [sample " + std::to_string(index) + ", listed at " + listed_at(source_, r) +
+                "]");
   }
   const std::array<int64_t, 3> from{grid.volume.size(0), grid.volume.size(1), grid.volume.size(2)};
   Tensor volume;
@@ -92,10 +89,8 @@ Tensor NiftiDataset::prepare(int64_t index, ScanGeometry* geometry, IndexMap* to
 Tensor NiftiDataset::load_volume(int64_t index, const Augment& augment) const {
   Tensor volume = prepare(index, nullptr, nullptr);
   if (augment.enabled) {
-    const Philox4x32 words =
-        philox_words(augment.seed, philox_stream_id("data.flip") + augment.epoch, uint64_t(index));
-    flip_(volume, {philox_unit(words.v[0]) < 0.5f, philox_unit(words.v[1]) < 0.5f,
-                   philox_unit(words.v[2]) < 0.5f});
+    const Philox4x32 words = philox_words(augment.seed, philox_stream_id("data.flip") + augment.epoch, uint64_t(index));
+    flip_(volume, {philox_unit(words.v[0]) < 0.5f, philox_unit(words.v[1]) < 0.5f, philox_unit(words.v[2]) < 0.5f});
   }
   return volume;
 }
@@ -106,8 +101,7 @@ Scan NiftiDataset::load_scan(int64_t index) const {
   return scan;
 }
 
-int64_t NiftiDataset::load(int64_t index, Tensor& x, const Augment& augment,
-                           const DepthSlab& slab) const {
+int64_t NiftiDataset::load(int64_t index, Tensor& x, const Augment& augment, const DepthSlab& slab) const {
   const SlabRange planes = check_sample_output(describe(index), sample_shape(), slab, x);
   const Tensor volume = load_volume(index, augment);
   const int64_t plane = options_.target[1] * options_.target[2];

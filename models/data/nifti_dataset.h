@@ -54,18 +54,18 @@ constexpr EnumNames<Fit> enum_names(Fit) { return {"fit mode", kFitNames}; }
 struct NiftiDatasetOptions {
   std::array<int64_t, 3> target{0, 0, 0};  // {D, H, W} of every sample: the model input
   Fit fit = Fit::crop;
-  bool normalize = true;       // per-volume z-score (step 3)
-  int64_t num_classes = 0;     // 0: the largest label + 1
-  std::optional<Split> split;  // keep only the manifest rows of this split
+  bool normalize = true;                             // per-volume z-score (step 3)
+  int64_t num_classes = 0;                           // 0: the largest label + 1
+  std::optional<Split> split;                        // keep only the manifest rows of this split
   Orientation orientation = Orientation::canonical;  // step 1
-  double spacing = 0;          // step 1: resample to voxels of this many mm; 0: off
+  double spacing = 0;                                // step 1: resample to voxels of this many mm; 0: off
 };
 
 // One scan for inference: the network's input and how it maps back.
 struct Scan {
-  Tensor volume;          // [D, H, W] = options.target, fitted and (options.normalize) z-scored, no augmentation
-  ScanGeometry stored;    // the file's geometry and stored dims
-  IndexMap to_stored{};   // network index (d, h, w) -> stored index
+  Tensor volume;         // [D, H, W] = options.target, fitted and (options.normalize) z-scored, no augmentation
+  ScanGeometry stored;   // the file's geometry and stored dims
+  IndexMap to_stored{};  // network index (d, h, w) -> stored index
 };
 
 class NiftiDataset : public Dataset {
@@ -78,8 +78,7 @@ class NiftiDataset : public Dataset {
   Shape sample_shape() const override;
   int64_t num_classes() const override { return num_classes_; }
   int64_t label(int64_t index) const override;
-  int64_t load(int64_t index, Tensor& x, const Augment& augment,
-               const DepthSlab& slab = {}) const override;
+  int64_t load(int64_t index, Tensor& x, const Augment& augment, const DepthSlab& slab = {}) const override;
   std::string describe(int64_t index) const override;
 
   const ManifestRow& row(int64_t index) const;

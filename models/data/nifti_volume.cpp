@@ -111,7 +111,7 @@ double stored_value(int datatype, const uint8_t* data, int64_t v) {
 // checked on the raw header first (NIfTI-1 or NIfTI-2, swapped to our byte order when its
 // dim[0] is plausible only swapped, as the standard prescribes).
 struct StoredHeader {
-  int version = 1;  // 1 (NIfTI-1 or Analyze 7.5) or 2
+  int version = 1;     // 1 (NIfTI-1 or Analyze 7.5) or 2
   bool nifti = false;  // a NIfTI magic ("n+1", "ni1", "n+2", "ni2"); else Analyze: no codes
   int64_t dim[8];
   int datatype;
@@ -168,25 +168,23 @@ StoredHeader stored_header(Header* h, int version, const std::string& path) {
 
 StoredHeader check_stored_header(const std::string& path) {
   int version = 0;
-  std::unique_ptr<void, decltype(&std::free)> raw(
-      nifti_read_header(path.c_str(), &version, /*check=*/0), &std::free);
+  std::unique_ptr<void, decltype(&std::free)> raw(nifti_read_header(path.c_str(), &version, /*check=*/0), &std::free);
   GRIDNN_REQUIRE(raw != nullptr && (version == 1 || version == 2), path,
                  ": the NIfTI library cannot read its header (not a NIfTI-1, NIfTI-2 or "
                  "Analyze file, or a truncated header); inspect it with `nifti_tool "
                  "-disp_hdr -infiles ",
                  path, "`");
   StoredHeader h = version == 1 ? stored_header(static_cast<nifti_1_header*>(raw.get()), 1, path)
-                                      : stored_header(static_cast<nifti_2_header*>(raw.get()), 2, path);
+                                : stored_header(static_cast<nifti_2_header*>(raw.get()), 2, path);
   const int64_t ndim = h.dim[0];
   GRIDNN_REQUIRE(ndim >= 1 && ndim <= 7, path, ": dim[0] = ", ndim,
                  " is not a number of dimensions (1 to 7); the header is damaged");
   for (int64_t d = 1; d <= ndim; ++d)
     GRIDNN_REQUIRE(h.dim[d] > 0, path, ": dim[", d, "] = ", h.dim[d],
                    "; every dimension must be at least 1 (the header is damaged)");
-  GRIDNN_REQUIRE(
-      bytes_per_voxel(h.datatype) > 0, path, ": datatype ", datatype_name(h.datatype),
-      " is not supported; gridnn reads uint8, int8, int16, uint16, int32, uint32, "
-      "int64, uint64, float32 and float64 (convert it, e.g. fslmaths in out -odt float)");
+  GRIDNN_REQUIRE(bytes_per_voxel(h.datatype) > 0, path, ": datatype ", datatype_name(h.datatype),
+                 " is not supported; gridnn reads uint8, int8, int16, uint16, int32, uint32, "
+                 "int64, uint64, float32 and float64 (convert it, e.g. fslmaths in out -odt float)");
   return h;
 }
 
@@ -208,31 +206,29 @@ ImagePtr read_header(const std::string& path, StoredHeader* stored = nullptr) {
 // Checks that the header describes one 3-D volume of a datatype gridnn reads.
 void check_header(const std::string& path, const nifti_image& nim) {
   const int64_t ndim = nim.dim[0];
-  GRIDNN_REQUIRE(ndim >= 3, path, " is ", ndim,
-                 "-D; gridnn needs one 3-D volume per file (dim[0] = 3)");
+  GRIDNN_REQUIRE(ndim >= 3, path, " is ", ndim, "-D; gridnn needs one 3-D volume per file (dim[0] = 3)");
   int64_t volumes = 1;
   for (int64_t d = 4; d <= ndim; ++d) {
-    GRIDNN_REQUIRE(nim.dim[d] > 0 && nim.dim[d] <= std::numeric_limits<int64_t>::max() / volumes,
-                   path, ": dims overflow");
+    GRIDNN_REQUIRE(nim.dim[d] > 0 && nim.dim[d] <= std::numeric_limits<int64_t>::max() / volumes, path,
+                   ": dims overflow");
     volumes *= nim.dim[d];
   }
   GRIDNN_REQUIRE(volumes == 1, path, " is ", ndim, "-D (", volumes,
                  " volumes); gridnn needs one 3-D volume per file: split it (e.g. fslsplit) "
                  "and list each volume in the manifest");
-  GRIDNN_REQUIRE(nim.dim[1] > 0 && nim.dim[2] > 0 && nim.dim[3] > 0, path, ": dims ", nim.dim[1],
-                 "x", nim.dim[2], "x", nim.dim[3], " must be positive");
-  GRIDNN_REQUIRE(bytes_per_voxel(nim.datatype) > 0, path, ": datatype ",
-                 datatype_name(nim.datatype), " is not supported");
+  GRIDNN_REQUIRE(nim.dim[1] > 0 && nim.dim[2] > 0 && nim.dim[3] > 0, path, ": dims ", nim.dim[1], "x", nim.dim[2], "x",
+                 nim.dim[3], " must be positive");
+  GRIDNN_REQUIRE(bytes_per_voxel(nim.datatype) > 0, path, ": datatype ", datatype_name(nim.datatype),
+                 " is not supported");
   GRIDNN_REQUIRE(nim.iname != nullptr && nim.iname_offset >= 0, path,
                  ": the header gives no usable data location (vox_offset ", nim.iname_offset, ")");
 }
 
 // The raw voxel bytes in the machine's byte order. Read in chunks, so a header that
 // claims more data than the file holds fails with "truncated" instead of allocating it.
-std::vector<uint8_t> read_voxel_bytes(const std::string& path, const nifti_image& nim,
-                                      int64_t voxels, int voxel_bytes) {
-  GRIDNN_REQUIRE(voxels <= std::numeric_limits<int64_t>::max() / voxel_bytes, path,
-                 ": dims overflow");
+std::vector<uint8_t> read_voxel_bytes(const std::string& path, const nifti_image& nim, int64_t voxels,
+                                      int voxel_bytes) {
+  GRIDNN_REQUIRE(voxels <= std::numeric_limits<int64_t>::max() / voxel_bytes, path, ": dims overflow");
   const int64_t needed = voxels * voxel_bytes;
   DataFile file(nim.iname, nifti_is_gzfile(nim.iname) != 0);
   GRIDNN_REQUIRE(file.is_open(), path, ": cannot open its data file ", nim.iname);
@@ -251,12 +247,10 @@ std::vector<uint8_t> read_voxel_bytes(const std::string& path, const nifti_image
     got += int64_t(n);
     if (int64_t(n) < want) break;
   }
-  GRIDNN_REQUIRE(got == needed, path, ": truncated: the header declares ", nim.nx, "x", nim.ny, "x",
-                 nim.nz, " voxels of ", datatype_name(nim.datatype), " (", needed,
-                 " bytes from byte ", nim.iname_offset, " of ", nim.iname, ") but only ", got,
-                 " bytes are there; re-export or re-copy the file");
-  if (voxel_bytes > 1 && nim.byteorder != nifti_short_order())
-    nifti_swap_Nbytes(voxels, voxel_bytes, bytes.data());
+  GRIDNN_REQUIRE(got == needed, path, ": truncated: the header declares ", nim.nx, "x", nim.ny, "x", nim.nz,
+                 " voxels of ", datatype_name(nim.datatype), " (", needed, " bytes from byte ", nim.iname_offset,
+                 " of ", nim.iname, ") but only ", got, " bytes are there; re-export or re-copy the file");
+  if (voxel_bytes > 1 && nim.byteorder != nifti_short_order()) nifti_swap_Nbytes(voxels, voxel_bytes, bytes.data());
   return bytes;
 }
 
@@ -282,8 +276,9 @@ ScanGeometry geometry_of(const std::string& path, const StoredHeader& h) {
     using LD = long double;
     const LD x = h.quatern[0], y = h.quatern[1], z = h.quatern[2];
     const LD w2 = LD(1.0) - ((x * x + y * y) + z * z);
-    GRIDNN_REQUIRE(w2 >= LD(-3.0) * LD(std::numeric_limits<float>::epsilon()), path, ": the qform quaternion (b, c, d) = (",
-                   double(x), ", ", double(y), ", ", double(z), ") has a norm above 1; fix the header's qform");
+    GRIDNN_REQUIRE(w2 >= LD(-3.0) * LD(std::numeric_limits<float>::epsilon()), path,
+                   ": the qform quaternion (b, c, d) = (", double(x), ", ", double(y), ", ", double(z),
+                   ") has a norm above 1; fix the header's qform");
     const LD w = w2 < 0 ? LD(0) : std::sqrt(w2);
     const LD nq = ((w * w + x * x) + y * y) + z * z;
     LD rot[3][3];
@@ -363,11 +358,10 @@ Tensor read_nifti_volume(const std::string& path, ScanGeometry* geometry) {
     // Also rejects what f32 cannot hold (converting it would be undefined behaviour).
     if (!(std::fabs(value) <= double(std::numeric_limits<float>::max()))) {
       const int64_t i = v % width, j = (v / width) % height, k = v / (width * height);
-      throw Error(detail::concat(
-          path, ": voxel (i=", i, ", j=", j, ", k=", k, ") is ", value, " (stored ", stored,
-          scaled ? ", scaled by the header's scl_slope/scl_inter" : "",
-          "); gridnn needs finite f32 values: replace non-finite voxels (e.g. fslmaths in "
-          "-nan out) or fix the scaling"));
+      throw Error(detail::concat(path, ": voxel (i=", i, ", j=", j, ", k=", k, ") is ", value, " (stored ", stored,
+                                 scaled ? ", scaled by the header's scl_slope/scl_inter" : "",
+                                 "); gridnn needs finite f32 values: replace non-finite voxels (e.g. fslmaths in "
+                                 "-nan out) or fix the scaling"));
     }
     out[v] = float(value);
   }
@@ -442,13 +436,14 @@ void write_nifti_like(const std::string& out_path, const Tensor& volume, const s
                  ": the volume is ", volume.size(0), "x", volume.size(1), "x", volume.size(2), " [D, H, W] but ",
                  scan_path, " stores ", dims[0], "x", dims[1], "x", dims[2],
                  " (map it to the scan's grid first: map_to_stored)");
-  const std::vector<uint8_t> file =
-      stored.version == 2 ? float_file<nifti_2_header>(stored, "n+2\0\r\n\032\n", 8, volume)
-                          : float_file<nifti_1_header>(stored, "n+1", 4, volume);
+  const std::vector<uint8_t> file = stored.version == 2
+                                        ? float_file<nifti_2_header>(stored, "n+2\0\r\n\032\n", 8, volume)
+                                        : float_file<nifti_1_header>(stored, "n+1", 4, volume);
   // Written beside the output and renamed over it, so a reader never sees half a file.
   const std::string temp = out_path + ".tmp";
   znzFile f = znzopen(temp.c_str(), "wb", ends_with(out_path, ".gz") ? 1 : 0);
-  GRIDNN_REQUIRE(!znz_isnull(f), out_path, ": cannot open ", temp, " for writing; check the folder exists and is writable");
+  GRIDNN_REQUIRE(!znz_isnull(f), out_path, ": cannot open ", temp,
+                 " for writing; check the folder exists and is writable");
   const size_t written = znzwrite(file.data(), 1, file.size(), f);
   const int closed = znzclose(f);
   if (written != file.size() || closed != 0 || std::rename(temp.c_str(), out_path.c_str()) != 0) {

@@ -272,8 +272,7 @@ IndexMap resample_index_map(const std::array<int64_t, 3>& from, const std::array
 }
 
 Tensor map_to_stored(const Tensor& net_map, const IndexMap& to_stored, const std::array<int64_t, 3>& stored_dims) {
-  GRIDNN_REQUIRE(net_map.defined() && net_map.rank() == 3 && net_map.dtype() == DType::f32 &&
-                     net_map.device().is_cpu(),
+  GRIDNN_REQUIRE(net_map.defined() && net_map.rank() == 3 && net_map.dtype() == DType::f32 && net_map.device().is_cpu(),
                  "map_to_stored: expected a CPU f32 map [D, H, W], got ",
                  net_map.defined() ? net_map.str() : std::string("an undefined tensor"));
   GRIDNN_REQUIRE(stored_dims[0] > 0 && stored_dims[1] > 0 && stored_dims[2] > 0, "map_to_stored: stored dims ",

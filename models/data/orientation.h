@@ -53,7 +53,7 @@ namespace gridnn::data {
 
 // Voxel index (i, j, k) -> world mm (x, y, z) as a 4x4 row-major matrix.
 using Affine = std::array<std::array<double, 4>, 4>;
-enum class AffineSource { sform, qform, none };  // which header field gave it
+enum class AffineSource { sform, qform, none };       // which header field gave it
 const char* affine_source_name(AffineSource source);  // "sform" | "qform" | "none"
 
 // A scan as stored: what its header says about where the voxels are.
@@ -115,10 +115,8 @@ GridVolume orient(const Tensor& stored, const ScanGeometry& geometry, Orientatio
 GridVolume resample_to_spacing(const GridVolume& grid, double mm);
 
 // The fit step's index maps (network input index -> the grid it was fitted from).
-IndexMap crop_or_pad_index_map(const std::array<int64_t, 3>& from,
-                               const std::array<int64_t, 3>& target);
-IndexMap resample_index_map(const std::array<int64_t, 3>& from,
-                            const std::array<int64_t, 3>& target);
+IndexMap crop_or_pad_index_map(const std::array<int64_t, 3>& from, const std::array<int64_t, 3>& target);
+IndexMap resample_index_map(const std::array<int64_t, 3>& from, const std::array<int64_t, 3>& target);
 
 // A network-space map [D, H, W] (CPU f32) brought to the stored grid stored_dims. to_stored
 // must be axis-aligned (a signed permutation with per-axis scale and offset, as every map
@@ -131,7 +129,6 @@ IndexMap resample_index_map(const std::array<int64_t, 3>& from,
 // network saw gets a value, also when resampling shrank the grid, and a crop without
 // resampling zeroes exactly the voxels it dropped. Integer positions give the net_map's values
 // exactly, so an orientation-only chain round-trips bitwise.
-Tensor map_to_stored(const Tensor& net_map, const IndexMap& to_stored,
-                     const std::array<int64_t, 3>& stored_dims);
+Tensor map_to_stored(const Tensor& net_map, const IndexMap& to_stored, const std::array<int64_t, 3>& stored_dims);
 
 }  // namespace gridnn::data

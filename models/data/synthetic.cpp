@@ -36,8 +36,8 @@ Anatomy draw_anatomy(const SyntheticOptions& o, int64_t id, int64_t label, const
     const double n = double(o.size[d]);
     double shift = 0.10 * n * u(1 + uint64_t(d));
     if (augment.enabled)
-      shift += std::round(2.0 * philox_uniform(augment.seed ^ kAugmentStream, augment.epoch,
-                                               uint64_t(id) * 4 + uint64_t(d)) - 1.0);
+      shift += std::round(
+          2.0 * philox_uniform(augment.seed ^ kAugmentStream, augment.epoch, uint64_t(id) * 4 + uint64_t(d)) - 1.0);
     a.center[d] = 0.5 * (n - 1) + shift;
     a.radius[d] = head * n;
   }
@@ -59,8 +59,7 @@ float voxel(const Anatomy& a, const double p[3]) {
   for (int d = 0; d < 3; ++d) rho += squared((p[d] - a.center[d]) / a.radius[d]);
   if (rho >= 1.0) return 0.0f;
   for (double side : {-1.0, 1.0}) {
-    const double c = squared((p[0] - a.center[0]) / a.cavity[0]) +
-                     squared((p[1] - a.center[1]) / a.cavity[1]) +
+    const double c = squared((p[0] - a.center[0]) / a.cavity[0]) + squared((p[1] - a.center[1]) / a.cavity[1]) +
                      squared((p[2] - a.center[2] - side * a.cavity_offset) / a.cavity[2]);
     if (c < 1.0) return 0.15f;
   }
@@ -75,8 +74,7 @@ SyntheticDataset::SyntheticDataset(SyntheticOptions options) : options_(std::mov
   GRIDNN_REQUIRE(options_.classes >= 2, "synthetic data: need at least 2 classes, got ", options_.classes);
   GRIDNN_REQUIRE(options_.channels >= 1, "synthetic data: need at least 1 channel");
   GRIDNN_REQUIRE(options_.size.rank() == 3 && options_.size[0] >= 4 && options_.size[1] >= 4 && options_.size[2] >= 4,
-                 "synthetic data: volume size must be D x H x W with every side >= 4, got ",
-                 options_.size.str());
+                 "synthetic data: volume size must be D x H x W with every side >= 4, got ", options_.size.str());
   GRIDNN_REQUIRE(options_.noise >= 0, "synthetic data: noise must be >= 0");
 }
 
@@ -85,8 +83,8 @@ Shape SyntheticDataset::sample_shape() const {
 }
 
 int64_t SyntheticDataset::label(int64_t index) const {
-  GRIDNN_REQUIRE(index >= 0 && index < options_.samples, "synthetic data: sample ", index,
-                 " out of range [0, ", options_.samples, ")");
+  GRIDNN_REQUIRE(index >= 0 && index < options_.samples, "synthetic data: sample ", index, " out of range [0, ",
+                 options_.samples, ")");
   return (options_.first_index + index) % options_.classes;
 }
 
@@ -102,8 +100,8 @@ int64_t SyntheticDataset::load(int64_t index, Tensor& x, const Augment& augment,
   const int64_t H = options_.size[1], W = options_.size[2];
   const uint64_t volume = uint64_t(options_.size[0] * H * W);
   // Fresh noise per epoch when augmenting; the sample's own noise otherwise.
-  const uint64_t noise_seed = augment.enabled ? augment.seed ^ (augment.epoch + 1) * 0x9E3779B97F4A7C15ull
-                                              : options_.seed;
+  const uint64_t noise_seed =
+      augment.enabled ? augment.seed ^ (augment.epoch + 1) * 0x9E3779B97F4A7C15ull : options_.seed;
   float* out = x.data<float>();
   for (int64_t d = r.begin; d < r.end; ++d)
     for (int64_t h = 0; h < H; ++h)
@@ -116,8 +114,7 @@ int64_t SyntheticDataset::load(int64_t index, Tensor& x, const Augment& augment,
       }
   // Every channel the same volume.
   const int64_t plane = (r.end - r.begin) * H * W;
-  for (int64_t c = 1; c < options_.channels; ++c)
-    std::copy(out, out + plane, out + c * plane);
+  for (int64_t c = 1; c < options_.channels; ++c) std::copy(out, out + plane, out + c * plane);
   return y;
 }
 

@@ -25,8 +25,8 @@ struct SyntheticOptions {
   int64_t samples = 512;
   int64_t first_index = 0;  // sample ids first_index ... (a validation set uses another range)
   int64_t classes = 2;
-  int64_t channels = 1;     // every channel holds the same volume
-  Shape size{32, 32, 32};   // D, H, W
+  int64_t channels = 1;    // every channel holds the same volume
+  Shape size{32, 32, 32};  // D, H, W
   uint64_t seed = 1;
   float noise = 0.15f;
 };

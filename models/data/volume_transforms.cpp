@@ -9,15 +9,14 @@ namespace gridnn::data {
 namespace {
 
 void require_volume(const Tensor& volume, const char* op) {
-  GRIDNN_REQUIRE(volume.defined() && volume.rank() == 3 && volume.dtype() == DType::f32 &&
-                     volume.device().is_cpu(),
-                 op, ": expected a CPU f32 volume [D, H, W], got ",
+  GRIDNN_REQUIRE(volume.defined() && volume.rank() == 3 && volume.dtype() == DType::f32 && volume.device().is_cpu(), op,
+                 ": expected a CPU f32 volume [D, H, W], got ",
                  volume.defined() ? volume.str() : std::string("an undefined tensor"));
 }
 
 void require_target(const std::array<int64_t, 3>& target, const char* op) {
-  GRIDNN_REQUIRE(target[0] > 0 && target[1] > 0 && target[2] > 0, op, ": target size ", target[0],
-                 "x", target[1], "x", target[2], " must be positive in every axis");
+  GRIDNN_REQUIRE(target[0] > 0 && target[1] > 0 && target[2] > 0, op, ": target size ", target[0], "x", target[1], "x",
+                 target[2], " must be positive in every axis");
 }
 
 // One axis of a trilinear resampling: output index o reads source indices lo[o] and
@@ -75,9 +74,7 @@ Tensor resample_with(const Tensor& volume, const std::array<int64_t, 3>& target,
       for (int64_t ow = 0; ow < target[2]; ++ow) {
         const int64_t w0 = sw.lo[size_t(ow)], w1 = sw.hi[size_t(ow)];
         const double fw = sw.frac[size_t(ow)];
-        auto along_w = [&](int64_t d, int64_t h) {
-          return at(d, h, w0) * (1.0 - fw) + at(d, h, w1) * fw;
-        };
+        auto along_w = [&](int64_t d, int64_t h) { return at(d, h, w0) * (1.0 - fw) + at(d, h, w1) * fw; };
         const double plane0 = along_w(d0, h0) * (1.0 - fh) + along_w(d0, h1) * fh;
         const double plane1 = along_w(d1, h0) * (1.0 - fh) + along_w(d1, h1) * fh;
         dst[(od * target[1] + oh) * target[2] + ow] = float(plane0 * (1.0 - fd) + plane1 * fd);
@@ -94,8 +91,7 @@ Tensor center_crop_or_pad(const Tensor& volume, const std::array<int64_t, 3>& ta
   require_target(target, "center_crop_or_pad");
   const int64_t n[3] = {volume.size(0), volume.size(1), volume.size(2)};
   int64_t shift[3];
-  for (int a = 0; a < 3; ++a)
-    shift[a] = n[a] >= target[a] ? (n[a] - target[a]) / 2 : -((target[a] - n[a]) / 2);
+  for (int a = 0; a < 3; ++a) shift[a] = n[a] >= target[a] ? (n[a] - target[a]) / 2 : -((target[a] - n[a]) / 2);
   Tensor out = Tensor::zeros({target[0], target[1], target[2]});
   const float* in = volume.data<float>();
   float* dst = out.data<float>();
@@ -107,10 +103,8 @@ Tensor center_crop_or_pad(const Tensor& volume, const std::array<int64_t, 3>& ta
   }
   for (int64_t d = o_begin[0]; d < o_end[0]; ++d)
     for (int64_t h = o_begin[1]; h < o_end[1]; ++h) {
-      const float* src =
-          in + ((d + shift[0]) * n[1] + (h + shift[1])) * n[2] + (o_begin[2] + shift[2]);
-      std::copy(src, src + (o_end[2] - o_begin[2]),
-                dst + (d * target[1] + h) * target[2] + o_begin[2]);
+      const float* src = in + ((d + shift[0]) * n[1] + (h + shift[1])) * n[2] + (o_begin[2] + shift[2]);
+      std::copy(src, src + (o_end[2] - o_begin[2]), dst + (d * target[1] + h) * target[2] + o_begin[2]);
     }
   return out;
 }
@@ -118,8 +112,8 @@ Tensor center_crop_or_pad(const Tensor& volume, const std::array<int64_t, 3>& ta
 Tensor resample_trilinear(const Tensor& volume, const std::array<int64_t, 3>& target) {
   require_volume(volume, "resample_trilinear");
   require_target(target, "resample_trilinear");
-  return resample_with(volume, target, axis_samples(volume.size(0), target[0]),
-                       axis_samples(volume.size(1), target[1]), axis_samples(volume.size(2), target[2]));
+  return resample_with(volume, target, axis_samples(volume.size(0), target[0]), axis_samples(volume.size(1), target[1]),
+                       axis_samples(volume.size(2), target[2]));
 }
 
 Tensor resample_trilinear_at(const Tensor& volume, const std::array<int64_t, 3>& target,
@@ -157,11 +151,9 @@ void flip_(Tensor& volume, const std::array<bool, 3>& axes) {
   if (axes[1])
     for (int64_t d = 0; d < D; ++d)
       for (int64_t h = 0; h < H / 2; ++h)
-        std::swap_ranges(x + (d * H + h) * W, x + (d * H + h + 1) * W,
-                         x + (d * H + (H - 1 - h)) * W);
+        std::swap_ranges(x + (d * H + h) * W, x + (d * H + h + 1) * W, x + (d * H + (H - 1 - h)) * W);
   if (axes[0])
-    for (int64_t d = 0; d < D / 2; ++d)
-      std::swap_ranges(x + d * H * W, x + (d + 1) * H * W, x + (D - 1 - d) * H * W);
+    for (int64_t d = 0; d < D / 2; ++d) std::swap_ranges(x + d * H * W, x + (d + 1) * H * W, x + (D - 1 - d) * H * W);
 }
 
 }  // namespace gridnn::data

@@ -26,7 +26,8 @@ Tensor DistSelfAttention3d::forward(const Tensor& x) {
   require_layer(x.defined() && x.rank() == 5 && x.size(1) == c && x.size(2) == planes_.size(), layer_->label(),
                 "expects this rank's slab [B, " + std::to_string(c) + ", " + std::to_string(planes_.size()) +
                     " (planes " + std::to_string(planes_.begin) + ".." + std::to_string(planes_.end - 1) + " of " +
-                    std::to_string(global_depth_) + "), H, W], got " + (x.defined() ? x.str() : std::string("undefined")));
+                    std::to_string(global_depth_) + "), H, W], got " +
+                    (x.defined() ? x.str() : std::string("undefined")));
   require_layer(x.device() == layer_->gamma().value.device(), layer_->label(),
                 "input " + x.str() + " is not on the parameters' device " + layer_->gamma().value.str());
   parallel::CommLayerScope scope(name());
@@ -38,8 +39,8 @@ Tensor DistSelfAttention3d::forward(const Tensor& x) {
   ops::copy_slices(layer_->key().forward(x).reshape({b, c8, nr}), 1, 0, kv, 0, c8);
   ops::copy_slices(layer_->value().forward(x).reshape({b, c, nr}), 1, 0, kv, c8, c);
   const Tensor all = parallel::gather_blocks(kv, positions(hw));
-  return attention_forward(x, std::move(q), ops::slice(all, 1, 0, c8), ops::slice(all, 1, c8, c),
-                           layer_->gamma(), math_mode(), core_);
+  return attention_forward(x, std::move(q), ops::slice(all, 1, 0, c8), ops::slice(all, 1, c8, c), layer_->gamma(),
+                           math_mode(), core_);
 }
 
 Tensor DistSelfAttention3d::do_backward(const Tensor& dy) {

@@ -8,9 +8,8 @@
 
 namespace gridnn::nn {
 
-DomainParallel::DomainParallel(parallel::ProcessGrid& grid, std::unique_ptr<Module> layer,
-                               parallel::DepthWindow window, int64_t global_in_depth, float padding_value,
-                               const std::string& kind)
+DomainParallel::DomainParallel(parallel::ProcessGrid& grid, std::unique_ptr<Module> layer, parallel::DepthWindow window,
+                               int64_t global_in_depth, float padding_value, const std::string& kind)
     : Module(kind),
       exchange_(grid.row(),
                 parallel::plan_depth_halo(kind, global_in_depth, window, grid.row().size(), grid.row().rank()), kind),
@@ -34,9 +33,9 @@ Tensor DomainParallel::do_backward(const Tensor& dy) {
 
 Shape DomainParallel::describe(const Shape& in, plan::RankStep& step) const {
   const parallel::DepthHalo& h = exchange_.halo();
-  require_layer(in.rank() == 5 && in[2] == h.input.owned().size(), name(),
-                "cannot run on an input " + in.str() + " (a slab of " + std::to_string(h.input.owned().size()) +
-                    " planes)");
+  require_layer(
+      in.rank() == 5 && in[2] == h.input.owned().size(), name(),
+      "cannot run on an input " + in.str() + " (a slab of " + std::to_string(h.input.owned().size()) + " planes)");
   const Shape out = layer_->describe(in.with(2, h.extended_planes()), step);
   const int64_t plane = in[0] * in[1] * in[3] * in[4];  // elements of one input plane of the shard
   int64_t sent = 0, received = 0;
@@ -54,9 +53,9 @@ namespace {
 // the kernel) along depth, which the wrapped layer (depth padding 0) no longer sees.
 parallel::DepthWindow pool_window(const std::string& name, const Triple3& kernel, const Triple3& stride,
                                   const Triple3& padding) {
-  require_layer(padding[0] >= 0 && 2 * padding[0] <= kernel[0], name,
-                "depth padding " + std::to_string(padding[0]) + " must be at most half the kernel " +
-                    std::to_string(kernel[0]));
+  require_layer(
+      padding[0] >= 0 && 2 * padding[0] <= kernel[0], name,
+      "depth padding " + std::to_string(padding[0]) + " must be at most half the kernel " + std::to_string(kernel[0]));
   return {kernel[0], stride == Triple3{0, 0, 0} ? kernel[0] : stride[0], padding[0]};
 }
 // H and W pad as given; the extended slab's padding planes stand in for the depth padding.
@@ -68,9 +67,8 @@ std::unique_ptr<DomainParallel> domain_conv3d(parallel::ProcessGrid& grid, int64
                                               int64_t global_in_depth, bool input_gradient, const std::string& name) {
   auto conv = std::make_unique<Conv3d>(in_channels, out_channels, kernel, stride, without_depth(padding), bias);
   conv->set_input_gradient(input_gradient);
-  return std::make_unique<DomainParallel>(grid, std::move(conv),
-                                          parallel::DepthWindow{kernel[0], stride[0], padding[0]}, global_in_depth,
-                                          0.0f, name);
+  return std::make_unique<DomainParallel>(
+      grid, std::move(conv), parallel::DepthWindow{kernel[0], stride[0], padding[0]}, global_in_depth, 0.0f, name);
 }
 
 std::unique_ptr<DomainParallel> domain_max_pool3d(parallel::ProcessGrid& grid, Triple3 kernel, Triple3 stride,

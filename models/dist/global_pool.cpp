@@ -10,15 +10,14 @@ namespace gridnn::nn {
 
 DistGlobalAvgPool3d::DistGlobalAvgPool3d(parallel::Communicator& row, int64_t global_positions)
     : Module("GlobalAvgPool3d"), row_(row), global_positions_(global_positions) {
-  require_layer(global_positions > 0, "DistGlobalAvgPool3d",
-                "global_positions (D * H * W of the whole volume) must be > 0, got " +
-                    std::to_string(global_positions));
+  require_layer(
+      global_positions > 0, "DistGlobalAvgPool3d",
+      "global_positions (D * H * W of the whole volume) must be > 0, got " + std::to_string(global_positions));
 }
 
 Tensor DistGlobalAvgPool3d::forward(const Tensor& x) {
   require_layer(x.defined() && x.rank() == 5, "DistGlobalAvgPool3d",
-                "expects a [B, C, D_r, H, W] slab, got " +
-                    (x.defined() ? x.str() : std::string("(undefined)")));
+                "expects a [B, C, D_r, H, W] slab, got " + (x.defined() ? x.str() : std::string("(undefined)")));
   parallel::CommLayerScope scope(name());
   const int64_t b = x.size(0), c = x.size(1), local = x.size(2) * x.size(3) * x.size(4);
   input_shape_ = x.shape();
@@ -45,9 +44,8 @@ Tensor DistGlobalAvgPool3d::do_backward(const Tensor& dy) {
   const int64_t b = input_shape_[0], c = input_shape_[1];
   const int64_t local = input_shape_[2] * input_shape_[3] * input_shape_[4];
   require_layer(dy.defined() && dy.shape() == Shape({b, c}), "DistGlobalAvgPool3d",
-                "dy " + (dy.defined() ? dy.str() : std::string("(undefined)")) +
-                    " does not match the output [" + std::to_string(b) + ", " + std::to_string(c) +
-                    "] of the last forward");
+                "dy " + (dy.defined() ? dy.str() : std::string("(undefined)")) + " does not match the output [" +
+                    std::to_string(b) + ", " + std::to_string(c) + "] of the last forward");
   Tensor dx = Tensor::empty(input_shape_, dy.dtype(), dy.device());
   if (dx.numel() == 0) return dx;
   // dx = (dy / N) 1^T over own positions: a rank-1 GEMM (one rounding per element).

@@ -12,7 +12,11 @@ namespace gridnn::nn {
 
 InputSplitLinear::InputSplitLinear(parallel::ProcessGrid& grid, int64_t in_features, int64_t out_features,
                                    Device device)
-    : Module("Linear"), row_(grid.row()), in_(in_features), out_(out_features), inputs_{&grid.row(), 1, in_features, 1} {
+    : Module("Linear"),
+      row_(grid.row()),
+      in_(in_features),
+      out_(out_features),
+      inputs_{&grid.row(), 1, in_features, 1} {
   const std::string label =
       "InputSplitLinear(" + std::to_string(in_features) + ", " + std::to_string(out_features) + ")";
   require_layer(in_features > 0 && out_features > 0, label, "in_features and out_features must be > 0");
@@ -40,7 +44,7 @@ Tensor InputSplitLinear::forward(const Tensor& x) {
   parallel::CommLayerScope scope(name());
   Tensor y = layer_->forward(parallel::own_block(x, inputs_));  // X_r W_r^T
   row_.all_reduce(y);                                           // summed over the row's blocks
-  if (y.numel() > 0) {  // + 1 b^T: a rank-1 GEMM (one product by 1 per element)
+  if (y.numel() > 0) {                                          // + 1 b^T: a rank-1 GEMM (one product by 1 per element)
     Tensor ones = Tensor::empty({y.size(0), 1}, y.dtype(), y.device());
     ops::fill(ones, 1.0);
     ops::gemm(ones, bias_->value.reshape({1, out_}), y, ops::gemm_options(false, false, 1.0f));
@@ -51,7 +55,7 @@ Tensor InputSplitLinear::forward(const Tensor& x) {
 Tensor InputSplitLinear::do_backward(const Tensor& dy) {
   parallel::CommLayerScope scope(name());
   if (dy.size(0) > 0) ops::axpy(1.0f, ops::sum(dy, 0), bias_->grad);  // db += sum over the batch
-  return parallel::gather_blocks(layer_->backward(dy), inputs_);         // dX_r, gathered into dX
+  return parallel::gather_blocks(layer_->backward(dy), inputs_);      // dX_r, gathered into dX
 }
 
 Shape InputSplitLinear::describe(const Shape& in, plan::RankStep& step) const {

@@ -3,8 +3,7 @@
 
 namespace gridnn::nn {
 
-DistLinear::DistLinear(parallel::ProcessGrid& grid, int64_t in_features, int64_t out_features, bool bias,
-                       Device device)
+DistLinear::DistLinear(parallel::ProcessGrid& grid, int64_t in_features, int64_t out_features, bool bias, Device device)
     : Module("Linear"), row_(grid.row()), out_(out_features), outputs_{&grid.row(), 1, out_features, 1} {
   const std::string label = "DistLinear(" + std::to_string(in_features) + ", " + std::to_string(out_features) + ")";
   require_layer(in_features > 0 && out_features > 0, label, "in_features and out_features must be > 0");
@@ -35,8 +34,8 @@ Tensor DistLinear::do_backward(const Tensor& dy) {
 Shape DistLinear::describe(const Shape& in, plan::RankStep& step) const {
   const Shape y = layer_->describe(in, step);
   const int64_t own = block().size();
-  step.calls.push_back(plan::make_call(name(), "row", "all_gatherv", in[0] * own, row_.size(),
-                                       double(in[0] * (out_ - own))));
+  step.calls.push_back(
+      plan::make_call(name(), "row", "all_gatherv", in[0] * own, row_.size(), double(in[0] * (out_ - own))));
   step.calls.push_back(plan::make_call(name(), "row", "all_reduce", in[0] * in[1], row_.size()));
   return y.with(1, out_);
 }

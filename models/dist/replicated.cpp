@@ -12,9 +12,8 @@ GatherDepth::GatherDepth(parallel::Communicator& row, int64_t global_depth)
 
 Tensor GatherDepth::forward(const Tensor& x) {
   require_layer(x.defined() && x.rank() == 5 && x.size(2) == split_.own().size(), "GatherDepth",
-                "expects this rank's " + std::to_string(split_.own().size()) + " of " +
-                    std::to_string(split_.whole()) + " depth planes [B, C, d, H, W], got " +
-                    (x.defined() ? x.str() : std::string("(undefined)")));
+                "expects this rank's " + std::to_string(split_.own().size()) + " of " + std::to_string(split_.whole()) +
+                    " depth planes [B, C, d, H, W], got " + (x.defined() ? x.str() : std::string("(undefined)")));
   return parallel::gather_blocks(x, split_);
 }
 

@@ -111,7 +111,8 @@ CoarseCam grad_cam(nn::Module& model, nn::BlockNetwork& net, size_t layer, const
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t v = 0; v < local; ++v) {
       double m = 0;
-      for (int64_t k = 0; k < channels; ++k) m += sums[size_t(b * channels + k)] / voxels * double(ap[(b * channels + k) * local + v]);
+      for (int64_t k = 0; k < channels; ++k)
+        m += sums[size_t(b * channels + k)] / voxels * double(ap[(b * channels + k) * local + v]);
       slab.data<float>()[b * local + v] = float(std::max(m, 0.0));
     }
   if (!split) {

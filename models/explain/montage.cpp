@@ -19,8 +19,7 @@ constexpr Rgb kLetterColour{255, 255, 255};
 struct PanelAxes {
   int across, up;
 };
-constexpr std::array<PanelAxes, 3> kPanelAxes{
-    {{2, 1}, {2, 0}, {1, 0}}};  // axial, coronal, sagittal
+constexpr std::array<PanelAxes, 3> kPanelAxes{{{2, 1}, {2, 0}, {1, 0}}};  // axial, coronal, sagittal
 // The letters at the low and the high end of each axis.
 constexpr std::array<std::array<char, 2>, 3> kAxisLetters{{{'I', 'S'}, {'P', 'A'}, {'L', 'R'}}};
 
@@ -55,16 +54,13 @@ double grey(float value, const std::array<double, 2>& win) {
 
 // Jet: blue at 0, cyan, yellow, red, dark red at 1 (each channel a clamped tent).
 std::array<double, 3> jet(double x) {
-  auto tent = [x](double centre) {
-    return 255 * std::clamp(1.5 - std::abs(4 * x - centre), 0.0, 1.0);
-  };
+  auto tent = [x](double centre) { return 255 * std::clamp(1.5 - std::abs(4 * x - centre), 0.0, 1.0); };
   return {tent(3), tent(2), tent(1)};
 }
 
 Rgb blend(double grey_level, float heat_value) {
   const double heat = std::isnan(heat_value) ? 0.0 : std::clamp(double(heat_value), 0.0, 1.0);
-  const double alpha =
-      heat < kHeatThreshold ? 0.0 : 0.3 + 0.5 * (heat - kHeatThreshold) / (1 - kHeatThreshold);
+  const double alpha = heat < kHeatThreshold ? 0.0 : 0.3 + 0.5 * (heat - kHeatThreshold) / (1 - kHeatThreshold);
   const std::array<double, 3> colour = jet(heat);
   auto mix = [&](double c) { return uint8_t(std::lround((1 - alpha) * grey_level + alpha * c)); };
   return {mix(colour[0]), mix(colour[1]), mix(colour[2])};
@@ -76,30 +72,28 @@ int64_t nearest_voxel(int64_t p, int64_t pixels, int64_t n) {
 }
 
 void draw_letter(RgbImage& image, int64_t centre_x, int64_t centre_y, char letter, int scale) {
-  draw_text(image, centre_x - kGlyphWidth * scale / 2, centre_y - kGlyphHeight * scale / 2,
-            std::string(1, letter), kLetterColour, scale);
+  draw_text(image, centre_x - kGlyphWidth * scale / 2, centre_y - kGlyphHeight * scale / 2, std::string(1, letter),
+            kLetterColour, scale);
 }
 
 }  // namespace
 
 MontageLayout montage_layout(const Shape& shape, std::array<double, 3> spacing, int zoom) {
-  GRIDNN_REQUIRE(shape.rank() == 3 && shape.numel() > 0,
-                 "montage: expected a volume shape [D, H, W], got ", shape.str());
+  GRIDNN_REQUIRE(shape.rank() == 3 && shape.numel() > 0, "montage: expected a volume shape [D, H, W], got ",
+                 shape.str());
   for (double s : spacing)
-    GRIDNN_REQUIRE(std::isfinite(s) && s > 0, "montage: voxel spacing ", spacing[0], " x ",
-                   spacing[1], " x ", spacing[2], " mm must be positive");
+    GRIDNN_REQUIRE(std::isfinite(s) && s > 0, "montage: voxel spacing ", spacing[0], " x ", spacing[1], " x ",
+                   spacing[2], " mm must be positive");
   GRIDNN_REQUIRE(zoom >= 0, "montage: zoom ", zoom, " must be 0 (automatic) or positive");
 
   const double finest = *std::min_element(spacing.begin(), spacing.end());
   std::array<int64_t, 3> extent{};  // pixels per axis at zoom 1
   for (int a = 0; a < 3; ++a)
-    extent[size_t(a)] =
-        std::max<int64_t>(1, std::llround(double(shape[a]) * spacing[size_t(a)] / finest));
+    extent[size_t(a)] = std::max<int64_t>(1, std::llround(double(shape[a]) * spacing[size_t(a)] / finest));
 
   MontageLayout layout;
   const int64_t tallest = std::max(extent[0], extent[1]);  // the panels' vertical axes are h and d
-  layout.zoom =
-      zoom > 0 ? zoom : std::max(1, int(std::lround(kTargetPanelHeight / double(tallest))));
+  layout.zoom = zoom > 0 ? zoom : std::max(1, int(std::lround(kTargetPanelHeight / double(tallest))));
   const int64_t panel_height = layout.zoom * tallest;
   layout.font_scale = std::max(1, int(std::lround(double(panel_height) / 150)));
   layout.margin = (kGlyphHeight + 4) * layout.font_scale;
@@ -122,14 +116,12 @@ RgbImage render_montage(const Tensor& anatomy, const Tensor& heat, std::array<in
                         std::array<double, 3> spacing, int zoom, bool canonical) {
   require_volume(anatomy, "the anatomy");
   require_volume(heat, "the heat map");
-  GRIDNN_REQUIRE(heat.shape() == anatomy.shape(), "render_montage: the heat map ",
-                 heat.shape().str(), " and the anatomy ", anatomy.shape().str(),
-                 " differ in shape");
+  GRIDNN_REQUIRE(heat.shape() == anatomy.shape(), "render_montage: the heat map ", heat.shape().str(),
+                 " and the anatomy ", anatomy.shape().str(), " differ in shape");
   const Shape& shape = anatomy.shape();
   for (int a = 0; a < 3; ++a)
-    GRIDNN_REQUIRE(centre[size_t(a)] >= 0 && centre[size_t(a)] < shape[a],
-                   "render_montage: centre {", centre[0], ", ", centre[1], ", ", centre[2],
-                   "} lies outside the volume ", shape.str());
+    GRIDNN_REQUIRE(centre[size_t(a)] >= 0 && centre[size_t(a)] < shape[a], "render_montage: centre {", centre[0], ", ",
+                   centre[1], ", ", centre[2], "} lies outside the volume ", shape.str());
 
   const MontageLayout layout = montage_layout(shape, spacing, zoom);
   const std::array<double, 2> win = window(anatomy);
@@ -143,8 +135,7 @@ RgbImage render_montage(const Tensor& anatomy, const Tensor& heat, std::array<in
     const int64_t n_across = shape[axes.across], n_up = shape[axes.up];
     std::array<int64_t, 3> voxel = centre;
     for (int64_t py = 0; py < rect.height; ++py) {
-      voxel[size_t(axes.up)] =
-          n_up - 1 - nearest_voxel(py, rect.height, n_up);  // highest index at the top
+      voxel[size_t(axes.up)] = n_up - 1 - nearest_voxel(py, rect.height, n_up);  // highest index at the top
       for (int64_t px = 0; px < rect.width; ++px) {
         voxel[size_t(axes.across)] = nearest_voxel(px, rect.width, n_across);
         const int64_t i = (voxel[0] * shape[1] + voxel[1]) * shape[2] + voxel[2];
@@ -165,10 +156,9 @@ RgbImage render_montage(const Tensor& anatomy, const Tensor& heat, std::array<in
 }
 
 std::array<int64_t, 3> peak_voxel(const Tensor& heat) {
-  GRIDNN_REQUIRE(
-      heat.defined() && heat.rank() == 3 && heat.dtype() == DType::f32 && heat.device().is_cpu(),
-      "peak_voxel: expected a CPU f32 volume [D, H, W], got ",
-      heat.defined() ? heat.str() : std::string("an undefined tensor"));
+  GRIDNN_REQUIRE(heat.defined() && heat.rank() == 3 && heat.dtype() == DType::f32 && heat.device().is_cpu(),
+                 "peak_voxel: expected a CPU f32 volume [D, H, W], got ",
+                 heat.defined() ? heat.str() : std::string("an undefined tensor"));
   const float* v = heat.data<float>();
   int64_t best = -1;
   for (int64_t i = 0; i < heat.numel(); ++i)

@@ -20,10 +20,8 @@ constexpr Rgb kInk{0, 0, 0};
 constexpr Rgb kCurve{31, 119, 180};
 
 // A straight line of square dots `thickness` pixels wide, from (x0, y0) to (x1, y1).
-void draw_line(RgbImage& image, double x0, double y0, double x1, double y1, int64_t thickness,
-               Rgb colour) {
-  const int64_t steps =
-      std::max<int64_t>(1, std::llround(std::max(std::abs(x1 - x0), std::abs(y1 - y0))));
+void draw_line(RgbImage& image, double x0, double y0, double x1, double y1, int64_t thickness, Rgb colour) {
+  const int64_t steps = std::max<int64_t>(1, std::llround(std::max(std::abs(x1 - x0), std::abs(y1 - y0))));
   for (int64_t i = 0; i <= steps; ++i) {
     const double t = double(i) / double(steps);
     const int64_t x = std::llround(x0 + t * (x1 - x0)), y = std::llround(y0 + t * (y1 - y0));
@@ -39,21 +37,18 @@ std::string tick_label(int tenths) {
 
 }  // namespace
 
-std::vector<RocPoint> roc_curve(const std::vector<double>& score,
-                                const std::vector<int64_t>& label) {
-  GRIDNN_REQUIRE(score.size() == label.size(), "roc_curve: ", score.size(), " scores but ",
-                 label.size(), " labels");
+std::vector<RocPoint> roc_curve(const std::vector<double>& score, const std::vector<int64_t>& label) {
+  GRIDNN_REQUIRE(score.size() == label.size(), "roc_curve: ", score.size(), " scores but ", label.size(), " labels");
   int64_t positives = 0;
   for (size_t i = 0; i < score.size(); ++i) {
     GRIDNN_REQUIRE(label[i] == 0 || label[i] == 1, "roc_curve: label ", label[i], " of sample ", i,
                    " is neither 0 nor 1");
-    GRIDNN_REQUIRE(std::isfinite(score[i]), "roc_curve: score ", score[i], " of sample ", i,
-                   " is not finite");
+    GRIDNN_REQUIRE(std::isfinite(score[i]), "roc_curve: score ", score[i], " of sample ", i, " is not finite");
     positives += label[i];
   }
   const int64_t negatives = int64_t(label.size()) - positives;
-  GRIDNN_REQUIRE(positives > 0 && negatives > 0, "roc_curve: needs both classes, got ", positives,
-                 " positives and ", negatives, " negatives");
+  GRIDNN_REQUIRE(positives > 0 && negatives > 0, "roc_curve: needs both classes, got ", positives, " positives and ",
+                 negatives, " negatives");
 
   std::vector<size_t> order(score.size());
   std::iota(order.begin(), order.end(), size_t(0));
@@ -69,15 +64,14 @@ std::vector<RocPoint> roc_curve(const std::vector<double>& score,
       else
         ++false_positives;
     }
-    curve.push_back({threshold, double(false_positives) / double(negatives),
-                     double(true_positives) / double(positives)});
+    curve.push_back(
+        {threshold, double(false_positives) / double(negatives), double(true_positives) / double(positives)});
   }
   return curve;
 }
 
 RocFrame roc_frame(int size) {
-  GRIDNN_REQUIRE(size >= kMinSize, "render_roc: size ", size, " is below the smallest plot, ",
-                 kMinSize, " px");
+  GRIDNN_REQUIRE(size >= kMinSize, "render_roc: size ", size, " is below the smallest plot, ", kMinSize, " px");
   RocFrame frame;
   frame.font_scale = std::max(1, int(std::lround(size / 250.0)));
   const int64_t s = frame.font_scale;
@@ -91,8 +85,8 @@ RgbImage render_roc(const std::vector<RocPoint>& curve, double auc, int size) {
   const RocFrame frame = roc_frame(size);
   GRIDNN_REQUIRE(!curve.empty(), "render_roc: the curve has no points");
   for (const RocPoint& p : curve)
-    GRIDNN_REQUIRE(p.fpr >= 0 && p.fpr <= 1 && p.tpr >= 0 && p.tpr <= 1, "render_roc: point (fpr ",
-                   p.fpr, ", tpr ", p.tpr, ") lies outside the unit square");
+    GRIDNN_REQUIRE(p.fpr >= 0 && p.fpr <= 1 && p.tpr >= 0 && p.tpr <= 1, "render_roc: point (fpr ", p.fpr, ", tpr ",
+                   p.tpr, ") lies outside the unit square");
   GRIDNN_REQUIRE(auc >= 0 && auc <= 1, "render_roc: auc ", auc, " lies outside [0, 1]");
 
   const int scale = frame.font_scale;
@@ -107,10 +101,9 @@ RgbImage render_roc(const std::vector<RocPoint>& curve, double auc, int size) {
     draw_line(image, px(0), py(at), px(1), py(at), 1, kGrid);
     const std::string label = tick_label(tenths);
     const int64_t x = std::llround(px(at)), y = std::llround(py(at));
-    draw_text(image, x - text_width(label, scale) / 2, frame.top + frame.side + 3 * scale, label,
-              kInk, scale);
-    draw_text(image, frame.left - 3 * scale - text_width(label, scale),
-              y - kGlyphHeight * scale / 2, label, kInk, scale);
+    draw_text(image, x - text_width(label, scale) / 2, frame.top + frame.side + 3 * scale, label, kInk, scale);
+    draw_text(image, frame.left - 3 * scale - text_width(label, scale), y - kGlyphHeight * scale / 2, label, kInk,
+              scale);
   }
   draw_line(image, px(0), py(0), px(1), py(1), 1, kChance);
   for (const double at : {0.0, 1.0}) {  // the frame
@@ -118,12 +111,11 @@ RgbImage render_roc(const std::vector<RocPoint>& curve, double auc, int size) {
     draw_line(image, px(0), py(at), px(1), py(at), 1, kInk);
   }
   for (size_t i = 1; i < curve.size(); ++i)
-    draw_line(image, px(curve[i - 1].fpr), py(curve[i - 1].tpr), px(curve[i].fpr), py(curve[i].tpr),
-              2 * scale, kCurve);
+    draw_line(image, px(curve[i - 1].fpr), py(curve[i - 1].tpr), px(curve[i].fpr), py(curve[i].tpr), 2 * scale, kCurve);
 
   draw_text(image, 2 * scale, 2 * scale, "TPR", kInk, scale);
-  draw_text(image, frame.left + frame.side - text_width("FPR", scale),
-            frame.top + frame.side + 13 * scale, "FPR", kInk, scale);
+  draw_text(image, frame.left + frame.side - text_width("FPR", scale), frame.top + frame.side + 13 * scale, "FPR", kInk,
+            scale);
   char auc_text[16];
   std::snprintf(auc_text, sizeof auc_text, "AUC %.3f", auc);
   const int64_t text_x = frame.left + frame.side - 6 * scale - text_width(auc_text, scale);

@@ -25,8 +25,7 @@ struct RocPoint {
 
 // gridnn::Error unless the two have one length, every label is 0 or 1, both occur, and
 // every score is finite.
-std::vector<RocPoint> roc_curve(const std::vector<double>& score,
-                                const std::vector<int64_t>& label);
+std::vector<RocPoint> roc_curve(const std::vector<double>& score, const std::vector<int64_t>& label);
 
 // Where the unit square lies in a plot of `size` pixels: (fpr, tpr) is drawn at
 // (left + fpr * side, top + (1 - tpr) * side), rounded to the nearest pixel.

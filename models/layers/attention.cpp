@@ -91,12 +91,11 @@ Tensor attention_forward(const Tensor& x, Tensor q, Tensor k, Tensor v, const Pa
   ops::gemm_batched(core.q, core.k, core.attention, ops::gemm_options(true, false, 0.0f, m));  // S = Q^T K
   ops::softmax_forward(core.attention, core.attention);  // A = softmax over keys, in place
   ops::gemm_batched(core.v, core.attention, core.o, ops::gemm_options(false, true, 0.0f, m));  // O = V A^T
-  scale_by_tensor(gamma.value, core.o, y, 1.0f);  // y = x + gamma O
+  scale_by_tensor(gamma.value, core.o, y, 1.0f);                                               // y = x + gamma O
   return y;
 }
 
-AttentionGradients attention_backward(const Tensor& dy, Parameter& gamma, ops::MathMode m,
-                                      const AttentionCore& core) {
+AttentionGradients attention_backward(const Tensor& dy, Parameter& gamma, ops::MathMode m, const AttentionCore& core) {
   const int64_t b = core.q.size(0), c8 = core.q.size(1), nq = core.q.size(2);
   const int64_t c = core.v.size(1), n = core.k.size(2);
   const Tensor dym = dy.reshape({b, c, nq});

@@ -65,8 +65,8 @@ struct AttentionGradients {
   Tensor dq, dk, dv;
 };
 // x, y: [B, C, Nq] views (any shape with those elements); gamma [1].
-Tensor attention_forward(const Tensor& x, Tensor q, Tensor k, Tensor v, const Parameter& gamma,
-                         ops::MathMode math, AttentionCore& core);
+Tensor attention_forward(const Tensor& x, Tensor q, Tensor k, Tensor v, const Parameter& gamma, ops::MathMode math,
+                         AttentionCore& core);
 AttentionGradients attention_backward(const Tensor& dy, Parameter& gamma, ops::MathMode math,
                                       const AttentionCore& core);
 // Multiply-adds of one sample of the attention of Nq queries over N positions with C channels,

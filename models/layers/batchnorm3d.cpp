@@ -10,10 +10,12 @@ namespace gridnn::nn {
 
 BatchNorm3d::BatchNorm3d(int64_t num_features, double eps, double momentum, Device device,
                          parallel::Communicator* statistics_over)
-    : Module("BatchNorm3d"), statistics_over_(statistics_over), channels_(num_features), eps_(eps),
+    : Module("BatchNorm3d"),
+      statistics_over_(statistics_over),
+      channels_(num_features),
+      eps_(eps),
       momentum_(momentum) {
-  require_layer(num_features >= 1, "BatchNorm3d",
-                "num_features must be >= 1, got " + std::to_string(num_features));
+  require_layer(num_features >= 1, "BatchNorm3d", "num_features must be >= 1, got " + std::to_string(num_features));
   require_layer(eps > 0, "BatchNorm3d", "eps must be > 0");
   require_layer(momentum >= 0 && momentum <= 1, "BatchNorm3d", "momentum must be in [0, 1]");
   const Shape c{num_features};
@@ -21,8 +23,7 @@ BatchNorm3d::BatchNorm3d(int64_t num_features, double eps, double momentum, Devi
   bias_ = &register_parameter("bias", Tensor::empty(c, DType::f32, device));
   running_mean_ = &register_buffer("running_mean", Tensor::empty(c, DType::f32, device));
   running_var_ = &register_buffer("running_var", Tensor::empty(c, DType::f32, device));
-  num_batches_tracked_ =
-      &register_buffer("num_batches_tracked", Tensor::empty(Shape{}, DType::i64, device));
+  num_batches_tracked_ = &register_buffer("num_batches_tracked", Tensor::empty(Shape{}, DType::i64, device));
   reset_parameters(0, "");
   on_device_change(device);
   if (statistics_over) weight_->layout.grad_sum_over = bias_->layout.grad_sum_over = statistics_over;
@@ -80,12 +81,10 @@ void BatchNorm3d::reset_parameters(uint64_t /*seed*/, const std::string& /*prefi
 void BatchNorm3d::check_input(const Tensor& x) const {
   require_layer(x.defined(), "BatchNorm3d", "forward got an undefined input");
   require_layer(x.rank() == 5, "BatchNorm3d",
-                "expected a 5D input [N, C, D, H, W], got " + x.str() + " (rank " +
-                    std::to_string(x.rank()) + ")");
+                "expected a 5D input [N, C, D, H, W], got " + x.str() + " (rank " + std::to_string(x.rank()) + ")");
   require_layer(x.size(1) == channels_, "BatchNorm3d",
-                "input " + x.str() + " has " + std::to_string(x.size(1)) +
-                    " channels, but the layer has " + std::to_string(channels_) +
-                    " (num_features); match the channel counts");
+                "input " + x.str() + " has " + std::to_string(x.size(1)) + " channels, but the layer has " +
+                    std::to_string(channels_) + " (num_features); match the channel counts");
   require_layer(x.device() == mean_.device(), "BatchNorm3d",
                 "input " + x.str() + " is not on the layer's device " + mean_.device().str());
 }
@@ -100,16 +99,15 @@ Tensor BatchNorm3d::forward(const Tensor& x) {
     Tensor mean_sums = sums_.narrow(0, 1);        // row 1 is not used yet
     reduce_sums(mean_sums);
     require_layer(count_ > 1, "BatchNorm3d",
-                  "Expected more than 1 value per channel when training, got input size " +
-                      x.shape().str() + "; use a larger batch or volume, or eval()");
+                  "Expected more than 1 value per channel when training, got input size " + x.shape().str() +
+                      "; use a larger batch or volume, or eval()");
     Tensor no_var;
     ops::batchnorm_moments(sums_, none, count_, mean_, no_var);
     ops::batchnorm_channel_sums(x, mean_, sums_);  // pass 2: sums of x - mean and its square
     reduce_sums(sums_);
     ops::batchnorm_moments(sums_, mean_, count_, mean_, var_);
     ops::batchnorm_invstd(var_, eps_, invstd_);
-    ops::batchnorm_update_running(mean_, var_, count_, momentum_, *running_mean_, *running_var_,
-                                  *num_batches_tracked_);
+    ops::batchnorm_update_running(mean_, var_, count_, momentum_, *running_mean_, *running_var_, *num_batches_tracked_);
   } else {
     ops::copy(*running_mean_, mean_);
     ops::batchnorm_invstd(*running_var_, eps_, invstd_);
@@ -123,8 +121,8 @@ Tensor BatchNorm3d::forward(const Tensor& x) {
 Tensor BatchNorm3d::do_backward(const Tensor& dy) {
   require_layer(input_.defined(), "BatchNorm3d", "backward called before forward");
   require_layer(dy.defined() && dy.shape() == input_.shape(), "BatchNorm3d",
-                "dy " + (dy.defined() ? dy.shape().str() : std::string("(undefined)")) +
-                    " does not match the input " + input_.shape().str());
+                "dy " + (dy.defined() ? dy.shape().str() : std::string("(undefined)")) + " does not match the input " +
+                    input_.shape().str());
   ops::batchnorm_backward_sums(input_, dy, mean_, invstd_, sums_);
   // This rank's share of the parameter gradients, added before the sums are reduced: the
   // stage-wide gradient all-reduce of a distributed run then sums the shares once.
@@ -132,8 +130,7 @@ Tensor BatchNorm3d::do_backward(const Tensor& dy) {
   ops::axpy(1.0f, sums_.narrow(0, 1).reshape({channels_}), bias_->grad);
   Tensor dx = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
   if (batch_statistics_) reduce_sums(sums_);
-  ops::batchnorm_backward_input(input_, dy, mean_, invstd_, weight_->value, sums_, count_,
-                                batch_statistics_, dx);
+  ops::batchnorm_backward_input(input_, dy, mean_, invstd_, weight_->value, sums_, count_, batch_statistics_, dx);
   return dx;
 }
 

@@ -39,8 +39,8 @@ namespace gridnn::nn {
 
 class BatchNorm3d : public Module {
  public:
-  explicit BatchNorm3d(int64_t num_features, double eps = 1e-5, double momentum = 0.1,
-                       Device device = Device::cpu(), parallel::Communicator* statistics_over = nullptr);
+  explicit BatchNorm3d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, Device device = Device::cpu(),
+                       parallel::Communicator* statistics_over = nullptr);
 
   Tensor forward(const Tensor& x) override;
   Shape describe(const Shape& input, plan::RankStep& step) const override;

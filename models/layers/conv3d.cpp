@@ -13,27 +13,27 @@ std::string triple_str(const Conv3d::Triple& t) {
 }
 }  // namespace
 
-Conv3d::Conv3d(int64_t in_channels, int64_t out_channels, Triple kernel, Triple stride,
-               Triple padding, bool bias)
-    : Module("Conv3d"), in_channels_(in_channels), out_channels_(out_channels), kernel_(kernel), stride_(stride),
+Conv3d::Conv3d(int64_t in_channels, int64_t out_channels, Triple kernel, Triple stride, Triple padding, bool bias)
+    : Module("Conv3d"),
+      in_channels_(in_channels),
+      out_channels_(out_channels),
+      kernel_(kernel),
+      stride_(stride),
       padding_(padding) {
   require_layer(in_channels > 0 && out_channels > 0, "Conv3d",
-                "channel counts must be positive, got in " + std::to_string(in_channels) +
-                    ", out " + std::to_string(out_channels));
+                "channel counts must be positive, got in " + std::to_string(in_channels) + ", out " +
+                    std::to_string(out_channels));
   for (int d = 0; d < 3; ++d)
-    require_layer(kernel[size_t(d)] > 0 && stride[size_t(d)] > 0 && padding[size_t(d)] >= 0,
-                  "Conv3d",
+    require_layer(kernel[size_t(d)] > 0 && stride[size_t(d)] > 0 && padding[size_t(d)] >= 0, "Conv3d",
                   "kernel " + triple_str(kernel) + " and stride " + triple_str(stride) +
                       " must be positive and padding " + triple_str(padding) + " not negative");
-  weight_ = &register_parameter(
-      "weight", Tensor::zeros({out_channels, in_channels, kernel[0], kernel[1], kernel[2]}));
+  weight_ = &register_parameter("weight", Tensor::zeros({out_channels, in_channels, kernel[0], kernel[1], kernel[2]}));
   if (bias) bias_ = &register_parameter("bias", Tensor::zeros({out_channels}));
 }
 
-Conv3d::Conv3d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride,
-               int64_t padding, bool bias)
-    : Conv3d(in_channels, out_channels, Triple{kernel, kernel, kernel},
-             Triple{stride, stride, stride}, Triple{padding, padding, padding}, bias) {}
+Conv3d::Conv3d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride, int64_t padding, bool bias)
+    : Conv3d(in_channels, out_channels, Triple{kernel, kernel, kernel}, Triple{stride, stride, stride},
+             Triple{padding, padding, padding}, bias) {}
 
 void Conv3d::reset_parameters(uint64_t seed, const std::string& prefix) {
   // PyTorch: kaiming_uniform_(a = sqrt(5)) for the weight, which is uniform(+-1/sqrt(fan_in)),
@@ -51,9 +51,8 @@ Tensor Conv3d::forward(const Tensor& x) {
                 "input " + x.str() + " has " + std::to_string(x.size(1)) + " channels but the layer expects " +
                     std::to_string(in_channels_) + " (weight " + weight_->value.shape().str() + ")");
   // Names the layer in its errors (kernel larger than the padded input, ...).
-  geometry_ = ops::conv3d_geometry("Conv3d (input " + x.shape().str() + ")", in_channels_,
-                                   out_channels_, kernel_, stride_, padding_,
-                                   {x.size(2), x.size(3), x.size(4)});
+  geometry_ = ops::conv3d_geometry("Conv3d (input " + x.shape().str() + ")", in_channels_, out_channels_, kernel_,
+                                   stride_, padding_, {x.size(2), x.size(3), x.size(4)});
   Tensor y = Tensor::empty(ops::conv3d_output_shape(geometry_, x.size(0)), x.dtype(), x.device());
   ops::conv3d_forward(x, weight_->value, bias_ ? bias_->value : Tensor(), geometry_, y, math_mode());
   input_ = x;
@@ -62,8 +61,8 @@ Tensor Conv3d::forward(const Tensor& x) {
 
 Shape Conv3d::describe(const Shape& in, plan::RankStep& step) const {
   require_layer(in.rank() == 5 && in[1] == in_channels_, name(), "cannot run on an input " + in.str());
-  const ops::Conv3dGeometry g = ops::conv3d_geometry(name(), in_channels_, out_channels_, kernel_, stride_,
-                                                     padding_, {in[2], in[3], in[4]});
+  const ops::Conv3dGeometry g =
+      ops::conv3d_geometry(name(), in_channels_, out_channels_, kernel_, stride_, padding_, {in[2], in[3], in[4]});
   const int64_t taps = kernel_[0] * kernel_[1] * kernel_[2];
   plan::LayerShape l;
   l.name = name();
@@ -86,9 +85,8 @@ Tensor Conv3d::do_backward(const Tensor& dy) {
   require_layer(input_.defined(), "Conv3d", "backward called before forward");
   const Shape want = ops::conv3d_output_shape(geometry_, input_.size(0));
   require_layer(dy.defined() && dy.shape() == want, "Conv3d",
-                "dy " + (dy.defined() ? dy.str() : std::string("undefined")) +
-                    " does not match the output " + want.str() + " of the last forward (input " +
-                    input_.shape().str() + ")");
+                "dy " + (dy.defined() ? dy.str() : std::string("undefined")) + " does not match the output " +
+                    want.str() + " of the last forward (input " + input_.shape().str() + ")");
   Tensor dx;
   if (input_gradient_) {
     dx = Tensor::empty(input_.shape(), input_.dtype(), input_.device());

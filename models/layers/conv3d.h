@@ -19,8 +19,8 @@ class Conv3d : public Module {
   Conv3d(int64_t in_channels, int64_t out_channels, Triple kernel, Triple stride = {1, 1, 1},
          Triple padding = {0, 0, 0}, bool bias = true);
   // The same kernel size, stride and padding in every dimension.
-  Conv3d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride = 1,
-         int64_t padding = 0, bool bias = true);
+  Conv3d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride = 1, int64_t padding = 0,
+         bool bias = true);
 
   Tensor forward(const Tensor& x) override;
   Shape describe(const Shape& input, plan::RankStep& step) const override;

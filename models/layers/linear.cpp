@@ -20,9 +20,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Device devi
   if (bias) bias_ = &register_parameter("bias", Tensor::zeros({out_}, DType::f32, device));
 }
 
-std::string Linear::label() const {
-  return "Linear(" + std::to_string(in_) + ", " + std::to_string(out_) + ")";
-}
+std::string Linear::label() const { return "Linear(" + std::to_string(in_) + ", " + std::to_string(out_) + ")"; }
 
 void Linear::reset_parameters(uint64_t seed, const std::string& prefix) {
   // fan_in: the whole layer's input features, also where this one holds a block of them.
@@ -76,7 +74,7 @@ Tensor Linear::do_backward(const Tensor& dy) {
   dw.transpose_a = true;
   dw.beta = 1.0f;
   dw.math = math_mode();
-  ops::gemm(dy, input_, weight_->grad, dw);  // dW += dy^T x
+  ops::gemm(dy, input_, weight_->grad, dw);                                    // dW += dy^T x
   if (bias_ && dy.size(0) > 0) ops::axpy(1.0f, ops::sum(dy, 0), bias_->grad);  // db += sum over the batch
   return dx;
 }

@@ -22,11 +22,10 @@ void SoftmaxCrossEntropy::compute(const Tensor& logits, const Tensor& labels) {
   const char* layer = "SoftmaxCrossEntropy";
   require_layer(logits.defined() && logits.rank() == 2 && logits.size(1) > 0, layer,
                 "expects logits [N, classes], got " + (logits.defined() ? logits.str() : std::string("undefined")));
-  require_layer(labels.defined() && labels.rank() == 1 && labels.size(0) == logits.size(0) &&
-                    labels.dtype() == DType::i64,
-                layer,
-                "expects i64 labels [" + std::to_string(logits.size(0)) + "] for logits " + logits.str() +
-                    ", got " + (labels.defined() ? labels.str() : std::string("undefined")));
+  require_layer(
+      labels.defined() && labels.rank() == 1 && labels.size(0) == logits.size(0) && labels.dtype() == DType::i64, layer,
+      "expects i64 labels [" + std::to_string(logits.size(0)) + "] for logits " + logits.str() + ", got " +
+          (labels.defined() ? labels.str() : std::string("undefined")));
   require_layer(logits.size(0) > 0, layer, "empty batch: logits " + logits.str());
   Tensor probs = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
   Tensor row_loss = Tensor::empty({logits.size(0)}, DType::f32, logits.device());

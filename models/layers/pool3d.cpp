@@ -8,8 +8,7 @@ namespace {
 ops::Pool3dParams make_params(const char* layer, Triple3 kernel, Triple3 stride, Triple3 padding) {
   const bool default_stride = stride == Triple3{0, 0, 0};
   for (int i = 0; i < 3; ++i)
-    require_layer(kernel[size_t(i)] >= 1 && (default_stride || stride[size_t(i)] >= 1) &&
-                      padding[size_t(i)] >= 0,
+    require_layer(kernel[size_t(i)] >= 1 && (default_stride || stride[size_t(i)] >= 1) && padding[size_t(i)] >= 0,
                   layer, "kernel and stride must be >= 1 and padding >= 0");
   return ops::Pool3dParams{kernel, default_stride ? kernel : stride, padding};
 }
@@ -23,9 +22,8 @@ Shape checked_output(const char* layer, const Tensor& x, const ops::Pool3dParams
 void check_dy(const char* layer, const Shape& input, const Shape& expected, const Tensor& dy) {
   require_layer(input.rank() == 5, layer, "backward called before forward");
   require_layer(dy.defined() && dy.shape() == expected, layer,
-                "dy " + (dy.defined() ? dy.shape().str() : std::string("(undefined)")) +
-                    " does not match the output " + expected.str() + " of the input " +
-                    input.str());
+                "dy " + (dy.defined() ? dy.shape().str() : std::string("(undefined)")) + " does not match the output " +
+                    expected.str() + " of the input " + input.str());
 }
 
 }  // namespace
@@ -52,8 +50,7 @@ plan::LayerShape pool_layer_shape(const std::string& name, plan::LayerKind kind,
 MaxPool3d::MaxPool3d(Triple3 kernel, Triple3 stride, Triple3 padding)
     : Module("MaxPool3d"), params_(make_params("MaxPool3d", kernel, stride, padding)) {}
 MaxPool3d::MaxPool3d(int64_t kernel, int64_t stride, int64_t padding)
-    : MaxPool3d(Triple3{kernel, kernel, kernel}, Triple3{stride, stride, stride},
-                Triple3{padding, padding, padding}) {}
+    : MaxPool3d(Triple3{kernel, kernel, kernel}, Triple3{stride, stride, stride}, Triple3{padding, padding, padding}) {}
 
 Tensor MaxPool3d::forward(const Tensor& x) {
   Shape out = checked_output("MaxPool3d", x, params_);
@@ -82,8 +79,7 @@ Tensor MaxPool3d::do_backward(const Tensor& dy) {
 AvgPool3d::AvgPool3d(Triple3 kernel, Triple3 stride, Triple3 padding)
     : Module("AvgPool3d"), params_(make_params("AvgPool3d", kernel, stride, padding)) {}
 AvgPool3d::AvgPool3d(int64_t kernel, int64_t stride, int64_t padding)
-    : AvgPool3d(Triple3{kernel, kernel, kernel}, Triple3{stride, stride, stride},
-                Triple3{padding, padding, padding}) {}
+    : AvgPool3d(Triple3{kernel, kernel, kernel}, Triple3{stride, stride, stride}, Triple3{padding, padding, padding}) {}
 
 Tensor AvgPool3d::forward(const Tensor& x) {
   Tensor y = Tensor::empty(checked_output("AvgPool3d", x, params_), x.dtype(), x.device());
@@ -101,9 +97,7 @@ Shape AvgPool3d::describe(const Shape& in, plan::RankStep& step) const {
 
 Tensor AvgPool3d::do_backward(const Tensor& dy) {
   check_dy("AvgPool3d", input_shape_,
-           input_shape_.rank() == 5 ? ops::pool3d_output_shape("AvgPool3d", input_shape_, params_)
-                                    : Shape{},
-           dy);
+           input_shape_.rank() == 5 ? ops::pool3d_output_shape("AvgPool3d", input_shape_, params_) : Shape{}, dy);
   Tensor dx = Tensor::empty(input_shape_, dy.dtype(), dy.device());
   ops::avg_pool3d_backward(dy, params_, dx);
   return dx;
@@ -111,8 +105,7 @@ Tensor AvgPool3d::do_backward(const Tensor& dy) {
 
 Tensor GlobalAvgPool3d::forward(const Tensor& x) {
   require_layer(x.defined() && x.rank() == 5, "GlobalAvgPool3d",
-                "expects a [N, C, D, H, W] input, got " +
-                    (x.defined() ? x.str() : std::string("(undefined)")));
+                "expects a [N, C, D, H, W] input, got " + (x.defined() ? x.str() : std::string("(undefined)")));
   Tensor y = Tensor::empty({x.size(0), x.size(1)}, x.dtype(), x.device());
   ops::global_avg_pool3d_forward(x, y);
   input_shape_ = x.shape();

@@ -9,9 +9,8 @@
 
 namespace gridnn::nn {
 
-std::unique_ptr<Module> LayerFactory::conv3d(int64_t in, int64_t out, int64_t kernel, int64_t stride,
-                                             int64_t padding, bool bias, int64_t /*in_depth*/,
-                                             bool input_gradient) const {
+std::unique_ptr<Module> LayerFactory::conv3d(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding,
+                                             bool bias, int64_t /*in_depth*/, bool input_gradient) const {
   auto conv = std::make_unique<Conv3d>(in, out, kernel, stride, padding, bias);
   conv->set_input_gradient(input_gradient);
   return conv;

@@ -18,13 +18,11 @@ class LayerFactory {
  public:
   virtual ~LayerFactory() = default;
   // input_gradient = false: backward need not compute dx (the network's first layer).
-  virtual std::unique_ptr<Module> conv3d(int64_t in, int64_t out, int64_t kernel, int64_t stride,
-                                         int64_t padding, bool bias, int64_t in_depth,
-                                         bool input_gradient = true) const;
+  virtual std::unique_ptr<Module> conv3d(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding,
+                                         bool bias, int64_t in_depth, bool input_gradient = true) const;
   // depth: the (global) depth of the activation it normalizes.
   virtual std::unique_ptr<Module> batchnorm3d(int64_t channels, int64_t depth) const;
-  virtual std::unique_ptr<Module> maxpool3d(int64_t kernel, int64_t stride, int64_t padding,
-                                            int64_t in_depth) const;
+  virtual std::unique_ptr<Module> maxpool3d(int64_t kernel, int64_t stride, int64_t padding, int64_t in_depth) const;
   // Self-attention over depth x height x width positions.
   virtual std::unique_ptr<Module> attention(int64_t channels, int64_t depth) const;
   // [B, C, D, H, W] -> [B, C] over `positions` = D * H * W (global) positions; the features

@@ -11,8 +11,8 @@ namespace gridnn::nn {
 
 Mlp::Mlp(const MlpConfig& config, const LayerFactory& layers)
     : Module("MLP"), config_(config), relus_(config.sizes.size() > 2 ? config.sizes.size() - 2 : 0) {
-  GRIDNN_REQUIRE(config.sizes.size() >= 2, "MLP: give at least the input and output sizes, got ",
-                 config.sizes.size(), " sizes");
+  GRIDNN_REQUIRE(config.sizes.size() >= 2, "MLP: give at least the input and output sizes, got ", config.sizes.size(),
+                 " sizes");
   for (size_t i = 0; i < config.sizes.size(); ++i)
     GRIDNN_REQUIRE(config.sizes[i] >= 1, "MLP: layer size ", i, " must be >= 1, got ", config.sizes[i]);
   for (size_t i = 0; i + 1 < config.sizes.size(); ++i) {
@@ -45,8 +45,9 @@ Tensor Mlp::forward_block(size_t i, const Tensor& input) {
       x = whole_->forward(input);
     }
     require_layer(x.defined() && x.rank() >= 2 && x.numel() / std::max<int64_t>(x.size(0), 1) == config_.sizes[0],
-                  "MLP", "expects [B, ...] with " + std::to_string(config_.sizes[0]) +
-                             " features per sample, got " + (x.defined() ? x.str() : std::string("(undefined)")));
+                  "MLP",
+                  "expects [B, ...] with " + std::to_string(config_.sizes[0]) + " features per sample, got " +
+                      (x.defined() ? x.str() : std::string("(undefined)")));
     h = flatten_.forward(x);
   }
   h = fcs_.at(i)->forward(h);

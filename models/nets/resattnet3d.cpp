@@ -6,16 +6,15 @@
 namespace gridnn::nn {
 
 void validate(const ResAttNetConfig& c) {
-  GRIDNN_REQUIRE(c.depth == 18 || c.depth == 34, "ResAttNet3D: depth must be 18 or 34, got ",
-                 c.depth);
+  GRIDNN_REQUIRE(c.depth == 18 || c.depth == 34, "ResAttNet3D: depth must be 18 or 34, got ", c.depth);
   GRIDNN_REQUIRE(c.width >= 1, "ResAttNet3D: width must be >= 1, got ", c.width);
-  GRIDNN_REQUIRE(c.in_channels >= 1, "ResAttNet3D: input channels must be >= 1, got ",
-                 c.in_channels);
+  GRIDNN_REQUIRE(c.in_channels >= 1, "ResAttNet3D: input channels must be >= 1, got ", c.in_channels);
   GRIDNN_REQUIRE(c.classes >= 2, "ResAttNet3D: need at least 2 classes, got ", c.classes);
   // att3 sees 4w channels, att4 8w; queries and keys have C / 8 of them.
   GRIDNN_REQUIRE(!c.attention3 || (4 * c.width) % 8 == 0,
                  "ResAttNet3D: attention after layer3 needs 4 * width divisible by 8; use an "
-                 "even width (got ", c.width, ") or switch att3 off");
+                 "even width (got ",
+                 c.width, ") or switch att3 off");
 }
 
 std::string describe(const ResAttNetConfig& c) {
@@ -77,15 +76,15 @@ ResAttNet3D::ResAttNet3D(const ResAttNetConfig& config, const LayerFactory& laye
     for (int64_t& side : size) side = window_output_depth(side, k, s, p);
   };
   const int64_t& depth = size[0];
-  conv1_ = &register_module("conv1", layers.conv3d(config.in_channels, w, 7, 2, 3, false, depth,
-                                                    config.input_gradient));
+  conv1_ =
+      &register_module("conv1", layers.conv3d(config.in_channels, w, 7, 2, 3, false, depth, config.input_gradient));
   shrink(7, 2, 3);
   bn1_ = &register_module("bn1", layers.batchnorm3d(w, depth));
   maxpool_ = &register_module("maxpool", layers.maxpool3d(3, 2, 1, depth));
   shrink(3, 2, 1);
 
-  const std::array<int, 4> blocks = config.depth == 18 ? std::array<int, 4>{2, 2, 2, 2}
-                                                       : std::array<int, 4>{3, 4, 6, 3};
+  const std::array<int, 4> blocks =
+      config.depth == 18 ? std::array<int, 4>{2, 2, 2, 2} : std::array<int, 4>{3, 4, 6, 3};
   int64_t channels = w;
   add_block("stem", Part::stem, nullptr, size);
   for (size_t l = 0; l < 4; ++l) {
@@ -119,9 +118,12 @@ ResAttNet3D::ResAttNet3D(const ResAttNetConfig& config, const LayerFactory& laye
 
 void ResAttNet3D::add_block(std::string name, Part part, Module* module, std::array<int64_t, 3> output_size) {
   std::vector<std::string> prefixes;
-  if (part == Part::stem) prefixes = {"conv1.", "bn1."};
-  else if (part == Part::head) prefixes = {"fc."};
-  else prefixes = {name + "."};
+  if (part == Part::stem)
+    prefixes = {"conv1.", "bn1."};
+  else if (part == Part::head)
+    prefixes = {"fc."};
+  else
+    prefixes = {name + "."};
   blocks_.push_back({std::move(name), std::move(prefixes), output_size});
   block_parts_.emplace_back(part, module);
 }
@@ -134,8 +136,8 @@ Shape ResAttNet3D::describe(const Shape& input, plan::RankStep& step) const {
 
 Tensor ResAttNet3D::forward(const Tensor& x) {
   require_layer(x.defined() && x.rank() == 5 && x.size(1) == config_.in_channels, "ResAttNet3D",
-                "expects an input [B, " + std::to_string(config_.in_channels) +
-                    ", D, H, W], got " + (x.defined() ? x.str() : std::string("(undefined)")));
+                "expects an input [B, " + std::to_string(config_.in_channels) + ", D, H, W], got " +
+                    (x.defined() ? x.str() : std::string("(undefined)")));
   return forward_blocks(0, block_count(), x);
 }
 
@@ -144,18 +146,24 @@ Tensor ResAttNet3D::do_backward(const Tensor& dlogits) { return backward_blocks(
 Tensor ResAttNet3D::forward_block(size_t i, const Tensor& x) {
   const auto& [part, module] = block_parts_.at(i);
   switch (part) {
-    case Part::stem: return maxpool_->forward(relu_.forward(bn1_->forward(conv1_->forward(x))));
-    case Part::head: return fc_->forward(avgpool_->forward(x));
-    default: return module->forward(x);
+    case Part::stem:
+      return maxpool_->forward(relu_.forward(bn1_->forward(conv1_->forward(x))));
+    case Part::head:
+      return fc_->forward(avgpool_->forward(x));
+    default:
+      return module->forward(x);
   }
 }
 
 Tensor ResAttNet3D::backward_block(size_t i, const Tensor& dy) {
   const auto& [part, module] = block_parts_.at(i);
   switch (part) {
-    case Part::stem: return conv1_->backward(bn1_->backward(relu_.backward(maxpool_->backward(dy))));
-    case Part::head: return avgpool_->backward(fc_->backward(dy));
-    default: return module->backward(dy);
+    case Part::stem:
+      return conv1_->backward(bn1_->backward(relu_.backward(maxpool_->backward(dy))));
+    case Part::head:
+      return avgpool_->backward(fc_->backward(dy));
+    default:
+      return module->backward(dy);
   }
 }
 

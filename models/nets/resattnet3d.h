@@ -24,12 +24,12 @@
 namespace gridnn::nn {
 
 struct ResAttNetConfig {
-  int depth = 18;            // 18 or 34
-  int64_t width = 16;        // w: channels of layer1 (attention needs 4w divisible by 8)
+  int depth = 18;      // 18 or 34
+  int64_t width = 16;  // w: channels of layer1 (attention needs 4w divisible by 8)
   int64_t in_channels = 1;
   int64_t classes = 2;
-  bool attention3 = true;    // att3 after layer3
-  bool attention4 = true;    // att4 after layer4
+  bool attention3 = true;  // att3 after layer3
+  bool attention4 = true;  // att4 after layer4
   // The input volume D, H, W: needed by domain-parallel layers (a grid's LayerFactory), which
   // split every activation's depth; the single-process layers ignore it.
   std::array<int64_t, 3> input_size{32, 32, 32};

@@ -15,14 +15,10 @@ Adam::Adam(OptimizerOptions options, ParameterList params)
   OptimizerOptions& o = options_;
   GRIDNN_REQUIRE(o.kind != OptimizerKind::sgd, "Adam: options.kind is sgd; use make_optimizer");
   if (o.weight_decay < 0.0) o.weight_decay = decoupled_ ? 1e-2 : 0.0;
-  GRIDNN_REQUIRE(o.beta1 >= 0.0 && o.beta1 < 1.0, name(), ": beta1 must be in [0, 1), got ",
-                 o.beta1);
-  GRIDNN_REQUIRE(o.beta2 >= 0.0 && o.beta2 < 1.0, name(), ": beta2 must be in [0, 1), got ",
-                 o.beta2);
-  GRIDNN_REQUIRE(std::isfinite(o.eps) && o.eps >= 0.0, name(),
-                 ": eps must be finite and >= 0, got ", o.eps);
-  GRIDNN_REQUIRE(std::isfinite(o.weight_decay), name(), ": weight_decay must be finite, got ",
-                 o.weight_decay);
+  GRIDNN_REQUIRE(o.beta1 >= 0.0 && o.beta1 < 1.0, name(), ": beta1 must be in [0, 1), got ", o.beta1);
+  GRIDNN_REQUIRE(o.beta2 >= 0.0 && o.beta2 < 1.0, name(), ": beta2 must be in [0, 1), got ", o.beta2);
+  GRIDNN_REQUIRE(std::isfinite(o.eps) && o.eps >= 0.0, name(), ": eps must be finite and >= 0, got ", o.eps);
+  GRIDNN_REQUIRE(std::isfinite(o.weight_decay), name(), ": weight_decay must be finite, got ", o.weight_decay);
   detail::check_parameters(name(), params_);
 }
 

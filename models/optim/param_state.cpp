@@ -8,24 +8,21 @@
 namespace gridnn::optim::detail {
 
 void check_parameters(const std::string& optimizer, const ParameterList& params) {
-  GRIDNN_REQUIRE(!params.empty(), optimizer,
-                 ": no parameters to optimize; pass the model's named_parameters()");
+  GRIDNN_REQUIRE(!params.empty(), optimizer, ": no parameters to optimize; pass the model's named_parameters()");
   std::set<std::string> seen;
   for (const auto& [name, param] : params) {
     GRIDNN_REQUIRE(param != nullptr, optimizer, ": parameter '", name, "' is a null pointer");
-    GRIDNN_REQUIRE(param->value.defined(), optimizer, ": parameter '", name,
-                   "' has no value; register it first");
-    GRIDNN_REQUIRE(param->value.dtype() == DType::f32, optimizer, ": parameter '", name, "' is ",
-                   param->value.str(), "; the optimizers update f32 (master) weights only");
-    GRIDNN_REQUIRE(
-        seen.insert(name).second, optimizer, ": parameter name '", name,
-        "' appears twice; every parameter needs a unique name (its state is saved under it)");
+    GRIDNN_REQUIRE(param->value.defined(), optimizer, ": parameter '", name, "' has no value; register it first");
+    GRIDNN_REQUIRE(param->value.dtype() == DType::f32, optimizer, ": parameter '", name, "' is ", param->value.str(),
+                   "; the optimizers update f32 (master) weights only");
+    GRIDNN_REQUIRE(seen.insert(name).second, optimizer, ": parameter name '", name,
+                   "' appears twice; every parameter needs a unique name (its state is saved under it)");
   }
 }
 
 void check_learning_rate(const std::string& optimizer, double lr) {
-  GRIDNN_REQUIRE(std::isfinite(lr) && lr >= 0.0, optimizer,
-                 ": the learning rate must be finite and >= 0, got ", lr, "; check the schedule");
+  GRIDNN_REQUIRE(std::isfinite(lr) && lr >= 0.0, optimizer, ": the learning rate must be finite and >= 0, got ", lr,
+                 "; check the schedule");
 }
 
 void load_buffers(const std::string& optimizer, const std::vector<BufferSlot>& slots,
@@ -43,8 +40,7 @@ void load_buffers(const std::string& optimizer, const std::vector<BufferSlot>& s
       }
       const Tensor& t = it->second;
       if (!t.defined() || t.dtype() != DType::f32 || t.shape() != slot.param->value.shape())
-        misshaped.push_back(slot.name + " is " +
-                            (t.defined() ? t.str() : std::string("undefined")) + ", expected f32" +
+        misshaped.push_back(slot.name + " is " + (t.defined() ? t.str() : std::string("undefined")) + ", expected f32" +
                             slot.param->value.shape().str());
     }
   }
@@ -53,8 +49,7 @@ void load_buffers(const std::string& optimizer, const std::vector<BufferSlot>& s
 
   if (!missing.empty() || !unexpected.empty() || !misshaped.empty()) {
     std::ostringstream msg;
-    msg << optimizer << " load_state: the state does not fit this optimizer's parameters (at step "
-        << steps;
+    msg << optimizer << " load_state: the state does not fit this optimizer's parameters (at step " << steps;
     if (steps == 0) msg << ", before any update: no buffers exist yet";
     msg << ")";
     auto list = [&](const char* what, const std::vector<std::string>& names) {

@@ -13,21 +13,18 @@ constexpr double kPi = 3.14159265358979323846;
 
 LrSchedule::LrSchedule(ScheduleOptions options) : options_(std::move(options)) {
   const ScheduleOptions& o = options_;
-  GRIDNN_REQUIRE(std::isfinite(o.base_lr) && o.base_lr >= 0.0,
-                 "LrSchedule: base_lr must be finite and >= 0, got ", o.base_lr);
-  GRIDNN_REQUIRE(o.warmup_steps >= 0, "LrSchedule: warmup_steps must be >= 0, got ",
-                 o.warmup_steps);
+  GRIDNN_REQUIRE(std::isfinite(o.base_lr) && o.base_lr >= 0.0, "LrSchedule: base_lr must be finite and >= 0, got ",
+                 o.base_lr);
+  GRIDNN_REQUIRE(o.warmup_steps >= 0, "LrSchedule: warmup_steps must be >= 0, got ", o.warmup_steps);
   if (o.kind == ScheduleKind::step) {
     GRIDNN_REQUIRE(o.step_size > 0, "LrSchedule: step_size must be > 0, got ", o.step_size);
-    GRIDNN_REQUIRE(std::isfinite(o.gamma) && o.gamma > 0.0,
-                   "LrSchedule: gamma must be finite and > 0, got ", o.gamma);
+    GRIDNN_REQUIRE(std::isfinite(o.gamma) && o.gamma > 0.0, "LrSchedule: gamma must be finite and > 0, got ", o.gamma);
   }
   if (o.kind == ScheduleKind::cosine) {
-    GRIDNN_REQUIRE(o.total_steps > o.warmup_steps,
-                   "LrSchedule: cosine needs total_steps (the run's length, ", o.total_steps,
-                   ") > warmup_steps (", o.warmup_steps, ")");
-    GRIDNN_REQUIRE(o.min_lr >= 0.0 && o.min_lr <= o.base_lr,
-                   "LrSchedule: min_lr must be in [0, base_lr = ", o.base_lr, "], got ", o.min_lr);
+    GRIDNN_REQUIRE(o.total_steps > o.warmup_steps, "LrSchedule: cosine needs total_steps (the run's length, ",
+                   o.total_steps, ") > warmup_steps (", o.warmup_steps, ")");
+    GRIDNN_REQUIRE(o.min_lr >= 0.0 && o.min_lr <= o.base_lr, "LrSchedule: min_lr must be in [0, base_lr = ", o.base_lr,
+                   "], got ", o.min_lr);
   }
 }
 

@@ -12,15 +12,12 @@ Sgd::Sgd(OptimizerOptions options, ParameterList params)
   OptimizerOptions& o = options_;
   GRIDNN_REQUIRE(o.kind == OptimizerKind::sgd, "Sgd: options.kind is ", enum_name(o.kind), "; use make_optimizer");
   if (o.weight_decay < 0.0) o.weight_decay = 0.0;
-  GRIDNN_REQUIRE(std::isfinite(o.momentum) && o.momentum >= 0.0, "SGD: momentum must be >= 0, got ",
-                 o.momentum);
-  GRIDNN_REQUIRE(o.dampening >= 0.0 && o.dampening <= 1.0, "SGD: dampening must be in [0, 1], got ",
-                 o.dampening);
-  GRIDNN_REQUIRE(std::isfinite(o.weight_decay), "SGD: weight_decay must be finite, got ",
-                 o.weight_decay);
+  GRIDNN_REQUIRE(std::isfinite(o.momentum) && o.momentum >= 0.0, "SGD: momentum must be >= 0, got ", o.momentum);
+  GRIDNN_REQUIRE(o.dampening >= 0.0 && o.dampening <= 1.0, "SGD: dampening must be in [0, 1], got ", o.dampening);
+  GRIDNN_REQUIRE(std::isfinite(o.weight_decay), "SGD: weight_decay must be finite, got ", o.weight_decay);
   GRIDNN_REQUIRE(!o.nesterov || (o.momentum > 0.0 && o.dampening == 0.0),
-                 "SGD: nesterov needs momentum > 0 and dampening 0, got momentum ", o.momentum,
-                 " and dampening ", o.dampening);
+                 "SGD: nesterov needs momentum > 0 and dampening 0, got momentum ", o.momentum, " and dampening ",
+                 o.dampening);
   detail::check_parameters("SGD", params_);
 }
 
@@ -38,8 +35,7 @@ void Sgd::step(double lr) {
     spec.weight_decay = options_.weight_decay;
     spec.nesterov = options_.nesterov;
     spec.first_step = !buf.defined();
-    if (with_momentum && !buf.defined())
-      buf = Tensor::empty(p.value.shape(), DType::f32, p.value.device());
+    if (with_momentum && !buf.defined()) buf = Tensor::empty(p.value.shape(), DType::f32, p.value.device());
     ops::sgd_update(p.value, p.grad, buf, spec);
   }
   ++steps_;
@@ -49,16 +45,14 @@ std::vector<detail::BufferSlot> Sgd::slots() {
   std::vector<detail::BufferSlot> out;
   if (options_.momentum == 0.0) return out;
   for (size_t i = 0; i < params_.size(); ++i)
-    out.push_back(
-        {params_[i].first + ".momentum_buffer", params_[i].second, &momentum_buffers_[i]});
+    out.push_back({params_[i].first + ".momentum_buffer", params_[i].second, &momentum_buffers_[i]});
   return out;
 }
 
 NamedTensors Sgd::state() const {
   NamedTensors out;
   for (size_t i = 0; i < params_.size(); ++i)
-    if (momentum_buffers_[i].defined())
-      out.emplace_back(params_[i].first + ".momentum_buffer", momentum_buffers_[i]);
+    if (momentum_buffers_[i].defined()) out.emplace_back(params_[i].first + ".momentum_buffer", momentum_buffers_[i]);
   return out;
 }
 

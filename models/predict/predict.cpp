@@ -120,8 +120,8 @@ std::vector<std::string> write_explanation(const Explanations& e, const std::str
   data::write_nifti_like(stem + ".nii.gz", data::map_to_stored(heat, scan.to_stored, scan.stored.dims),
                          scan.stored.path);
   const bool letters = e.canonical && scan.stored.source != data::AffineSource::none;
-  write_png(stem + ".png", explain::render_montage(scan.volume, heat, explain::peak_voxel(heat),
-                                                   network_spacing(scan), 0, letters));
+  write_png(stem + ".png",
+            explain::render_montage(scan.volume, heat, explain::peak_voxel(heat), network_spacing(scan), 0, letters));
   return {stem + ".nii.gz", stem + ".png"};
 }
 
@@ -144,14 +144,14 @@ Tensor predict_batches(const PredictOptions& o, const data::NiftiDataset& datase
     batch.y = Tensor::zeros(Shape{mine.size()}, DType::i64);
     for (int64_t k = 0; k < mine.size(); ++k) {
       local.push_back(dataset.load_scan(good[start + size_t(mine.begin + k)]));
-      batch.x.narrow(k, 1).copy_from(local.back().volume.narrow(depth.begin, depth.size()).reshape(
-          Shape{1, 1, depth.size(), input[1], input[2]}));
+      batch.x.narrow(k, 1).copy_from(
+          local.back().volume.narrow(depth.begin, depth.size()).reshape(Shape{1, 1, depth.size(), input[1], input[2]}));
     }
     Tensor logits = Tensor::empty(Shape{0, classes});
     if (mine.size() > 0 && explanations) {
       auto& net = dynamic_cast<nn::BlockNetwork&>(model.model());
-      const explain::CoarseCam cam =
-          explain::grad_cam(model.model(), net, explanations->layer, batch.x.to(model.device()), o.explain_class, grid.row());
+      const explain::CoarseCam cam = explain::grad_cam(model.model(), net, explanations->layer,
+                                                       batch.x.to(model.device()), o.explain_class, grid.row());
       logits = cam.logits;
       for (int64_t k = 0; grid.row_rank() == 0 && k < mine.size(); ++k) {
         const Tensor coarse =
@@ -189,22 +189,24 @@ PredictResult predict(const PredictOptions& o, parallel::ProcessGrid& grid, std:
   GRIDNN_REQUIRE(net, "gridnn-predict: the model is not made of blocks");
   std::optional<Explanations> explanations;
   if (!o.explain_dir.empty()) {
-    explanations = Explanations{o.explain_dir,
-                           explain::layer_index(*net, o.explain_layer.empty() ? explain::default_layer(*net)
-                                                                              : o.explain_layer),
-                           explanation_names(scans), o.run.data.orientation == data::Orientation::canonical};
+    explanations = Explanations{
+        o.explain_dir,
+        explain::layer_index(*net, o.explain_layer.empty() ? explain::default_layer(*net) : o.explain_layer),
+        explanation_names(scans), o.run.data.orientation == data::Orientation::canonical};
     if (grid.row_rank() == 0) fs::create_directories(o.explain_dir);
   }
   if (leader && fs::path(o.out).has_parent_path()) fs::create_directories(fs::path(o.out).parent_path());
   if (out)
     std::fprintf(out, "predicting %zu scan%s on %s, grid %s%s\n", scans.size(), scans.size() == 1 ? "" : "s",
                  model.device().str().c_str(), grid.shape().str().c_str(),
-                 explanations ? (", Grad-CAM of " + net->blocks()[explanations->layer].name + " into " + o.explain_dir).c_str()
-                         : "");
+                 explanations
+                     ? (", Grad-CAM of " + net->blocks()[explanations->layer].name + " into " + o.explain_dir).c_str()
+                     : "");
 
   const Readable readable = find_readable(dataset, scans.size(), grid);
   result.failed = readable.failed;
-  result.logits = predict_batches(o, dataset, readable.scans, model, explanations ? &*explanations : nullptr, grid, result.files);
+  result.logits =
+      predict_batches(o, dataset, readable.scans, model, explanations ? &*explanations : nullptr, grid, result.files);
 
   // The files, on the first rank.
   if (!leader) return result;
@@ -212,8 +214,7 @@ PredictResult predict(const PredictOptions& o, parallel::ProcessGrid& grid, std:
   result.files.push_back(o.out);
   if (!result.labelled || readable.scans.empty()) return result;
   Tensor labels = Tensor::empty(Shape{int64_t(readable.scans.size())}, DType::i64);
-  for (size_t g = 0; g < readable.scans.size(); ++g)
-    labels.data<int64_t>()[g] = scans[size_t(readable.scans[g])].label;
+  for (size_t g = 0; g < readable.scans.size(); ++g) labels.data<int64_t>()[g] = scans[size_t(readable.scans[g])].label;
   const Scores scores = score(result.logits, labels);
   result.metrics = scores.metrics;
   result.confusion = scores.confusion;

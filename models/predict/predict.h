@@ -44,14 +44,14 @@
 namespace gridnn::predict {
 
 struct PredictOptions {
-  train::TrainOptions run;  // the network, --input, the data options, device, precision, grid, batch
-  std::string weights;      // a checkpoint file or PyTorch weights (safetensors)
-  std::string data;         // a CSV manifest, a NIfTI file or a folder of them
+  train::TrainOptions run;               // the network, --input, the data options, device, precision, grid, batch
+  std::string weights;                   // a checkpoint file or PyTorch weights (safetensors)
+  std::string data;                      // a CSV manifest, a NIfTI file or a folder of them
   SplitFilter split = SplitFilter::all;  // the manifest rows to predict
   std::string out = "predictions.csv";
-  std::string explain_dir;      // empty: no Grad-CAM
-  std::string explain_layer;    // empty: the last attention block
-  int64_t explain_class = -1;   // -1: each scan's predicted class
+  std::string explain_dir;     // empty: no Grad-CAM
+  std::string explain_layer;   // empty: the last attention block
+  int64_t explain_class = -1;  // -1: each scan's predicted class
 };
 
 struct PredictResult {
@@ -60,7 +60,7 @@ struct PredictResult {
   train::Metrics metrics;
   std::vector<std::vector<int64_t>> confusion;  // [label][predicted]
   std::vector<std::string> files;               // what was written
-  Tensor logits;  // [readable scans, classes]: their logits in input order (every rank)
+  Tensor logits;                                // [readable scans, classes]: their logits in input order (every rank)
 };
 
 // Collective over the grid; `out` (the first rank's, may be null) gets progress and results.

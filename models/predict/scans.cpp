@@ -30,10 +30,14 @@ bool is_nifti_name(const std::string& name, bool image_too) {
 
 std::optional<data::Split> manifest_split(SplitFilter split) {
   switch (split) {
-    case SplitFilter::all: return std::nullopt;
-    case SplitFilter::train: return data::Split::train;
-    case SplitFilter::val: return data::Split::val;
-    case SplitFilter::test: return data::Split::test;
+    case SplitFilter::all:
+      return std::nullopt;
+    case SplitFilter::train:
+      return data::Split::train;
+    case SplitFilter::val:
+      return data::Split::val;
+    case SplitFilter::test:
+      return data::Split::test;
   }
   return std::nullopt;
 }
@@ -69,8 +73,8 @@ std::vector<ScanEntry> list_scans(const std::string& data, SplitFilter split) {
   }
   std::string found;
   for (const auto& [name, count] : splits) found += (found.empty() ? "" : ", ") + name + " " + std::to_string(count);
-  GRIDNN_REQUIRE(!scans.empty(), "--data ", data, ": no rows of split ", enum_name(split), "; its rows by split: ",
-                 found, " (--split all takes every row)");
+  GRIDNN_REQUIRE(!scans.empty(), "--data ", data, ": no rows of split ", enum_name(split),
+                 "; its rows by split: ", found, " (--split all takes every row)");
   return scans;
 }
 

@@ -26,7 +26,6 @@ class FormatVersionError : public Error {
 };
 const std::string kOptimizerPrefix = "optimizer.";
 
-
 // Checkpoint files in `dir`, newest (highest step) first.
 std::vector<std::pair<int64_t, fs::path>> list_checkpoints(const std::string& dir) {
   std::vector<std::pair<int64_t, fs::path>> found;
@@ -43,8 +42,7 @@ std::vector<std::pair<int64_t, fs::path>> list_checkpoints(const std::string& di
   return found;
 }
 
-int64_t metadata_int(const std::map<std::string, std::string>& meta, const std::string& key,
-                     const std::string& path) {
+int64_t metadata_int(const std::map<std::string, std::string>& meta, const std::string& key, const std::string& path) {
   auto it = meta.find(key);
   GRIDNN_REQUIRE(it != meta.end(), path, ": not a gridnn checkpoint (no '", key, "' in its metadata)");
   try {
@@ -79,15 +77,14 @@ std::string save_checkpoint(const std::string& dir, const NamedTensors& model, c
 
   NamedTensors tensors = model;
   for (auto& [name, t] : optimizer_state) tensors.emplace_back(kOptimizerPrefix + name, t);
-  const std::map<std::string, std::string> meta = {
-      {"format", kFormat},
-      {"step", std::to_string(state.step)},
-      {"epoch", std::to_string(state.epoch)},
-      {"batch", std::to_string(state.batch)},
-      {"optimizer_steps", std::to_string(optimizer_steps)},
-      {"seed", std::to_string(state.seed)},
-      {"grid", state.grid},
-      {"config", state.config_json}};
+  const std::map<std::string, std::string> meta = {{"format", kFormat},
+                                                   {"step", std::to_string(state.step)},
+                                                   {"epoch", std::to_string(state.epoch)},
+                                                   {"batch", std::to_string(state.batch)},
+                                                   {"optimizer_steps", std::to_string(optimizer_steps)},
+                                                   {"seed", std::to_string(state.seed)},
+                                                   {"grid", state.grid},
+                                                   {"config", state.config_json}};
   const std::string path = checkpoint_path(dir, state.step);
   save_safetensors(path, tensors, meta);
 
@@ -103,7 +100,8 @@ Checkpoint read_checkpoint(const std::string& path) {
   auto format = meta.find("format");
   if (format != meta.end() && format->second != kFormat && format->second.rfind(kFormatFamily, 0) == 0)
     throw FormatVersionError(path + ": checkpoint format '" + format->second + "' is another version than the '" +
-                             kFormat + "' this gridnn reads; resume it with the gridnn that wrote it, or start "
+                             kFormat +
+                             "' this gridnn reads; resume it with the gridnn that wrote it, or start "
                              "from its weights alone with --init-from (no optimizer state)");
   GRIDNN_REQUIRE(format != meta.end() && format->second == kFormat, path,
                  ": not a gridnn checkpoint (metadata 'format' is not '", kFormat,

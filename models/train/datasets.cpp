@@ -49,8 +49,10 @@ Datasets make_datasets(const TrainOptions& o) {
                                      [](const data::ManifestRow& r) { return r.split != data::Split::unassigned; });
   if (has_split) {
     for (const auto& r : all.rows) {
-      if (r.split == data::Split::val) val.rows.push_back(r);
-      else if (r.split != data::Split::test) train.rows.push_back(r);
+      if (r.split == data::Split::val)
+        val.rows.push_back(r);
+      else if (r.split != data::Split::test)
+        train.rows.push_back(r);
     }
   } else {
     const auto order = data::epoch_order(int64_t(all.rows.size()), o.seed, -2);

@@ -134,7 +134,7 @@ void GradientSync::advance() {
 
 void GradientSync::begin() {
   if (!rebuilt_ && !ready_order_.empty()) {  // the order the first overlapped step observed
-    rebuilt_ = true;  // every rank alike: the order comes from the module structure
+    rebuilt_ = true;                         // every rank alike: the order comes from the module structure
     rebuild_in_ready_order();
   }
   for (Bucket& b : buckets_) {

@@ -74,7 +74,7 @@ class GradientSync : public nn::BackwardObserver {
     parallel::Communicator* comm;
     std::vector<nn::Parameter*> params;
     int64_t elements = 0;
-    Tensor flat;  // allocated on first use, on the parameters' device
+    Tensor flat;          // allocated on first use, on the parameters' device
     int64_t waiting = 0;  // overlap: parameters not ready yet
     std::unique_ptr<parallel::PendingAllReduce> pending;
   };

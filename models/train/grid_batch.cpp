@@ -18,8 +18,8 @@ parallel::Range shard_planes(const parallel::GridShape& grid, int row, int64_t d
 
 BatchShard batch_shard(const parallel::ProcessGrid& grid, int64_t batch, int64_t depth) {
   const parallel::GridShape& g = grid.shape();
-  GRIDNN_REQUIRE(batch >= g.cols, "--batch ", batch, " is smaller than the grid's ", g.cols,
-                 " batch shards (--grid ", g.str(), "): every shard needs a sample; use --batch >= ", g.cols);
+  GRIDNN_REQUIRE(batch >= g.cols, "--batch ", batch, " is smaller than the grid's ", g.cols, " batch shards (--grid ",
+                 g.str(), "): every shard needs a sample; use --batch >= ", g.cols);
   GRIDNN_REQUIRE(depth >= g.rows, "--input depth ", depth, " is smaller than the grid's ", g.rows,
                  " depth slabs (--grid ", g.str(), ")");
   return {shard_rows(g, grid.col_rank(), batch), shard_planes(g, grid.row_rank(), depth)};

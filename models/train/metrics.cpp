@@ -11,8 +11,8 @@
 namespace gridnn::train {
 
 void MetricsAccumulator::add(const Tensor& logits, const Tensor& labels, double loss_sum) {
-  GRIDNN_REQUIRE(logits.rank() == 2 && labels.rank() == 1 && labels.size(0) == logits.size(0),
-                 "metrics: logits ", logits.str(), " and labels ", labels.str(), " do not match");
+  GRIDNN_REQUIRE(logits.rank() == 2 && labels.rank() == 1 && labels.size(0) == logits.size(0), "metrics: logits ",
+                 logits.str(), " and labels ", labels.str(), " do not match");
   const int64_t rows = logits.size(0), classes = logits.size(1);
   GRIDNN_REQUIRE(classes_ == 0 || classes_ == classes, "metrics: class count changed");
   classes_ = classes;
@@ -39,8 +39,10 @@ Metrics MetricsAccumulator::result() const {
     m.binary = true;
     int64_t tp = 0, fn = 0, tn = 0, fp = 0;
     for (size_t i = 0; i < label_.size(); ++i) {
-      if (label_[i] == 1) (predicted_[i] == 1 ? tp : fn)++;
-      else (predicted_[i] == 0 ? tn : fp)++;
+      if (label_[i] == 1)
+        (predicted_[i] == 1 ? tp : fn)++;
+      else
+        (predicted_[i] == 0 ? tn : fp)++;
     }
     m.sensitivity = tp + fn ? double(tp) / double(tp + fn) : 0.0;
     m.specificity = tn + fp ? double(tn) / double(tn + fp) : 0.0;
@@ -71,9 +73,7 @@ double roc_auc(const std::vector<double>& score, const std::vector<int64_t>& lab
          (double(positives) * double(negatives));
 }
 
-double positive_score(float logit0, float logit1) {
-  return 1.0 / (1.0 + std::exp(double(logit0) - double(logit1)));
-}
+double positive_score(float logit0, float logit1) { return 1.0 / (1.0 + std::exp(double(logit0) - double(logit1))); }
 
 nlohmann::ordered_json metrics_json(const Metrics& m) {
   nlohmann::ordered_json j = {{"samples", m.samples}, {"loss", m.loss}, {"accuracy", m.accuracy}};
@@ -87,11 +87,11 @@ nlohmann::ordered_json metrics_json(const Metrics& m) {
 
 std::string metrics_text(const Metrics& m) {
   char text[256];
-  int n = std::snprintf(text, sizeof text, "loss %.4f  accuracy %.4f (%lld samples)", m.loss,
-                        m.accuracy, static_cast<long long>(m.samples));
+  int n = std::snprintf(text, sizeof text, "loss %.4f  accuracy %.4f (%lld samples)", m.loss, m.accuracy,
+                        static_cast<long long>(m.samples));
   if (m.binary)
-    std::snprintf(text + n, sizeof text - size_t(n), "  sensitivity %.4f  specificity %.4f  AUC %.4f",
-                  m.sensitivity, m.specificity, m.auc);
+    std::snprintf(text + n, sizeof text - size_t(n), "  sensitivity %.4f  specificity %.4f  AUC %.4f", m.sensitivity,
+                  m.specificity, m.auc);
   return text;
 }
 

@@ -4,10 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/tensor.h"
 
@@ -15,7 +14,7 @@ namespace gridnn::train {
 
 struct Metrics {
   int64_t samples = 0;
-  double loss = 0;      // mean
+  double loss = 0;  // mean
   double accuracy = 0;
   bool binary = false;  // the three below are set for two classes only
   double sensitivity = 0, specificity = 0, auc = 0;
@@ -33,7 +32,7 @@ class MetricsAccumulator {
   int64_t classes_ = 0;
   double loss_sum_ = 0;
   int64_t correct_ = 0;
-  std::vector<double> score_;   // class-1 probability (binary)
+  std::vector<double> score_;  // class-1 probability (binary)
   std::vector<int64_t> label_;
   std::vector<int64_t> predicted_;
 };

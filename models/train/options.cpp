@@ -3,9 +3,8 @@
 
 #include <cmath>
 #include <exception>
-#include <utility>
-
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "core/enum_json.h"
 #include "core/error.h"
@@ -145,8 +144,10 @@ void validate(const TrainOptions& o) {
   GRIDNN_REQUIRE(o.batch >= 1, "--batch must be >= 1, got ", o.batch);
   GRIDNN_REQUIRE(o.epochs >= 0 && o.steps >= 0, "--epochs and --steps must not be negative");
   GRIDNN_REQUIRE(o.epochs > 0 || o.steps > 0, "give --epochs or --steps");
-  GRIDNN_REQUIRE(o.requeue_exit_code >= 2 && o.requeue_exit_code <= 125, "--requeue-exit-code must be in 2..125 "
-                 "(0 means done, 1 an error, above 125 the shell's and signals'), got ", o.requeue_exit_code);
+  GRIDNN_REQUIRE(o.requeue_exit_code >= 2 && o.requeue_exit_code <= 125,
+                 "--requeue-exit-code must be in 2..125 "
+                 "(0 means done, 1 an error, above 125 the shell's and signals'), got ",
+                 o.requeue_exit_code);
   GRIDNN_REQUIRE(o.comm_timeout >= 0, "--comm-timeout must be >= 0 seconds (0: no limit), got ", o.comm_timeout);
   GRIDNN_REQUIRE(o.precision != ops::MathMode::tf32 || Device::parse(o.device).is_cuda(),
                  "--precision tf32 needs --device cuda (TF32 is a tensor-core format)");

@@ -32,8 +32,8 @@ constexpr EnumNames<OnSignal> enum_names(OnSignal) { return {"signal action", kO
 
 // What a checkpoint that cannot be saved does (gridnn-train --save-errors).
 enum class SaveErrors { stop, warn };
-inline constexpr EnumName<SaveErrors> kSaveErrorsNames[] = {
-    {SaveErrors::stop, "stop", "exit 1"}, {SaveErrors::warn, "warn", "a warning, then train on"}};
+inline constexpr EnumName<SaveErrors> kSaveErrorsNames[] = {{SaveErrors::stop, "stop", "exit 1"},
+                                                            {SaveErrors::warn, "warn", "a warning, then train on"}};
 constexpr EnumNames<SaveErrors> enum_names(SaveErrors) { return {"save-error action", kSaveErrorsNames}; }
 
 // The rules --placement names; any other text names a placement file (docs/placement.md).
@@ -48,19 +48,19 @@ inline constexpr char kAutoGrid[] = "auto";
 
 struct DataOptions {
   std::string source = kSyntheticData;  // kSyntheticData or a CSV manifest of NIfTI volumes
-  int64_t train_samples = 256;       // synthetic only
-  int64_t val_samples = 128;         // synthetic only
-  double val_fraction = 0.2;         // manifest rows without a split column
-  bool augment = true;               // random shifts / flips and fresh noise while training
-  bool cache = false;                // keep loaded training samples in memory (needs augment off)
-  data::Fit fit = data::Fit::crop;   // NIfTI: crop (center crop or zero pad) | resample
+  int64_t train_samples = 256;          // synthetic only
+  int64_t val_samples = 128;            // synthetic only
+  double val_fraction = 0.2;            // manifest rows without a split column
+  bool augment = true;                  // random shifts / flips and fresh noise while training
+  bool cache = false;                   // keep loaded training samples in memory (needs augment off)
+  data::Fit fit = data::Fit::crop;      // NIfTI: crop (center crop or zero pad) | resample
   data::Orientation orientation = data::Orientation::canonical;  // NIfTI: closest RAS+ | stored voxel order
-  double spacing = 0;                // NIfTI: resample to voxels of this many mm before the fit; 0: off
+  double spacing = 0;  // NIfTI: resample to voxels of this many mm before the fit; 0: off
 };
 
 struct TrainOptions {
   Model model = Model::resattnet3d;
-  nn::ResAttNetConfig resattnet;      // depth, width, attention switches (classes, channels below)
+  nn::ResAttNetConfig resattnet;  // depth, width, attention switches (classes, channels below)
   std::vector<int64_t> mlp_hidden{256, 64};
   int64_t in_channels = 1;
   int64_t classes = 2;
@@ -73,14 +73,14 @@ struct TrainOptions {
   optim::ScheduleOptions schedule;  // schedule.base_lr is the learning rate
   DataOptions data;
 
-  std::string grid = "1x1";    // PrxPc or PsxPrxPc (docs/design.md §4); the job must have Ps*Pr*Pc processes
+  std::string grid = "1x1";  // PrxPc or PsxPrxPc (docs/design.md §4); the job must have Ps*Pr*Pc processes
   // Pipeline stages (docs/design.md §7, models/train/pipelined_model.h): Ps (also given by a PsxPrxPc
   // grid), GPipe micro-batches per step, and where the stages cut the network: a
   // PlacementRule's name ("" is even) or a placement file (placement_rule below).
   int stages = 1;
   int micro_batches = 1;
   std::string placement;
-  bool comm_report = false;   // print the per-layer communication table at the end
+  bool comm_report = false;    // print the per-layer communication table at the end
   std::string device = "cpu";  // cpu, cuda (under mpiexec: each rank of a node its own GPU) or cuda:N
   parallel::CommBackend comm_backend = parallel::CommBackend::automatic;
   ops::MathMode precision = ops::MathMode::fp32;
@@ -90,11 +90,11 @@ struct TrainOptions {
   int64_t save_every = 0;      // steps; 0: at the end only
   int keep_checkpoints = 2;
   bool resume = false;
-  std::string init_from;       // weights (safetensors, PyTorch names)
-  std::string metrics_path;    // JSON lines
-  int64_t eval_every = 0;      // steps; 0: at the end of every epoch
-  bool progress = true;        // a progress bar on a terminal
-  int64_t log_every = 10;      // steps between reads of the training loss (and its reports)
+  std::string init_from;     // weights (safetensors, PyTorch names)
+  std::string metrics_path;  // JSON lines
+  int64_t eval_every = 0;    // steps; 0: at the end of every epoch
+  bool progress = true;      // a progress bar on a terminal
+  int64_t log_every = 10;    // steps between reads of the training loss (and its reports)
 
   // Running on a cluster (docs/cluster.md). They change where and how long ranks run, never
   // the results, so checkpoints do not record them.

@@ -53,7 +53,10 @@ std::unique_ptr<nn::LayerFactory> layers_for(parallel::ProcessGrid& grid) {
 }
 
 PipelinedModel::PipelinedModel(const TrainOptions& o, parallel::ProcessGrid& grid)
-    : grid_(grid), device_(Device::parse(o.device)), classes_(o.classes), layers_(layers_for(grid)),
+    : grid_(grid),
+      device_(Device::parse(o.device)),
+      classes_(o.classes),
+      layers_(layers_for(grid)),
       micro_batches_(o.micro_batches) {
   require_device(device_);
   model_ = build_model(o, *layers_);
@@ -81,8 +84,8 @@ PipelinedModel::PipelinedModel(const TrainOptions& o, parallel::ProcessGrid& gri
   GRIDNN_REQUIRE(placement_.partitions() == stages, "the placement has ", placement_.partitions(),
                  " partitions but the grid ", grid.shape().str(), " has ", stages, " stages; give --stages ",
                  placement_.partitions(), " or another placement");
-  partition_ = int(std::find(placement_.device.begin(), placement_.device.end(), grid.stage()) -
-                   placement_.device.begin());
+  partition_ =
+      int(std::find(placement_.device.begin(), placement_.device.end(), grid.stage()) - placement_.device.begin());
   begin_ = size_t(placement_.begin(partition_));
   end_ = size_t(placement_.end(partition_, int(net_->block_count())));
   optimizer_ = optim::make_optimizer(o.optimizer, partition_parameters());
@@ -146,9 +149,8 @@ Tensor PipelinedModel::forward_backward(const data::Batch& shard, int64_t global
     } catch (const Error& e) {
       if (M == 1) throw;
       // Typically batch norm with too few values: say that a micro-batch is what it saw.
-      throw Error(std::string(e.what()) + " (in micro-batch " + std::to_string(m) + " of " + std::to_string(M) +
-                  ", " + std::to_string((global_rows - m + M - 1) / M) + " of the batch's " +
-                  std::to_string(global_rows) +
+      throw Error(std::string(e.what()) + " (in micro-batch " + std::to_string(m) + " of " + std::to_string(M) + ", " +
+                  std::to_string((global_rows - m + M - 1) / M) + " of the batch's " + std::to_string(global_rows) +
                   " samples; each micro-batch runs and is normalized on its own: lower --micro-batches or raise "
                   "--batch)");
     }

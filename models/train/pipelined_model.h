@@ -162,7 +162,6 @@ plan::Profile profile_blocks(const TrainOptions& options, int64_t rows, int repe
 // placement file (plan/placement.h, docs/placement.md), or "auto": world rank 0 profiles the
 // blocks at this run's micro-batch size and GABRA places them on Ps identical devices (links:
 // 2 µs, 10 GB/s); the result is shared with every rank. Collective over the world.
-plan::Placement choose_placement(const TrainOptions& options, const nn::BlockNetwork& net,
-                                 parallel::ProcessGrid& grid);
+plan::Placement choose_placement(const TrainOptions& options, const nn::BlockNetwork& net, parallel::ProcessGrid& grid);
 
 }  // namespace gridnn::train

@@ -8,8 +8,11 @@
 namespace gridnn::train {
 
 Progress::Progress(std::FILE* out, int64_t total_steps, bool enabled)
-    : out_(out), total_(std::max<int64_t>(total_steps, 1)), enabled_(enabled),
-      tty_(enabled && ::isatty(::fileno(out))), start_(std::chrono::steady_clock::now()),
+    : out_(out),
+      total_(std::max<int64_t>(total_steps, 1)),
+      enabled_(enabled),
+      tty_(enabled && ::isatty(::fileno(out))),
+      start_(std::chrono::steady_clock::now()),
       last_draw_(start_) {}
 
 void Progress::step(int64_t step, int64_t epoch, double loss, double lr) {
@@ -26,8 +29,8 @@ void Progress::step(int64_t step, int64_t epoch, double loss, double lr) {
     const int filled = int(double(width) * double(step) / double(total_));
     std::fprintf(out_, "\r[%s%s] %lld/%lld  epoch %lld  loss %.4f  lr %.3g  %.2f s/step  eta %.0f s\x1b[K",
                  std::string(size_t(filled), '#').c_str(), std::string(size_t(width - filled), '.').c_str(),
-                 static_cast<long long>(step), static_cast<long long>(total_), static_cast<long long>(epoch),
-                 loss_avg_, lr, per_step, eta);
+                 static_cast<long long>(step), static_cast<long long>(total_), static_cast<long long>(epoch), loss_avg_,
+                 lr, per_step, eta);
     bar_shown_ = true;
   } else {
     // About twenty lines per run, and the first and last step.
@@ -35,8 +38,8 @@ void Progress::step(int64_t step, int64_t epoch, double loss, double lr) {
     if (step != 1 && step != total_ && step - last_plain_step_ < every) return;
     last_plain_step_ = step;
     std::fprintf(out_, "step %lld/%lld  epoch %lld  loss %.4f  lr %.3g  %.2f s/step  eta %.0f s\n",
-                 static_cast<long long>(step), static_cast<long long>(total_), static_cast<long long>(epoch),
-                 loss_avg_, lr, per_step, eta);
+                 static_cast<long long>(step), static_cast<long long>(total_), static_cast<long long>(epoch), loss_avg_,
+                 lr, per_step, eta);
   }
   std::fflush(out_);
 }

@@ -81,7 +81,8 @@ plan::Profile profile_blocks(const TrainOptions& options, int64_t rows, int repe
   return profile;
 }
 
-plan::Placement choose_placement(const TrainOptions& options, const nn::BlockNetwork& net, parallel::ProcessGrid& grid) {
+plan::Placement choose_placement(const TrainOptions& options, const nn::BlockNetwork& net,
+                                 parallel::ProcessGrid& grid) {
   const int stages = grid.shape().stages;
   const std::optional<PlacementRule> rule = placement_rule(options);
   if (rule == PlacementRule::even) return even_placement(net, stages);

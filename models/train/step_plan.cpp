@@ -85,7 +85,8 @@ parallel::GridShape choose_grid(const TrainOptions& o, int procs, std::string* w
   GRIDNN_REQUIRE(best, "--grid auto: no grid of ", procs, " processes fits --batch ", o.batch, " and depth ",
                  o.input[0], "; give --grid PrxPc or change the batch");
   char text[320], batch_only[64] = "not usable";
-  if (plans.front().grid.rows == 1) std::snprintf(batch_only, sizeof batch_only, "%.3g ms", 1e3 * plans.front().comm_s());
+  if (plans.front().grid.rows == 1)
+    std::snprintf(batch_only, sizeof batch_only, "%.3g ms", 1e3 * plans.front().comm_s());
   std::snprintf(text, sizeof text, "%dx%d of %s: predicted communication %.3g ms per step; pure batch (1x%d) %s",
                 best->grid.rows, best->grid.cols, considered.c_str(), 1e3 * best->comm_s(), procs, batch_only);
   if (why) *why = text;

@@ -87,8 +87,9 @@ plan::ComputeTables time_layers(const TrainOptions& options, const std::vector<i
       const int64_t voxels = l.in_size[0] * l.in_size[1] * l.in_size[2];
       const bool halve = l.kind == plan::LayerKind::bn && b * voxels < 2;
       const int64_t rows = halve ? 2 : b;
-      const Shape in = l.kind == plan::LayerKind::fc ? Shape{rows, l.in_channels}
-                                                      : Shape{rows, l.in_channels, l.in_size[0], l.in_size[1], l.in_size[2]};
+      const Shape in = l.kind == plan::LayerKind::fc
+                           ? Shape{rows, l.in_channels}
+                           : Shape{rows, l.in_channels, l.in_size[0], l.in_size[1], l.in_size[2]};
       ForwardBackward run(layer, uniform(in, device, timing.seed, 1), timing.seed);
       t.seconds[b] = run.measure(timing).total_s() / (halve ? 2 : 1);
     }

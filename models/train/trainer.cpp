@@ -10,8 +10,8 @@
 #include "core/error.h"
 #include "core/stop_signal.h"
 #include "core/transfers.h"
-#include "parallel/progress_board.h"
 #include "models/train/grid_batch.h"
+#include "parallel/progress_board.h"
 
 namespace gridnn::train {
 
@@ -19,9 +19,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-Shape sample_shape(const TrainOptions& o) {
-  return {o.in_channels, o.input[0], o.input[1], o.input[2]};
-}
+Shape sample_shape(const TrainOptions& o) { return {o.in_channels, o.input[0], o.input[1], o.input[2]}; }
 
 // Checks the loss of `step` (every rank computed it alike: it is summed over the grid first).
 void require_finite(double loss, int64_t step, int64_t epoch) {
@@ -32,8 +30,7 @@ void require_finite(double loss, int64_t step, int64_t epoch) {
 
 }  // namespace
 
-Trainer::Trainer(TrainOptions options, std::FILE* out, parallel::ProcessGrid* grid)
-    : options_(std::move(options)) {
+Trainer::Trainer(TrainOptions options, std::FILE* out, parallel::ProcessGrid* grid) : options_(std::move(options)) {
   validate(options_);
   if (!grid) {
     own_grid_ = parallel::ProcessGrid::single();
@@ -92,16 +89,16 @@ void Trainer::say(const std::string& line) {
 
 void Trainer::restore(const Checkpoint& c) {
   const TrainOptions saved = options_from_json(c.state.config_json);
-  GRIDNN_REQUIRE(saved.model == options_.model && saved.seed == options_.seed && saved.batch == options_.batch,
-                 c.path, " was written by a run with --model ", enum_name(saved.model), " --seed ", saved.seed,
-                 " --batch ", saved.batch, "; resume with the same options or use another --checkpoint-dir");
+  GRIDNN_REQUIRE(saved.model == options_.model && saved.seed == options_.seed && saved.batch == options_.batch, c.path,
+                 " was written by a run with --model ", enum_name(saved.model), " --seed ", saved.seed, " --batch ",
+                 saved.batch, "; resume with the same options or use another --checkpoint-dir");
   GRIDNN_REQUIRE(saved.data.orientation == options_.data.orientation && saved.data.spacing == options_.data.spacing,
                  c.path, " was written by a run that read its volumes with --orientation ",
                  enum_name(saved.data.orientation), " --spacing ", saved.data.spacing,
                  "; resume with those (the network learnt that voxel order)");
   model_->load_state_dict({NamedTensors(c.model.begin(), c.model.end()),
-                          NamedTensors(c.optimizer.begin(), c.optimizer.end()), c.optimizer_steps},
-                         c.path);
+                           NamedTensors(c.optimizer.begin(), c.optimizer.end()), c.optimizer_steps},
+                          c.path);
   state_.step = c.state.step;
   state_.epoch = c.state.epoch;
   state_.batch = c.state.batch;
@@ -120,10 +117,11 @@ std::string Trainer::save() {
       save_checkpoint(options_.checkpoint_dir, s.model, s.optimizer, s.optimizer_steps, state_,
                       options_.keep_checkpoints);
     } catch (const Error& e) {
-      const std::string why = "could not save the checkpoint of step " + std::to_string(state_.step) + ": " +
-                              e.what() + ". The checkpoints saved before are untouched";
+      const std::string why = "could not save the checkpoint of step " + std::to_string(state_.step) + ": " + e.what() +
+                              ". The checkpoints saved before are untouched";
       if (options_.save_errors == SaveErrors::stop)
-        throw Error(why + "; free space or fix --checkpoint-dir, then resume with --resume (or pass "
+        throw Error(why +
+                    "; free space or fix --checkpoint-dir, then resume with --resume (or pass "
                     "--save-errors warn to train on without it)");
       std::fprintf(stderr, "gridnn: warning: %s; training goes on (--save-errors warn)\n", why.c_str());
       std::fflush(stderr);
@@ -188,8 +186,13 @@ void Trainer::report_losses(Progress& progress) {
     const UnreadLoss& u = steps[i];
     require_finite(double(losses[i]), u.step, u.epoch);
     progress.step(u.step, u.epoch, double(losses[i]), u.lr);
-    log_json(Json{{"event", "train"}, {"step", u.step}, {"epoch", u.epoch}, {"loss", double(losses[i])},
-                  {"lr", u.lr}, {"seconds", u.seconds}}.dump());
+    log_json(Json{{"event", "train"},
+                  {"step", u.step},
+                  {"epoch", u.epoch},
+                  {"loss", double(losses[i])},
+                  {"lr", u.lr},
+                  {"seconds", u.seconds}}
+                 .dump());
   }
 }
 
@@ -260,8 +263,12 @@ Metrics Trainer::run(int64_t stop_at_step) {
                                                 : "; nothing saved (--on-signal exit)";
       }
       if (out_) progress.line(what);
-      log_json(Json{{"event", "stopped"}, {"signal", stop_signal_name(signal)}, {"step", state_.step},
-                    {"checkpoint", stop_.checkpoint}, {"seconds", seconds()}}.dump());
+      log_json(Json{{"event", "stopped"},
+                    {"signal", stop_signal_name(signal)},
+                    {"step", state_.step},
+                    {"checkpoint", stop_.checkpoint},
+                    {"seconds", seconds()}}
+                   .dump());
       progress.finish();
       return last;
     }
@@ -342,8 +349,8 @@ void dump_step(const TrainOptions& options, const std::string& batch_file, const
   model.update(optim::LrSchedule(o.schedule).lr(0));
   for (auto& [name, t] : model.model_state()) out.emplace_back(name, t.to_host());
   if (grid->world_rank() == 0)
-    save_safetensors(out_file, out, {{"producer", "gridnn-train --dump-step"}, {"grid", grid->shape().str()},
-                                     {"config", to_json(o)}});
+    save_safetensors(out_file, out,
+                     {{"producer", "gridnn-train --dump-step"}, {"grid", grid->shape().str()}, {"config", to_json(o)}});
   grid->world().barrier();
 }
 

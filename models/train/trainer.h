@@ -108,9 +108,9 @@ class Trainer {
   TrainOptions options_;
   std::unique_ptr<parallel::ProcessGrid> own_grid_;  // when none was given
   parallel::ProcessGrid* grid_;
-  bool leader_;                                  // world rank 0: reports and writes files
-  std::FILE* out_;                               // null on the other ranks
-  BatchShard shard_;                             // this rank's rows and depth planes
+  bool leader_;       // world rank 0: reports and writes files
+  std::FILE* out_;    // null on the other ranks
+  BatchShard shard_;  // this rank's rows and depth planes
   std::unique_ptr<PipelinedModel> model_;
   std::unique_ptr<optim::LrSchedule> schedule_;
   Datasets data_;
@@ -127,7 +127,7 @@ class Trainer {
   Tensor unread_losses_;               // f32 [log_every] on the step's device
   std::vector<UnreadLoss> in_flight_;  // the steps whose losses readback_ is copying
   Readback readback_;
-  TransferCounts step_transfers_;   // host<->device copies inside train_step this run
+  TransferCounts step_transfers_;  // host<->device copies inside train_step this run
 };
 
 // Single-step mode (gridnn-train --batch-file B --dump-step OUT): one forward, backward and

@@ -45,8 +45,7 @@ NamedTensors whole_gradients(nn::Module& model) {
   return out;
 }
 
-void load_model_tensors(nn::Module& model, const std::map<std::string, Tensor>& tensors,
-                        const std::string& source) {
+void load_model_tensors(nn::Module& model, const std::map<std::string, Tensor>& tensors, const std::string& source) {
   std::vector<std::string> missing, misshaped, unexpected;
   std::map<std::string, bool> known;
   auto check = [&](const std::string& name, const Shape& shape, DType dtype) {

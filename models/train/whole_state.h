@@ -31,7 +31,6 @@ NamedTensors whole_gradients(nn::Module& model);
 // part where the model splits a tensor. Strict: every name of the model must be present
 // with its whole shape and dtype, and no other names may appear; otherwise a gridnn::Error
 // lists every missing, unexpected and mis-shaped tensor and names `source`.
-void load_model_tensors(nn::Module& model, const std::map<std::string, Tensor>& tensors,
-                        const std::string& source);
+void load_model_tensors(nn::Module& model, const std::map<std::string, Tensor>& tensors, const std::string& source);
 
 }  // namespace gridnn::train

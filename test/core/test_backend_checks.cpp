@@ -38,8 +38,8 @@ std::string what_thrown(F&& body) {
 }
 
 // The message names the library, the call text, the library's error text and file:line.
-void expect_names(const std::string& what, const char* library, const std::string& call,
-                  const std::string& detail, int line) {
+void expect_names(const std::string& what, const char* library, const std::string& call, const std::string& detail,
+                  int line) {
   const std::string where = std::string(__FILE__) + ":" + std::to_string(line);
   EXPECT_NE(what.find(std::string(library) + " call failed"), std::string::npos) << what;
   EXPECT_NE(what.find(call), std::string::npos) << what;
@@ -50,17 +50,18 @@ void expect_names(const std::string& what, const char* library, const std::strin
 TEST(BackendChecks, CudaFailureNamesCallErrorFileAndLine) {
   int line = 0;
   const std::string what = what_thrown<CudaError>([&] {
-    line = __LINE__; GRIDNN_CHECK_CUDA(cudaErrorInvalidValue);  // (one line: __LINE__ matches)
+    line = __LINE__;
+    GRIDNN_CHECK_CUDA(cudaErrorInvalidValue);  // (one line: __LINE__ matches)
   });
   expect_names(what, "CUDA", "cudaErrorInvalidValue", "cudaErrorInvalidValue", line);
   // The detail comes from the status, not the call text: both the name and the description.
   const cudaError_t planted = cudaErrorInvalidValue;
   const std::string from_variable = what_thrown<CudaError>([&] {
-    line = __LINE__; GRIDNN_CHECK_CUDA(planted);
+    line = __LINE__;
+    GRIDNN_CHECK_CUDA(planted);
   });
   expect_names(from_variable, "CUDA", "planted", "cudaErrorInvalidValue", line);
-  EXPECT_NE(from_variable.find(cudaGetErrorString(cudaErrorInvalidValue)), std::string::npos)
-      << from_variable;
+  EXPECT_NE(from_variable.find(cudaGetErrorString(cudaErrorInvalidValue)), std::string::npos) << from_variable;
 }
 
 TEST(BackendChecks, CudaErrorCarriesTheCallAndIsAGridnnError) {
@@ -72,8 +73,7 @@ TEST(BackendChecks, CudaErrorCarriesTheCallAndIsAGridnnError) {
     EXPECT_EQ(e.rank(), error_rank());
     EXPECT_NE(dynamic_cast<const CudaError*>(&e), nullptr);
     const Error& as_user_error_base = e;
-    EXPECT_NE(std::string(as_user_error_base.what()).find("cudaErrorMemoryAllocation"),
-              std::string::npos);
+    EXPECT_NE(std::string(as_user_error_base.what()).find("cudaErrorMemoryAllocation"), std::string::npos);
   }
 }
 
@@ -112,7 +112,8 @@ TEST(BackendChecks, LaunchCheckReportsTheLastErrorAndTheKernelName) {
   ASSERT_NE(planted, cudaSuccess);
   int line = 0;
   const std::string what = what_thrown<CudaError>([&] {
-    line = __LINE__; GRIDNN_CHECK_LAUNCH("my_kernel");
+    line = __LINE__;
+    GRIDNN_CHECK_LAUNCH("my_kernel");
   });
   expect_names(what, "CUDA", "\"my_kernel\"", cudaGetErrorName(planted), line);
   EXPECT_NE(what.find("cudaGetLastError()"), std::string::npos) << what;
@@ -126,13 +127,14 @@ TEST(BackendChecks, LaunchCheckReportsTheLastErrorAndTheKernelName) {
 TEST(BackendChecks, CublasFailureNamesCallStatusFileAndLine) {
   int line = 0;
   const std::string what = what_thrown<CublasError>([&] {
-    line = __LINE__; GRIDNN_CHECK_CUBLAS(CUBLAS_STATUS_INVALID_VALUE);
+    line = __LINE__;
+    GRIDNN_CHECK_CUBLAS(CUBLAS_STATUS_INVALID_VALUE);
   });
-  expect_names(what, "cuBLAS", "CUBLAS_STATUS_INVALID_VALUE",
-               cublasGetStatusString(CUBLAS_STATUS_INVALID_VALUE), line);
+  expect_names(what, "cuBLAS", "CUBLAS_STATUS_INVALID_VALUE", cublasGetStatusString(CUBLAS_STATUS_INVALID_VALUE), line);
   const cublasStatus_t planted = CUBLAS_STATUS_INVALID_VALUE;
   const std::string from_variable = what_thrown<CublasError>([&] {
-    line = __LINE__; GRIDNN_CHECK_CUBLAS(planted);
+    line = __LINE__;
+    GRIDNN_CHECK_CUBLAS(planted);
   });
   expect_names(from_variable, "cuBLAS", "planted", "CUBLAS_STATUS_INVALID_VALUE", line);
 }
@@ -141,13 +143,14 @@ TEST(BackendChecks, CudnnFailureNamesCallStatusFileAndLine) {
 #if GRIDNN_HAVE_CUDNN
   int line = 0;
   const std::string what = what_thrown<CudnnError>([&] {
-    line = __LINE__; GRIDNN_CHECK_CUDNN(CUDNN_STATUS_BAD_PARAM);
+    line = __LINE__;
+    GRIDNN_CHECK_CUDNN(CUDNN_STATUS_BAD_PARAM);
   });
-  expect_names(what, "cuDNN", "CUDNN_STATUS_BAD_PARAM",
-               cudnnGetErrorString(CUDNN_STATUS_BAD_PARAM), line);
+  expect_names(what, "cuDNN", "CUDNN_STATUS_BAD_PARAM", cudnnGetErrorString(CUDNN_STATUS_BAD_PARAM), line);
   const cudnnStatus_t planted = CUDNN_STATUS_BAD_PARAM;
   const std::string from_variable = what_thrown<CudnnError>([&] {
-    line = __LINE__; GRIDNN_CHECK_CUDNN(planted);
+    line = __LINE__;
+    GRIDNN_CHECK_CUDNN(planted);
   });
   expect_names(from_variable, "cuDNN", "planted", "CUDNN_STATUS_BAD_PARAM", line);
 #else
@@ -159,12 +162,14 @@ TEST(BackendChecks, NcclFailureNamesCallStatusFileAndLine) {
 #if GRIDNN_HAVE_NCCL
   int line = 0;
   const std::string what = what_thrown<NcclError>([&] {
-    line = __LINE__; GRIDNN_CHECK_NCCL(ncclInvalidArgument);
+    line = __LINE__;
+    GRIDNN_CHECK_NCCL(ncclInvalidArgument);
   });
   expect_names(what, "NCCL", "ncclInvalidArgument", ncclGetErrorString(ncclInvalidArgument), line);
   const ncclResult_t planted = ncclInvalidArgument;
   const std::string from_variable = what_thrown<NcclError>([&] {
-    line = __LINE__; GRIDNN_CHECK_NCCL(planted);
+    line = __LINE__;
+    GRIDNN_CHECK_NCCL(planted);
   });
   expect_names(from_variable, "NCCL", "planted", ncclGetErrorString(ncclInvalidArgument), line);
 #else

@@ -99,8 +99,8 @@ TEST_F(GpuCore, AllocatorReachesASteadyStateWithoutCudaMalloc) {
   Allocator& alloc = allocator_for(gpu());
   EXPECT_EQ(alloc.device(), gpu());
   EXPECT_EQ(alloc.allocate(0), nullptr);
-  const std::vector<size_t> sizes = {4,         1000,          4096,    size_t(1) << 20,
-                                     (size_t(1) << 20) + 1,   size_t(3) << 20, size_t(64) << 20};
+  const std::vector<size_t> sizes = {
+      4, 1000, 4096, size_t(1) << 20, (size_t(1) << 20) + 1, size_t(3) << 20, size_t(64) << 20};
   const AllocatorStats before = alloc.stats();
   auto one_step = [&] {
     std::vector<void*> ptrs;
@@ -201,8 +201,7 @@ TEST_F(GpuCore, ContextIsCreatedOncePerDevice) {
 #if GRIDNN_HAVE_CUDA  // (the fixture skips first without CUDA)
   std::vector<cuda::DeviceContext*> seen(8, nullptr);
   std::vector<std::thread> threads;
-  for (size_t i = 0; i < seen.size(); ++i)
-    threads.emplace_back([&seen, i] { seen[i] = &cuda::context(0); });
+  for (size_t i = 0; i < seen.size(); ++i) threads.emplace_back([&seen, i] { seen[i] = &cuda::context(0); });
   for (auto& t : threads) t.join();
   for (cuda::DeviceContext* c : seen) EXPECT_EQ(c, seen[0]);
   cuda::DeviceContext& ctx = cuda::context(0);
@@ -266,12 +265,11 @@ float marker_seen_by_second_stream(bool wait) {
 
   cuda::Stream comm(0);
   for (int i = 0; i < kGemms; ++i) ops::gemm(a, a, c);  // the compute stream's long chain
-  ops::fill(marker, 7.0);                                // ... and its last op
+  ops::fill(marker, 7.0);                               // ... and its last op
   cuda::Event ready(0);
   ready.record(cuda::context(0).stream);
   if (wait) ready.wait(comm);
-  EXPECT_EQ(cudaMemcpyAsync(snapshot.raw(), marker.raw(), sizeof(float), cudaMemcpyDeviceToDevice,
-                            comm.handle()),
+  EXPECT_EQ(cudaMemcpyAsync(snapshot.raw(), marker.raw(), sizeof(float), cudaMemcpyDeviceToDevice, comm.handle()),
             cudaSuccess);
   comm.synchronize();
   if (wait) {

@@ -14,7 +14,7 @@ TEST(F16, ExactValuesAndBitPatterns) {
   EXPECT_EQ(f16(-2.0f).bits, 0xc000);
   EXPECT_EQ(f16(0.5f).bits, 0x3800);
   EXPECT_EQ(f16(65504.0f).bits, 0x7bff);                 // largest finite
-  EXPECT_EQ(f16(6.103515625e-05f).bits, 0x0400);        // smallest normal 2^-14
+  EXPECT_EQ(f16(6.103515625e-05f).bits, 0x0400);         // smallest normal 2^-14
   EXPECT_EQ(f16(5.9604644775390625e-08f).bits, 0x0001);  // smallest subnormal 2^-24
   EXPECT_EQ(f16(0.0f).bits, 0x0000);
   EXPECT_EQ(f16(-0.0f).bits, 0x8000);

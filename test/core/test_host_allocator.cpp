@@ -54,7 +54,7 @@ struct Step {
       {{64, 1000}, DType::f32},           // 250 KiB: just below, not cached
       {{8, 16, 32, 32, 32}, DType::f32},  // a second 16 MiB one while the first is held
       {{3, 3, 3, 16, 16}, DType::f32},
-      {{8, 64, 8, 8, 8}, DType::bf16},    // 512 KiB
+      {{8, 64, 8, 8, 8}, DType::bf16},  // 512 KiB
       {{8, 2}, DType::i64},
   };
 
@@ -70,7 +70,7 @@ struct Step {
     for (size_t i = 0; i < shapes.size(); ++i) {
       Tensor t = Tensor::empty(shapes[i].first, shapes[i].second);
       EXPECT_TRUE(aligned64(t.raw()));
-      std::memset(t.raw(), int(i), t.nbytes());  // touch every page, as a kernel would
+      std::memset(t.raw(), int(i), t.nbytes());      // touch every page, as a kernel would
       if (i % 3 != 1) kept.push_back(std::move(t));  // every third one is a temporary
     }
     while (!kept.empty()) kept.pop_back();  // the backward pass frees in reverse order
@@ -170,9 +170,8 @@ TEST(HostAllocator, MemoryIsAlignedAndWritableOverItsWholeSize) {
   EXPECT_EQ(alloc.allocate(0), nullptr);
   alloc.deallocate(nullptr, 0);
   const AllocatorStats start = alloc.stats();
-  const std::vector<size_t> sizes = {1,           63,          65,      4000,
-                                     kMinCached - 1, kMinCached, kMinCached + 1,
-                                     3 * kMiB + 7,   kMiB,       kMinCached + 4096};
+  const std::vector<size_t> sizes = {
+      1, 63, 65, 4000, kMinCached - 1, kMinCached, kMinCached + 1, 3 * kMiB + 7, kMiB, kMinCached + 4096};
   for (int round = 0; round < 2; ++round) {  // the second round reuses cached blocks
     std::vector<void*> ptrs;
     for (size_t i = 0; i < sizes.size(); ++i) {
@@ -265,8 +264,7 @@ TEST(HostAllocator, OutOfMemoryReleasesTheCacheThenIsAClearUserError) {
 TEST(HostAllocatorDeathTest, FreeingAnUnknownPointerAborts) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   static float not_from_the_allocator[16];
-  EXPECT_DEATH(host_allocator().deallocate(not_from_the_allocator, sizeof not_from_the_allocator),
-               "unknown pointer");
+  EXPECT_DEATH(host_allocator().deallocate(not_from_the_allocator, sizeof not_from_the_allocator), "unknown pointer");
   EXPECT_DEATH(host_allocator().deallocate(not_from_the_allocator, 4 * kMiB), "unknown pointer");
 }
 

@@ -19,9 +19,13 @@ TEST(Philox, MatchesRandom123KnownAnswers) {
   const Kat kats[] = {
       {{{0, 0, 0, 0}}, 0, 0, {{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}}},
       {{{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}},
-       0xffffffff, 0xffffffff, {{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}}},
+       0xffffffff,
+       0xffffffff,
+       {{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}}},
       {{{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}},
-       0xa4093822, 0x299f31d0, {{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}}},
+       0xa4093822,
+       0x299f31d0,
+       {{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}}},
   };
   for (const Kat& k : kats) {
     Philox4x32 got = philox4x32_10(k.ctr, k.k0, k.k1);
@@ -40,7 +44,7 @@ TEST(Philox, UniformIsInUnitIntervalWithCorrectMoments) {
     sumsq += double(u) * u;
   }
   double mean = sum / n, var = sumsq / n - mean * mean;
-  EXPECT_NEAR(mean, 0.5, 0.005);       // sd of the mean: 0.29 / sqrt(n) = 6.5e-4
+  EXPECT_NEAR(mean, 0.5, 0.005);  // sd of the mean: 0.29 / sqrt(n) = 6.5e-4
   EXPECT_NEAR(var, 1.0 / 12.0, 0.002);
 }
 
@@ -59,11 +63,11 @@ TEST(Philox, NormalHasZeroMeanUnitVariance) {
 
 TEST(Philox, EveryInputBitChangesTheOutput) {
   // Seed, stream and both halves of the 64-bit index all reach the counter or key.
-  EXPECT_NE(philox_uniform(5, 9, 0), philox_uniform(6, 9, 0));  // seed matters
-  EXPECT_NE(philox_uniform(5, 9, 0), philox_uniform(5, 10, 0));  // stream matters
+  EXPECT_NE(philox_uniform(5, 9, 0), philox_uniform(6, 9, 0));                  // seed matters
+  EXPECT_NE(philox_uniform(5, 9, 0), philox_uniform(5, 10, 0));                 // stream matters
   EXPECT_NE(philox_uniform(5, 9, 0), philox_uniform(5, 9, uint64_t(1) << 32));  // high index bits matter
-  EXPECT_NE(philox_uniform(5, uint64_t(9) << 32, 0), philox_uniform(5, 0, 0));    // high stream bits
-  EXPECT_NE(philox_uniform(uint64_t(5) << 32, 9, 0), philox_uniform(0, 9, 0));    // high seed bits
+  EXPECT_NE(philox_uniform(5, uint64_t(9) << 32, 0), philox_uniform(5, 0, 0));  // high stream bits
+  EXPECT_NE(philox_uniform(uint64_t(5) << 32, 9, 0), philox_uniform(0, 9, 0));  // high seed bits
   // The words of one counter are not reused across neighbouring indices.
   EXPECT_NE(philox_words(1, 2, 0).v[1], philox_words(1, 2, 1).v[0]);
 }
@@ -71,7 +75,7 @@ TEST(Philox, EveryInputBitChangesTheOutput) {
 TEST(Philox, StreamIdsAreStableAndDistinct) {
   EXPECT_EQ(philox_stream_id("conv1.weight"), philox_stream_id("conv1.weight"));
   EXPECT_NE(philox_stream_id("conv1.weight"), philox_stream_id("conv2.weight"));
-  EXPECT_EQ(philox_stream_id(""), 0xcbf29ce484222325ull);  // FNV-1a offset basis
+  EXPECT_EQ(philox_stream_id(""), 0xcbf29ce484222325ull);   // FNV-1a offset basis
   EXPECT_EQ(philox_stream_id("a"), 0xaf63dc4c8601ec8cull);  // FNV-1a 64 of "a"
 }
 

@@ -104,19 +104,16 @@ TEST_F(PngFiles, ChunksHeaderAndScanlinesMatchThePixels) {
                                           5));  // 8 bits, RGB, deflate, filter 0, no interlace
 
     const size_t row = size_t(3 * w);
-    std::vector<uint8_t> scanlines((row + 1) * size_t(h) +
-                                   1);  // one spare byte: inflating must stop short of it
+    std::vector<uint8_t> scanlines((row + 1) * size_t(h) + 1);  // one spare byte: inflating must stop short of it
     uLongf size = uLongf(scanlines.size());
-    ASSERT_EQ(
-        uncompress(scanlines.data(), &size, reinterpret_cast<const Bytef*>(chunks[1].data.data()),
-                   uLong(chunks[1].data.size())),
-        Z_OK);
+    ASSERT_EQ(uncompress(scanlines.data(), &size, reinterpret_cast<const Bytef*>(chunks[1].data.data()),
+                         uLong(chunks[1].data.size())),
+              Z_OK);
     ASSERT_EQ(size, (row + 1) * size_t(h));
     for (int64_t y = 0; y < h; ++y) {
       const uint8_t* line = scanlines.data() + size_t(y) * (row + 1);
       EXPECT_EQ(line[0], 0) << "filter type of row " << y;
-      EXPECT_TRUE(
-          std::equal(line + 1, line + 1 + row, image.rgb.begin() + std::ptrdiff_t(size_t(y) * row)))
+      EXPECT_TRUE(std::equal(line + 1, line + 1 + row, image.rgb.begin() + std::ptrdiff_t(size_t(y) * row)))
           << "row " << y;
     }
   }
@@ -139,8 +136,7 @@ TEST_F(PngFiles, PythonZlibReadsTheSameScanlines) {
       "print(' '.join(str(v) for v in raw[2*13+1:3*13]))\n";
   std::ofstream(path("read.py")) << script;
   const std::string out = path("out.txt");
-  ASSERT_EQ(std::system(("python3 " + path("read.py") + " " + path("p.png") + " > " + out).c_str()),
-            0);
+  ASSERT_EQ(std::system(("python3 " + path("read.py") + " " + path("p.png") + " > " + out).c_str()), 0);
   std::string expected;
   const RgbImage image = pattern_image(4, 3);
   for (size_t i = 24; i < 36; ++i) expected += (i > 24 ? " " : "") + std::to_string(image.rgb[i]);
@@ -180,8 +176,7 @@ TEST(RgbImageDrawing, FillClipsAndTextDrawsItsGlyphs) {
   EXPECT_EQ(image.pixel(1, 9), (Rgb{1, 2, 3}));
   EXPECT_EQ(image.pixel(2, 9), (Rgb{10, 20, 30}));
   EXPECT_EQ(image.pixel(1, 7), (Rgb{10, 20, 30}));
-  EXPECT_NE(test::error_message([&] { image.pixel(20, 0); }).find("outside the 20x10 image"),
-            std::string::npos);
+  EXPECT_NE(test::error_message([&] { image.pixel(20, 0); }).find("outside the 20x10 image"), std::string::npos);
 
   // 'L' at scale 2: its vertical stroke is the leftmost column, its foot the bottom row.
   RgbImage text = RgbImage::filled(30, 20, {0, 0, 0});
@@ -192,9 +187,8 @@ TEST(RgbImageDrawing, FillClipsAndTextDrawsItsGlyphs) {
   EXPECT_EQ(text.pixel(3 + 9, 2 + 13), (Rgb{255, 255, 255}));  // the foot's right end
   EXPECT_EQ(text.pixel(3 + 10, 2 + 13), (Rgb{0, 0, 0}));
   EXPECT_EQ(text_width("AUC", 2), (3 * 6 - 1) * 2);
-  EXPECT_NE(
-      test::error_message([&] { draw_text(text, 0, 0, "x", {}, 1); }).find("no glyph for 'x'"),
-      std::string::npos);
+  EXPECT_NE(test::error_message([&] { draw_text(text, 0, 0, "x", {}, 1); }).find("no glyph for 'x'"),
+            std::string::npos);
 }
 
 }  // namespace

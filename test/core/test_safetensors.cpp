@@ -19,8 +19,8 @@
 #include "core/safetensors.h"
 #include "test/parity/safetensors_sample.h"
 #include "test/support/random_tensor.h"
-#include "test/support/tensor_compare.h"
 #include "test/support/temp_dir.h"
+#include "test/support/tensor_compare.h"
 
 namespace gridnn {
 namespace {
@@ -53,13 +53,10 @@ uint64_t header_length(const std::string& file) {
   return n;
 }
 
-SafetensorsFile parse(const std::string& bytes) {
-  return parse_safetensors(bytes.data(), bytes.size(), kSource);
-}
+SafetensorsFile parse(const std::string& bytes) { return parse_safetensors(bytes.data(), bytes.size(), kSource); }
 
 // Passes when parsing throws gridnn::Error "bad.safetensors: ..." mentioning every fact.
-::testing::AssertionResult rejected(const std::string& bytes,
-                                    std::initializer_list<std::string> facts = {}) {
+::testing::AssertionResult rejected(const std::string& bytes, std::initializer_list<std::string> facts = {}) {
   try {
     parse(bytes);
   } catch (const Error& e) {
@@ -71,8 +68,7 @@ SafetensorsFile parse(const std::string& bytes) {
         return ::testing::AssertionFailure() << "message lacks \"" << fact << "\": " << message;
     return ::testing::AssertionSuccess() << message;
   } catch (const std::exception& e) {
-    return ::testing::AssertionFailure()
-           << "threw something other than gridnn::Error: " << e.what();
+    return ::testing::AssertionFailure() << "threw something other than gridnn::Error: " << e.what();
   }
   return ::testing::AssertionFailure() << "the file was accepted";
 }
@@ -103,16 +99,15 @@ void expect_same_tensors(const SafetensorsFile& file, const NamedTensors& expect
 
 // A valid one-tensor entry: `name` is F32[2] at data_offsets [begin, begin + 8].
 std::string f32_pair(const std::string& name, int begin) {
-  return "\"" + name + R"(":{"dtype":"F32","shape":[2],"data_offsets":[)" + std::to_string(begin) +
-         "," + std::to_string(begin + 8) + "]}";
+  return "\"" + name + R"(":{"dtype":"F32","shape":[2],"data_offsets":[)" + std::to_string(begin) + "," +
+         std::to_string(begin + 8) + "]}";
 }
 
 // ---- round trips ---------------------------------------------------------------------
 
 TEST(SafetensorsRoundTrip, EveryDtypeAndShape) {
   const DType dtypes[] = {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64};
-  const Shape shapes[] = {Shape{},  Shape{0},       Shape{2, 0, 3},
-                          Shape{3}, Shape{2, 3, 4}, Shape{1, 2, 1, 2, 3}};
+  const Shape shapes[] = {Shape{}, Shape{0}, Shape{2, 0, 3}, Shape{3}, Shape{2, 3, 4}, Shape{1, 2, 1, 2, 3}};
   NamedTensors tensors;
   uint64_t seed = 1;
   for (DType dtype : dtypes) {
@@ -145,8 +140,7 @@ TEST(SafetensorsRoundTrip, ViewSavesOnlyItsElements) {
 }
 
 TEST(SafetensorsRoundTrip, Metadata) {
-  std::map<std::string, std::string> metadata = {
-      {"format", "pt"}, {"empty", ""}, {"unicode ✓", "Grüße \"quoted\"\n"}};
+  std::map<std::string, std::string> metadata = {{"format", "pt"}, {"empty", ""}, {"unicode ✓", "Grüße \"quoted\"\n"}};
   NamedTensors tensors = {{"w", random_tensor(Shape{2, 2}, 3)}};
   SafetensorsFile file = parse(serialize_safetensors(tensors, metadata));
   EXPECT_EQ(file.metadata, metadata);
@@ -171,10 +165,9 @@ TEST(SafetensorsRoundTrip, DeviceTensorIsCopiedToTheHost) {
 TEST(SafetensorsWriter, ExactBytesOfATinyFile) {
   Tensor x = Tensor::from_vector<float>({1.0f, -2.0f}, Shape{2});
   // 79 bytes of JSON plus one space of padding: 8 + 80 is a multiple of 8.
-  const std::string header =
-      R"({"__metadata__":{"k":"v"},"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}} )";
-  const std::string expected = std::string("\x50\0\0\0\0\0\0\0", 8) + header +
-                               std::string("\x00\x00\x80\x3f\x00\x00\x00\xc0", 8);
+  const std::string header = R"({"__metadata__":{"k":"v"},"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}} )";
+  const std::string expected =
+      std::string("\x50\0\0\0\0\0\0\0", 8) + header + std::string("\x00\x00\x80\x3f\x00\x00\x00\xc0", 8);
   EXPECT_EQ(serialize_safetensors({{"x", x}}, {{"k", "v"}}), expected);
 }
 
@@ -184,8 +177,7 @@ TEST(SafetensorsWriter, KeepsTheGivenOrderOfTensors) {
   std::string bytes = serialize_safetensors(tensors);
   std::string header = bytes.substr(8, header_length(bytes));
   EXPECT_LT(header.find("\"z\""), header.find("\"a\""));
-  EXPECT_NE(header.find(R"("z":{"dtype":"I32","shape":[1],"data_offsets":[0,4]})"),
-            std::string::npos);
+  EXPECT_NE(header.find(R"("z":{"dtype":"I32","shape":[1],"data_offsets":[0,4]})"), std::string::npos);
   EXPECT_EQ(bytes.substr(bytes.size() - 8), std::string("\x01\0\0\0\x02\0\0\0", 8));
 }
 
@@ -206,17 +198,9 @@ TEST(SafetensorsWriter, HeaderIsPaddedWithSpacesTo8Bytes) {
 TEST(SafetensorsWriter, RefusesBadNames) {
   Tensor t = random_tensor(Shape{2}, 1);
   EXPECT_TRUE(throws_error([&] { serialize_safetensors({{"", t}}); }, {"empty name"}));
-  EXPECT_TRUE(throws_error(
-      [&] {
-        serialize_safetensors({{"a", t}, {"a", t}});
-      },
-      {"'a'", "more than once"}));
+  EXPECT_TRUE(throws_error([&] { serialize_safetensors({{"a", t}, {"a", t}}); }, {"'a'", "more than once"}));
   EXPECT_TRUE(throws_error([&] { serialize_safetensors({{"__metadata__", t}}); }, {"reserved"}));
-  EXPECT_TRUE(throws_error(
-      [&] {
-        serialize_safetensors({{"u", Tensor()}});
-      },
-      {"'u'", "undefined"}));
+  EXPECT_TRUE(throws_error([&] { serialize_safetensors({{"u", Tensor()}}); }, {"'u'", "undefined"}));
   EXPECT_TRUE(throws_error([&] { serialize_safetensors({{"bad\xff", t}}); }, {"UTF-8"}));
 }
 
@@ -244,8 +228,7 @@ TEST(SafetensorsReader, AcceptsAnyKeyOrderAndWhitespace) {
 }
 
 TEST(SafetensorsReader, ZeroElementTensorsMayShareAnOffset) {
-  std::string header = R"({"e1":{"dtype":"F32","shape":[0],"data_offsets":[8,8]},)" +
-                       f32_pair("x", 0) + "," +
+  std::string header = R"({"e1":{"dtype":"F32","shape":[0],"data_offsets":[8,8]},)" + f32_pair("x", 0) + "," +
                        R"("e2":{"dtype":"I64","shape":[3,0],"data_offsets":[8,8]}})";
   SafetensorsFile file = parse(file_bytes(header, data_bytes(8)));
   EXPECT_EQ(file.tensors.at("e2").shape(), (Shape{3, 0}));
@@ -283,8 +266,7 @@ TEST(SafetensorsRejects, HeaderThatIsNotJson) {
   EXPECT_TRUE(rejected(file_bytes("not json at all"), {"not valid JSON"}));
   EXPECT_TRUE(rejected(file_bytes("{} trailing"), {"not valid JSON"}));
   EXPECT_TRUE(rejected(file_bytes("{\"\xff\": 1}"), {"not valid JSON"}));  // not UTF-8
-  EXPECT_TRUE(
-      rejected(file_bytes(std::string("{}\0\0", 4)), {"not valid JSON", "NUL byte at byte 2"}));
+  EXPECT_TRUE(rejected(file_bytes(std::string("{}\0\0", 4)), {"not valid JSON", "NUL byte at byte 2"}));
   EXPECT_TRUE(rejected(file_bytes(std::string("{\"a\0\": 1}", 9)), {"NUL byte at byte 3"}));
 }
 
@@ -311,9 +293,7 @@ std::string one_entry(const std::string& entry, size_t data = 8) {
 }
 
 // `levels` nested JSON arrays: "[[[...]]]".
-std::string nested_arrays(size_t levels) {
-  return std::string(levels, '[') + std::string(levels, ']');
-}
+std::string nested_arrays(size_t levels) { return std::string(levels, '[') + std::string(levels, ']'); }
 
 // A valid header nests 3 deep; anything deeper is refused while parsing, before the header
 // is built or printed, so a small file nesting 100000 deep fails cleanly instead of
@@ -324,20 +304,18 @@ TEST(SafetensorsRejects, DeepNesting) {
                        {"nests deeper", "(depth 4 > 3 under 't'"}));
   EXPECT_TRUE(rejected(file_bytes(R"({"__metadata__":{"n":)" + deep + "}}"),
                        {"nests deeper", "(depth 4 > 3 under '__metadata__'"}));
-  EXPECT_TRUE(
-      rejected(one_entry(R"({"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":)" + deep + "}"),
-               {"nests deeper", "(depth 4 > 3 under 't'"}));
+  EXPECT_TRUE(rejected(one_entry(R"({"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":)" + deep + "}"),
+                       {"nests deeper", "(depth 4 > 3 under 't'"}));
   std::string objects;
   for (int i = 0; i < 100000; ++i) objects += R"({"a":)";
-  EXPECT_TRUE(rejected(file_bytes(objects + "1" + std::string(100000, '}')),
-                       {"nests deeper", "(depth 4 > 3 under 'a'"}));
+  EXPECT_TRUE(
+      rejected(file_bytes(objects + "1" + std::string(100000, '}')), {"nests deeper", "(depth 4 > 3 under 'a'"}));
   EXPECT_TRUE(rejected(file_bytes(deep), {"nests deeper", "(depth 4 > 3;"}));
 }
 
 TEST(SafetensorsRejects, OneLevelTooDeep) {
   // An array inside shape parses (depth 3 is allowed); a value inside it is at depth 4.
-  EXPECT_TRUE(rejected(one_entry(R"({"dtype":"F32","shape":[[2]],"data_offsets":[0,8]})"),
-                       {"'t'", "(depth 4 > 3"}));
+  EXPECT_TRUE(rejected(one_entry(R"({"dtype":"F32","shape":[[2]],"data_offsets":[0,8]})"), {"'t'", "(depth 4 > 3"}));
   EXPECT_TRUE(rejected(file_bytes(R"({"__metadata__":{"n":{"a":["b"]}}})"), {"(depth 4 > 3"}));
   // Empty containers at depth 3 are no deeper than a valid header; their messages give
   // the type and size only.
@@ -348,24 +326,20 @@ TEST(SafetensorsRejects, OneLevelTooDeep) {
 }
 
 TEST(SafetensorsRejects, UnknownDtype) {
-  EXPECT_TRUE(rejected(one_entry(R"({"dtype":"F64","shape":[1],"data_offsets":[0,8]})"),
-                       {"'t'", "'F64'", "not support"}));
   EXPECT_TRUE(
-      rejected(one_entry(R"({"dtype":"XYZ","shape":[2],"data_offsets":[0,8]})"), {"'t'", "'XYZ'"}));
-  EXPECT_TRUE(
-      rejected(one_entry(R"({"dtype":"f32","shape":[2],"data_offsets":[0,8]})"), {"'f32'"}));
+      rejected(one_entry(R"({"dtype":"F64","shape":[1],"data_offsets":[0,8]})"), {"'t'", "'F64'", "not support"}));
+  EXPECT_TRUE(rejected(one_entry(R"({"dtype":"XYZ","shape":[2],"data_offsets":[0,8]})"), {"'t'", "'XYZ'"}));
+  EXPECT_TRUE(rejected(one_entry(R"({"dtype":"f32","shape":[2],"data_offsets":[0,8]})"), {"'f32'"}));
 }
 
 TEST(SafetensorsRejects, NegativeOrNonIntegerShape) {
-  EXPECT_TRUE(rejected(one_entry(R"({"dtype":"F32","shape":[-2],"data_offsets":[0,8]})"),
-                       {"'t'", "-2", "non-negative"}));
+  EXPECT_TRUE(
+      rejected(one_entry(R"({"dtype":"F32","shape":[-2],"data_offsets":[0,8]})"), {"'t'", "-2", "non-negative"}));
   EXPECT_TRUE(rejected(one_entry(R"({"dtype":"F32","shape":[2.0],"data_offsets":[0,8]})"),
                        {"'t'", "2.0", "non-negative integers"}));
-  EXPECT_TRUE(
-      rejected(one_entry(R"({"dtype":"F32","shape":["2"],"data_offsets":[0,8]})"), {"\"2\""}));
-  EXPECT_TRUE(
-      rejected(one_entry(R"({"dtype":"F32","shape":[9223372036854775808],"data_offsets":[0,8]})"),
-               {"9223372036854775808"}));
+  EXPECT_TRUE(rejected(one_entry(R"({"dtype":"F32","shape":["2"],"data_offsets":[0,8]})"), {"\"2\""}));
+  EXPECT_TRUE(rejected(one_entry(R"({"dtype":"F32","shape":[9223372036854775808],"data_offsets":[0,8]})"),
+                       {"9223372036854775808"}));
 }
 
 TEST(SafetensorsRejects, TooManyDimensions) {
@@ -374,13 +348,11 @@ TEST(SafetensorsRejects, TooManyDimensions) {
 }
 
 TEST(SafetensorsRejects, ShapeWhoseElementCountOverflows) {
-  EXPECT_TRUE(rejected(
-      one_entry(R"({"dtype":"F32","shape":[1099511627776,1099511627776],"data_offsets":[0,8]})"),
-      {"'t'", "overflows"}));
+  EXPECT_TRUE(rejected(one_entry(R"({"dtype":"F32","shape":[1099511627776,1099511627776],"data_offsets":[0,8]})"),
+                       {"'t'", "overflows"}));
   // numel fits in 63 bits but numel * 8 bytes does not fit in 64.
-  EXPECT_TRUE(
-      rejected(one_entry(R"({"dtype":"I64","shape":[4611686018427387904],"data_offsets":[0,8]})"),
-               {"'t'", "more than 2^64", "span 8 bytes"}));
+  EXPECT_TRUE(rejected(one_entry(R"({"dtype":"I64","shape":[4611686018427387904],"data_offsets":[0,8]})"),
+                       {"'t'", "more than 2^64", "span 8 bytes"}));
 }
 
 TEST(SafetensorsRejects, ShapeAndDtypeDoNotMatchTheByteRange) {
@@ -393,41 +365,36 @@ TEST(SafetensorsRejects, ShapeAndDtypeDoNotMatchTheByteRange) {
 }
 
 TEST(SafetensorsRejects, BadDataOffsets) {
-  EXPECT_TRUE(rejected(one_entry(R"({"dtype":"F32","shape":[2],"data_offsets":[8,0]})"),
-                       {"'t'", "[8, 0]", "begin after end"}));
-  EXPECT_TRUE(rejected(one_entry(R"({"dtype":"F32","shape":[2],"data_offsets":[-8,0]})"),
-                       {"'t'", "non-negative"}));
-  EXPECT_TRUE(rejected(one_entry(R"({"dtype":"F32","shape":[2],"data_offsets":[0]})"),
-                       {"'t'", "[begin, end]"}));
-  EXPECT_TRUE(rejected(one_entry(R"({"dtype":"F32","shape":[2],"data_offsets":[0,8,16]})"),
-                       {"'t'", "[begin, end]"}));
-  EXPECT_TRUE(rejected(one_entry(R"({"dtype":"F32","shape":[2],"data_offsets":[0,8.5]})"),
-                       {"'t'", "non-negative integers"}));
+  EXPECT_TRUE(
+      rejected(one_entry(R"({"dtype":"F32","shape":[2],"data_offsets":[8,0]})"), {"'t'", "[8, 0]", "begin after end"}));
+  EXPECT_TRUE(rejected(one_entry(R"({"dtype":"F32","shape":[2],"data_offsets":[-8,0]})"), {"'t'", "non-negative"}));
+  EXPECT_TRUE(rejected(one_entry(R"({"dtype":"F32","shape":[2],"data_offsets":[0]})"), {"'t'", "[begin, end]"}));
+  EXPECT_TRUE(rejected(one_entry(R"({"dtype":"F32","shape":[2],"data_offsets":[0,8,16]})"), {"'t'", "[begin, end]"}));
+  EXPECT_TRUE(
+      rejected(one_entry(R"({"dtype":"F32","shape":[2],"data_offsets":[0,8.5]})"), {"'t'", "non-negative integers"}));
 }
 
 TEST(SafetensorsRejects, MissingKeys) {
   EXPECT_TRUE(rejected(one_entry(R"({"shape":[2],"data_offsets":[0,8]})"), {"'t'", "no 'dtype'"}));
-  EXPECT_TRUE(
-      rejected(one_entry(R"({"dtype":"F32","data_offsets":[0,8]})"), {"'t'", "no 'shape'"}));
+  EXPECT_TRUE(rejected(one_entry(R"({"dtype":"F32","data_offsets":[0,8]})"), {"'t'", "no 'shape'"}));
   EXPECT_TRUE(rejected(one_entry(R"({"dtype":"F32","shape":[2]})"), {"'t'", "no 'data_offsets'"}));
 }
 
 TEST(SafetensorsRejects, UnexpectedKey) {
-  EXPECT_TRUE(rejected(one_entry(R"({"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1})"),
-                       {"'t'", "unexpected key 'x'"}));
+  EXPECT_TRUE(
+      rejected(one_entry(R"({"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1})"), {"'t'", "unexpected key 'x'"}));
 }
 
 TEST(SafetensorsRejects, WrongTypes) {
   EXPECT_TRUE(rejected(one_entry("3"), {"'t'", "must be an object", "got number"}));
   EXPECT_TRUE(rejected(one_entry("[]"), {"'t'", "got array"}));
-  EXPECT_TRUE(rejected(one_entry(R"({"dtype":32,"shape":[2],"data_offsets":[0,8]})"),
-                       {"'t'", "dtype that is not a string"}));
-  EXPECT_TRUE(rejected(one_entry(R"({"dtype":"F32","shape":2,"data_offsets":[0,8]})"),
-                       {"'t'", "shape that is not an array"}));
-  EXPECT_TRUE(rejected(one_entry(R"({"dtype":"F32","shape":[2],"data_offsets":"0,8"})"),
-                       {"'t'", "data_offsets \"0,8\""}));
-  EXPECT_TRUE(rejected(one_entry(R"({"dtype":"F32","shape":[2],"data_offsets":{"0":8}})"),
-                       {"'t'", "[begin, end]"}));
+  EXPECT_TRUE(
+      rejected(one_entry(R"({"dtype":32,"shape":[2],"data_offsets":[0,8]})"), {"'t'", "dtype that is not a string"}));
+  EXPECT_TRUE(
+      rejected(one_entry(R"({"dtype":"F32","shape":2,"data_offsets":[0,8]})"), {"'t'", "shape that is not an array"}));
+  EXPECT_TRUE(
+      rejected(one_entry(R"({"dtype":"F32","shape":[2],"data_offsets":"0,8"})"), {"'t'", "data_offsets \"0,8\""}));
+  EXPECT_TRUE(rejected(one_entry(R"({"dtype":"F32","shape":[2],"data_offsets":{"0":8}})"), {"'t'", "[begin, end]"}));
 }
 
 TEST(SafetensorsRejects, MetadataThatIsNotStringToString) {
@@ -451,29 +418,25 @@ TEST(SafetensorsRejects, OverlappingRanges) {
   std::string same = "{" + f32_pair("a", 0) + "," + f32_pair("b", 0) + "}";
   EXPECT_TRUE(rejected(file_bytes(same, data_bytes(8)), {"overlap"}));
   // A zero-element tensor inside another tensor's range also overlaps it.
-  std::string inside =
-      "{" + f32_pair("a", 0) + R"(,"e":{"dtype":"F32","shape":[0],"data_offsets":[4,4]}})";
+  std::string inside = "{" + f32_pair("a", 0) + R"(,"e":{"dtype":"F32","shape":[0],"data_offsets":[4,4]}})";
   EXPECT_TRUE(rejected(file_bytes(inside, data_bytes(8)), {"'e'", "overlap", "'a'"}));
 }
 
 TEST(SafetensorsRejects, GapBetweenTensors) {
   std::string header = "{" + f32_pair("a", 0) + "," + f32_pair("b", 12) + "}";
   EXPECT_TRUE(rejected(file_bytes(header, data_bytes(20)), {"bytes [8, 12)", "'b'", "gap"}));
-  EXPECT_TRUE(
-      rejected(file_bytes("{" + f32_pair("a", 4) + "}", data_bytes(12)), {"bytes [0, 4)", "gap"}));
+  EXPECT_TRUE(rejected(file_bytes("{" + f32_pair("a", 4) + "}", data_bytes(12)), {"bytes [0, 4)", "gap"}));
 }
 
 TEST(SafetensorsRejects, RangeOutsideTheData) {
   EXPECT_TRUE(rejected(file_bytes("{" + f32_pair("a", 8) + "}", data_bytes(8)),
                        {"'a'", "[8, 16]", "beyond the data section of 8 bytes"}));
-  std::string far =
-      R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[18446744073709551615,18446744073709551615]}})";
+  std::string far = R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[18446744073709551615,18446744073709551615]}})";
   EXPECT_TRUE(rejected(file_bytes(far, ""), {"'a'", "beyond the data section"}));
 }
 
 TEST(SafetensorsRejects, TrailingBytes) {
-  EXPECT_TRUE(
-      rejected(file_bytes("{" + f32_pair("a", 0) + "}", data_bytes(11)), {"3 trailing bytes"}));
+  EXPECT_TRUE(rejected(file_bytes("{" + f32_pair("a", 0) + "}", data_bytes(11)), {"3 trailing bytes"}));
   EXPECT_TRUE(rejected(file_bytes("{}", "x"), {"1 trailing bytes"}));
 }
 
@@ -512,8 +475,7 @@ TEST_F(SafetensorsFiles, SampleRoundTripsThroughAFile) {
 
 TEST_F(SafetensorsFiles, LoadingAMissingFileNamesThePathAndTheReason) {
   std::string missing = path("missing.safetensors");
-  EXPECT_TRUE(
-      throws_error([&] { load_safetensors(missing); }, {missing + ": ", std::strerror(ENOENT)}));
+  EXPECT_TRUE(throws_error([&] { load_safetensors(missing); }, {missing + ": ", std::strerror(ENOENT)}));
 }
 
 TEST_F(SafetensorsFiles, LoadingADirectoryIsRefused) {
@@ -537,8 +499,7 @@ TEST_F(SafetensorsFiles, SaveReplacesAnExistingFile) {
 
 TEST_F(SafetensorsFiles, SaveIntoAMissingDirectoryFailsCleanly) {
   std::string target = path("no_such_dir/model.safetensors");
-  EXPECT_TRUE(throws_error([&] { save_safetensors(target, parity::make_sample()); },
-                           {target, std::strerror(ENOENT)}));
+  EXPECT_TRUE(throws_error([&] { save_safetensors(target, parity::make_sample()); }, {target, std::strerror(ENOENT)}));
   EXPECT_TRUE(listing().empty());
 }
 
@@ -584,8 +545,7 @@ TEST_F(SafetensorsFiles, FailedRenameRemovesTheTemporaryFile) {
   std::string target = path("model.safetensors");
   fs::create_directory(target);
   write_text(target + "/keep", "kept");
-  EXPECT_TRUE(
-      throws_error([&] { save_safetensors(target, parity::make_sample()); }, {target, "rename"}));
+  EXPECT_TRUE(throws_error([&] { save_safetensors(target, parity::make_sample()); }, {target, "rename"}));
   EXPECT_EQ(listing(), std::set<std::string>{"model.safetensors"});
   EXPECT_EQ(read_text(target + "/keep"), "kept");
 }

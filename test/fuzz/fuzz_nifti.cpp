@@ -21,8 +21,7 @@ namespace {
 
 // A scratch file per process and suffix, removed at exit.
 struct ScratchFile {
-  explicit ScratchFile(const char* suffix)
-      : path("/tmp/gridnn_fuzz_nifti_" + std::to_string(::getpid()) + suffix) {}
+  explicit ScratchFile(const char* suffix) : path("/tmp/gridnn_fuzz_nifti_" + std::to_string(::getpid()) + suffix) {}
   ~ScratchFile() { std::remove(path.c_str()); }
   bool write(const uint8_t* data, size_t size) const {
     FILE* f = std::fopen(path.c_str(), "wb");

@@ -1,26 +1,24 @@
 // AlgoFallback (kernels/algo_fallback.h), the fallback of the cuDNN convolutions, with runs
 // that fail on purpose: the statuses are cuDNN 9's codes (category + detail), the rule is the
 // cuDNN backend's (NOT_SUPPORTED, BAD_PARAM and EXECUTION_FAILED move on; others do not).
-#include "kernels/algo_fallback.h"
-
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/algo_fallback.h"
 
 namespace gridnn::kernels {
 namespace {
 
-constexpr int kNotSupported = 3000, kNotSupportedShape = 3002, kBadParam = 2000,
-              kExecutionFailed = 5000, kInternalError = 4000;
+constexpr int kNotSupported = 3000, kNotSupportedShape = 3002, kBadParam = 2000, kExecutionFailed = 5000,
+              kInternalError = 4000;
 
 AlgoStatusRules cudnn_like_rules() {
   return {[](int s) {
             const int category = s / 1000 * 1000;
-            return category == kNotSupported || category == kBadParam ||
-                   category == kExecutionFailed;
+            return category == kNotSupported || category == kBadParam || category == kExecutionFailed;
           },
           [](int s) { return "STATUS_" + std::to_string(s); }};
 }
@@ -115,9 +113,7 @@ TEST(AlgoFallback, AllFailingNamesEveryCandidate) {
   EXPECT_TRUE(rec.chosen.empty());
 }
 
-TEST(AlgoFallback, NoCandidateIsAnError) {
-  EXPECT_THROW(AlgoFallback("fwd", {}, cudnn_like_rules()), Error);
-}
+TEST(AlgoFallback, NoCandidateIsAnError) { EXPECT_THROW(AlgoFallback("fwd", {}, cudnn_like_rules()), Error); }
 
 }  // namespace
 }  // namespace gridnn::kernels

@@ -21,8 +21,8 @@ TEST(Elementwise, PartlyOverlappingOutputsAreRejected) {
   EXPECT_THROW(ops::relu_forward(rows01, rows12), Error);
   EXPECT_THROW(rows12.copy_from(rows01), Error);
   Tensor other = t.narrow(2, 2);
-  EXPECT_NO_THROW(ops::add(rows01, rows01, other));        // disjoint views of one storage
-  EXPECT_NO_THROW(ops::relu_forward(rows01, rows01));      // exactly in place
+  EXPECT_NO_THROW(ops::add(rows01, rows01, other));    // disjoint views of one storage
+  EXPECT_NO_THROW(ops::relu_forward(rows01, rows01));  // exactly in place
   Tensor h = Tensor::empty({4, 8}, DType::f16);
   Tensor as_f16 = ops::cast(t, DType::f16);
   EXPECT_NO_THROW(ops::cast(as_f16, h));
@@ -75,7 +75,7 @@ TEST(Elementwise, BadArgumentsNameTheOpAndShapes) {
     EXPECT_NE(m.find("[3, 2]"), std::string::npos) << m;
   }
   Tensor i = Tensor::zeros({2, 3}, DType::i32);
-  EXPECT_THROW(ops::relu_forward(i, i), Error);           // integers: not floating
+  EXPECT_THROW(ops::relu_forward(i, i), Error);                     // integers: not floating
   EXPECT_THROW(ops::add(a, ops::cast(a, DType::f16), out), Error);  // dtype mismatch
   Tensor undefined;
   EXPECT_THROW(ops::scale(undefined, 2), Error);

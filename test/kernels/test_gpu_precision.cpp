@@ -29,8 +29,8 @@
 #include "kernels/gemm.h"
 #include "models/layers/attention.h"
 #include "models/layers/conv3d.h"
-#include "test/support/gpu_test.h"
 #include "test/support/conv3d_cases.h"
+#include "test/support/gpu_test.h"
 #include "test/support/random_tensor.h"
 
 namespace gridnn::test {

@@ -34,20 +34,22 @@ TEST(Layout, SliceIsACopyOfTheSlices) {
 
 TEST(Layout, ErrorsSayWhatIsWrong) {
   const Tensor x = random_tensor({2, 3, 4}, 8);
-  EXPECT_NE(test::error_message([&] { ops::permute(x, {0, 0, 1}); }).find("each of the 3 dimensions"),
+  EXPECT_NE(test::error_message([&] {
+              ops::permute(x, {0, 0, 1});
+            }).find("each of the 3 dimensions"),
             std::string::npos);
   Tensor wrong = Tensor::empty({3, 3, 4});
-  EXPECT_NE(test::error_message([&] { ops::permute(x, {1, 0, 2}, wrong); }).find("is not the shape"),
+  EXPECT_NE(test::error_message([&] {
+              ops::permute(x, {1, 0, 2}, wrong);
+            }).find("is not the shape"),
             std::string::npos);
   Tensor dst = Tensor::empty({2, 3, 2});
-  EXPECT_NE(test::error_message([&] { ops::copy_slices(x, 2, 3, dst, 0, 2); }).find("out of range"),
-            std::string::npos);
+  EXPECT_NE(test::error_message([&] { ops::copy_slices(x, 2, 3, dst, 0, 2); }).find("out of range"), std::string::npos);
   Tensor other = Tensor::empty({2, 4, 4});
   EXPECT_NE(test::error_message([&] { ops::copy_slices(x, 2, 0, other, 0, 1); }).find("differ in dimension 1"),
             std::string::npos);
   Tensor ints = Tensor::zeros({2, 3, 4}, DType::i32), ints2 = Tensor::zeros({2, 3, 4}, DType::i32);
-  EXPECT_NE(test::error_message([&] { ops::add_slices(ints, 0, 0, ints2, 0, 1); }).find("floating"),
-            std::string::npos);
+  EXPECT_NE(test::error_message([&] { ops::add_slices(ints, 0, 0, ints2, 0, 1); }).find("floating"), std::string::npos);
   Tensor same = x.clone();
   EXPECT_NE(test::error_message([&] { ops::copy_slices(same, 0, 0, same, 1, 1); }).find("shares memory"),
             std::string::npos);

@@ -15,9 +15,9 @@
 
 namespace gridnn {
 namespace {
+using ops::ReduceOp;
 using test::random_tensor;
 using test::to_doubles;
-using ops::ReduceOp;
 
 TEST(Reduce, KeepdimShapesAndFullReductions) {
   Tensor x = random_tensor({2, 3, 4}, 15);
@@ -64,8 +64,7 @@ Tensor reduce_in_stated_order(ReduceOp op, const Tensor& x, int dim) {
   for (int d = 0; d < dim; ++d) s.outer *= x.size(d);
   for (int d = dim + 1; d < x.rank(); ++d) s.inner *= x.size(d);
   const int64_t n_out = s.outer * s.inner, segments = kernels::reduce_segments(s.len);
-  std::vector<float> out(static_cast<size_t>(n_out)),
-      partial(static_cast<size_t>(n_out * segments));
+  std::vector<float> out(static_cast<size_t>(n_out)), partial(static_cast<size_t>(n_out * segments));
   kernels::visit_reduce(op, [&](auto o) {
     using Op = decltype(o);
     const int lanes = kernels::reduce_lanes(s.len);
@@ -73,17 +72,15 @@ Tensor reduce_in_stated_order(ReduceOp op, const Tensor& x, int dim) {
       for (int64_t k = 0; k < segments; ++k) {
         std::vector<float> lane(static_cast<size_t>(lanes));
         for (int l = 0; l < lanes; ++l)
-          lane[size_t(l)] = kernels::body::reduce_lane<Op>(
-              x.data<float>(), s, i, kernels::reduce_segment(s.len, k), l, lanes);
+          lane[size_t(l)] =
+              kernels::body::reduce_lane<Op>(x.data<float>(), s, i, kernels::reduce_segment(s.len, k), l, lanes);
         for (int width = lanes / 2; width > 0; width /= 2)
-          for (int l = 0; l < width; ++l)
-            kernels::body::reduce_tree_step<Op>(lane.data(), l, width);
+          for (int l = 0; l < width; ++l) kernels::body::reduce_tree_step<Op>(lane.data(), l, width);
         partial[size_t(k * n_out + i)] = lane[0];
       }
     for (int64_t i = 0; i < n_out; ++i)
-      out[size_t(i)] = segments == 1
-                           ? partial[size_t(i)]
-                           : kernels::body::reduce_fold<Op>(partial.data(), n_out, i, segments);
+      out[size_t(i)] =
+          segments == 1 ? partial[size_t(i)] : kernels::body::reduce_fold<Op>(partial.data(), n_out, i, segments);
   });
   return Tensor::from_vector(out, {n_out});
 }
@@ -103,9 +100,8 @@ TEST(Reduce, SegmentsDependOnTheLengthAlone) {
   EXPECT_EQ(kernels::reduce_segments((int64_t(1) << 21) + 7), 513);
   EXPECT_EQ(kernels::reduce_segment(0, 0).begin, 0);
   EXPECT_EQ(kernels::reduce_segment(0, 0).end, 0);
-  for (int64_t len :
-       {int64_t(1), int64_t(255), kReduceSegment - 1, kReduceSegment, kReduceSegment + 1,
-        3 * kReduceSegment, 3 * kReduceSegment + 17, int64_t(70000)}) {
+  for (int64_t len : {int64_t(1), int64_t(255), kReduceSegment - 1, kReduceSegment, kReduceSegment + 1,
+                      3 * kReduceSegment, 3 * kReduceSegment + 17, int64_t(70000)}) {
     SCOPED_TRACE("len " + std::to_string(len));
     const int64_t n = kernels::reduce_segments(len);
     int64_t next = 0;
@@ -120,8 +116,7 @@ TEST(Reduce, SegmentsDependOnTheLengthAlone) {
       next = seg.end;
     }
     EXPECT_EQ(next, len);
-    EXPECT_EQ(kernels::reduce_lanes(len),
-              len > kReduceSegment ? kernels::kReduceLanes : kernels::reduce_lanes(len));
+    EXPECT_EQ(kernels::reduce_lanes(len), len > kReduceSegment ? kernels::kReduceLanes : kernels::reduce_lanes(len));
   }
   // The same row gives the same bits whatever else is reduced with it: alone, among rows,
   // as a column among columns.
@@ -153,11 +148,10 @@ TEST(Reduce, EveryCpuLoopAddsInTheOrderOfTheBodies) {
   const struct {
     Shape shape;
     int dim;
-  } geometries[] = {{{999, 4}, 1},   {{999, 2}, 1},     {{999, 16}, 1},    {{999, 5}, 1},
-                    {{999, 1}, 1},   {{300, 17}, 1},    {{3, 600}, 1},     {{7, 300, 5}, 1},
-                    {{5, 3, 33}, 1}, {{1, 5000, 3}, 1}, {{2, 2000, 1}, 1}, {{70000}, 0},
-                    {{0, 4}, 1},     {{3, 0}, 1},       {{2, 4096}, 1},    {{2, 4097}, 1},
-                    {{3, 8209}, 1},  {{2, 8192, 5}, 1}, {{4, 9000, 1}, 1}};
+  } geometries[] = {{{999, 4}, 1},     {{999, 2}, 1},  {{999, 16}, 1},    {{999, 5}, 1},    {{999, 1}, 1},
+                    {{300, 17}, 1},    {{3, 600}, 1},  {{7, 300, 5}, 1},  {{5, 3, 33}, 1},  {{1, 5000, 3}, 1},
+                    {{2, 2000, 1}, 1}, {{70000}, 0},   {{0, 4}, 1},       {{3, 0}, 1},      {{2, 4096}, 1},
+                    {{2, 4097}, 1},    {{3, 8209}, 1}, {{2, 8192, 5}, 1}, {{4, 9000, 1}, 1}};
   const int saved = omp_get_max_threads();
   for (const auto& g : geometries)
     // Also without NaNs: a row that holds one is NaN in any order.
@@ -166,11 +160,10 @@ TEST(Reduce, EveryCpuLoopAddsInTheOrderOfTheBodies) {
         if (op == ReduceOp::max && g.shape[g.dim] == 0) continue;  // no maximum of nothing
         const Tensor expected = reduce_in_stated_order(op, x, g.dim);
         for (int threads : {1, 2, 3}) {
-          SCOPED_TRACE(g.shape.str() + " dim " + std::to_string(g.dim) + " op " +
-                       std::to_string(int(op)) + " threads " + std::to_string(threads));
+          SCOPED_TRACE(g.shape.str() + " dim " + std::to_string(g.dim) + " op " + std::to_string(int(op)) +
+                       " threads " + std::to_string(threads));
           omp_set_num_threads(threads);
-          EXPECT_TRUE(
-              test::tensors_equal(ops::reduce(op, x, g.dim).reshape(expected.shape()), expected));
+          EXPECT_TRUE(test::tensors_equal(ops::reduce(op, x, g.dim).reshape(expected.shape()), expected));
         }
       }
   omp_set_num_threads(saved);

@@ -33,8 +33,8 @@ TEST(Sweep, GemmRandomShapesTransposesAndBatches) {
     const bool share_b = pick("share", t, 0, 1);
     Tensor a = test::random_tensor(o.transpose_a ? Shape{batch, k, m} : Shape{batch, m, k}, t);
     Shape b_one = o.transpose_b ? Shape{n, k} : Shape{k, n};
-    Tensor b = share_b ? test::random_tensor(b_one, t + 1000)
-                       : test::random_tensor({batch, b_one[0], b_one[1]}, t + 1000);
+    Tensor b =
+        share_b ? test::random_tensor(b_one, t + 1000) : test::random_tensor({batch, b_one[0], b_one[1]}, t + 1000);
     Tensor c = test::random_tensor({batch, m, n}, t + 2000);
     std::vector<double> va = to_doubles(a), vb = to_doubles(b), vc = to_doubles(c);
     ops::gemm_batched(a, b, c, o);
@@ -47,8 +47,8 @@ TEST(Sweep, GemmRandomShapesTransposesAndBatches) {
                                                      slice(vc, q, m * n), m, n, k, o);
       for (int64_t e = 0; e < m * n; ++e)
         ASSERT_NEAR(got[size_t(q * m * n + e)], ref[size_t(e)], 1e-4 * (1 + std::fabs(ref[size_t(e)])))
-            << "case " << t << ": batch " << batch << " m " << m << " n " << n << " k " << k
-            << " ta " << o.transpose_a << " tb " << o.transpose_b << " shared B " << share_b;
+            << "case " << t << ": batch " << batch << " m " << m << " n " << n << " k " << k << " ta " << o.transpose_a
+            << " tb " << o.transpose_b << " shared B " << share_b;
     }
   }
 }
@@ -65,7 +65,8 @@ TEST(Sweep, ReductionsOverRandomFiveDimensionalShapes) {
     std::vector<double> ref_sum = test::reference_reduce(ops::ReduceOp::sum, x, dim);
     std::vector<double> ref_max = test::reference_reduce(ops::ReduceOp::max, x, dim);
     for (size_t o = 0; o < sum.size(); ++o) {
-      ASSERT_NEAR(sum[o], ref_sum[o], 1e-5 * (1 + double(s[dim]))) << "case " << t << " shape " << s.str() << " dim " << dim;
+      ASSERT_NEAR(sum[o], ref_sum[o], 1e-5 * (1 + double(s[dim])))
+          << "case " << t << " shape " << s.str() << " dim " << dim;
       ASSERT_EQ(mx[o], ref_max[o]) << "case " << t << " shape " << s.str() << " dim " << dim;
     }
   }

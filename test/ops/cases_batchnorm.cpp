@@ -110,8 +110,7 @@ OpCase moments_case(const Input& x, bool shift, bool with_var, bool in_place) {
     return with_var ? Tensors{mean, var} : Tensors{mean};
   };
   c.reference = [=](const Tensors& in) {
-    const BatchNormStats r =
-        reference_batchnorm_moments(values(in[0]), shift ? values(in[1]) : Doubles{}, count);
+    const BatchNormStats r = reference_batchnorm_moments(values(in[0]), shift ? values(in[1]) : Doubles{}, count);
     return with_var ? std::vector<Doubles>{r.mean, r.var} : std::vector<Doubles>{r.mean};
   };
   c.ref_tol = {1e-7, 1e-6};  // double from the f32 sums, rounded once
@@ -131,9 +130,7 @@ OpCase invstd_case(int64_t ch) {
     ops::batchnorm_invstd(in[0], kEps, invstd);
     return Tensors{invstd};
   };
-  c.reference = [](const Tensors& in) {
-    return std::vector<Doubles>{reference_batchnorm_invstd(values(in[0]), kEps)};
-  };
+  c.reference = [](const Tensors& in) { return std::vector<Doubles>{reference_batchnorm_invstd(values(in[0]), kEps)}; };
   c.ref_tol = {0, 1e-7};  // double, rounded once
   c.bitwise = true;
   return c;
@@ -162,9 +159,8 @@ OpCase normalize_case(const Input& x, DType dt, bool affine) {
     return Tensors{y};
   };
   c.reference = [affine](const Tensors& in) {
-    return std::vector<Doubles>{reference_batchnorm_normalize(in[0], values(in[1]), values(in[2]),
-                                                              affine ? values(in[3]) : Doubles{},
-                                                              affine ? values(in[4]) : Doubles{})};
+    return std::vector<Doubles>{reference_batchnorm_normalize(
+        in[0], values(in[1]), values(in[2]), affine ? values(in[3]) : Doubles{}, affine ? values(in[4]) : Doubles{})};
   };
   c.ref_tol = stored_tolerance(dt, {1e-5, 1e-5});
   c.bitwise = true;
@@ -176,8 +172,7 @@ OpCase normalize_case(const Input& x, DType dt, bool affine) {
       if (!affine) return Tensors{dx};
       ops::batchnorm_backward_sums(in[0], dy, in[1], in[2], sums);
       const int64_t channels = in[1].numel();
-      return Tensors{dx, sums.narrow(1, 1).reshape({channels}).clone(),
-                     sums.narrow(0, 1).reshape({channels}).clone()};
+      return Tensors{dx, sums.narrow(1, 1).reshape({channels}).clone(), sums.narrow(0, 1).reshape({channels}).clone()};
     };
     c.grad_inputs = affine ? std::vector<int>{0, 3, 4} : std::vector<int>{0};
   }
@@ -201,8 +196,7 @@ OpCase backward_sums_case(const Input& x, DType dt) {
     return Tensors{sums};
   };
   c.reference = [](const Tensors& in) {
-    return std::vector<Doubles>{
-        reference_batchnorm_backward_sums(in[0], in[1], values(in[2]), values(in[3]))};
+    return std::vector<Doubles>{reference_batchnorm_backward_sums(in[0], in[1], values(in[2]), values(in[3]))};
   };
   c.ref_tol = {1e-6, 1e-6};  // accumulated in double, rounded once
   c.bitwise = true;
@@ -223,8 +217,12 @@ OpCase backward_input_case(const Input& x, DType dt, bool training) {
     const BatchNormStats st = reference_batchnorm_stats(data);
     const Doubles invstd = reference_batchnorm_invstd(st.var, kEps);
     const Doubles sums = reference_batchnorm_backward_sums(data, dy, st.mean, invstd);
-    return Tensors{data, dy, tensor_of(st.mean, {ch}), tensor_of(invstd, {ch}),
-                   channel_input(key, 2, ch, 0.5f, 2.0f), tensor_of(sums, {2, ch})};
+    return Tensors{data,
+                   dy,
+                   tensor_of(st.mean, {ch}),
+                   tensor_of(invstd, {ch}),
+                   channel_input(key, 2, ch, 0.5f, 2.0f),
+                   tensor_of(sums, {2, ch})};
   };
   c.run = [=](const Tensors& in) {
     Tensor dx = like(in[0]);
@@ -232,8 +230,8 @@ OpCase backward_input_case(const Input& x, DType dt, bool training) {
     return Tensors{dx};
   };
   c.reference = [=](const Tensors& in) {
-    return std::vector<Doubles>{reference_batchnorm_backward_input(
-        in[0], in[1], values(in[2]), values(in[3]), values(in[4]), values(in[5]), count, training)};
+    return std::vector<Doubles>{reference_batchnorm_backward_input(in[0], in[1], values(in[2]), values(in[3]),
+                                                                   values(in[4]), values(in[5]), count, training)};
   };
   c.ref_tol = stored_tolerance(dt, {1e-5, 1e-4});
   c.bitwise = true;
@@ -245,8 +243,8 @@ OpCase backward_input_case(const Input& x, DType dt, bool training) {
 OpCase update_running_case(int64_t ch, int64_t count, double momentum) {
   OpCase c;
   c.op = "batchnorm_update_running";
-  c.params = std::to_string(ch) + " count " + std::to_string(count) + " momentum " +
-             std::to_string(momentum).substr(0, 4);
+  c.params =
+      std::to_string(ch) + " count " + std::to_string(count) + " momentum " + std::to_string(momentum).substr(0, 4);
   const std::string key = c.op + c.params;
   c.make_inputs = [=] {
     return Tensors{channel_input(key, 0, ch, -1.0f, 1.0f), channel_input(key, 1, ch, 0.1f, 2.0f),
@@ -303,8 +301,7 @@ struct Running {
   Tensor mean, var;
 };
 Running running_for(const std::string& key, int64_t ch, float var_lo) {
-  return {case_input(key + "/running", 0, {ch}, -1.0f, 1.0f),
-          case_input(key + "/running", 1, {ch}, var_lo, 2.0f)};
+  return {case_input(key + "/running", 0, {ch}, -1.0f, 1.0f), case_input(key + "/running", 1, {ch}, var_lo, 2.0f)};
 }
 
 // nn::BatchNorm3d(C) on x uniform in [lo, hi), its weight in [0.5, 2) and bias in [-1, 1)
@@ -315,27 +312,27 @@ OpCase bn_layer(const Input& x, bool training, bool affine = true, float var_lo 
   const std::string what = std::string(affine ? "affine" : "weight 1 bias 0") + range_name(x);
   const std::string key = "BatchNorm3d" + what + shape_name(x.shape) + (training ? "" : " eval");
   const Running run = training ? Running{} : running_for(key, ch, var_lo);
-  OpCase c = layer_case("BatchNorm3d", what, [=] {
-    auto bn = std::make_unique<nn::BatchNorm3d>(ch);
-    if (!training) {
-      bn->running_mean().copy_from(run.mean);
-      bn->running_var().copy_from(run.var);
-    }
-    return bn;
-  }, x.shape, training);
+  OpCase c = layer_case(
+      "BatchNorm3d", what,
+      [=] {
+        auto bn = std::make_unique<nn::BatchNorm3d>(ch);
+        if (!training) {
+          bn->running_mean().copy_from(run.mean);
+          bn->running_var().copy_from(run.var);
+        }
+        return bn;
+      },
+      x.shape, training);
   c.make_inputs = [=] {
     Tensors in{case_input(key, 0, x.shape, x.lo, x.hi)};
-    if (affine)
-      return Tensors{in[0], channel_input(key, 1, ch, 0.5f, 2.0f), channel_input(key, 2, ch, -1.0f, 1.0f)};
-    return Tensors{in[0], Tensor::from_vector(std::vector<float>(size_t(ch), 1.0f), {ch}),
-                   Tensor::zeros({ch})};
+    if (affine) return Tensors{in[0], channel_input(key, 1, ch, 0.5f, 2.0f), channel_input(key, 2, ch, -1.0f, 1.0f)};
+    return Tensors{in[0], Tensor::from_vector(std::vector<float>(size_t(ch), 1.0f), {ch}), Tensor::zeros({ch})};
   };
   c.reference = [=](const Tensors& in) {
     const BatchNormStats st =
         training ? reference_batchnorm_stats(in[0]) : BatchNormStats{values(run.mean), values(run.var), 0};
     const Doubles invstd = reference_batchnorm_invstd(st.var, kEps);
-    return std::vector<Doubles>{
-        reference_batchnorm_normalize(in[0], st.mean, invstd, values(in[1]), values(in[2]))};
+    return std::vector<Doubles>{reference_batchnorm_normalize(in[0], st.mean, invstd, values(in[1]), values(in[2]))};
   };
   // The layer's test: training {2e-5, 1e-5} (the batch statistics' rounding), eval {1e-5, 1e-5}.
   c.ref_tol = training ? Tolerance{2e-5, 1e-5} : Tolerance{1e-5, 1e-5};
@@ -368,9 +365,7 @@ OpCase running_statistics_case(const Shape& shape, float lo1, float hi1, float l
   c.params = "running statistics after two steps " + shape_name(shape);
   const std::string key = c.op + c.params;
   const int64_t ch = shape[1];
-  c.make_inputs = [=] {
-    return Tensors{case_input(key, 0, shape, lo1, hi1), case_input(key, 1, shape, lo2, hi2)};
-  };
+  c.make_inputs = [=] { return Tensors{case_input(key, 0, shape, lo1, hi1), case_input(key, 1, shape, lo2, hi2)}; };
   c.run = [ch](const Tensors& in) {
     nn::BatchNorm3d bn(ch, kEps, 0.1, in[0].device());
     bn.forward(in[0]);

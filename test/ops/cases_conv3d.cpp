@@ -35,8 +35,10 @@ struct Variant {
   bool vol2col = false;
   bool one_plane_per_slab = false;
   std::string name() const {
-    return (math == MathMode::fp32 ? std::string() : std::string(" ") + ops::str(math)) +
-           (one_plane_per_slab ? " one plane per slab" : vol2col ? " vol2col" : "");
+    return (math == MathMode::fp32 ? std::string() : std::string(" ") + ops::str(math)) + (one_plane_per_slab
+                                                                                               ? " one plane per slab"
+                                                                                           : vol2col ? " vol2col"
+                                                                                                     : "");
   }
 };
 
@@ -45,8 +47,7 @@ struct Variant {
 class CpuPath {
  public:
   explicit CpuPath(const Variant& v)
-      : previous_conv_(ops::set_cpu_conv(v.vol2col || v.one_plane_per_slab ? ops::CpuConv::vol2col
-                                                                             : ops::cpu_conv())),
+      : previous_conv_(ops::set_cpu_conv(v.vol2col || v.one_plane_per_slab ? ops::CpuConv::vol2col : ops::cpu_conv())),
         one_plane_(v.one_plane_per_slab) {
     if (one_plane_) previous_budget_ = kernels::cpu::conv3d_set_column_budget(1);
   }
@@ -202,9 +203,9 @@ OpCase backward_filter_case(const Conv3dCase& k, const Variant& v = {}) {
     return Tensors{dw};
   };
   c.reference = [=](const Tensors& in) {
-    return std::vector<Doubles>{plus(
-        reference_conv3d_backward_filter(rounded(in[0], v.math), rounded(in[1], v.math), geometry_of(k)),
-        values(in[2]))};
+    return std::vector<Doubles>{
+        plus(reference_conv3d_backward_filter(rounded(in[0], v.math), rounded(in[1], v.math), geometry_of(k)),
+             values(in[2]))};
   };
   return c;
 }
@@ -307,8 +308,7 @@ void add_conv3d_cases(OpCases& cases) {
   for (MathMode math : {MathMode::tf32, MathMode::bf16})
     for (const Conv3dCase& k : conv3d_cases()) {
       const Variant v{math, false, false};
-      if (named(k, {"3x3x3_pad1", "7x7x7_stride2_pad3", "stride2_odd"}))
-        cases.push_back(forward_case(k, true, v));
+      if (named(k, {"3x3x3_pad1", "7x7x7_stride2_pad3", "stride2_odd"})) cases.push_back(forward_case(k, true, v));
       if (named(k, {"3x3x3_pad1"})) {
         cases.push_back(backward_data_case(k, v));
         cases.push_back(backward_filter_case(k, v));
@@ -320,8 +320,7 @@ void add_conv3d_cases(OpCases& cases) {
   const std::vector<Conv3dCase>& k = conv3d_cases();
   for (const Conv3dCase& geometry : k) cases.push_back(layer(geometry));
   cases.push_back(layer(k[5], false));
-  cases.push_back(
-      layer("3x3x3_stride2x1x2_pad1", 2, 3, {3, 3, 3}, {2, 1, 2}, {1, 1, 1}, true, {2, 2, 5, 6, 7}));
+  cases.push_back(layer("3x3x3_stride2x1x2_pad1", 2, 3, {3, 3, 3}, {2, 1, 2}, {1, 1, 1}, true, {2, 2, 5, 6, 7}));
   // Its backward against the loops (dx overwritten, dw and db from zero), where the grad mode
   // holds it to central differences only.
   for (const Conv3dCase& geometry : {k[2], k[5]}) cases.push_back(layer_backward(geometry));

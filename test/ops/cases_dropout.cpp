@@ -26,16 +26,15 @@ Tensor apply(bool forward, const Tensor& in, float p, const ops::DropoutKey& key
 }
 
 std::string key_name(const ops::DropoutKey& k) {
-  return "key " + std::to_string(k.seed) + "/" + std::to_string(k.stream) + " step " +
-         std::to_string(k.step) + " offset " + std::to_string(k.offset);
+  return "key " + std::to_string(k.seed) + "/" + std::to_string(k.stream) + " step " + std::to_string(k.step) +
+         " offset " + std::to_string(k.offset);
 }
 
 // The forward (on x) or the backward (on dy): the same mask, applied to the case's input.
 OpCase dropout_case(bool forward, const Shape& shape, DType dt, float p, const ops::DropoutKey& key) {
   OpCase c;
   c.op = forward ? "dropout_forward" : "dropout_backward";
-  c.params =
-      shape_name(shape) + " p " + std::to_string(p).substr(0, 3) + " " + key_name(key) + " " + dtype_name(dt);
+  c.params = shape_name(shape) + " p " + std::to_string(p).substr(0, 3) + " " + key_name(key) + " " + dtype_name(dt);
   const std::string name = c.op + c.params;
   c.make_inputs = [=] { return Tensors{case_input(name, 0, shape, -1.0f, 1.0f, dt)}; };
   c.run = [=](const Tensors& in) { return Tensors{apply(forward, in[0], p, key)}; };

@@ -52,11 +52,14 @@ Tensor like(const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), t.devi
 void add_elementwise_cases(OpCases& cases) {
   for (const Shape& shape : {Shape{0, 4}, Shape{1}, kOdd, kLarge})
     for (DType dt : kAll) {
-      OpCase c = map_case("fill", shape, dt, 1, [](const Tensors& in) {
-        Tensor t = like(in[0]);
-        ops::fill(t, -2.75);
-        return t;
-      }, [](const double*) { return -2.75; });
+      OpCase c = map_case(
+          "fill", shape, dt, 1,
+          [](const Tensors& in) {
+            Tensor t = like(in[0]);
+            ops::fill(t, -2.75);
+            return t;
+          },
+          [](const double*) { return -2.75; });
       c.ref_tol = {0, 0};  // -2.75 is exact in every floating format; integers truncate below
       if (dt == DType::i32 || dt == DType::i64)
         c.reference = [](const Tensors& in) { return std::vector<Doubles>{Doubles(size_t(in[0].numel()), -2.0)}; };
@@ -65,8 +68,9 @@ void add_elementwise_cases(OpCases& cases) {
 
   for (DType from : kAll)
     for (DType to : kAll) {
-      OpCase c = map_case("cast", {7, 11, 13}, from, 1, [to](const Tensors& in) { return ops::cast(in[0], to); },
-                          [](const double* a) { return *a; });
+      OpCase c = map_case(
+          "cast", {7, 11, 13}, from, 1, [to](const Tensors& in) { return ops::cast(in[0], to); },
+          [](const double* a) { return *a; });
       c.params += " to " + std::string(dtype_name(to));
       c.make_inputs = [from] { return Tensors{case_input("cast", 0, {7, 11, 13}, -300.0f, 300.0f, from)}; };
       // Integers truncate toward zero; a float rounds once to the narrower format.
@@ -84,30 +88,39 @@ void add_elementwise_cases(OpCases& cases) {
   for (const Shape& shape : {Shape{0, 4}, kOdd, kLarge})
     for (DType dt : kFloating) {
       const bool small_f32 = dt == DType::f32 && shape == kOdd;
-      OpCase copy = map_case("copy", shape, dt, 1, [](const Tensors& in) {
-        Tensor y = like(in[0]);
-        ops::copy(in[0], y);
-        return y;
-      }, [](const double* a) { return a[0]; });
+      OpCase copy = map_case(
+          "copy", shape, dt, 1,
+          [](const Tensors& in) {
+            Tensor y = like(in[0]);
+            ops::copy(in[0], y);
+            return y;
+          },
+          [](const double* a) { return a[0]; });
       copy.ref_tol = {0, 0};
       cases.push_back(copy);
 
-      OpCase add = map_case("add", shape, dt, 2, [](const Tensors& in) {
-        Tensor y = like(in[0]);
-        ops::add(in[0], in[1], y);
-        return y;
-      }, [](const double* a) { return a[0] + a[1]; });
+      OpCase add = map_case(
+          "add", shape, dt, 2,
+          [](const Tensors& in) {
+            Tensor y = like(in[0]);
+            ops::add(in[0], in[1], y);
+            return y;
+          },
+          [](const double* a) { return a[0] + a[1]; });
       if (small_f32) {
         add.backward = [](const Tensors&, const Tensor& dy) { return Tensors{dy.clone(), dy.clone()}; };
         add.grad_inputs = {0, 1};
       }
       cases.push_back(add);
 
-      OpCase mul = map_case("mul", shape, dt, 2, [](const Tensors& in) {
-        Tensor y = like(in[0]);
-        ops::mul(in[0], in[1], y);
-        return y;
-      }, [](const double* a) { return a[0] * a[1]; });
+      OpCase mul = map_case(
+          "mul", shape, dt, 2,
+          [](const Tensors& in) {
+            Tensor y = like(in[0]);
+            ops::mul(in[0], in[1], y);
+            return y;
+          },
+          [](const double* a) { return a[0] * a[1]; });
       if (small_f32) {
         mul.backward = [](const Tensors& in, const Tensor& dy) {
           Tensor da = like(dy), db = like(dy);
@@ -120,11 +133,14 @@ void add_elementwise_cases(OpCases& cases) {
       cases.push_back(mul);
 
       // In place: y starts as in[1] and becomes in[1] + 0.73 * in[0].
-      OpCase axpy = map_case("axpy", shape, dt, 2, [](const Tensors& in) {
-        Tensor y = in[1].clone();
-        ops::axpy(0.73f, in[0], y);
-        return y;
-      }, [](const double* a) { return a[1] + double(0.73f) * a[0]; });
+      OpCase axpy = map_case(
+          "axpy", shape, dt, 2,
+          [](const Tensors& in) {
+            Tensor y = in[1].clone();
+            ops::axpy(0.73f, in[0], y);
+            return y;
+          },
+          [](const double* a) { return a[1] + double(0.73f) * a[0]; });
       axpy.ref_tol = stored_tolerance(dt, {1e-6, 1e-6});
       axpy.bitwise = false;  // the CPU and CUDA compilers may contract y + a * x into an FMA
       axpy.backend_tol = stored_tolerance(dt, {1e-6, 1e-6});
@@ -138,11 +154,14 @@ void add_elementwise_cases(OpCases& cases) {
       }
       cases.push_back(axpy);
 
-      OpCase scale = map_case("scale", shape, dt, 1, [](const Tensors& in) {
-        Tensor y = in[0].clone();
-        ops::scale(y, -0.37f);
-        return y;
-      }, [](const double* a) { return a[0] * double(-0.37f); });
+      OpCase scale = map_case(
+          "scale", shape, dt, 1,
+          [](const Tensors& in) {
+            Tensor y = in[0].clone();
+            ops::scale(y, -0.37f);
+            return y;
+          },
+          [](const double* a) { return a[0] * double(-0.37f); });
       if (small_f32) {
         scale.backward = [](const Tensors&, const Tensor& dy) {
           Tensor dx = dy.clone();
@@ -153,11 +172,14 @@ void add_elementwise_cases(OpCases& cases) {
       }
       cases.push_back(scale);
 
-      OpCase relu = map_case("relu_forward", shape, dt, 1, [](const Tensors& in) {
-        Tensor y = like(in[0]);
-        ops::relu_forward(in[0], y);
-        return y;
-      }, [](const double* a) { return a[0] > 0 ? a[0] : 0.0; });
+      OpCase relu = map_case(
+          "relu_forward", shape, dt, 1,
+          [](const Tensors& in) {
+            Tensor y = like(in[0]);
+            ops::relu_forward(in[0], y);
+            return y;
+          },
+          [](const double* a) { return a[0] > 0 ? a[0] : 0.0; });
       relu.ref_tol = {0, 0};
       if (small_f32) {
         relu.backward = [](const Tensors& in, const Tensor& dy) {
@@ -170,34 +192,43 @@ void add_elementwise_cases(OpCases& cases) {
       }
       cases.push_back(relu);
 
-      OpCase relu_back = map_case("relu_backward", shape, dt, 2, [](const Tensors& in) {
-        Tensor dx = like(in[0]);
-        ops::relu_backward(in[0], in[1], dx);
-        return dx;
-      }, [](const double* a) { return a[0] > 0 ? a[1] : 0.0; });
+      OpCase relu_back = map_case(
+          "relu_backward", shape, dt, 2,
+          [](const Tensors& in) {
+            Tensor dx = like(in[0]);
+            ops::relu_backward(in[0], in[1], dx);
+            return dx;
+          },
+          [](const double* a) { return a[0] > 0 ? a[1] : 0.0; });
       relu_back.ref_tol = {0, 0};
       cases.push_back(relu_back);
 
       // The output aliasing an input: add(a, b, a), then relu_forward(a, a).
-      OpCase in_place = map_case("add_relu_in_place", shape, dt, 2, [](const Tensors& in) {
-        Tensor a = in[0].clone();
-        ops::add(a, in[1], a);
-        ops::relu_forward(a, a);
-        return a;
-      }, [dt](const double* a) {
-        const double s = values(ops::cast(tensor_of({a[0] + a[1]}, {1}), dt))[0];  // a + b rounded as stored
-        return s > 0 ? s : 0.0;
-      });
+      OpCase in_place = map_case(
+          "add_relu_in_place", shape, dt, 2,
+          [](const Tensors& in) {
+            Tensor a = in[0].clone();
+            ops::add(a, in[1], a);
+            ops::relu_forward(a, a);
+            return a;
+          },
+          [dt](const double* a) {
+            const double s = values(ops::cast(tensor_of({a[0] + a[1]}, {1}), dt))[0];  // a + b rounded as stored
+            return s > 0 ? s : 0.0;
+          });
       if (shape == kOdd) cases.push_back(in_place);  // (an empty tensor launches nothing)
     }
   // Views inside larger buffers (storage offsets, odd row lengths): only the view's rows of
   // the whole output buffer change.
   for (DType dt : kFloating) {
-    OpCase add = map_case("add", {10, 33}, dt, 3, [](const Tensors& in) {
-      Tensor out = in[2].clone(), view = out.narrow(2, 5);
-      ops::add(in[0].narrow(3, 5), in[1].narrow(1, 5), view);
-      return out;
-    }, nullptr);
+    OpCase add = map_case(
+        "add", {10, 33}, dt, 3,
+        [](const Tensors& in) {
+          Tensor out = in[2].clone(), view = out.narrow(2, 5);
+          ops::add(in[0].narrow(3, 5), in[1].narrow(1, 5), view);
+          return out;
+        },
+        nullptr);
     add.params += " views";
     add.reference = [](const Tensors& in) {
       const Doubles a = values(in[0]), b = values(in[1]);
@@ -207,11 +238,14 @@ void add_elementwise_cases(OpCases& cases) {
     };
     cases.push_back(add);
 
-    OpCase axpy = map_case("axpy", {9, 1001}, dt, 2, [](const Tensors& in) {
-      Tensor y = in[1].clone(), view = y.narrow(4, 3);
-      ops::axpy(-1.25f, in[0].narrow(1, 3), view);
-      return y;
-    }, nullptr);
+    OpCase axpy = map_case(
+        "axpy", {9, 1001}, dt, 2,
+        [](const Tensors& in) {
+          Tensor y = in[1].clone(), view = y.narrow(4, 3);
+          ops::axpy(-1.25f, in[0].narrow(1, 3), view);
+          return y;
+        },
+        nullptr);
     axpy.params += " views";
     axpy.reference = [](const Tensors& in) {
       const Doubles x = values(in[0]);

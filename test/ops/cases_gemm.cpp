@@ -47,13 +47,12 @@ OpCase gemm_case(const Sizes& s, DType dt, const ops::GemmOptions& o, const std:
   OpCase c;
   const bool batched = s.batch_c != 0;
   c.op = batched ? "gemm_batched" : "gemm";
-  c.params = (batched ? std::to_string(s.batch_a) + "/" + std::to_string(s.batch_b) + "/" +
-                            std::to_string(s.batch_c) + " "
-                      : "") +
-             std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) +
-             (o.transpose_a ? " ta" : "") + (o.transpose_b ? " tb" : "") + " alpha " +
-             std::to_string(o.alpha).substr(0, 4) + " beta " + std::to_string(o.beta).substr(0, 4) + " " +
-             str(o.math) + " " + dtype_name(dt) + what;
+  c.params =
+      (batched ? std::to_string(s.batch_a) + "/" + std::to_string(s.batch_b) + "/" + std::to_string(s.batch_c) + " "
+               : "") +
+      std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) + (o.transpose_a ? " ta" : "") +
+      (o.transpose_b ? " tb" : "") + " alpha " + std::to_string(o.alpha).substr(0, 4) + " beta " +
+      std::to_string(o.beta).substr(0, 4) + " " + str(o.math) + " " + dtype_name(dt) + what;
   const std::string key = c.op + c.params;
   const Shape sa = operand(s.batch_a, s.m, s.k, o.transpose_a), sb = operand(s.batch_b, s.k, s.n, o.transpose_b),
               sc = operand(s.batch_c, s.m, s.n, false);
@@ -144,7 +143,8 @@ void add_gemm_cases(OpCases& cases) {
       for (bool ta : {false, true})
         for (bool tb : {false, true}) cases.push_back(gemm_case(s, dt, options(ta, tb, 0.75f, 0.25f)));
   // 16-bit operands accumulate in f32: only the final rounding to 16 bits.
-  for (DType dt : {DType::f16, DType::bf16}) cases.push_back(gemm_case({0, 0, 0, 8, 8, 512}, dt, options(false, false, 1, 0)));
+  for (DType dt : {DType::f16, DType::bf16})
+    cases.push_back(gemm_case({0, 0, 0, 8, 8, 512}, dt, options(false, false, 1, 0)));
   // k = 1024: TF32's 10-bit mantissa would give errors near 1e-3; fp32 stays near 1e-5.
   for (bool t : {false, true}) {
     OpCase c = gemm_case({0, 0, 0, 64, 96, 1024}, DType::f32, options(t, t, 1, 0));
@@ -181,8 +181,8 @@ void add_gemm_cases(OpCases& cases) {
         const std::string key = c.op + c.params;
         const int64_t a_rows = ta ? k : m, b_rows = tb ? n : k;
         c.make_inputs = [=] {
-          return Tensors{case_input(key, 0, {50, ta ? m : k}, -1, 1, dt), case_input(key, 1, {60, tb ? k : n}, -1, 1, dt),
-                         case_input(key, 2, {40, n}, -1, 1, dt)};
+          return Tensors{case_input(key, 0, {50, ta ? m : k}, -1, 1, dt),
+                         case_input(key, 1, {60, tb ? k : n}, -1, 1, dt), case_input(key, 2, {40, n}, -1, 1, dt)};
         };
         c.run = [=](const Tensors& in) {
           Tensor out = in[2].clone(), view = out.narrow(7, m);
@@ -218,9 +218,9 @@ void add_gemm_cases(OpCases& cases) {
       const int64_t mm = 13 * 17, kn = 17 * 11, mn = 13 * 11;
       for (int64_t q = 0; q < 3; ++q) {
         const Doubles c0(out.begin() + (3 + q) * mn, out.begin() + (4 + q) * mn);
-        const Doubles r = reference_gemm(Doubles(a.begin() + (1 + q) * mm, a.begin() + (2 + q) * mm),
-                                         Doubles(b.begin() + (2 + q) * kn, b.begin() + (3 + q) * kn), c0, 13, 11,
-                                         17, o);
+        const Doubles r =
+            reference_gemm(Doubles(a.begin() + (1 + q) * mm, a.begin() + (2 + q) * mm),
+                           Doubles(b.begin() + (2 + q) * kn, b.begin() + (3 + q) * kn), c0, 13, 11, 17, o);
         std::copy(r.begin(), r.end(), out.begin() + (3 + q) * mn);
       }
       return std::vector<Doubles>{out};

@@ -56,9 +56,8 @@ void add_dropout_layer_cases(OpCases& cases) {
       {0.5f, 5, 0, 0, {4, 9}, false},          // evaluation: the identity
   };
   for (const DropoutSetup& s : setups) {
-    const std::string what = "p " + std::to_string(s.p).substr(0, 4) + " seed " + std::to_string(s.seed) +
-                             " step " + std::to_string(s.step) + " first sample " +
-                             std::to_string(s.first_sample);
+    const std::string what = "p " + std::to_string(s.p).substr(0, 4) + " seed " + std::to_string(s.seed) + " step " +
+                             std::to_string(s.step) + " first sample " + std::to_string(s.first_sample);
     OpCase c = layer_case(
         "Dropout", what,
         [s] {
@@ -92,12 +91,12 @@ void add_linear_cases(OpCases& cases) {
   const Setup setups[] = {{13, 9, 1, true},  {13, 9, 5, true},  {13, 9, 1, false},
                           {13, 9, 5, false}, {70, 19, 1, true}, {70, 19, 33, true}};
   for (const Setup& s : setups) {
-    OpCase c = layer_case(
-        "Linear", std::to_string(s.in) + "_to_" + std::to_string(s.out) + (s.bias ? " bias" : " no bias"),
-        [s] { return std::make_unique<nn::Linear>(s.in, s.out, s.bias); }, {s.n, s.in});
+    OpCase c =
+        layer_case("Linear", std::to_string(s.in) + "_to_" + std::to_string(s.out) + (s.bias ? " bias" : " no bias"),
+                   [s] { return std::make_unique<nn::Linear>(s.in, s.out, s.bias); }, {s.n, s.in});
     c.reference = [s](const Tensors& in) {
-      return std::vector<Doubles>{reference_linear(values(in[0]), values(in[1]),
-                                                   s.bias ? values(in[2]) : Doubles{}, s.n, s.in, s.out)};
+      return std::vector<Doubles>{
+          reference_linear(values(in[0]), values(in[1]), s.bias ? values(in[2]) : Doubles{}, s.n, s.in, s.out)};
     };
     c.ref_tol = {1e-6, 1e-5};
     c.backend_tol = {1e-5, 1e-5};
@@ -107,11 +106,10 @@ void add_linear_cases(OpCases& cases) {
 
 void add_pointwise_conv_cases(OpCases& cases) {
   for (int64_t b : {1, 3}) {
-    OpCase c = layer_case("PointwiseConv3d", "5_to_3",
-                          [] { return std::make_unique<nn::PointwiseConv3d>(5, 3); }, {b, 5, 2, 3, 1});
+    OpCase c = layer_case("PointwiseConv3d", "5_to_3", [] { return std::make_unique<nn::PointwiseConv3d>(5, 3); },
+                          {b, 5, 2, 3, 1});
     c.reference = [b](const Tensors& in) {
-      return std::vector<Doubles>{
-          reference_pointwise_conv3d(values(in[0]), values(in[1]), values(in[2]), b, 5, 3, 6)};
+      return std::vector<Doubles>{reference_pointwise_conv3d(values(in[0]), values(in[1]), values(in[2]), b, 5, 3, 6)};
     };
     c.ref_tol = {1e-6, 1e-5};
     c.backend_tol = {1e-5, 1e-5};
@@ -241,17 +239,15 @@ OpCase loss_case(int64_t n, int64_t classes, int64_t step, int64_t divisor) {
   c.run = [divisor](const Tensors& in) {
     nn::SoftmaxCrossEntropy loss;
     const float mean = loss.forward(in[0], in[1]);
-    return Tensors{tensor_of({mean}, {1}), tensor_of({loss.loss_sum()}, {1}), loss.backward(),
-                   loss.backward(divisor)};
+    return Tensors{tensor_of({mean}, {1}), tensor_of({loss.loss_sum()}, {1}), loss.backward(), loss.backward(divisor)};
   };
   c.reference = [=](const Tensors& in) {
     const std::vector<int64_t> labels = in[1].to_host().to_vector<int64_t>();
     const CrossEntropyReference r = reference_cross_entropy(values(in[0]), labels, classes);
-    return std::vector<Doubles>{
-        {r.mean()},
-        {r.sum()},
-        reference_cross_entropy_grad(r.probs, labels, classes, 1.0 / double(n)),
-        reference_cross_entropy_grad(r.probs, labels, classes, 1.0 / double(divisor))};
+    return std::vector<Doubles>{{r.mean()},
+                                {r.sum()},
+                                reference_cross_entropy_grad(r.probs, labels, classes, 1.0 / double(n)),
+                                reference_cross_entropy_grad(r.probs, labels, classes, 1.0 / double(divisor))};
   };
   c.ref_tol = {1e-7, 1e-5};
   c.backend_tol = {1e-7, 1e-5};

@@ -21,9 +21,7 @@ const int64_t kSizes[] = {1001, (int64_t(1) << 21) + 7};  // the second wraps th
 // Rows of gradients: one per step, or one for every step on the large size.
 int64_t gradient_rows(int64_t n) { return n > 100000 ? 1 : kSteps; }
 // The gradient of step k: a row of the [rows, n] input.
-Tensor gradient(const Tensor& grads, int k) {
-  return grads.narrow(k % grads.size(0), 1).reshape({grads.size(1)});
-}
+Tensor gradient(const Tensor& grads, int k) { return grads.narrow(k % grads.size(0), 1).reshape({grads.size(1)}); }
 double sgd_lr(int k) { return 0.03 / (1 + k); }  // a decaying schedule: each step its own rate
 
 struct SgdVariant {
@@ -99,8 +97,7 @@ OpCase adam_case(const AdamVariant& v, int64_t n) {
     // correct digits and the update, m / sqrt(v) of such values, differs from the double
     // one by far more than rounding (one element in 2 M did so with g drawn in [-2, 2]).
     Tensor grads = case_input(key, 1, {gradient_rows(n), n}, -1.9f, 1.9f);
-    for (float *g = grads.data<float>(), *end = g + grads.numel(); g != end; ++g)
-      *g += std::copysign(0.1f, *g);
+    for (float *g = grads.data<float>(), *end = g + grads.numel(); g != end; ++g) *g += std::copysign(0.1f, *g);
     return Tensors{case_input(key, 0, {n}), grads, Tensor::zeros({n}), Tensor::zeros({n})};
   };
   c.run = [=](const Tensors& in) {

@@ -223,16 +223,17 @@ OpCase global_backward_case(const Shape& xs, DType dt) {
 // MaxPool3d / AvgPool3d (x only: no parameters) with the pooling reference.
 OpCase pool_layer(bool max, const std::string& what, const Shape& x, const Triple3& kernel,
                   const Triple3& stride = {0, 0, 0}, const Triple3& padding = {0, 0, 0}) {
-  OpCase c = layer_case(max ? "MaxPool3d" : "AvgPool3d", what, [=]() -> std::unique_ptr<nn::Module> {
-    if (max) return std::make_unique<nn::MaxPool3d>(kernel, stride, padding);
-    return std::make_unique<nn::AvgPool3d>(kernel, stride, padding);
-  }, x);
+  OpCase c = layer_case(
+      max ? "MaxPool3d" : "AvgPool3d", what,
+      [=]() -> std::unique_ptr<nn::Module> {
+        if (max) return std::make_unique<nn::MaxPool3d>(kernel, stride, padding);
+        return std::make_unique<nn::AvgPool3d>(kernel, stride, padding);
+      },
+      x);
   // stride {0, 0, 0}: the kernel, as the layers (and PyTorch) take it.
   const ops::Pool3dParams p{kernel, stride == Triple3{0, 0, 0} ? kernel : stride, padding};
   if (max) c.make_inputs = [x] { return Tensors{distinct_values(x, 21)}; };
-  c.reference = [max, p](const Tensors& in) {
-    return std::vector<Doubles>{reference_pool3d(max, in[0], p).y};
-  };
+  c.reference = [max, p](const Tensors& in) { return std::vector<Doubles>{reference_pool3d(max, in[0], p).y}; };
   c.ref_tol = max ? Tolerance{0, 0} : Tolerance{1e-6, 1e-5};
   c.bitwise = true;
   return c;
@@ -271,11 +272,9 @@ void add_pool3d_cases(OpCases& cases) {
   cases.push_back(pool_layer(false, "k2_default_stride", {1, 1, 5, 4, 3}, {2, 2, 2}));
   cases.push_back(pool_layer(true, "stem_k3_s2_p1", {1, 2, 7, 7, 7}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}));
 
-  OpCase global = layer_case("GlobalAvgPool3d", "f32", [] { return std::make_unique<nn::GlobalAvgPool3d>(); },
-                             {2, 3, 3, 4, 5});
-  global.reference = [](const Tensors& in) {
-    return std::vector<Doubles>{reference_global_avg_pool3d(in[0])};
-  };
+  OpCase global =
+      layer_case("GlobalAvgPool3d", "f32", [] { return std::make_unique<nn::GlobalAvgPool3d>(); }, {2, 3, 3, 4, 5});
+  global.reference = [](const Tensors& in) { return std::vector<Doubles>{reference_global_avg_pool3d(in[0])}; };
   global.ref_tol = {1e-6, 1e-5};
   global.bitwise = true;
   cases.push_back(global);

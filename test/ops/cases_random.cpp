@@ -18,21 +18,31 @@ constexpr int64_t kFanIn = 27, kFanOut = 64;
 
 const char* init_name(Init i) {
   switch (i) {
-    case Init::uniform: return "random_uniform";
-    case Init::normal: return "random_normal";
-    case Init::kaiming_normal: return "random_kaiming_normal";
-    case Init::kaiming_uniform: return "random_kaiming_uniform";
-    default: return "random_xavier_uniform";
+    case Init::uniform:
+      return "random_uniform";
+    case Init::normal:
+      return "random_normal";
+    case Init::kaiming_normal:
+      return "random_kaiming_normal";
+    case Init::kaiming_uniform:
+      return "random_kaiming_uniform";
+    default:
+      return "random_xavier_uniform";
   }
 }
 
 void draw(Init i, Tensor& t, const ops::RandomKey& key) {
   switch (i) {
-    case Init::uniform: return ops::uniform_(t, -0.5f, 2.0f, key);
-    case Init::normal: return ops::normal_(t, 0.25f, 1.5f, key);
-    case Init::kaiming_normal: return ops::kaiming_normal_(t, kFanIn, key);
-    case Init::kaiming_uniform: return ops::kaiming_uniform_(t, kFanIn, key);
-    default: return ops::xavier_uniform_(t, kFanIn, kFanOut, key);
+    case Init::uniform:
+      return ops::uniform_(t, -0.5f, 2.0f, key);
+    case Init::normal:
+      return ops::normal_(t, 0.25f, 1.5f, key);
+    case Init::kaiming_normal:
+      return ops::kaiming_normal_(t, kFanIn, key);
+    case Init::kaiming_uniform:
+      return ops::kaiming_uniform_(t, kFanIn, key);
+    default:
+      return ops::xavier_uniform_(t, kFanIn, kFanOut, key);
   }
 }
 
@@ -41,9 +51,12 @@ double expected(Init i, uint64_t seed, uint64_t stream, uint64_t index) {
   const double u = philox_uniform(seed, stream, index), z = philox_normal(seed, stream, index);
   const double gain = std::sqrt(2.0);
   switch (i) {
-    case Init::uniform: return -0.5 + 2.5 * u;
-    case Init::normal: return 0.25 + 1.5 * z;
-    case Init::kaiming_normal: return gain / std::sqrt(double(kFanIn)) * z;
+    case Init::uniform:
+      return -0.5 + 2.5 * u;
+    case Init::normal:
+      return 0.25 + 1.5 * z;
+    case Init::kaiming_normal:
+      return gain / std::sqrt(double(kFanIn)) * z;
     case Init::kaiming_uniform: {
       const double bound = gain * std::sqrt(3.0 / double(kFanIn));
       return -bound + 2 * bound * u;
@@ -93,8 +106,7 @@ void add_random_cases(OpCases& cases) {
   // Depth planes [1, 3) of a [2, 3, 4, 2, 5] tensor (a domain-parallel rank's slab).
   const Shape global{2, 3, 4, 2, 5};
   cases.push_back(random_case(Init::uniform, "depth 1..3 of 2x3x4x2x5", {2, 3, 2, 2, 5}, DType::f32,
-                              ops::RandomKey::box(9, philox_stream_id("x"), global, {0, 0, 1, 0, 0}),
-                              [](int64_t i) {
+                              ops::RandomKey::box(9, philox_stream_id("x"), global, {0, 0, 1, 0, 0}), [](int64_t i) {
                                 const int64_t hw = i % 10, d = (i / 10) % 2 + 1, nc = i / 20;
                                 return uint64_t((nc * 4 + d) * 10 + hw);
                               }));
@@ -112,7 +124,8 @@ void add_random_cases(OpCases& cases) {
     };
     c.reference = [=](const Tensors&) {
       Doubles v(12 * 37, -9.0);
-      for (int64_t i = 5 * 37; i < 9 * 37; ++i) v[size_t(i)] = expected(Init::uniform, 99, view_key.stream, uint64_t(i));
+      for (int64_t i = 5 * 37; i < 9 * 37; ++i)
+        v[size_t(i)] = expected(Init::uniform, 99, view_key.stream, uint64_t(i));
       return std::vector<Doubles>{v};
     };
     cases.push_back(c);

@@ -58,8 +58,9 @@ OpCase reduce_all_case(ReduceOp op, const Shape& shape, DType dt) {
   const std::string key = c.op + c.params;
   c.make_inputs = [=] { return Tensors{case_input(key, 0, shape, -1.0f, 1.0f, dt)}; };
   c.run = [op](const Tensors& in) {
-    return Tensors{op == ReduceOp::sum ? ops::sum_all(in[0])
-                   : op == ReduceOp::max ? ops::max_all(in[0]) : ops::sum_squares_all(in[0])};
+    return Tensors{op == ReduceOp::sum   ? ops::sum_all(in[0])
+                   : op == ReduceOp::max ? ops::max_all(in[0])
+                                         : ops::sum_squares_all(in[0])};
   };
   c.reference = [op](const Tensors& in) {
     return std::vector<Doubles>{reference_reduce(op, in[0].reshape({in[0].numel()}), 0)};
@@ -71,16 +72,18 @@ OpCase reduce_all_case(ReduceOp op, const Shape& shape, DType dt) {
 
 void add_reduce_cases(OpCases& cases) {
   const std::vector<Geometry> geometries = {
-      {{3, 5, 7, 2}, 0}, {{3, 5, 7, 2}, 1}, {{3, 5, 7, 2}, 2}, {{3, 5, 7, 2}, 3},
-      {{2, 3001}, 1},    // long rows: every lane folds several elements
-      {{3001, 2}, 0},    // long strided columns
-      {{64, 9, 100}, 1},  // more outputs than CUDA blocks: the grid loops over outputs
+      {{3, 5, 7, 2}, 0},
+      {{3, 5, 7, 2}, 1},
+      {{3, 5, 7, 2}, 2},
+      {{3, 5, 7, 2}, 3},
+      {{2, 3001}, 1},                 // long rows: every lane folds several elements
+      {{3001, 2}, 0},                 // long strided columns
+      {{64, 9, 100}, 1},              // more outputs than CUDA blocks: the grid loops over outputs
       {{(int64_t(1) << 21) + 7}, 0},  // one output from 2 M elements
   };
   for (DType dt : {DType::f32, DType::f16, DType::bf16})
     for (const Geometry& g : geometries)
-      for (ReduceOp op : {ReduceOp::sum, ReduceOp::sum_squares, ReduceOp::max})
-        cases.push_back(reduce_case(op, g, dt));
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::sum_squares, ReduceOp::max}) cases.push_back(reduce_case(op, g, dt));
   cases.push_back(reduce_case(ReduceOp::sum, {{4, 6, 5}, 1}, DType::f32, /*keepdim=*/true));
   // Empty inputs: summing zero elements gives zeros; no output launches nothing.
   for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
@@ -93,13 +96,12 @@ void add_reduce_cases(OpCases& cases) {
   // few columns of several segments, four rows of eight whole segments; and a whole
   // [8, 4, 16, 16, 16] activation (32 segments, one output).
   const std::vector<Geometry> segmented = {
-      {{3, 4096}, 1}, {{3, 4097}, 1}, {{2, 3 * 4096 + 17}, 1}, {{12289}, 0},
+      {{3, 4096}, 1},    {{3, 4097}, 1},    {{2, 3 * 4096 + 17}, 1}, {{12289}, 0},
       {{2, 9000, 3}, 1}, {{1, 8193, 2}, 1}, {{4, 8 * 4096}, 1},
   };
   for (DType dt : {DType::f32, DType::bf16})
     for (const Geometry& g : segmented)
-      for (ReduceOp op : {ReduceOp::sum, ReduceOp::sum_squares, ReduceOp::max})
-        cases.push_back(reduce_case(op, g, dt));
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::sum_squares, ReduceOp::max}) cases.push_back(reduce_case(op, g, dt));
   for (ReduceOp op : {ReduceOp::sum, ReduceOp::sum_squares, ReduceOp::max})
     cases.push_back(reduce_all_case(op, {8, 4, 16, 16, 16}, DType::f32));
   // Empty rows: sums of nothing are zeros, with and without columns.

@@ -85,9 +85,7 @@ OpCase softmax_backward_case(const Shape& shape, DType dt, bool in_place) {
   c.op = "softmax_backward";
   c.params = shape_name(shape) + (in_place ? " in place " : " ") + dtype_name(dt);
   const std::string key = c.op + c.params;
-  c.make_inputs = [=] {
-    return Tensors{probability_rows(key, shape, dt), case_input(key, 1, shape, -1.0f, 1.0f, dt)};
-  };
+  c.make_inputs = [=] { return Tensors{probability_rows(key, shape, dt), case_input(key, 1, shape, -1.0f, 1.0f, dt)}; };
   c.run = [in_place](const Tensors& in) {
     Tensor dx = in_place ? in[1].clone() : like(in[1]);
     ops::softmax_backward(in[0], in_place ? dx : in[1], dx);
@@ -147,20 +145,17 @@ OpCase cross_entropy_case(int64_t n, int64_t classes, int64_t label_step, bool w
 OpCase cross_entropy_backward_case(int64_t n, int64_t classes, float scale, bool in_place) {
   OpCase c;
   c.op = "cross_entropy_backward";
-  c.params = std::to_string(n) + "x" + std::to_string(classes) + " scale 1/" +
-             std::to_string(int(1 / scale + 0.5f)) + (in_place ? " in place" : "");
+  c.params = std::to_string(n) + "x" + std::to_string(classes) + " scale 1/" + std::to_string(int(1 / scale + 0.5f)) +
+             (in_place ? " in place" : "");
   const std::string key = c.op + c.params;
-  c.make_inputs = [=] {
-    return Tensors{probability_rows(key, {n, classes}, DType::f32), labels_for(n, classes, 7)};
-  };
+  c.make_inputs = [=] { return Tensors{probability_rows(key, {n, classes}, DType::f32), labels_for(n, classes, 7)}; };
   c.run = [=](const Tensors& in) {
     Tensor dlogits = in_place ? in[0].clone() : like(in[0]);
     ops::cross_entropy_backward(in_place ? dlogits : in[0], in[1], scale, dlogits);
     return Tensors{dlogits};
   };
   c.reference = [=](const Tensors& in) {
-    return std::vector<Doubles>{
-        reference_cross_entropy_grad(values(in[0]), labels_of(in[1]), classes, scale)};
+    return std::vector<Doubles>{reference_cross_entropy_grad(values(in[0]), labels_of(in[1]), classes, scale)};
   };
   c.ref_tol = {1e-7, 1e-5};
   c.bitwise = true;
@@ -181,8 +176,7 @@ void add_softmax_cases(OpCases& cases) {
   OpCase huge = softmax_case({2, 3}, DType::f32);
   huge.params = "2x3 huge logits in place f32";
   huge.make_inputs = [] {
-    return Tensors{
-        Tensor::from_vector(std::vector<float>{1000.0f, 1001.0f, -1000.0f, 88.0f, 89.0f, 90.0f}, {2, 3})};
+    return Tensors{Tensor::from_vector(std::vector<float>{1000.0f, 1001.0f, -1000.0f, 88.0f, 89.0f, 90.0f}, {2, 3})};
   };
   huge.run = [](const Tensors& in) {
     Tensor y = in[0].clone();
@@ -207,9 +201,8 @@ void add_softmax_cases(OpCases& cases) {
   OpCase huge_ce = cross_entropy_case(2, 3, 1, false);
   huge_ce.params = "2x3 huge logits";
   huge_ce.make_inputs = [] {
-    return Tensors{
-        Tensor::from_vector(std::vector<float>{1000.0f, -1000.0f, 0.0f, 500.0f, 500.0f, 500.0f}, {2, 3}),
-        Tensor::from_vector(std::vector<int64_t>{1, 2}, {2})};
+    return Tensors{Tensor::from_vector(std::vector<float>{1000.0f, -1000.0f, 0.0f, 500.0f, 500.0f, 500.0f}, {2, 3}),
+                   Tensor::from_vector(std::vector<int64_t>{1, 2}, {2})};
   };
   huge_ce.ref_tol = huge_ce.backend_tol = {1e-4, 1e-7};
   cases.push_back(huge_ce);

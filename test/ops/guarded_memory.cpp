@@ -124,8 +124,8 @@ class GuardAllocator final : public Allocator {
       if (changed == 0) continue;
       if (!out.empty()) out += "; ";
       out += std::to_string(changed) + (changed == 1 ? " byte" : " bytes") + " written " +
-             (side == 0 ? "before its start (the nearest " : "past its end (the nearest ") +
-             std::to_string(nearest) + (side == 0 ? " before)" : " past)");
+             (side == 0 ? "before its start (the nearest " : "past its end (the nearest ") + std::to_string(nearest) +
+             (side == 0 ? " before)" : " past)");
     }
     return out;
   }

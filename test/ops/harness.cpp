@@ -23,8 +23,7 @@ std::string OpCase::name() const {
 }
 
 Tensor tensor_of(const Doubles& v, const Shape& shape) {
-  GRIDNN_REQUIRE(int64_t(v.size()) == shape.numel(), "tensor_of: ", v.size(), " values for shape ",
-                 shape.str());
+  GRIDNN_REQUIRE(int64_t(v.size()) == shape.numel(), "tensor_of: ", v.size(), " values for shape ", shape.str());
   Tensor t = Tensor::empty(shape);
   float* p = t.data<float>();
   for (size_t i = 0; i < v.size(); ++i) p[i] = float(v[i]);
@@ -92,11 +91,10 @@ Tensor loss_weights(const OpCase& c, const Tensor& y) {
   return case_input(c.name() + "/dy", 0, y.shape(), -1.0f, 1.0f, y.dtype());
 }
 
-::testing::AssertionResult same_outputs(const Tensors& device, const Tensors& cpu, const OpCase& c,
-                                        const char* what) {
+::testing::AssertionResult same_outputs(const Tensors& device, const Tensors& cpu, const OpCase& c, const char* what) {
   if (device.size() != cpu.size())
-    return ::testing::AssertionFailure() << what << ": " << device.size() << " tensors on the device, "
-                                         << cpu.size() << " on the CPU";
+    return ::testing::AssertionFailure() << what << ": " << device.size() << " tensors on the device, " << cpu.size()
+                                         << " on the CPU";
   for (size_t k = 0; k < cpu.size(); ++k) {
     auto r = c.bitwise ? tensors_equal(device[k].to_host(), cpu[k])
                        : tensors_close(device[k].to_host(), cpu[k], c.backend_tol);
@@ -156,7 +154,8 @@ template <class F>
 
 ::testing::AssertionResult checked_run(GuardedMemory& guard, const std::string& what, const OpCase& c,
                                        const Tensors& in, Tensors* out) {
-  return checked(guard, what, in, [&] { return c.run(in); }, out);
+  return checked(
+      guard, what, in, [&] { return c.run(in); }, out);
 }
 
 // The backward of `c` on `in` given dy; dy must stay unchanged too.
@@ -164,7 +163,8 @@ template <class F>
                                             const Tensors& in, const Tensor& dy, Tensors* grads) {
   Tensors with_dy = in;
   with_dy.push_back(dy);
-  return checked(guard, what, with_dy, [&] { return c.backward(in, dy); }, grads, in.size(), "dy");
+  return checked(
+      guard, what, with_dy, [&] { return c.backward(in, dy); }, grads, in.size(), "dy");
 }
 
 }  // namespace
@@ -224,8 +224,8 @@ template <class F>
   if (auto r = checked_run(guard, "second run" + on, c, dev_in, &again); !r) return r;
   for (size_t k = 0; k < again.size(); ++k)
     if (auto same = tensors_equal(again[k].to_host(), dev_out[k].to_host()); !same)
-      return ::testing::AssertionFailure() << "output " << k << " differs between two runs" << on << ": "
-                                           << same.message();
+      return ::testing::AssertionFailure()
+             << "output " << k << " differs between two runs" << on << ": " << same.message();
   auto r = same_outputs(dev_out, cpu_out, c, "output");
   if (!r || !c.backward) return r;
   const Tensor dy = loss_weights(c, cpu_out[0]);

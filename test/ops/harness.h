@@ -122,7 +122,7 @@ std::string shape_name(const Shape& s);
 // Room for one rounding of a value stored in `dtype` (f32: `f32`).
 Tolerance stored_tolerance(DType dtype, Tolerance f32 = {1e-6, 1e-6});
 // A deterministic uniform CPU tensor for input `index` of the case `key`.
-Tensor case_input(const std::string& key, int index, const Shape& shape, float lo = -1.0f,
-                  float hi = 1.0f, DType dtype = DType::f32);
+Tensor case_input(const std::string& key, int index, const Shape& shape, float lo = -1.0f, float hi = 1.0f,
+                  DType dtype = DType::f32);
 
 }  // namespace gridnn::test

@@ -11,8 +11,8 @@ std::unique_ptr<nn::Module> layer_with(const LayerMaker& make, const Tensors& in
   m->to(in[0].device());
   m->train(training);
   auto params = m->named_parameters();
-  GRIDNN_REQUIRE(params.size() + 1 == in.size(), "layer_case: ", params.size(), " parameters, ",
-                 in.size() - 1, " given");
+  GRIDNN_REQUIRE(params.size() + 1 == in.size(), "layer_case: ", params.size(), " parameters, ", in.size() - 1,
+                 " given");
   for (size_t k = 0; k < params.size(); ++k) params[k].second->value.copy_from(in[k + 1]);
   return m;
 }

@@ -41,17 +41,21 @@ int run(int argc, char** argv) {
     const std::string a = argv[i];
     if (i + 1 >= argc) return usage(("'" + a + "' needs a value").c_str());
     const std::string v = argv[++i];
-    if (a == "-m") mode = v;
-    else if (a == "-f") family = v;
-    else if (a == "-o") filter = v;
-    else if (a == "-b") backend = v;
+    if (a == "-m")
+      mode = v;
+    else if (a == "-f")
+      family = v;
+    else if (a == "-o")
+      filter = v;
+    else if (a == "-b")
+      backend = v;
     else if (a == "--seconds") {
       char* end = nullptr;
       seconds = std::strtod(v.c_str(), &end);
       if (end == v.c_str() || *end != '\0' || !(seconds >= 0))
         return usage(("--seconds takes a number of seconds >= 0, not '" + v + "'").c_str());
-    }
-    else return usage(("unknown option '" + a + "'").c_str());
+    } else
+      return usage(("unknown option '" + a + "'").c_str());
   }
   if (mode != "ref" && mode != "grad" && mode != "backend" && mode != "perf")
     return usage("choose a mode with -m: ref, grad, backend or perf");
@@ -94,8 +98,8 @@ int run(int argc, char** argv) {
       const Timing t = time_case(c, device, seconds, 1);
       const std::string impl = backend == "cpu" && c.implementation ? c.implementation() : "";
       std::printf("%-28s %-44s %-5s %8lld %12.2f %10.2f  %s\n", c.op.c_str(), c.params.c_str(), backend.c_str(),
-                  static_cast<long long>(t.runs), t.seconds_per_run * 1e6,
-                  t.bytes_per_run / t.seconds_per_run / 1e9, impl.c_str());
+                  static_cast<long long>(t.runs), t.seconds_per_run * 1e6, t.bytes_per_run / t.seconds_per_run / 1e9,
+                  impl.c_str());
       continue;
     }
     if ((mode == "ref" && !c.has_reference()) || (mode == "grad" && !c.has_gradient())) {

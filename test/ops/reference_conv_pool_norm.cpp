@@ -47,9 +47,7 @@ struct Planes {
   size_t channel(size_t i) const { return size_t((int64_t(i) / s) % c); }
 };
 
-double at_or(const std::vector<double>& v, size_t i, double otherwise) {
-  return v.empty() ? otherwise : v[i];
-}
+double at_or(const std::vector<double>& v, size_t i, double otherwise) { return v.empty() ? otherwise : v[i]; }
 
 }  // namespace
 
@@ -60,9 +58,7 @@ std::vector<double> reference_conv3d_forward(const Tensor& x, const Tensor& w, c
   const int64_t batch = x.size(0), P = g.out_volume();
   const std::vector<double> xv = to_doubles(x), wv = to_doubles(w);
   std::vector<double> y(size_t(batch * g.out_channels * P), 0.0);
-  for_each_tap(g, batch, [&](int64_t xi, int64_t wi, int64_t yi) {
-    y[size_t(yi)] += xv[size_t(xi)] * wv[size_t(wi)];
-  });
+  for_each_tap(g, batch, [&](int64_t xi, int64_t wi, int64_t yi) { y[size_t(yi)] += xv[size_t(xi)] * wv[size_t(wi)]; });
   if (bias.defined()) {
     const std::vector<double> bv = to_doubles(bias);
     for (size_t i = 0; i < y.size(); ++i) y[i] += bv[(i / size_t(P)) % size_t(g.out_channels)];
@@ -70,24 +66,20 @@ std::vector<double> reference_conv3d_forward(const Tensor& x, const Tensor& w, c
   return y;
 }
 
-std::vector<double> reference_conv3d_backward_data(const Tensor& dy, const Tensor& w,
-                                                   const ops::Conv3dGeometry& g) {
+std::vector<double> reference_conv3d_backward_data(const Tensor& dy, const Tensor& w, const ops::Conv3dGeometry& g) {
   const int64_t batch = dy.size(0);
   const std::vector<double> dyv = to_doubles(dy), wv = to_doubles(w);
   std::vector<double> dx(size_t(batch * g.in_channels * g.in_volume()), 0.0);
-  for_each_tap(g, batch, [&](int64_t xi, int64_t wi, int64_t yi) {
-    dx[size_t(xi)] += dyv[size_t(yi)] * wv[size_t(wi)];
-  });
+  for_each_tap(g, batch,
+               [&](int64_t xi, int64_t wi, int64_t yi) { dx[size_t(xi)] += dyv[size_t(yi)] * wv[size_t(wi)]; });
   return dx;
 }
 
-std::vector<double> reference_conv3d_backward_filter(const Tensor& x, const Tensor& dy,
-                                                     const ops::Conv3dGeometry& g) {
+std::vector<double> reference_conv3d_backward_filter(const Tensor& x, const Tensor& dy, const ops::Conv3dGeometry& g) {
   const std::vector<double> xv = to_doubles(x), dyv = to_doubles(dy);
   std::vector<double> dw(size_t(g.out_channels * g.col_rows()), 0.0);
-  for_each_tap(g, x.size(0), [&](int64_t xi, int64_t wi, int64_t yi) {
-    dw[size_t(wi)] += xv[size_t(xi)] * dyv[size_t(yi)];
-  });
+  for_each_tap(g, x.size(0),
+               [&](int64_t xi, int64_t wi, int64_t yi) { dw[size_t(wi)] += xv[size_t(xi)] * dyv[size_t(yi)]; });
   return dw;
 }
 
@@ -137,8 +129,8 @@ PoolReference reference_pool3d(bool max, const Tensor& x, const ops::Pool3dParam
   return r;
 }
 
-std::vector<double> reference_pool3d_backward(bool max, const Shape& xs, const PoolReference& fwd,
-                                              const Tensor& dy_t, const ops::Pool3dParams& p) {
+std::vector<double> reference_pool3d_backward(bool max, const Shape& xs, const PoolReference& fwd, const Tensor& dy_t,
+                                              const ops::Pool3dParams& p) {
   const int64_t D = xs[2], H = xs[3], W = xs[4], vol = D * H * W;
   const Shape& ys = fwd.y_shape;
   const std::vector<double> dy = to_doubles(dy_t);
@@ -246,8 +238,7 @@ std::vector<double> reference_batchnorm_invstd(const std::vector<double>& var, d
 }
 
 std::vector<double> reference_batchnorm_normalize(const Tensor& x, const std::vector<double>& mean,
-                                                  const std::vector<double>& invstd,
-                                                  const std::vector<double>& weight,
+                                                  const std::vector<double>& invstd, const std::vector<double>& weight,
                                                   const std::vector<double>& bias) {
   const Planes p(x);
   std::vector<double> y = to_doubles(x);
@@ -276,8 +267,7 @@ std::vector<double> reference_batchnorm_backward_input(const Tensor& x, const Te
                                                        const std::vector<double>& mean,
                                                        const std::vector<double>& invstd,
                                                        const std::vector<double>& weight,
-                                                       const std::vector<double>& sums, int64_t count,
-                                                       bool training) {
+                                                       const std::vector<double>& sums, int64_t count, bool training) {
   const Planes p(x);
   const std::vector<double> xv = to_doubles(x), g = to_doubles(dy);
   std::vector<double> dx(xv.size());
@@ -295,8 +285,8 @@ std::vector<double> reference_batchnorm_backward_input(const Tensor& x, const Te
   return dx;
 }
 
-void reference_batchnorm_update_running(const BatchNormStats& batch, double momentum,
-                                        std::vector<double>& running_mean, std::vector<double>& running_var) {
+void reference_batchnorm_update_running(const BatchNormStats& batch, double momentum, std::vector<double>& running_mean,
+                                        std::vector<double>& running_var) {
   const double n = double(batch.count);
   for (size_t c = 0; c < running_mean.size(); ++c) {
     running_mean[c] = (1 - momentum) * running_mean[c] + momentum * batch.mean[c];

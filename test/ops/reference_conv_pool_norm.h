@@ -20,11 +20,9 @@ namespace gridnn::test {
 std::vector<double> reference_conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias,
                                              const ops::Conv3dGeometry& g);
 // dL/dx for dy [N, O, Do, Ho, Wo].
-std::vector<double> reference_conv3d_backward_data(const Tensor& dy, const Tensor& w,
-                                                   const ops::Conv3dGeometry& g);
+std::vector<double> reference_conv3d_backward_data(const Tensor& dy, const Tensor& w, const ops::Conv3dGeometry& g);
 // dL/dw (not accumulated onto anything).
-std::vector<double> reference_conv3d_backward_filter(const Tensor& x, const Tensor& dy,
-                                                     const ops::Conv3dGeometry& g);
+std::vector<double> reference_conv3d_backward_filter(const Tensor& x, const Tensor& dy, const ops::Conv3dGeometry& g);
 // dL/dbias[o] = sum of dy[:, o].
 std::vector<double> reference_conv3d_backward_bias(const Tensor& dy);
 
@@ -69,8 +67,7 @@ BatchNormStats reference_batchnorm_moments(const std::vector<double>& sums, cons
 std::vector<double> reference_batchnorm_invstd(const std::vector<double>& var, double eps);
 // y = (x - mean) * invstd * weight + bias (weight, bias empty: 1 and 0).
 std::vector<double> reference_batchnorm_normalize(const Tensor& x, const std::vector<double>& mean,
-                                                  const std::vector<double>& invstd,
-                                                  const std::vector<double>& weight,
+                                                  const std::vector<double>& invstd, const std::vector<double>& weight,
                                                   const std::vector<double>& bias);
 // [sum(dy); sum(dy * xhat)] per channel, xhat = (x - mean) * invstd.
 std::vector<double> reference_batchnorm_backward_sums(const Tensor& x, const Tensor& dy,
@@ -83,11 +80,10 @@ std::vector<double> reference_batchnorm_backward_input(const Tensor& x, const Te
                                                        const std::vector<double>& mean,
                                                        const std::vector<double>& invstd,
                                                        const std::vector<double>& weight,
-                                                       const std::vector<double>& sums, int64_t count,
-                                                       bool training);
+                                                       const std::vector<double>& sums, int64_t count, bool training);
 // PyTorch's running statistics after one training step with batch statistics `batch`:
 // running = (1 - momentum) * running + momentum * (mean, var * count / (count - 1)).
-void reference_batchnorm_update_running(const BatchNormStats& batch, double momentum,
-                                        std::vector<double>& running_mean, std::vector<double>& running_var);
+void reference_batchnorm_update_running(const BatchNormStats& batch, double momentum, std::vector<double>& running_mean,
+                                        std::vector<double>& running_var);
 
 }  // namespace gridnn::test

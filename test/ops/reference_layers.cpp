@@ -40,8 +40,8 @@ double CrossEntropyReference::sum() const {
   return total;
 }
 
-CrossEntropyReference reference_cross_entropy(const std::vector<double>& logits,
-                                              const std::vector<int64_t>& labels, int64_t classes) {
+CrossEntropyReference reference_cross_entropy(const std::vector<double>& logits, const std::vector<int64_t>& labels,
+                                              int64_t classes) {
   const int64_t n = int64_t(labels.size());
   CrossEntropyReference r;
   r.probs = reference_softmax(logits, n, classes);
@@ -56,9 +56,8 @@ CrossEntropyReference reference_cross_entropy(const std::vector<double>& logits,
   return r;
 }
 
-std::vector<double> reference_cross_entropy_grad(const std::vector<double>& probs,
-                                                 const std::vector<int64_t>& labels, int64_t classes,
-                                                 double scale) {
+std::vector<double> reference_cross_entropy_grad(const std::vector<double>& probs, const std::vector<int64_t>& labels,
+                                                 int64_t classes, double scale) {
   std::vector<double> g(probs.size());
   for (size_t i = 0; i < labels.size(); ++i)
     for (int64_t j = 0; j < classes; ++j) {
@@ -92,15 +91,14 @@ std::vector<double> reference_linear(const std::vector<double>& x, const std::ve
 }
 
 std::vector<double> reference_pointwise_conv3d(const std::vector<double>& x, const std::vector<double>& w,
-                                               const std::vector<double>& b, int64_t batch, int64_t in,
-                                               int64_t out, int64_t positions) {
+                                               const std::vector<double>& b, int64_t batch, int64_t in, int64_t out,
+                                               int64_t positions) {
   std::vector<double> y(size_t(batch * out * positions));
   for (int64_t s = 0; s < batch; ++s)
     for (int64_t o = 0; o < out; ++o)
       for (int64_t i = 0; i < positions; ++i) {
         double acc = b[size_t(o)];
-        for (int64_t c = 0; c < in; ++c)
-          acc += w[size_t(o * in + c)] * x[size_t((s * in + c) * positions + i)];
+        for (int64_t c = 0; c < in; ++c) acc += w[size_t(o * in + c)] * x[size_t((s * in + c) * positions + i)];
         y[size_t((s * out + o) * positions + i)] = acc;
       }
   return y;

@@ -26,12 +26,11 @@ struct CrossEntropyReference {
   double sum() const;
   double mean() const { return sum() / double(row_loss.size()); }
 };
-CrossEntropyReference reference_cross_entropy(const std::vector<double>& logits,
-                                              const std::vector<int64_t>& labels, int64_t classes);
+CrossEntropyReference reference_cross_entropy(const std::vector<double>& logits, const std::vector<int64_t>& labels,
+                                              int64_t classes);
 // dlogits = (probs - onehot(labels)) * scale: the gradient of the mean loss for scale 1 / n.
-std::vector<double> reference_cross_entropy_grad(const std::vector<double>& probs,
-                                                 const std::vector<int64_t>& labels, int64_t classes,
-                                                 double scale);
+std::vector<double> reference_cross_entropy_grad(const std::vector<double>& probs, const std::vector<int64_t>& labels,
+                                                 int64_t classes, double scale);
 
 // x through the dropout mask of `key`, as an f32 result holds it: element i is kept when
 // the Philox uniform of (key.seed, key.stream, (key.step << 40) + key.offset + i) is at
@@ -45,8 +44,8 @@ std::vector<double> reference_linear(const std::vector<double>& x, const std::ve
 // y_s = W x_s + b 1^T for each sample s of x [batch, in, positions], W [out, in], b [out]
 // (nn::PointwiseConv3d with its volume flattened).
 std::vector<double> reference_pointwise_conv3d(const std::vector<double>& x, const std::vector<double>& w,
-                                               const std::vector<double>& b, int64_t batch, int64_t in,
-                                               int64_t out, int64_t positions);
+                                               const std::vector<double>& b, int64_t batch, int64_t in, int64_t out,
+                                               int64_t positions);
 
 // nn::SelfAttention3d (docs/design.md §5) for x [B, C, D, H, W] and the layer's parameters
 // in its order: gamma, query.weight, query.bias, key.weight, key.bias, value.weight,

@@ -15,10 +15,10 @@ struct Family {
 };
 
 constexpr Family kFamilies[] = {
-    {"elementwise", add_elementwise_cases}, {"reduce", add_reduce_cases},   {"gemm", add_gemm_cases},
-    {"layout", add_layout_cases},           {"random", add_random_cases},   {"conv3d", add_conv3d_cases},
+    {"elementwise", add_elementwise_cases}, {"reduce", add_reduce_cases},       {"gemm", add_gemm_cases},
+    {"layout", add_layout_cases},           {"random", add_random_cases},       {"conv3d", add_conv3d_cases},
     {"pool3d", add_pool3d_cases},           {"batchnorm", add_batchnorm_cases}, {"softmax", add_softmax_cases},
-    {"dropout", add_dropout_cases},         {"optim", add_optim_cases},     {"layer", add_layer_cases}};
+    {"dropout", add_dropout_cases},         {"optim", add_optim_cases},         {"layer", add_layer_cases}};
 
 }  // namespace
 

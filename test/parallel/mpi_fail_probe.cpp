@@ -10,8 +10,8 @@
 #include <mpi.h>
 
 #include <csignal>
-#include <string>
 #include <stdexcept>
+#include <string>
 
 #include "parallel/mpi_session.h"
 #include "parallel/process_grid.h"

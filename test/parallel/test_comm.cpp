@@ -42,7 +42,7 @@ class MpiComm : public ::testing::Test {
 
 TEST_F(MpiComm, AllReduceSumOfRankDependentValues) {
   const int64_t S = int64_t(P) * (P + 1) / 2;  // sum of (rank + 1)
-  for (int64_t n : {1, 3, 7, 64}) {             // fewer and more elements than ranks
+  for (int64_t n : {1, 3, 7, 64}) {            // fewer and more elements than ranks
     std::vector<float> f(static_cast<size_t>(n));
     std::vector<int32_t> i32(static_cast<size_t>(n));
     std::vector<int64_t> i64(static_cast<size_t>(n));

@@ -119,10 +119,10 @@ TEST(DeviceOrder, PointToPointBehindAStartedAllReduceNotWaitedForIsRefused) {
 
 struct Action {
   enum Kind { blocking, start, wait, sync } kind = blocking;
-  int comm = -1;    // blocking, start: the communicator (an index into Job::comms)
-  int handle = -1;  // start, wait: the started operation's number on this rank
-  int dest = -1;    // point to point: the rank sent to (a job rank), or -1
-  int source = -1;  // point to point: the rank received from, or -1
+  int comm = -1;      // blocking, start: the communicator (an index into Job::comms)
+  int handle = -1;    // start, wait: the started operation's number on this rank
+  int dest = -1;      // point to point: the rank sent to (a job rank), or -1
+  int source = -1;    // point to point: the rank received from, or -1
   bool host = false;  // blocking, on host tensors: through the wrapped MPI communicator, not NCCL
   bool p2p() const { return dest >= 0 || source >= 0; }
   bool op() const { return kind == blocking || kind == start; }
@@ -141,9 +141,12 @@ struct Job {
 
 std::string describe(const Action& a, const Job& job) {
   switch (a.kind) {
-    case Action::sync: return "sync";
-    case Action::wait: return "wait(h" + std::to_string(a.handle) + ")";
-    default: break;
+    case Action::sync:
+      return "sync";
+    case Action::wait:
+      return "wait(h" + std::to_string(a.handle) + ")";
+    default:
+      break;
   }
   std::string s = (a.kind == Action::start ? "start " : a.host ? "host " : "") + job.comms[size_t(a.comm)].name;
   if (a.p2p()) {
@@ -173,7 +176,7 @@ std::string describe(const Job& job) {
 struct Graph {
   std::vector<int> rank_of, action_of;
   std::vector<std::vector<int>> partners;
-  std::vector<std::vector<int>> node_at;     // [rank][action] -> node, or -1
+  std::vector<std::vector<int>> node_at;      // [rank][action] -> node, or -1
   std::vector<std::vector<int>> handle_node;  // [rank][handle] -> node
 };
 
@@ -183,7 +186,7 @@ Graph analyse(const Job& job) {
   g.node_at.resize(ranks);
   g.handle_node.resize(ranks);
   std::map<std::vector<int>, std::vector<int>> collective;  // (comm, k) -> nodes
-  std::map<std::vector<int>, int> sends, recvs;              // (comm, from, to, k) -> node
+  std::map<std::vector<int>, int> sends, recvs;             // (comm, from, to, k) -> node
   for (size_t r = 0; r < ranks; ++r) {
     std::map<int, int> colls;
     std::map<std::pair<int, int>, int> sent, received;
@@ -292,12 +295,12 @@ Outcome run_nccl(const Job& job, const Graph& g, Rule rule, std::mt19937& rng) {
   const size_t nodes = g.rank_of.size();
   struct RankState {
     DeviceOrder order;
-    std::vector<int> local;                     // job communicator -> its DeviceOrder number
-    std::vector<std::vector<int>> stream;       // DeviceOrder number -> its nodes in order
-    std::vector<DeviceOrder::Op> handle_op;     // started operations
+    std::vector<int> local;                  // job communicator -> its DeviceOrder number
+    std::vector<std::vector<int>> stream;    // DeviceOrder number -> its nodes in order
+    std::vector<DeviceOrder::Op> handle_op;  // started operations
     size_t pc = 0;
-    int last = -1;                              // the last node issued (per_device)
-    std::vector<int> mpi_before;                // blocking and waited nodes so far
+    int last = -1;                // the last node issued (per_device)
+    std::vector<int> mpi_before;  // blocking and waited nodes so far
   };
   std::vector<RankState> st(ranks);
   for (size_t r = 0; r < ranks; ++r) {
@@ -352,7 +355,8 @@ Outcome run_nccl(const Job& job, const Graph& g, Rule rule, std::mt19937& rng) {
       if (!all_done(mpi_deps[size_t(who)]) && !dependency_broken) {
         dependency_broken = true;
         broken = "node of rank " + std::to_string(g.rank_of[size_t(who)]) + " action " +
-                 std::to_string(g.action_of[size_t(who)]) + " started before an operation the MPI backend completes "
+                 std::to_string(g.action_of[size_t(who)]) +
+                 " started before an operation the MPI backend completes "
                  "before issuing it";
       }
       started[size_t(who)] = 1;
@@ -680,8 +684,7 @@ Job random_job(std::mt19937& rng, int id) {
         std::shuffle(who.begin(), who.end(), rng);
         who.resize(size_t(pick(2, int(who.size()))));
         const bool host = pick(0, 3) == 0;  // host tensors go through MPI, not the NCCL stream
-        if (!host && !std::all_of(who.begin(), who.end(), [&](int rank) { return free_for_transfer(c, rank); }))
-          break;
+        if (!host && !std::all_of(who.begin(), who.end(), [&](int rank) { return free_for_transfer(c, rank); })) break;
         std::vector<Action> actions;
         if (who.size() == 2 && pick(0, 1)) {
           actions.push_back(send(int(c), who[1]));
@@ -731,8 +734,8 @@ TEST(DeviceOrderSimulation, RandomProgramsAlwaysCompleteUnderTheRule) {
     operations += int(g.rank_of.size());
     for (int i = 0; i < 2; ++i) {
       const Outcome mpi = run_mpi(job, g, rng);
-      ASSERT_TRUE(mpi.completed) << "the generator made a program the MPI backend deadlocks on: " << mpi.stuck
-                                 << "\n" << describe(job);
+      ASSERT_TRUE(mpi.completed) << "the generator made a program the MPI backend deadlocks on: " << mpi.stuck << "\n"
+                                 << describe(job);
     }
     for (int i = 0; i < 3; ++i) {
       const Outcome nccl = run_nccl(job, g, Rule::device_order, rng);

@@ -23,8 +23,8 @@
 #include "parallel/communicator.h"
 #include "parallel/pinned_staging.h"
 #include "parallel/process_grid.h"
-#include "test/support/gpu_test.h"
 #include "test/support/error_message.h"
+#include "test/support/gpu_test.h"
 #include "test/support/random_tensor.h"
 
 #if GRIDNN_HAVE_NCCL
@@ -226,8 +226,7 @@ TEST_F(GpuNccl, EveryCallIsCountedLikeTheMpiBackend) {
   }
   const auto& records = parallel::comm_log().records();
   ASSERT_EQ(records.size(), 7u);
-  const char* ops[] = {"all_reduce", "all_gather", "reduce_scatterv", "broadcast",
-                       "send_recv",  "send_recv",  "barrier"};
+  const char* ops[] = {"all_reduce", "all_gather", "reduce_scatterv", "broadcast", "send_recv", "send_recv", "barrier"};
   const int64_t elements[] = {24, 24, 24, 24, 24, 0, 0};
   for (size_t i = 0; i < records.size(); ++i) {
     SCOPED_TRACE(ops[i]);
@@ -279,8 +278,9 @@ TEST_F(GpuNccl, ProcessGridWithTheNcclBackend) {
   EXPECT_EQ(parallel::comm_log().elements("stage", "all_reduce"), 64);
   auto cpu_grid = parallel::ProcessGrid::create({1, 1, 1}, parallel::CommBackend::automatic, Device::cpu());
   EXPECT_EQ(cpu_grid->backend(), parallel::CommBackend::mpi);
-  const std::string what =
-      error_message([&] { parallel::ProcessGrid::create({1, 1, 1}, parallel::CommBackend::nccl, Device::cpu()); });
+  const std::string what = error_message([&] {
+    parallel::ProcessGrid::create({1, 1, 1}, parallel::CommBackend::nccl, Device::cpu());
+  });
   EXPECT_NE(what.find("needs a CUDA device"), std::string::npos) << what;
 }
 

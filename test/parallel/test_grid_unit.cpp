@@ -32,8 +32,8 @@ TEST(GridShape, ParsesRowsByColsAndStages) {
 }
 
 TEST(GridShape, RejectsMalformedTextSayingTheFormat) {
-  for (const char* bad : {"", "2", "2x", "x2", "0x2", "2x0", "a", "2x2x2x2", "2 x2", "-1x2", "2X2", "2x2 ", "1x0x1",
-                          "99999999x1"}) {
+  for (const char* bad :
+       {"", "2", "2x", "x2", "0x2", "2x0", "a", "2x2x2x2", "2 x2", "-1x2", "2X2", "2x2 ", "1x0x1", "99999999x1"}) {
     std::string m = error_message([&] { GridShape::parse(bad); });
     EXPECT_TRUE(contains(m, "PrxPc or PsxPrxPc")) << "\"" << bad << "\": " << m;
     EXPECT_TRUE(contains(m, std::string("\"") + bad + "\"")) << m;
@@ -156,14 +156,18 @@ TEST(ProcessGrid, RankOrderNamesAndPlacement) {
   const GridShape g = GridShape::parse("2x2");
   auto rows = ProcessGrid::planned(g, 0, 0, 0, RankOrder::rows_in_node);
   std::string t = rows->describe_placement({0, 0, 1, 1});
-  EXPECT_TRUE(contains(t, "row groups (model/domain traffic, every layer) inside a node; column groups "
-                          "(gradient all-reduce, once per step) cross nodes")) << t;
+  EXPECT_TRUE(contains(t,
+                       "row groups (model/domain traffic, every layer) inside a node; column groups "
+                       "(gradient all-reduce, once per step) cross nodes"))
+      << t;
   EXPECT_TRUE(contains(t, "node 0: 0=(0,0) 1=(1,0)\n  node 1: 2=(0,1) 3=(1,1)")) << t;
   auto cols = ProcessGrid::planned(g, 0, 1, 0, RankOrder::cols_in_node);
   EXPECT_EQ(cols->world_rank(), 2);
   t = cols->describe_placement({0, 0, 1, 1});
-  EXPECT_TRUE(contains(t, "row groups (model/domain traffic, every layer) CROSS nodes; column groups "
-                          "(gradient all-reduce, once per step) inside a node")) << t;
+  EXPECT_TRUE(contains(t,
+                       "row groups (model/domain traffic, every layer) CROSS nodes; column groups "
+                       "(gradient all-reduce, once per step) inside a node"))
+      << t;
   EXPECT_TRUE(contains(t, "node 0: 0=(0,0) 1=(0,1)\n  node 1: 2=(1,0) 3=(1,1)")) << t;
   // One node: everything inside.
   t = rows->describe_placement({0, 0, 0, 0});

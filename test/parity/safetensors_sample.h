@@ -30,10 +30,7 @@ inline const std::vector<SampleTensor>& sample_tensors() {
       {"f16.vector", DType::f16, {7}, [](int64_t i) { return double(i - 3) * 0.25; }},
       {"bf16.cube", DType::bf16, {2, 2, 3}, [](int64_t i) { return double(i - 6) * 0.125; }},
       {"i32.vector", DType::i32, {5}, [](int64_t i) { return double((i - 2) * 1000003); }},
-      {"i64.vector",
-       DType::i64,
-       {4},
-       [](int64_t i) { return double((i - 1) * (int64_t(1) << 40) + i); }},
+      {"i64.vector", DType::i64, {4}, [](int64_t i) { return double((i - 1) * (int64_t(1) << 40) + i); }},
       {"scalar", DType::f32, {}, [](int64_t) { return 3.25; }},
       {"five_d", DType::f32, {1, 2, 1, 3, 2}, [](int64_t i) { return double(i) * 0.25 + 100.0; }},
       {"empty", DType::f32, {0, 3}, [](int64_t) { return 0.0; }},
@@ -80,8 +77,7 @@ inline Tensor make_sample_tensor(const SampleTensor& spec) {
 
 inline NamedTensors make_sample() {
   NamedTensors tensors;
-  for (const SampleTensor& spec : sample_tensors())
-    tensors.emplace_back(spec.name, make_sample_tensor(spec));
+  for (const SampleTensor& spec : sample_tensors()) tensors.emplace_back(spec.name, make_sample_tensor(spec));
   return tensors;
 }
 

@@ -11,8 +11,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    gridnn::save_safetensors(argv[1], gridnn::parity::make_sample(),
-                             gridnn::parity::sample_metadata());
+    gridnn::save_safetensors(argv[1], gridnn::parity::make_sample(), gridnn::parity::sample_metadata());
   } catch (const gridnn::Error& e) {
     std::cerr << e.what() << "\n";
     return 1;

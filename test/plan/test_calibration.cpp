@@ -2,6 +2,7 @@
 // the JSON file and its errors, and the cost model's use of measured compute tables
 // (plan/cost_model.h), each against values computed here by hand.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -9,7 +10,6 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <unistd.h>
 
 #include "plan/calibration.h"
 #include "test/support/error_message.h"
@@ -41,8 +41,8 @@ TEST(Calibration, ModelConventions) {
   EXPECT_EQ(model_messages_words("all_gather", 4, 100), std::make_pair(2.0, 75.0));
   EXPECT_EQ(model_messages_words("reduce_scatter", 5, 100), std::make_pair(3.0, 80.0));
   EXPECT_EQ(model_messages_words("pingpong", 2, 100), std::make_pair(1.0, 100.0));
-  EXPECT_EQ(model_messages_words("halo", 2, 100), std::make_pair(1.0, 100.0));   // one neighbour
-  EXPECT_EQ(model_messages_words("halo", 3, 100), std::make_pair(1.0, 200.0));   // two
+  EXPECT_EQ(model_messages_words("halo", 2, 100), std::make_pair(1.0, 100.0));  // one neighbour
+  EXPECT_EQ(model_messages_words("halo", 3, 100), std::make_pair(1.0, 200.0));  // two
   EXPECT_EQ(model_messages_words("all_reduce", 1, 100), std::make_pair(0.0, 0.0));
   EXPECT_TRUE(contains(error_message([] { model_messages_words("broadcast", 2, 1); }), "\"broadcast\""));
 }
@@ -71,8 +71,7 @@ TEST(Calibration, FitIsNonNegative) {
   // Pure bandwidth (α = 0) with the small sizes measured a little fast: the unconstrained
   // fit's α would be negative; the fit clamps it to 0 and refits β.
   std::vector<CommSample> s;
-  for (int64_t n : {1, 4, 16, 1024, 65536})
-    s.push_back({"pingpong", 2, n, 1e-9 * double(n) * (n < 100 ? 0.5 : 1.0)});
+  for (int64_t n : {1, 4, 16, 1024, 65536}) s.push_back({"pingpong", 2, n, 1e-9 * double(n) * (n < 100 ? 0.5 : 1.0)});
   const CommFit f = fit_alpha_beta(s);
   EXPECT_EQ(f.alpha, 0.0);
   EXPECT_GT(f.beta, 0.0);
@@ -86,8 +85,7 @@ TEST(Calibration, FitIsNonNegative) {
 
 TEST(Calibration, FitRejectsTooFewSamples) {
   EXPECT_TRUE(contains(error_message([] { fit_alpha_beta({}); }), "two or more sizes"));
-  EXPECT_TRUE(contains(error_message([] { fit_alpha_beta({{"all_reduce", 4, 1024, 1e-3}}); }),
-                       "got 1 usable of 1"));
+  EXPECT_TRUE(contains(error_message([] { fit_alpha_beta({{"all_reduce", 4, 1024, 1e-3}}); }), "got 1 usable of 1"));
   // Two samples of one size cannot separate α from β; nor can samples on one rank.
   EXPECT_TRUE(contains(error_message([] {
                          fit_alpha_beta({{"all_reduce", 4, 1024, 1e-3}, {"all_reduce", 4, 1024, 2e-3}});
@@ -214,10 +212,10 @@ TEST(Calibration, ComputeTableInterpolates) {
   const ComputeTable t{0, {{1, 0.1}, {2, 0.2}, {4, 0.5}}};
   EXPECT_DOUBLE_EQ(t.at(1), 0.1);
   EXPECT_DOUBLE_EQ(t.at(2), 0.2);
-  EXPECT_DOUBLE_EQ(t.at(3), 0.35);   // halfway between 0.2 and 0.5
+  EXPECT_DOUBLE_EQ(t.at(3), 0.35);  // halfway between 0.2 and 0.5
   EXPECT_DOUBLE_EQ(t.at(1.5), 0.15);
-  EXPECT_DOUBLE_EQ(t.at(8), 1.0);    // beyond: proportional to the largest
-  EXPECT_DOUBLE_EQ(t.at(0.5), 0.05); // below: proportional to the smallest
+  EXPECT_DOUBLE_EQ(t.at(8), 1.0);     // beyond: proportional to the largest
+  EXPECT_DOUBLE_EQ(t.at(0.5), 0.05);  // below: proportional to the smallest
   EXPECT_EQ(t.at(0), 0.0);
 }
 

@@ -5,9 +5,9 @@
 
 #include <cmath>
 
-#include "plan/calibration.h"
 #include "parallel/mpi_check.h"
 #include "parallel/mpi_communicator.h"
+#include "plan/calibration.h"
 #include "test/support/mpi_main.h"
 
 namespace gridnn::plan {

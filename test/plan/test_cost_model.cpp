@@ -58,12 +58,10 @@ TEST(CostModel, PureBatchIsEquationFour) {
   for (int P : {8, 512}) {
     double expected = 0;
     for (const LayerShape& l : net.layers)
-      if (l.weights) expected += 2 * (kPaper.alpha * std::ceil(std::log2(P)) +
-                                      kPaper.beta * (P - 1.0) / P * l.weights);
+      if (l.weights) expected += 2 * (kPaper.alpha * std::ceil(std::log2(P)) + kPaper.beta * (P - 1.0) / P * l.weights);
     const PlanCost plan = estimate(net, 2048, Grid{1, P}, kPaper, model_batch());
     EXPECT_NEAR(plan.comm_s(), expected, 1e-12 * expected);
-    EXPECT_NEAR(estimate(net, 2048, Grid{1, P}, kPaper, pure_batch()).comm_s(), expected,
-                1e-12 * expected);
+    EXPECT_NEAR(estimate(net, 2048, Grid{1, P}, kPaper, pure_batch()).comm_s(), expected, 1e-12 * expected);
   }
 }
 
@@ -95,8 +93,7 @@ TEST(CostModel, CountingFc6sInputGradientKeepsTheGridsAndLowersTheRatios) {
     const auto plans = sweep(net, 2048, pt.procs, kPaper, physical);
     const PlanCost& best = plans[best_index(plans)];
     EXPECT_EQ(best.grid.rows, pt.rows) << "P = " << pt.procs;
-    EXPECT_LT(plans[0].comm_s() / best.comm_s(),
-              paper[0].comm_s() / paper[best_index(paper)].comm_s());
+    EXPECT_LT(plans[0].comm_s() / best.comm_s(), paper[0].comm_s() / paper[best_index(paper)].comm_s());
   }
 }
 
@@ -115,7 +112,7 @@ TEST(CostModel, HaloPlanesFollowTheDepthSplitRule) {
   // outputs [8, 16) need [13, 32) (3 planes of rank 0).
   EXPECT_EQ(halo_planes(32, 7, 2, 3, 2), 3);
   EXPECT_EQ(halo_planes(8, 3, 1, 1, 2), 1);
-  EXPECT_EQ(halo_planes(8, 3, 1, 1, 4), 2);  // inner ranks receive one plane from each side
+  EXPECT_EQ(halo_planes(8, 3, 1, 1, 4), 2);   // inner ranks receive one plane from each side
   EXPECT_EQ(halo_planes(16, 1, 2, 0, 2), 0);  // a 1x1x1 downsample needs no halo
   EXPECT_EQ(halo_planes(8, 3, 1, 1, 1), 0);
 }

@@ -39,9 +39,7 @@ std::string temp_path(const std::string& name) {
   return dir.file(name);
 }
 
-void write(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
-}
+void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 // Expects `f` to throw gridnn::Error whose message contains every one of `parts`.
 template <class F>
@@ -156,11 +154,9 @@ TEST(PlacementSimulate, MemoryAccountingAndPenalty) {
 TEST(PlacementValidate, SaysWhatIsWrong) {
   expect_error([] { validate(make({}, {}), 4, 2); }, {"no partition"});
   expect_error([] { validate(make({1}, {0}), 4, 2); }, {"partitions[0].first_block must be 0"});
-  expect_error([] { validate(make({0, 2, 2}, {0, 1, 2}), 4, 3); },
-               {"partitions[2].first_block = 2", "larger than"});
+  expect_error([] { validate(make({0, 2, 2}, {0, 1, 2}), 4, 3); }, {"partitions[2].first_block = 2", "larger than"});
   expect_error([] { validate(make({0, 4}, {0, 1}), 4, 2); }, {"out of range", "4 blocks"});
-  expect_error([] { validate(make({0, 2}, {0, 2}), 4, 2); },
-               {"partitions[1].device = 2", "[0, 2)"});
+  expect_error([] { validate(make({0, 2}, {0, 2}), 4, 2); }, {"partitions[1].device = 2", "[0, 2)"});
   expect_error([] { validate(make({0, 2}, {1, 1}), 4, 2); }, {"used by another partition"});
   expect_error([] { validate(make({0, 2}, {1}), 4, 2); }, {"2 partitions", "1 devices"});
   Placement named = make({0, 1}, {0, 1});
@@ -295,8 +291,8 @@ Instance random_instance(uint64_t seed) {
   in.profile.micro_batches = pick(1, 8);
   double need = 0;
   for (int i = 0; i < n; ++i) {
-    BlockProfile b{"b" + std::to_string(i), 1e-3 + 1e-2 * u(rng), 2e-3 + 2e-2 * u(rng),
-                   1e5 + 1e8 * u(rng) * u(rng), 1e8 * u(rng), 2e7 * u(rng)};
+    BlockProfile b{"b" + std::to_string(i),     1e-3 + 1e-2 * u(rng), 2e-3 + 2e-2 * u(rng),
+                   1e5 + 1e8 * u(rng) * u(rng), 1e8 * u(rng),         2e7 * u(rng)};
     need += b.memory_bytes + in.profile.micro_batches * b.stash_bytes;
     in.profile.blocks.push_back(b);
   }
@@ -338,9 +334,8 @@ void for_every_placement(int n, int d, int partitions, F&& visit) {
 
 double brute_force(const Profile& p, const Cluster& c, int partitions) {
   double best = 1e300;
-  for_every_placement(int(p.blocks.size()), c.size(), partitions, [&](const Placement& x) {
-    best = std::min(best, simulate(p, c, x).fitness());
-  });
+  for_every_placement(int(p.blocks.size()), c.size(), partitions,
+                      [&](const Placement& x) { best = std::min(best, simulate(p, c, x).fitness()); });
   return best;
 }
 
@@ -348,14 +343,13 @@ TEST(PlacementSimulate, PenaltyReferenceBoundsEveryIterationTime) {
   for (uint64_t seed = 1; seed <= 20; ++seed) {
     const Instance in = random_instance(500 + seed);
     const double reference = penalty_reference_s(in.profile, in.cluster);
-    for_every_placement(int(in.profile.blocks.size()), in.cluster.size(), 0,
-                        [&](const Placement& x) {
-                          const Simulation s = simulate(in.profile, in.cluster, x);
-                          EXPECT_LT(s.iteration_s, reference);
-                          if (!s.fits) {
-                            EXPECT_GT(s.fitness(), reference);
-                          }
-                        });
+    for_every_placement(int(in.profile.blocks.size()), in.cluster.size(), 0, [&](const Placement& x) {
+      const Simulation s = simulate(in.profile, in.cluster, x);
+      EXPECT_LT(s.iteration_s, reference);
+      if (!s.fits) {
+        EXPECT_GT(s.fitness(), reference);
+      }
+    });
   }
 }
 
@@ -363,11 +357,9 @@ TEST(PlacementSearch, ExhaustiveMatchesABruteForce) {
   for (uint64_t seed = 1; seed <= 12; ++seed) {
     const Instance in = random_instance(seed);
     const SearchResult r = exhaustive(in.profile, in.cluster, in.partitions);
-    EXPECT_DOUBLE_EQ(r.simulation.fitness(), brute_force(in.profile, in.cluster, in.partitions))
-        << "seed " << seed;
+    EXPECT_DOUBLE_EQ(r.simulation.fitness(), brute_force(in.profile, in.cluster, in.partitions)) << "seed " << seed;
     EXPECT_EQ(r.evaluations, exhaustive_candidates(in.profile, in.cluster, in.partitions));
-    EXPECT_NO_THROW(validate(r.placement, int(in.profile.blocks.size()), in.cluster.size(),
-                             r.placement.blocks));
+    EXPECT_NO_THROW(validate(r.placement, int(in.profile.blocks.size()), in.cluster.size(), r.placement.blocks));
   }
   const Instance big = random_instance(2);
   expect_error([&] { exhaustive(big.profile, big.cluster, 0, 3); }, {"exceed the limit of 3"});
@@ -387,8 +379,7 @@ TEST(PlacementSearch, BaselinesFollowTheirRules) {
   const SearchResult g = greedy(p, c, 3);
   int blocks_on_fastest = 0;
   for (int k = 0; k < 3; ++k)
-    if (g.placement.device[size_t(k)] == 1)
-      blocks_on_fastest = g.placement.end(k, 7) - g.placement.begin(k);
+    if (g.placement.device[size_t(k)] == 1) blocks_on_fastest = g.placement.end(k, 7) - g.placement.begin(k);
   EXPECT_EQ(blocks_on_fastest, 4);
   expect_error([&] { greedy(p, c, 4); }, {"partitions = 4", "[1, 3]"});
 }
@@ -415,12 +406,12 @@ TEST(PlacementSearch, GabraReachesTheOptimumAndNeverLosesToGreedy) {
       EXPECT_EQ(ga.placement.partitions(), in.partitions);
     }
     // The result is what it claims.
-    EXPECT_DOUBLE_EQ(simulate(in.profile, in.cluster, ga.placement).fitness(),
-                     ga.simulation.fitness());
+    EXPECT_DOUBLE_EQ(simulate(in.profile, in.cluster, ga.placement).fitness(), ga.simulation.fitness());
   }
-  std::printf("GABRA reached the exhaustive optimum on %d of %d instances (memory changed the "
-              "optimum in %d, no placement fits in %d)\n",
-              optimal, instances, memory_binds, nothing_fits);
+  std::printf(
+      "GABRA reached the exhaustive optimum on %d of %d instances (memory changed the "
+      "optimum in %d, no placement fits in %d)\n",
+      optimal, instances, memory_binds, nothing_fits);
   EXPECT_GE(memory_binds, instances / 10);  // the instances exercise the penalty
   EXPECT_GE(optimal, int(std::ceil(0.95 * instances)));
 }

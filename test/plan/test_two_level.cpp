@@ -101,8 +101,7 @@ TEST(TwoLevel, FlatLinksGiveTheOldEstimate) {
       EXPECT_EQ(two.latency_s, old.latency_s);
       EXPECT_EQ(two.bandwidth_s, old.bandwidth_s);
       ASSERT_EQ(two.layers.size(), old.layers.size());
-      for (size_t i = 0; i < old.layers.size(); ++i)
-        EXPECT_EQ(two.layers[i].comm_s(), old.layers[i].comm_s());
+      for (size_t i = 0; i < old.layers.size(); ++i) EXPECT_EQ(two.layers[i].comm_s(), old.layers[i].comm_s());
     }
 }
 
@@ -150,16 +149,10 @@ TEST(TwoLevel, TwoFcLayersOnTwoNodesByHand) {
   const Grid g{2, 2};
   // B/Pc = 4 samples: Y of fc1 gathered (4·512), fc2's dX all-reduced (4·512) and its Y
   // gathered (4·10), over Pr = 2; the weight blocks |W|/Pr all-reduced over Pc = 2.
-  auto row_s = [](const Link& l) {
-    return gather_s(l, 2048, 2) + reduce_s(l, 2048, 2) + gather_s(l, 40, 2);
-  };
-  auto col_s = [](const Link& l) {
-    return reduce_s(l, (1024 * 512 + 512) / 2.0, 2) + reduce_s(l, 5130 / 2.0, 2);
-  };
-  const PlanCost rows =
-      estimate(net, 8, g, kPaper, model_batch(), links_of(two, g, RankOrder::rows_in_node));
-  const PlanCost cols =
-      estimate(net, 8, g, kPaper, model_batch(), links_of(two, g, RankOrder::cols_in_node));
+  auto row_s = [](const Link& l) { return gather_s(l, 2048, 2) + reduce_s(l, 2048, 2) + gather_s(l, 40, 2); };
+  auto col_s = [](const Link& l) { return reduce_s(l, (1024 * 512 + 512) / 2.0, 2) + reduce_s(l, 5130 / 2.0, 2); };
+  const PlanCost rows = estimate(net, 8, g, kPaper, model_batch(), links_of(two, g, RankOrder::rows_in_node));
+  const PlanCost cols = estimate(net, 8, g, kPaper, model_batch(), links_of(two, g, RankOrder::cols_in_node));
   EXPECT_NEAR(rows.comm_s(), row_s(intra) + col_s(inter), 1e-15);
   EXPECT_NEAR(cols.comm_s(), row_s(inter) + col_s(intra), 1e-15);
   EXPECT_LT(cols.comm_s(), rows.comm_s());  // the weight blocks are the heavy traffic here
@@ -178,8 +171,8 @@ TEST(TwoLevel, PureBatchAlexNetRunsAtTheInterNodeLink) {
     double expected = 0;
     for (const LayerShape& l : net.layers)
       if (l.weights) expected += reduce_s(link, double(l.weights), 32);
-    const PlanCost p = estimate(net, 2048, Grid{1, 32}, kPaper, model_batch(),
-                                links_of(cl, Grid{1, 32}, RankOrder::rows_in_node));
+    const PlanCost p =
+        estimate(net, 2048, Grid{1, 32}, kPaper, model_batch(), links_of(cl, Grid{1, 32}, RankOrder::rows_in_node));
     EXPECT_NEAR(p.comm_s(), expected, 1e-12 * expected) << cl.nodes << " nodes";
   }
 }
@@ -213,8 +206,8 @@ TEST(TwoLevel, WhichCommunicatorsCrossNodes) {
   };
   for (const Case& c : cases) {
     const Crossing x = crossing(cluster(c.nodes, c.g), Grid{c.rows, c.cols}, c.order);
-    EXPECT_EQ(x.str(), c.crosses) << c.nodes << " nodes x " << c.g << ", " << c.rows << "x"
-                                  << c.cols << " " << enum_name(c.order);
+    EXPECT_EQ(x.str(), c.crosses) << c.nodes << " nodes x " << c.g << ", " << c.rows << "x" << c.cols << " "
+                                  << enum_name(c.order);
   }
   // The links follow the crossing.
   const Links l = links_of(cluster(8, 4), Grid{8, 4}, O::cols_in_node);
@@ -231,8 +224,7 @@ TEST(TwoLevel, EqualLinksGiveTheFlatPlan) {
   const Link paper{kPaper.alpha, kPaper.beta};
   const Network net = alexnet();
   const std::vector<PlanCost> flat = sweep(net, 2048, 32, kPaper, model_batch());
-  for (const Cluster& cl :
-       {cluster(8, 4, paper, paper), cluster(4, 8, paper, paper), cluster(32, 1, paper, paper)}) {
+  for (const Cluster& cl : {cluster(8, 4, paper, paper), cluster(4, 8, paper, paper), cluster(32, 1, paper, paper)}) {
     const std::vector<NodePlan> plans = sweep(net, 2048, cl, kPaper, model_batch());
     ASSERT_EQ(plans.size(), 2 * flat.size());
     for (size_t i = 0; i < plans.size(); ++i) {
@@ -289,8 +281,7 @@ TEST(TwoLevel, ASlowInterNodeLinkKeepsTheHeavyCommunicatorInANode) {
   EXPECT_LT(best8.cost.total_s(), plan_of(by8, 8, RankOrder::rows_in_node).cost.total_s());
 
   // With one link everywhere the order no longer matters: the first of the ties is kept.
-  const std::vector<NodePlan> same =
-      sweep(net, 2048, cluster(8, 4, kIb, kIb), kPaper, model_batch());
+  const std::vector<NodePlan> same = sweep(net, 2048, cluster(8, 4, kIb, kIb), kPaper, model_batch());
   EXPECT_EQ(same[best_index(same)].order, RankOrder::rows_in_node);
   EXPECT_EQ(same[best_index(same)].cost.grid.rows, 8);
 }
@@ -300,8 +291,7 @@ TEST(TwoLevel, EstimateRanksUsesEachCallsCommunicator) {
   std::vector<RankStep> ranks(4);
   for (RankStep& r : ranks)
     r.calls = {make_call("conv (gather)", "row", "all_gatherv", 10, 2, 100),
-               make_call("fc", "col", "all_reduce", 60, 2),
-               make_call("gradients", "stage", "all_reduce", 50, 4)};
+               make_call("fc", "col", "all_reduce", 60, 2), make_call("gradients", "stage", "all_reduce", 50, 4)};
   ranks[0].layers = ranks[1].layers = ranks[2].layers =
       ranks[3].layers = {fc_layer("conv", 1, 1), fc_layer("fc", 1, 1)};
   const Link row{1e-6, 1e-9}, col{2e-6, 3e-9}, world{5e-6, 7e-9};
@@ -326,12 +316,10 @@ TEST(TwoLevel, BadClustersSayWhatToChange) {
   EXPECT_NE(message(cluster(-2, 4)).find("--nodes"), std::string::npos);
   EXPECT_NE(message(cluster(2, 0)).find("--ranks-per-node"), std::string::npos);
   EXPECT_NE(message(cluster(2, 4, {-1, kNvlink.beta})).find("--alpha-intra"), std::string::npos);
-  EXPECT_NE(message(cluster(2, 4, kNvlink, {-1, kIb.beta})).find("--alpha-inter"),
-            std::string::npos);
+  EXPECT_NE(message(cluster(2, 4, kNvlink, {-1, kIb.beta})).find("--alpha-inter"), std::string::npos);
   EXPECT_NE(message(cluster(2, 4, {0, 0})).find("--bandwidth-intra"), std::string::npos);
   EXPECT_NE(message(cluster(2, 4, kNvlink, {0, -1})).find("--bandwidth-inter"), std::string::npos);
-  EXPECT_NE(message(cluster(2, 4, kNvlink, {0, INFINITY})).find("--bandwidth-inter"),
-            std::string::npos);
+  EXPECT_NE(message(cluster(2, 4, kNvlink, {0, INFINITY})).find("--bandwidth-inter"), std::string::npos);
   EXPECT_EQ(message(cluster(2, 4, {0, kNvlink.beta})),
             "no error");  // α = 0 is a valid idealization
   EXPECT_THROW(sweep(alexnet(), 2048, cluster(0, 4), kPaper, model_batch()), Error);

@@ -8,14 +8,13 @@
 
 namespace gridnn::test {
 
-::testing::AssertionResult check_gradient(const std::function<double()>& loss, Tensor& x,
-                                          const Tensor& analytic_grad,
+::testing::AssertionResult check_gradient(const std::function<double()>& loss, Tensor& x, const Tensor& analytic_grad,
                                           const GradCheckOptions& o) {
   if (!x.device().is_cpu() || x.dtype() != DType::f32)
     return ::testing::AssertionFailure() << "check_gradient needs a CPU f32 input, got " << x.str();
   if (analytic_grad.shape() != x.shape())
-    return ::testing::AssertionFailure() << "gradient " << analytic_grad.shape().str()
-                                         << " does not match input " << x.shape().str();
+    return ::testing::AssertionFailure() << "gradient " << analytic_grad.shape().str() << " does not match input "
+                                         << x.shape().str();
   std::vector<double> grad = to_doubles(analytic_grad);
   float* p = x.data<float>();
   const int64_t n = x.numel();
@@ -61,8 +60,8 @@ namespace gridnn::test {
   std::ostringstream os;
   os.precision(9);
   os << failures << " of " << checked << " checked elements of " << x.str()
-     << " disagree with central differences; worst at flat " << worst << ": numeric "
-     << worst_numeric << ", analytic " << grad[size_t(worst)];
+     << " disagree with central differences; worst at flat " << worst << ": numeric " << worst_numeric << ", analytic "
+     << grad[size_t(worst)];
   return ::testing::AssertionFailure() << os.str();
 }
 

@@ -21,10 +21,10 @@
 namespace gridnn::test {
 
 struct GradCheckOptions {
-  double eps = 1e-3;       // perturbation (float forward: ~1e-3 balances truncation and rounding)
-  double atol = 2e-3;      // |numeric - analytic| <= atol + rtol * |numeric|
+  double eps = 1e-3;   // perturbation (float forward: ~1e-3 balances truncation and rounding)
+  double atol = 2e-3;  // |numeric - analytic| <= atol + rtol * |numeric|
   double rtol = 1e-2;
-  int64_t max_points = 96;  // elements checked at most (a strided sample beyond this)
+  int64_t max_points = 96;            // elements checked at most (a strided sample beyond this)
   std::function<bool(int64_t)> skip;  // true: do not check element i
   // For compositions with kinks inside (a residual block: ReLUs behind BatchNorms, where
   // any weight moves every activation): also evaluate the loss at the point itself and
@@ -33,8 +33,7 @@ struct GradCheckOptions {
   bool skip_kinks = false;
 };
 
-::testing::AssertionResult check_gradient(const std::function<double()>& loss, Tensor& x,
-                                          const Tensor& analytic_grad,
+::testing::AssertionResult check_gradient(const std::function<double()>& loss, Tensor& x, const Tensor& analytic_grad,
                                           const GradCheckOptions& options = {});
 
 // sum_i y_i * w_i in double: a loss whose gradient with respect to y is w.

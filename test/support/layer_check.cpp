@@ -4,8 +4,7 @@
 
 namespace gridnn::test {
 
-::testing::AssertionResult check_layer_gradients(nn::Module& layer, Tensor& x,
-                                                 const LayerCheckOptions& o) {
+::testing::AssertionResult check_layer_gradients(nn::Module& layer, Tensor& x, const LayerCheckOptions& o) {
   Tensor y = layer.forward(x);
   Tensor w = random_tensor(y.shape(), o.seed);
   layer.zero_grad();

@@ -18,13 +18,12 @@
 namespace gridnn::test {
 
 struct LayerCheckOptions {
-  GradCheckOptions grad;       // tolerances and sampling, shared by every tensor checked
+  GradCheckOptions grad;  // tolerances and sampling, shared by every tensor checked
   bool check_input = true;
   bool check_parameters = true;
-  uint64_t seed = 99;          // for w
+  uint64_t seed = 99;  // for w
 };
 
-::testing::AssertionResult check_layer_gradients(nn::Module& layer, Tensor& x,
-                                                 const LayerCheckOptions& options = {});
+::testing::AssertionResult check_layer_gradients(nn::Module& layer, Tensor& x, const LayerCheckOptions& options = {});
 
 }  // namespace gridnn::test

@@ -4,6 +4,8 @@
 // SKIP_RETURN_CODE, test/CMakeLists.txt) when no rank failed and every test that ran on
 // every rank skipped (GTEST_SKIP: a gpu test without a device), so CTest reports "Skipped"
 // and not "Passed"; else 0. Tests reach the world through test::world_rank() / world_size().
+#include "test/support/mpi_main.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -14,7 +16,6 @@
 
 #include "parallel/mpi_check.h"
 #include "parallel/mpi_session.h"
-#include "test/support/mpi_main.h"
 
 namespace gridnn::test {
 namespace {
@@ -26,8 +27,8 @@ constexpr int kAllSkipped = 77;
 class FailurePrinter : public ::testing::EmptyTestEventListener {
   void OnTestPartResult(const ::testing::TestPartResult& r) override {
     if (!r.failed()) return;
-    std::fprintf(stderr, "[rank %d] %s:%d: %s\n", g_rank, r.file_name() ? r.file_name() : "?",
-                 r.line_number(), r.message());
+    std::fprintf(stderr, "[rank %d] %s:%d: %s\n", g_rank, r.file_name() ? r.file_name() : "?", r.line_number(),
+                 r.message());
   }
   void OnTestEnd(const ::testing::TestInfo& info) override {
     if (info.result()->Failed())

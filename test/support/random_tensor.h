@@ -8,7 +8,6 @@
 namespace gridnn::test {
 
 // CPU tensor of `dtype` with values uniform in [lo, hi), keyed by `seed`.
-Tensor random_tensor(const Shape& shape, uint64_t seed, float lo = -1.0f, float hi = 1.0f,
-                     DType dtype = DType::f32);
+Tensor random_tensor(const Shape& shape, uint64_t seed, float lo = -1.0f, float hi = 1.0f, DType dtype = DType::f32);
 
 }  // namespace gridnn::test

@@ -46,8 +46,7 @@ std::string multi_index(const Shape& s, int64_t flat) {
 ::testing::AssertionResult same_layout(const Tensor& a, const Tensor& e) {
   if (!a.defined() || !e.defined()) return ::testing::AssertionFailure() << "undefined tensor";
   if (a.shape() != e.shape())
-    return ::testing::AssertionFailure() << "shape " << a.shape().str() << " != expected "
-                                         << e.shape().str();
+    return ::testing::AssertionFailure() << "shape " << a.shape().str() << " != expected " << e.shape().str();
   if (a.dtype() != e.dtype())
     return ::testing::AssertionFailure() << "dtype " << dtype_name(a.dtype()) << " != expected "
                                          << dtype_name(e.dtype());
@@ -82,10 +81,9 @@ std::string multi_index(const Shape& s, int64_t flat) {
   size_t w = size_t(worst);
   std::ostringstream os;
   os.precision(9);
-  os << failures << " of " << a.size() << " elements of " << actual.str()
-     << " differ beyond atol " << tol.atol << " + rtol " << tol.rtol << " * |expected|; worst at flat "
-     << worst << " " << multi_index(actual.shape(), worst) << ": actual " << a[w] << ", expected "
-     << e[w] << ", |error| " << std::fabs(a[w] - e[w]);
+  os << failures << " of " << a.size() << " elements of " << actual.str() << " differ beyond atol " << tol.atol
+     << " + rtol " << tol.rtol << " * |expected|; worst at flat " << worst << " " << multi_index(actual.shape(), worst)
+     << ": actual " << a[w] << ", expected " << e[w] << ", |error| " << std::fabs(a[w] - e[w]);
   return ::testing::AssertionFailure() << os.str();
 }
 
@@ -100,8 +98,8 @@ std::string multi_index(const Shape& s, int64_t flat) {
     if (std::memcmp(pa + size_t(i) * es, pe + size_t(i) * es, es) != 0) {
       std::vector<double> da = to_doubles(a), de = to_doubles(e);
       return ::testing::AssertionFailure()
-             << "first differing element at flat " << i << " " << multi_index(a.shape(), i)
-             << ": actual " << da[size_t(i)] << ", expected " << de[size_t(i)];
+             << "first differing element at flat " << i << " " << multi_index(a.shape(), i) << ": actual "
+             << da[size_t(i)] << ", expected " << de[size_t(i)];
     }
   }
   return ::testing::AssertionSuccess();

@@ -20,8 +20,7 @@ struct Tolerance {
   double rtol = 1e-5;
 };
 
-::testing::AssertionResult tensors_close(const Tensor& actual, const Tensor& expected,
-                                         Tolerance tol = {});
+::testing::AssertionResult tensors_close(const Tensor& actual, const Tensor& expected, Tolerance tol = {});
 // Bitwise equality of shape, dtype and bytes (for determinism tests).
 ::testing::AssertionResult tensors_equal(const Tensor& actual, const Tensor& expected);
 // max |a - ref| / max |ref| (0 when both are all zero): the per-tensor relative error of

@@ -2,7 +2,6 @@
 // message on stderr), a run stopped and resumed from the command line, and weights in
 // from a file with the wrong shapes.
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 
 #include <array>
@@ -103,8 +102,7 @@ TEST_F(Cli, MicroBatchesOnOneProcessTrain) {
   // One stage, two micro-batches: the GPipe path on one process (README's pipeline section).
   const Result r = run(std::string(kTiny) + " --steps 2 --micro-batches 2 --model mlp");
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("pipeline, 2 micro-batches: stage 0: fc1 .. fc3 (3 blocks)"), std::string::npos)
-      << r.output;
+  EXPECT_NE(r.output.find("pipeline, 2 micro-batches: stage 0: fc1 .. fc3 (3 blocks)"), std::string::npos) << r.output;
 }
 
 TEST_F(Cli, StopAndResumeFromTheCommandLine) {

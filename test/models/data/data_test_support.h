@@ -15,8 +15,7 @@ namespace gridnn::test {
 // EXPECT_TRUE(contains(message, "is 4-D")) prints the whole message when it fails.
 inline ::testing::AssertionResult contains(const std::string& text, const std::string& part) {
   if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << "\"" << text << "\"\ndoes not contain\n\"" << part << "\"";
+  return ::testing::AssertionFailure() << "\"" << text << "\"\ndoes not contain\n\"" << part << "\"";
 }
 
 class ScratchDirTest : public ::testing::Test {

@@ -11,8 +11,7 @@ namespace gridnn::test {
 namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // Bytes of a trivially copyable value in the requested byte order.
@@ -20,16 +19,14 @@ template <class T>
 void put(std::vector<uint8_t>& out, size_t offset, T value, bool big_endian) {
   uint8_t bytes[sizeof(T)];
   std::memcpy(bytes, &value, sizeof(T));  // the machine is little-endian (x86, arm64)
-  for (size_t b = 0; b < sizeof(T); ++b)
-    out[offset + b] = big_endian ? bytes[sizeof(T) - 1 - b] : bytes[b];
+  for (size_t b = 0; b < sizeof(T); ++b) out[offset + b] = big_endian ? bytes[sizeof(T) - 1 - b] : bytes[b];
 }
 
 template <class T>
 void append_all(std::vector<uint8_t>& out, const std::vector<double>& values, bool big_endian) {
   const size_t start = out.size();
   out.resize(start + values.size() * sizeof(T));
-  for (size_t v = 0; v < values.size(); ++v)
-    put<T>(out, start + v * sizeof(T), static_cast<T>(values[v]), big_endian);
+  for (size_t v = 0; v < values.size(); ++v) put<T>(out, start + v * sizeof(T), static_cast<T>(values[v]), big_endian);
 }
 
 int bytes_per_voxel(int datatype) {
@@ -59,8 +56,7 @@ int bytes_per_voxel(int datatype) {
 
 }  // namespace
 
-std::vector<uint8_t> encode_voxels(int datatype, const std::vector<double>& values,
-                                   bool big_endian) {
+std::vector<uint8_t> encode_voxels(int datatype, const std::vector<double>& values, bool big_endian) {
   std::vector<uint8_t> out;
   switch (datatype) {
     case NIFTI_TYPE_UINT8:
@@ -122,7 +118,7 @@ std::vector<uint8_t> nifti1_header(const NiftiSpec& spec, bool single_file) {
   }
   for (size_t r = 0; r < 3; ++r)
     for (size_t c = 0; c < 4; ++c) put<float>(h, 280 + 16 * r + 4 * c, spec.srow[r][c], be);
-  put<float>(h, 108, single_file ? 352.0f : 0.0f, be);                   // vox_offset
+  put<float>(h, 108, single_file ? 352.0f : 0.0f, be);  // vox_offset
   put<float>(h, 112, spec.scl_slope, be);
   put<float>(h, 116, spec.scl_inter, be);
   std::memcpy(&h[344], single_file ? "n+1" : "ni1", 4);  // magic (with its NUL)
@@ -143,22 +139,21 @@ void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   if (!out) throw std::runtime_error("cannot write " + path);
 }
 
-void write_nifti1(const std::string& path, const NiftiSpec& spec,
-                  const std::vector<double>& values) {
+void write_nifti1(const std::string& path, const NiftiSpec& spec, const std::vector<double>& values) {
   std::vector<uint8_t> file = nifti1_header(spec, /*single_file=*/true);
   const std::vector<uint8_t> data = encode_voxels(spec.datatype, values, spec.big_endian);
   file.insert(file.end(), data.begin(), data.end());
   write_bytes(path, file);
 }
 
-void write_nifti1_pair(const std::string& hdr_path, const std::string& img_path,
-                       const NiftiSpec& spec, const std::vector<double>& values) {
+void write_nifti1_pair(const std::string& hdr_path, const std::string& img_path, const NiftiSpec& spec,
+                       const std::vector<double>& values) {
   write_bytes(hdr_path, nifti1_header(spec, /*single_file=*/false));
   write_bytes(img_path, encode_voxels(spec.datatype, values, spec.big_endian));
 }
 
-void write_nifti_with_library(const std::string& path, const NiftiSpec& spec,
-                              const std::vector<double>& values, int nifti_version) {
+void write_nifti_with_library(const std::string& path, const NiftiSpec& spec, const std::vector<double>& values,
+                              int nifti_version) {
   int64_t dims[8] = {int64_t(spec.dims.size()), 1, 1, 1, 1, 1, 1, 1};
   for (size_t d = 0; d < spec.dims.size(); ++d) dims[d + 1] = spec.dims[d];
   nifti_image* nim = nifti_make_new_nim(dims, spec.datatype, /*data_fill=*/1);

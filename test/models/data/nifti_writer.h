@@ -21,17 +21,16 @@ struct NiftiSpec {
   bool big_endian = false;  // byte order of header and data (hand-written files only)
   // Geometry (hand-written NIfTI-1 files only): the defaults are no codes, pixdim 1, qfac 1.
   int qform_code = 0, sform_code = 0;
-  float qfac = 1.0f;                                // pixdim[0]
+  float qfac = 1.0f;                               // pixdim[0]
   std::array<float, 3> pixdim{1.0f, 1.0f, 1.0f};   // pixdim[1..3]
   std::array<float, 3> quatern{0.0f, 0.0f, 0.0f};  // quatern_b, c, d
   std::array<float, 3> qoffset{0.0f, 0.0f, 0.0f};
-  std::array<std::array<float, 4>, 3> srow{};      // srow_x, srow_y, srow_z
+  std::array<std::array<float, 4>, 3> srow{};  // srow_x, srow_y, srow_z
 };
 
 // Stored values converted to `datatype` (a real or integer NIFTI_TYPE_*), in the byte
 // order asked for.
-std::vector<uint8_t> encode_voxels(int datatype, const std::vector<double>& values,
-                                   bool big_endian);
+std::vector<uint8_t> encode_voxels(int datatype, const std::vector<double>& values, bool big_endian);
 // The 348-byte header; single_file adds the 4-byte empty extension flag and sets
 // vox_offset = 352 and magic "n+1" (else vox_offset 0 and magic "ni1", for .hdr/.img).
 std::vector<uint8_t> nifti1_header(const NiftiSpec& spec, bool single_file = true);
@@ -39,14 +38,13 @@ std::vector<uint8_t> nifti1_header(const NiftiSpec& spec, bool single_file = tru
 void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes);
 
 // A single-file NIfTI-1 (.nii or .nii.gz) holding `values` (i fastest).
-void write_nifti1(const std::string& path, const NiftiSpec& spec,
-                  const std::vector<double>& values);
+void write_nifti1(const std::string& path, const NiftiSpec& spec, const std::vector<double>& values);
 // A NIfTI-1 pair: header at hdr_path, data at img_path.
-void write_nifti1_pair(const std::string& hdr_path, const std::string& img_path,
-                       const NiftiSpec& spec, const std::vector<double>& values);
+void write_nifti1_pair(const std::string& hdr_path, const std::string& img_path, const NiftiSpec& spec,
+                       const std::vector<double>& values);
 // The same through the NIfTI library: version 1 or 2, native byte order (spec.big_endian
 // is ignored).
-void write_nifti_with_library(const std::string& path, const NiftiSpec& spec,
-                              const std::vector<double>& values, int nifti_version);
+void write_nifti_with_library(const std::string& path, const NiftiSpec& spec, const std::vector<double>& values,
+                              int nifti_version);
 
 }  // namespace gridnn::test

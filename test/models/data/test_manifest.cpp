@@ -73,21 +73,16 @@ TEST(Manifest, HeaderWithoutSplitColumnAndInAnyCase) {
 }
 
 TEST(Manifest, ErrorsNameFileAndLine) {
-  auto message = [](const std::string& text) {
-    return error_message([&] { parse_manifest(text, "m.csv"); });
-  };
-  EXPECT_TRUE(contains(message("a.nii,1\nb.nii,x\n"),
-                       "m.csv:2: label \"x\" is not a non-negative integer"));
+  auto message = [](const std::string& text) { return error_message([&] { parse_manifest(text, "m.csv"); }); };
+  EXPECT_TRUE(contains(message("a.nii,1\nb.nii,x\n"), "m.csv:2: label \"x\" is not a non-negative integer"));
   EXPECT_TRUE(contains(message("a.nii,-1\n"), "m.csv:1: label \"-1\" is not a non-negative"));
   EXPECT_TRUE(contains(message("a.nii,1.5\n"), "m.csv:1: label \"1.5\""));
   EXPECT_TRUE(contains(message("a.nii,\n"), "m.csv:1: the label is empty"));
   EXPECT_TRUE(contains(message("a.nii,99999999999\n"), "m.csv:1: label 99999999999 is too large"));
-  EXPECT_TRUE(
-      contains(message("# c\na.nii,1,training\n"),
-               "m.csv:2: unknown split \"training\"; use train, val, test or leave it empty"));
+  EXPECT_TRUE(contains(message("# c\na.nii,1,training\n"),
+                       "m.csv:2: unknown split \"training\"; use train, val, test or leave it empty"));
   EXPECT_TRUE(contains(message("a.nii\n"), "m.csv:1: missing column: expected path,label[,split]"));
-  EXPECT_TRUE(
-      contains(message("a.nii,1,train,extra\n"), "m.csv:1: 4 fields; expected path,label[,split]"));
+  EXPECT_TRUE(contains(message("a.nii,1,train,extra\n"), "m.csv:1: 4 fields; expected path,label[,split]"));
   EXPECT_TRUE(contains(message(",1\n"), "m.csv:1: the path is empty"));
   EXPECT_TRUE(contains(message("\"a.nii,1\n"), "m.csv:1: a quoted field has no closing quote"));
   EXPECT_TRUE(contains(message("\"a\"b.nii,1\n"), "m.csv:1: text after a closing quote"));

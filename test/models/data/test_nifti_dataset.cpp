@@ -54,8 +54,7 @@ class NiftiDatasetTest : public test::ScratchDirTest {
     m.rows.push_back({file, 0, Split::unassigned, 2});
     return NiftiDataset(m, options);
   }
-  static Tensor load(const NiftiDataset& ds, int64_t index, const Augment& augment = {},
-                     const DepthSlab& slab = {}) {
+  static Tensor load(const NiftiDataset& ds, int64_t index, const Augment& augment = {}, const DepthSlab& slab = {}) {
     const Shape s = ds.sample_shape();
     const int64_t depth = (slab.d_end < 0 ? s[1] : slab.d_end) - slab.d_begin;
     Tensor x = Tensor::empty({s[0], depth, s[2], s[3]});
@@ -65,16 +64,14 @@ class NiftiDatasetTest : public test::ScratchDirTest {
 };
 
 // Expects x [1, D, H, W] to equal expected(d, h, w) within tol.
-void expect_sample(const Tensor& x,
-                   const std::function<double(int64_t, int64_t, int64_t)>& expected,
+void expect_sample(const Tensor& x, const std::function<double(int64_t, int64_t, int64_t)>& expected,
                    double tol = 0.0) {
   const int64_t D = x.size(1), H = x.size(2), W = x.size(3);
   const float* p = x.data<float>();
   for (int64_t d = 0; d < D; ++d)
     for (int64_t h = 0; h < H; ++h)
       for (int64_t w = 0; w < W; ++w)
-        ASSERT_NEAR(p[(d * H + h) * W + w], expected(d, h, w), tol)
-            << "d=" << d << " h=" << h << " w=" << w;
+        ASSERT_NEAR(p[(d * H + h) * W + w], expected(d, h, w), tol) << "d=" << d << " h=" << h << " w=" << w;
 }
 
 double ramp(int64_t i, int64_t j, int64_t k) { return double(i + 10 * j + 100 * k + 1); }
@@ -102,9 +99,7 @@ TEST_F(NiftiDatasetTest, CenterCropAndPadPerAxis) {
 }
 
 // Trilinear interpolation reproduces any function that is linear in each index separately.
-double multilinear(double i, double j, double k) {
-  return (i + 1) * (j + 2) - 3 * k * i + k - 0.5 * j * k;
-}
+double multilinear(double i, double j, double k) { return (i + 1) * (j + 2) - 3 * k * i + k - 0.5 * j * k; }
 
 TEST_F(NiftiDatasetTest, ResampleIsExactForMultilinearVolumes) {
   const std::string file = write_volume("v.nii.gz", {3, 4, 5}, [](int64_t i, int64_t j, int64_t k) {
@@ -118,24 +113,18 @@ TEST_F(NiftiDatasetTest, ResampleIsExactForMultilinearVolumes) {
   options.target = {9, 7, 2};
   expect_sample(
       load(one_volume(file, options), 0),
-      [](int64_t d, int64_t h, int64_t w) {
-        return multilinear(2.0 * double(w), double(h) / 2.0, double(d) / 2.0);
-      },
+      [](int64_t d, int64_t h, int64_t w) { return multilinear(2.0 * double(w), double(h) / 2.0, double(d) / 2.0); },
       1e-4);
   // D 5 -> 1: the middle, k = 2; H 4 -> 4: j = h; W 3 -> 5: i = w / 2.
   options.target = {1, 4, 5};
   expect_sample(
       load(one_volume(file, options), 0),
-      [](int64_t, int64_t h, int64_t w) { return multilinear(double(w) / 2.0, double(h), 2.0); },
-      1e-4);
+      [](int64_t, int64_t h, int64_t w) { return multilinear(double(w) / 2.0, double(h), 2.0); }, 1e-4);
   // D 5 -> 3: k = 2 d; H 4 -> 3: j = 1.5 h; W 3 -> 3: i = w.
   options.target = {3, 3, 3};
   expect_sample(
       load(one_volume(file, options), 0),
-      [](int64_t d, int64_t h, int64_t w) {
-        return multilinear(double(w), 1.5 * double(h), 2.0 * double(d));
-      },
-      1e-4);
+      [](int64_t d, int64_t h, int64_t w) { return multilinear(double(w), 1.5 * double(h), 2.0 * double(d)); }, 1e-4);
 }
 
 TEST_F(NiftiDatasetTest, ZScoreOverTheFittedVolume) {
@@ -150,19 +139,14 @@ TEST_F(NiftiDatasetTest, ZScoreOverTheFittedVolume) {
   for (int64_t d = 0; d < 2; ++d)
     for (int64_t h = 0; h < 3; ++h)
       for (int64_t w = 0; w < 6; ++w)
-        v.push_back(w >= 1 && w <= 4 ? double(float(std::exp(0.3 * double(w - 1)) + double(h * h) -
-                                                    2.0 * double(d)))
+        v.push_back(w >= 1 && w <= 4 ? double(float(std::exp(0.3 * double(w - 1)) + double(h * h) - 2.0 * double(d)))
                                      : 0.0);
   double mean = 0, var = 0;
   for (double e : v) mean += e / double(v.size());
   for (double e : v) var += (e - mean) * (e - mean) / double(v.size());
   const double stddev = std::sqrt(var);
   expect_sample(
-      x,
-      [&](int64_t d, int64_t h, int64_t w) {
-        return (v[size_t((d * 3 + h) * 6 + w)] - mean) / stddev;
-      },
-      1e-5);
+      x, [&](int64_t d, int64_t h, int64_t w) { return (v[size_t((d * 3 + h) * 6 + w)] - mean) / stddev; }, 1e-5);
   const std::vector<double> got = test::to_doubles(x);
   double got_mean = 0, got_var = 0;
   for (double e : got) got_mean += e / double(got.size());
@@ -171,16 +155,14 @@ TEST_F(NiftiDatasetTest, ZScoreOverTheFittedVolume) {
   EXPECT_NEAR(got_var, 1.0, 1e-5);
 
   // A constant volume: only the mean is subtracted.
-  const std::string flat =
-      write_volume("flat.nii", {4, 3, 2}, [](int64_t, int64_t, int64_t) { return 5.0; });
+  const std::string flat = write_volume("flat.nii", {4, 3, 2}, [](int64_t, int64_t, int64_t) { return 5.0; });
   options.target = {2, 3, 4};
   expect_sample(load(one_volume(flat, options), 0), [](int64_t, int64_t, int64_t) { return 0.0; });
 }
 
 // The flips the header documents, drawn here from Philox directly.
 std::array<bool, 3> documented_flips(const Augment& a, int64_t index) {
-  const Philox4x32 w =
-      philox_words(a.seed, philox_stream_id("data.flip") + a.epoch, uint64_t(index));
+  const Philox4x32 w = philox_words(a.seed, philox_stream_id("data.flip") + a.epoch, uint64_t(index));
   return {philox_unit(w.v[0]) < 0.5f, philox_unit(w.v[1]) < 0.5f, philox_unit(w.v[2]) < 0.5f};
 }
 
@@ -207,14 +189,12 @@ TEST_F(NiftiDatasetTest, FlipsFollowThePhiloxRuleAndAreDeterministic) {
     }
   EXPECT_GE(patterns.size(), 4u);  // the draws really vary with epoch and index
   // Augmentation off: the plain volume, whatever the key.
-  expect_sample(load(ds, 1, Augment{false, 42, 3}),
-                [](int64_t d, int64_t h, int64_t w) { return ramp(w, h, d); });
+  expect_sample(load(ds, 1, Augment{false, 42, 3}), [](int64_t d, int64_t h, int64_t w) { return ramp(w, h, d); });
 }
 
 TEST_F(NiftiDatasetTest, DepthSlabEqualsThePlanesOfTheFullSample) {
-  const std::string file = write_volume("v.nii.gz", {5, 4, 7}, [](int64_t i, int64_t j, int64_t k) {
-    return std::sin(double(i + 3 * j + 7 * k));
-  });
+  const std::string file = write_volume(
+      "v.nii.gz", {5, 4, 7}, [](int64_t i, int64_t j, int64_t k) { return std::sin(double(i + 3 * j + 7 * k)); });
   NiftiDatasetOptions options;
   options.target = {6, 6, 4};
   options.fit = Fit::resample;
@@ -223,16 +203,12 @@ TEST_F(NiftiDatasetTest, DepthSlabEqualsThePlanesOfTheFullSample) {
     const Tensor full = load(ds, 0, augment);
     for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, 6}, {2, 5}, {5, 6}, {0, 1}}) {
       const Tensor slab = load(ds, 0, augment, DepthSlab{begin, end});
-      const Tensor planes =
-          full.reshape({6, 6, 4}).narrow(begin, end - begin).reshape({1, end - begin, 6, 4});
+      const Tensor planes = full.reshape({6, 6, 4}).narrow(begin, end - begin).reshape({1, end - begin, 6, 4});
       EXPECT_TRUE(test::tensors_equal(slab, planes.clone())) << begin << ".." << end;
     }
   }
   Tensor wrong = Tensor::empty({1, 3, 6, 4});
-  EXPECT_TRUE(contains(error_message([&] {
-                         ds.load(0, wrong, {}, DepthSlab{4, 8});
-                       }),
-                       "depth slab [4, 8)"));
+  EXPECT_TRUE(contains(error_message([&] { ds.load(0, wrong, {}, DepthSlab{4, 8}); }), "depth slab [4, 8)"));
 }
 
 TEST_F(NiftiDatasetTest, SplitsLabelsAndMessages) {
@@ -256,8 +232,8 @@ TEST_F(NiftiDatasetTest, SplitsLabelsAndMessages) {
   EXPECT_EQ(val.label(0), 1);
   EXPECT_EQ(val.num_classes(), 2);
   options.split = Split::test;
-  EXPECT_TRUE(contains(error_message([&] { NiftiDataset::from_csv(path("list.csv"), options); }),
-                       "no rows in split \"test\""));
+  EXPECT_TRUE(
+      contains(error_message([&] { NiftiDataset::from_csv(path("list.csv"), options); }), "no rows in split \"test\""));
 
   options.split.reset();
   options.num_classes = 10;
@@ -271,8 +247,7 @@ TEST_F(NiftiDatasetTest, SplitsLabelsAndMessages) {
   const std::string message = error_message([&] { all.load(1, x, {}); });
   EXPECT_TRUE(contains(message, path("missing.nii") + ": no such file"));
   EXPECT_TRUE(contains(message, "[sample 1, listed at " + path("list.csv") + ":3]"));
-  EXPECT_TRUE(
-      contains(error_message([] { parse_enum<Fit>("stretch"); }), "unknown fit mode \"stretch\""));
+  EXPECT_TRUE(contains(error_message([] { parse_enum<Fit>("stretch"); }), "unknown fit mode \"stretch\""));
   EXPECT_EQ(parse_enum<Fit>("resample"), Fit::resample);
 }
 

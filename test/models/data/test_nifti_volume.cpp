@@ -2,10 +2,9 @@
 // orders, gzip, scaling, NIfTI-2 and .hdr/.img files, the axis mapping, the errors, and
 // mricron's ch2bet.nii.gz against the NIfTI library's own read.
 #include <gtest/gtest.h>
-
-#include <algorithm>
 #include <nifti2_io.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -41,8 +40,8 @@ std::vector<double> file_order_values(double (*f)(int64_t, int64_t, int64_t)) {
 }
 
 // Checks out[k][j][i] == expected(i, j, k) for the [D, H, W] = [kD, kH, kW] volume.
-void expect_volume(const Tensor& volume, double (*expected)(int64_t, int64_t, int64_t),
-                   double scale = 1.0, double offset = 0.0) {
+void expect_volume(const Tensor& volume, double (*expected)(int64_t, int64_t, int64_t), double scale = 1.0,
+                   double offset = 0.0) {
   ASSERT_EQ(volume.shape(), Shape({kD, kH, kW}));
   const float* x = volume.data<float>();
   for (int64_t k = 0; k < kD; ++k)
@@ -72,13 +71,12 @@ struct DatatypeCase {
 
 // "INT16_big_gz": the datatype's name without NIFTI_TYPE_, the byte order, gzip or not.
 std::string case_name(const DatatypeCase& c) {
-  return std::string(nifti_datatype_to_string(c.datatype)).substr(11) +
-         (c.big_endian ? "_big" : "_little") + (std::string(c.file).size() > 5 ? "_gz" : "");
+  return std::string(nifti_datatype_to_string(c.datatype)).substr(11) + (c.big_endian ? "_big" : "_little") +
+         (std::string(c.file).size() > 5 ? "_gz" : "");
 }
 void PrintTo(const DatatypeCase& c, std::ostream* os) { *os << case_name(c); }
 
-class NiftiDatatypes : public test::ScratchDirTest,
-                       public ::testing::WithParamInterface<DatatypeCase> {};
+class NiftiDatatypes : public test::ScratchDirTest, public ::testing::WithParamInterface<DatatypeCase> {};
 
 TEST_P(NiftiDatatypes, RoundTripInBothByteOrders) {
   const DatatypeCase c = GetParam();
@@ -89,9 +87,8 @@ TEST_P(NiftiDatatypes, RoundTripInBothByteOrders) {
 
 std::vector<DatatypeCase> datatype_cases() {
   std::vector<DatatypeCase> cases;
-  for (int dt : {NIFTI_TYPE_UINT8, NIFTI_TYPE_INT8, NIFTI_TYPE_INT16, NIFTI_TYPE_UINT16,
-                 NIFTI_TYPE_INT32, NIFTI_TYPE_UINT32, NIFTI_TYPE_INT64, NIFTI_TYPE_UINT64,
-                 NIFTI_TYPE_FLOAT32, NIFTI_TYPE_FLOAT64})
+  for (int dt : {NIFTI_TYPE_UINT8, NIFTI_TYPE_INT8, NIFTI_TYPE_INT16, NIFTI_TYPE_UINT16, NIFTI_TYPE_INT32,
+                 NIFTI_TYPE_UINT32, NIFTI_TYPE_INT64, NIFTI_TYPE_UINT64, NIFTI_TYPE_FLOAT32, NIFTI_TYPE_FLOAT64})
     for (bool big : {false, true})
       for (const char* file : {"v.nii", "v.nii.gz"}) cases.push_back({dt, big, file});
   return cases;
@@ -103,9 +100,8 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, NiftiDatatypes, ::testing::ValuesIn(datatype_
 // Values whose bytes differ, negative ones and the types' extremes: a missing or doubled
 // byte swap cannot go unnoticed.
 TEST_F(NiftiVolume, ByteSwapOfWideValues) {
-  const std::vector<double> values = {258,    -300, 32767, -32768, 1,   -1,   0x1234, -0x1234,
-                                      0x7f00, 513,  -2,    4660,   100, -100, 3,      -3,
-                                      7,      8,    9,     10,     11,  12,   13,     14};
+  const std::vector<double> values = {258, -300, 32767, -32768, 1, -1, 0x1234, -0x1234, 0x7f00, 513, -2, 4660,
+                                      100, -100, 3,     -3,     7, 8,  9,      10,      11,     12,  13, 14};
   for (bool big : {false, true}) {
     const std::string file = path(big ? "big.nii" : "little.nii");
     test::write_nifti1(file, spec_of(NIFTI_TYPE_INT16, big), values);
@@ -113,9 +109,8 @@ TEST_F(NiftiVolume, ByteSwapOfWideValues) {
     ASSERT_EQ(got.size(), values.size());
     for (size_t v = 0; v < values.size(); ++v) EXPECT_EQ(got[v], float(values[v])) << v;
   }
-  const std::vector<double> wide = {1.5e-7, -2.25e9, 3.0e30, -7.0, 0.1, 65536.5, 1e-30, 2,
-                                    3,      4,       5,      6,    7,   8,       9,     10,
-                                    11,     12,      13,     14,   15,  16,      17,    18};
+  const std::vector<double> wide = {1.5e-7, -2.25e9, 3.0e30, -7.0, 0.1, 65536.5, 1e-30, 2,  3,  4,  5,  6,
+                                    7,      8,       9,      10,   11,  12,      13,    14, 15, 16, 17, 18};
   test::write_nifti1(path("big64.nii"), spec_of(NIFTI_TYPE_FLOAT64, true), wide);
   const std::vector<float> got = read_nifti_volume(path("big64.nii")).to_vector<float>();
   for (size_t v = 0; v < wide.size(); ++v) EXPECT_EQ(got[v], float(wide[v])) << v;
@@ -158,8 +153,7 @@ TEST_F(NiftiVolume, FilesWrittenByTheLibraryNifti1AndNifti2) {
 TEST_F(NiftiVolume, HeaderAndImagePair) {
   for (bool big : {false, true}) {
     const std::string hdr = path(big ? "b.hdr" : "l.hdr"), img = path(big ? "b.img" : "l.img");
-    test::write_nifti1_pair(hdr, img, spec_of(NIFTI_TYPE_UINT16, big),
-                            file_order_values(voxel_value));
+    test::write_nifti1_pair(hdr, img, spec_of(NIFTI_TYPE_UINT16, big), file_order_values(voxel_value));
     expect_volume(read_nifti_volume(hdr), voxel_value);
   }
 }
@@ -179,8 +173,7 @@ TEST_F(NiftiVolume, FourDimensionalFileIsRejected) {
   const std::string file = path("4d.nii.gz");
   test::write_nifti1(file, spec, std::vector<double>(size_t(kW * kH * kD * 3), 1.0));
   const std::string message = error_message([&] { read_nifti_volume(file); });
-  EXPECT_TRUE(
-      contains(message, file + " is 4-D (3 volumes); gridnn needs one 3-D volume per file"));
+  EXPECT_TRUE(contains(message, file + " is 4-D (3 volumes); gridnn needs one 3-D volume per file"));
 }
 
 TEST_F(NiftiVolume, TwoDimensionalFileIsRejected) {
@@ -210,20 +203,19 @@ TEST_F(NiftiVolume, TruncatedData) {
   std::vector<uint8_t> bytes = test::nifti1_header(spec_of(NIFTI_TYPE_INT32));
   bytes.resize(bytes.size() + 8, 0);
   test::write_bytes(path("short.nii.gz"), bytes);
-  EXPECT_TRUE(contains(error_message([&] { read_nifti_volume(path("short.nii.gz")); }),
-                       "but only 8 bytes are there"));
+  EXPECT_TRUE(contains(error_message([&] { read_nifti_volume(path("short.nii.gz")); }), "but only 8 bytes are there"));
 
   // A header cut short: the library cannot read it.
   std::filesystem::resize_file(file, 200);
-  EXPECT_TRUE(contains(error_message([&] { read_nifti_volume(file); }),
-                       file + ": the NIfTI library cannot read its header"));
+  EXPECT_TRUE(
+      contains(error_message([&] { read_nifti_volume(file); }), file + ": the NIfTI library cannot read its header"));
 }
 
 TEST_F(NiftiVolume, GarbageHeader) {
   const std::string file = path("garbage.nii");
   write_text(file, std::string(400, 'x'));
-  EXPECT_TRUE(contains(error_message([&] { read_nifti_volume(file); }),
-                       file + ": the NIfTI library cannot read its header"));
+  EXPECT_TRUE(
+      contains(error_message([&] { read_nifti_volume(file); }), file + ": the NIfTI library cannot read its header"));
   write_text(path("empty.nii"), "");
   EXPECT_TRUE(contains(error_message([&] { read_nifti_volume(path("empty.nii")); }),
                        path("empty.nii") + ": the NIfTI library cannot read its header"));
@@ -243,9 +235,8 @@ TEST_F(NiftiVolume, InconsistentByteOrderIsRejected) {
 
 TEST_F(NiftiVolume, UnsupportedDatatypes) {
   const std::vector<double> values(size_t(kW * kH * kD), 1.0);
-  for (auto [datatype, name] :
-       {std::pair{NIFTI_TYPE_COMPLEX64, "COMPLEX64 (code 32)"},
-        std::pair{NIFTI_TYPE_RGB24, "RGB24 (code 128)"}, std::pair{9999, "(code 9999)"}}) {
+  for (auto [datatype, name] : {std::pair{NIFTI_TYPE_COMPLEX64, "COMPLEX64 (code 32)"},
+                                std::pair{NIFTI_TYPE_RGB24, "RGB24 (code 128)"}, std::pair{9999, "(code 9999)"}}) {
     const std::string file = path("type" + std::to_string(datatype) + ".nii");
     test::write_nifti1(file, spec_of(datatype), values);
     const std::string message = error_message([&] { read_nifti_volume(file); });

@@ -80,8 +80,7 @@ Stored store(const Layout& l, const std::function<double(int64_t, int64_t, int64
       for (int64_t i = 0; i < s.n[0]; ++i) {
         const int64_t idx[3] = {i, jj, k};
         int64_t c[3];
-        for (int j = 0; j < 3; ++j)
-          c[l.o[size_t(j)]] = l.f[size_t(j)] == 1 ? idx[j] : s.n[size_t(j)] - 1 - idx[j];
+        for (int j = 0; j < 3; ++j) c[l.o[size_t(j)]] = l.f[size_t(j)] == 1 ? idx[j] : s.n[size_t(j)] - 1 - idx[j];
         s.values.push_back(value(c[0], c[1], c[2]));
       }
   s.affine = Affine{};
@@ -201,12 +200,10 @@ TEST_F(OrientationTest, EveryStoredLayoutLoadsToTheSameCanonicalTensor) {
     double oblique_degrees = 0;
   };
   const std::vector<Case> cases = {
-      {"ras_sform", kRAS, true, false},    {"las_sform", kLAS, true, false},
-      {"lps_sform", kLPS, true, false},    {"sra_sform", kSRA, true, false},
-      {"pil_sform", kPIL, true, false},    {"lps_qform", kLPS, false, true},
+      {"ras_sform", kRAS, true, false}, {"las_sform", kLAS, true, false}, {"lps_sform", kLPS, true, false},
+      {"sra_sform", kSRA, true, false}, {"pil_sform", kPIL, true, false}, {"lps_qform", kLPS, false, true},
       {"las_qform", kLAS, false, true},  // det < 0: qfac = -1
-      {"pil_qform", kPIL, false, true},    {"sra_both", kSRA, true, true},
-      {"lps_oblique5", kLPS, true, true, 5.0},
+      {"pil_qform", kPIL, false, true}, {"sra_both", kSRA, true, true},   {"lps_oblique5", kLPS, true, true, 5.0},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -373,7 +370,7 @@ TEST_F(OrientationTest, SpacingAndResampleMapBackClosely) {
 TEST_F(OrientationTest, WriteNiftiLikeKeepsTheGeometryFields) {
   const Stored s = store(kLAS, canonical_value, rotate_z(canonical_affine(), 5));
   test::NiftiSpec spec = spec_of(s);
-  set_qform(spec, s.affine, 1);  // qfac -1
+  set_qform(spec, s.affine, 1);                             // qfac -1
   set_sform(spec, store(kLAS, canonical_value).affine, 4);  // differs from the qform
   spec.big_endian = true;
   const std::string scan_path = write("scan.nii", spec, s.values);
@@ -415,8 +412,9 @@ TEST_F(OrientationTest, WriteNiftiLikeKeepsTheGeometryFields) {
     EXPECT_TRUE(bitwise_equal(back, heat));
   }
   // The shape must be the scan's stored shape; errors name the files.
-  const std::string message =
-      error_message([&] { data::write_nifti_like(path("bad.nii"), Tensor::zeros({2, 2, 2}), scan_path); });
+  const std::string message = error_message([&] {
+    data::write_nifti_like(path("bad.nii"), Tensor::zeros({2, 2, 2}), scan_path);
+  });
   EXPECT_TRUE(contains(message, "bad.nii")) << message;
   EXPECT_TRUE(contains(message, scan_path)) << message;
   EXPECT_TRUE(contains(error_message([&] { data::write_nifti_like(path("x.img"), heat, scan_path); }), "x.img"));

@@ -87,8 +87,7 @@ double max_abs(const Tensor& t) {
 // gradient that is zero in exact arithmetic (`zero_names`) is only rounding noise in both
 // runs: its error is measured against `zero_scale` (a gradient of the same magnitude).
 void expect_grads_summed_over(nn::Module& dist_layer, nn::Module& ref, parallel::Communicator& comm,
-                              const std::vector<std::string>& zero_names = {},
-                              double zero_scale = 0) {
+                              const std::vector<std::string>& zero_names = {}, double zero_scale = 0) {
   for (auto& [name, p] : ref.named_parameters()) {
     SCOPED_TRACE(name);
     Tensor g = find_parameter(dist_layer, name)->grad.clone();
@@ -223,8 +222,7 @@ TEST(DistGlobalAvgPool3d, ReplicatedFeaturesAndSlabGradients) {
     const Tensor dx = pool.backward(rows_of(dy, part.samples));
     EXPECT_LE(max_relative_error(dx, slab(dx_ref, part)), kRel);
     // docs/design.md §4: the B_c x C partial sums all-reduced over the row; nothing backward.
-    EXPECT_EQ(parallel::comm_log().elements("row", "all_reduce", "GlobalAvgPool3d"),
-              part.samples.size() * C);
+    EXPECT_EQ(parallel::comm_log().elements("row", "all_reduce", "GlobalAvgPool3d"), part.samples.size() * C);
     EXPECT_EQ(parallel::comm_log().records().size(), 1u);
   }
 }
@@ -248,8 +246,8 @@ TEST(DistLinear, RowBlocksMatchSingleProcessOnEveryGrid) {
     fc.initialize(5);  // each block drawn from its global indices
     const Range block = fc.block();
     EXPECT_EQ(block.size(), parallel::balanced_range(out, shape.rows, grid->row_rank()).size());
-    EXPECT_TRUE(test::tensors_equal(find_parameter(fc, "weight")->value,
-                                    rows_of(find_parameter(ref, "weight")->value, block)));
+    EXPECT_TRUE(
+        test::tensors_equal(find_parameter(fc, "weight")->value, rows_of(find_parameter(ref, "weight")->value, block)));
 
     parallel::comm_log().clear();
     const Tensor y = fc.forward(rows_of(x, samples));

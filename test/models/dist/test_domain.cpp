@@ -96,9 +96,7 @@ void expect_close(const Tensor& actual, const Tensor& expected, const std::strin
   EXPECT_TRUE(test::tensors_close(actual, expected, {1e-5, 1e-4})) << what;
 }
 
-int64_t logged(const std::string& layer) {
-  return parallel::comm_log().elements("row", "send_recv", layer);
-}
+int64_t logged(const std::string& layer) { return parallel::comm_log().elements("row", "send_recv", layer); }
 
 // ---- convolution --------------------------------------------------------------------------
 
@@ -120,8 +118,7 @@ std::vector<ConvCase> conv_cases() {
       {"k3_s1_p1_one_plane_per_rank", 1, 2, 2, 4, 3, 3, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}},
       {"k5_s1_p2_halo_beyond_neighbour", 2, 2, 2, 5, 3, 4, {5, 3, 3}, {1, 1, 1}, {2, 1, 1}},
       {"mixed_k3x2x1_s1x2x1", 2, 2, 2, 13, 5, 4, {3, 2, 1}, {1, 2, 1}, {1, 0, 0}},
-      {"stem_without_input_gradient", 2, 1, 2, 11, 5, 5, {7, 7, 7}, {2, 2, 2}, {3, 3, 3}, true,
-       false},
+      {"stem_without_input_gradient", 2, 1, 2, 11, 5, 5, {7, 7, 7}, {2, 2, 2}, {3, 3, 3}, true, false},
   };
 }
 
@@ -137,8 +134,8 @@ TEST_P(DistConv, MatchesSingleProcessSlabsAndGradients) {
   const uint64_t seed = 1234;
 
   nn::Conv3d reference(c.in, c.out, c.kernel, c.stride, c.padding, c.bias);
-  auto conv_layer = nn::domain_conv3d(*grid, c.in, c.out, c.kernel, c.stride, c.padding, c.bias, c.depth,
-                                      c.input_gradient);
+  auto conv_layer =
+      nn::domain_conv3d(*grid, c.in, c.out, c.kernel, c.stride, c.padding, c.bias, c.depth, c.input_gradient);
   nn::Module& conv = *conv_layer;
   conv.name_modules(layer);
   reference.initialize(seed);
@@ -302,16 +299,18 @@ TEST(DepthHalo, LargestUsableParts) {
 }
 
 TEST(DepthHalo, ThinSlabIsAnErrorNamingTheLayerAndTheLargestPr) {
-  const std::string msg = test::error_message(
-      [] { parallel::plan_depth_halo("stem.conv", 4, {7, 2, 3}, 4, test::world_rank() % 4); });
+  const std::string msg = test::error_message([] {
+    parallel::plan_depth_halo("stem.conv", 4, {7, 2, 3}, 4, test::world_rank() % 4);
+  });
   EXPECT_NE(msg.find("stem.conv"), std::string::npos) << msg;
   EXPECT_NE(msg.find("largest usable Pr for this layer is 2"), std::string::npos) << msg;
 
   auto grid = row_grid();
   const int parts = grid->shape().rows;
   if (parts == 4) {  // the brief's case: depth 4 over 4 ranks with k7 s2
-    const std::string m = test::error_message(
-        [&] { nn::domain_conv3d(*grid, 1, 2, {7, 7, 7}, {2, 2, 2}, {3, 3, 3}, true, 4, true, "stem.conv"); });
+    const std::string m = test::error_message([&] {
+      nn::domain_conv3d(*grid, 1, 2, {7, 7, 7}, {2, 2, 2}, {3, 3, 3}, true, 4, true, "stem.conv");
+    });
     EXPECT_NE(m.find("stem.conv"), std::string::npos) << m;
     EXPECT_NE(m.find("largest usable Pr for this layer is 2"), std::string::npos) << m;
   }
@@ -320,12 +319,11 @@ TEST(DepthHalo, ThinSlabIsAnErrorNamingTheLayerAndTheLargestPr) {
       nn::domain_max_pool3d(*grid, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, parts - 1, "layer2.pool");
     });
     EXPECT_NE(m.find("layer2.pool"), std::string::npos) << m;
-    EXPECT_NE(m.find("largest usable Pr for this layer is " + std::to_string(parts - 1)),
-              std::string::npos)
-        << m;
+    EXPECT_NE(m.find("largest usable Pr for this layer is " + std::to_string(parts - 1)), std::string::npos) << m;
   } else {
-    EXPECT_EQ(test::error_message(
-                  [&] { nn::domain_conv3d(*grid, 1, 2, {7, 7, 7}, {2, 2, 2}, {3, 3, 3}, true, 4, true, "stem.conv"); }),
+    EXPECT_EQ(test::error_message([&] {
+                nn::domain_conv3d(*grid, 1, 2, {7, 7, 7}, {2, 2, 2}, {3, 3, 3}, true, 4, true, "stem.conv");
+              }),
               "(no error)");
   }
 }
@@ -333,10 +331,9 @@ TEST(DepthHalo, ThinSlabIsAnErrorNamingTheLayerAndTheLargestPr) {
 TEST(DepthHalo, WrongSlabDepthIsAnError) {
   auto grid = row_grid();
   auto conv = nn::domain_conv3d(*grid, 1, 2, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, true, 8, true, "layer1.conv");
-  const int64_t own = balanced(8, grid->shape().rows, grid->row_rank()).end -
-                      balanced(8, grid->shape().rows, grid->row_rank()).begin;
-  const std::string m =
-      test::error_message([&] { conv->forward(Tensor::zeros({1, 1, own + 1, 3, 3})); });
+  const int64_t own =
+      balanced(8, grid->shape().rows, grid->row_rank()).end - balanced(8, grid->shape().rows, grid->row_rank()).begin;
+  const std::string m = test::error_message([&] { conv->forward(Tensor::zeros({1, 1, own + 1, 3, 3})); });
   EXPECT_NE(m.find("layer1.conv"), std::string::npos) << m;
 }
 

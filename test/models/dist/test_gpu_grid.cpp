@@ -267,10 +267,8 @@ TEST_F(GpuGrid, HaloExchangeOnDeviceSlabsEqualsTheHost) {
   ending_the_job_on_error([&] {
     const float minus_inf = -std::numeric_limits<float>::infinity();
     const HaloCase cases[] = {
-        {"k3_s1_p1_depth7", 7, {3, 1, 1}, 0.0f},
-        {"k3_s2_p1_depth9_max_pool_padding", 9, {3, 2, 1}, minus_inf},
-        {"k2_s2_p0_depth9", 9, {2, 2, 0}, 0.0f},
-        {"k1_s1_p0_depth5", 5, {1, 1, 0}, 0.0f},
+        {"k3_s1_p1_depth7", 7, {3, 1, 1}, 0.0f}, {"k3_s2_p1_depth9_max_pool_padding", 9, {3, 2, 1}, minus_inf},
+        {"k2_s2_p0_depth9", 9, {2, 2, 0}, 0.0f}, {"k1_s1_p0_depth5", 5, {1, 1, 0}, 0.0f},
         {"k5_s1_p2_depth7", 7, {5, 1, 2}, 0.0f},
     };
     auto grid = row_grid();
@@ -465,8 +463,7 @@ TEST_F(GpuGrid, DomainParallelConvolutionOnDeviceMatchesOneProcessOnTheCpu) {
     const Tensor dx = ref.backward(dy);
     const Range in = parallel::balanced_range(9, parts, me), out = parallel::balanced_range(y.size(2), parts, me);
     EXPECT_LE(max_relative_error(pool->forward(on_gpu(planes_of(x, in))), planes_of(y, out)), 1e-5) << "max pool y";
-    EXPECT_LE(max_relative_error(pool->backward(on_gpu(planes_of(dy, out))), planes_of(dx, in)), 1e-5)
-        << "max pool dx";
+    EXPECT_LE(max_relative_error(pool->backward(on_gpu(planes_of(dy, out))), planes_of(dx, in)), 1e-5) << "max pool dx";
   });
 }
 

@@ -56,8 +56,8 @@ TEST(GradCam, MatchesPyTorchOnEveryLayer) {
     const std::vector<int64_t> expected_class = fixture()[layer + ".class"].to_vector<int64_t>();
     // att4 explains the predicted class; the others a given one.
     const int64_t target = layer == "att4" ? -1 : expected_class[0];
-    const explain::CoarseCam cam = explain::grad_cam(*model, *model, explain::layer_index(*model, layer),
-                                                     fixture()["x"], target, grid->row());
+    const explain::CoarseCam cam =
+        explain::grad_cam(*model, *model, explain::layer_index(*model, layer), fixture()["x"], target, grid->row());
     EXPECT_EQ(cam.target, expected_class);
     EXPECT_LE(max_relative_error(cam.logits, fixture()["expect.logits"]), 1e-5);
     EXPECT_LE(max_relative_error(cam.weights, fixture()[layer + ".weights"]), 1e-4);
@@ -78,8 +78,8 @@ TEST(GradCam, UpsamplingIsPyTorchsTrilinearWithoutCornerAlignment) {
     const Tensor& in = fixture()["interp." + std::to_string(i) + ".in"];
     const Tensor& out = fixture()["interp." + std::to_string(i) + ".out"];
     SCOPED_TRACE(in.str() + " -> " + out.str());
-    EXPECT_TRUE(test::tensors_close(explain::upsample_map(in, {out.size(0), out.size(1), out.size(2)}), out,
-                                    {1e-6, 1e-6}));
+    EXPECT_TRUE(
+        test::tensors_close(explain::upsample_map(in, {out.size(0), out.size(1), out.size(2)}), out, {1e-6, 1e-6}));
   }
 }
 
@@ -145,8 +145,7 @@ TEST(GradCam, PeaksInsideTheRegionThatHoldsTheEvidence) {
   // coarse cell (1, 2, 1).
   Tensor x = Tensor::zeros(Shape{1, 1, 8, 8, 8});
   auto inside = [](int64_t d, int64_t h, int64_t w, int64_t margin) {
-    return d >= 2 - margin && d < 4 + margin && h >= 4 - margin && h < 6 + margin && w >= 2 - margin &&
-           w < 4 + margin;
+    return d >= 2 - margin && d < 4 + margin && h >= 4 - margin && h < 6 + margin && w >= 2 - margin && w < 4 + margin;
   };
   for (int64_t d = 0; d < 8; ++d)
     for (int64_t h = 0; h < 8; ++h)

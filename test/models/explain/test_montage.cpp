@@ -20,9 +20,7 @@ Tensor volume(int64_t D, int64_t H, int64_t W, float value) {
   return Tensor::from_vector(std::vector<float>(size_t(D * H * W), value), Shape{D, H, W});
 }
 
-float& at(Tensor& t, int64_t d, int64_t h, int64_t w) {
-  return t.data<float>()[(d * t.size(1) + h) * t.size(2) + w];
-}
+float& at(Tensor& t, int64_t d, int64_t h, int64_t w) { return t.data<float>()[(d * t.size(1) + h) * t.size(2) + w]; }
 
 // The montage pixel showing voxel `v` in panel `p` (0 axial, 1 coronal, 2 sagittal), by the
 // header's rule: the horizontal axis's index grows to the right, the vertical's upwards.
@@ -60,8 +58,7 @@ TEST(Montage, HeatIsColouredWhereItIsAndTheRestIsGrey) {
   for (int64_t d = 0; d < D; ++d)  // a smooth brain-like blob
     for (int64_t h = 0; h < H; ++h)
       for (int64_t w = 0; w < W; ++w) {
-        const double r2 = std::pow((d - 10) / 8.0, 2) + std::pow((h - 12) / 10.0, 2) +
-                          std::pow((w - 14) / 11.0, 2);
+        const double r2 = std::pow((d - 10) / 8.0, 2) + std::pow((h - 12) / 10.0, 2) + std::pow((w - 14) / 11.0, 2);
         at(anatomy, d, h, w) = r2 < 1 ? float(0.5 + 0.3 * std::sin(0.7 * double(d + h + w))) : 0.0f;
       }
   Tensor heat = volume(D, H, W, 0.0f);
@@ -104,8 +101,7 @@ TEST(Montage, OrientationIsNeurologicalWithSuperiorAndAnteriorUp) {
   Tensor anatomy = volume(D, H, W, 0.0f);
   for (int64_t d = 0; d < D; ++d)
     for (int64_t h = 0; h < H; ++h)
-      for (int64_t w = 0; w < W; ++w)
-        at(anatomy, d, h, w) = float(0.5 + 0.4 * std::sin(double(d * 3 + h * 5 + w)));
+      for (int64_t w = 0; w < W; ++w) at(anatomy, d, h, w) = float(0.5 + 0.4 * std::sin(double(d * 3 + h * 5 + w)));
   for (int64_t d = 11; d < 15; ++d)  // 64 voxels: more than 1%, so the 99th percentile is 5
     for (int64_t h = 13; h < 17; ++h)
       for (int64_t w = 15; w < 19; ++w) at(anatomy, d, h, w) = 5.0f;
@@ -128,8 +124,7 @@ TEST(Montage, OrientationIsNeurologicalWithSuperiorAndAnteriorUp) {
     // The letters: the high end of the horizontal axis in the right margin.
     int64_t letter = 0;
     for (int64_t y = r.y; y < r.y + r.height; ++y)
-      for (int64_t x = r.x + r.width; x < r.x + r.width + layout.margin; ++x)
-        letter += image.pixel(x, y).r == 255;
+      for (int64_t x = r.x + r.width; x < r.x + r.width + layout.margin; ++x) letter += image.pixel(x, y).r == 255;
     EXPECT_GT(letter, 0);
   }
 }
@@ -183,17 +178,12 @@ TEST(Montage, RejectsBadInputsWithClearMessages) {
             }).find("must be positive"),
             std::string::npos);
   const Tensor as_i64 = Tensor::zeros(Shape{4, 5, 6}, DType::i64);
+  EXPECT_NE(error_message([&] { render_montage(as_i64, a, {0, 0, 0}); }).find("CPU f32 volume"), std::string::npos);
   EXPECT_NE(error_message([&] {
-              render_montage(as_i64, a, {0, 0, 0});
-            }).find("CPU f32 volume"),
+              render_montage(Tensor::zeros(Shape{0, 5, 6}), Tensor::zeros(Shape{0, 5, 6}), {0, 0, 0});
+            }).find("is empty"),
             std::string::npos);
-  EXPECT_NE(
-      error_message([&] {
-        render_montage(Tensor::zeros(Shape{0, 5, 6}), Tensor::zeros(Shape{0, 5, 6}), {0, 0, 0});
-      }).find("is empty"),
-      std::string::npos);
-  EXPECT_NE(error_message([&] { peak_voxel(volume(2, 2, 2, std::nanf(""))); }).find("NaN"),
-            std::string::npos);
+  EXPECT_NE(error_message([&] { peak_voxel(volume(2, 2, 2, std::nanf(""))); }).find("NaN"), std::string::npos);
 }
 
 TEST(RocCurve, MatchesHandComputedPointsWithTies) {
@@ -201,9 +191,8 @@ TEST(RocCurve, MatchesHandComputedPointsWithTies) {
   const std::vector<double> score{0.6, 0.9, 0.3, 0.8, 0.7, 0.8, 0.6};
   const std::vector<int64_t> label{0, 1, 0, 0, 1, 1, 1};
   const std::vector<RocPoint> curve = roc_curve(score, label);
-  const std::vector<RocPoint> expected{{INFINITY, 0, 0},    {0.9, 0, 0.25},
-                                       {0.8, 1.0 / 3, 0.5}, {0.7, 1.0 / 3, 0.75},
-                                       {0.6, 2.0 / 3, 1.0}, {0.3, 1, 1}};
+  const std::vector<RocPoint> expected{{INFINITY, 0, 0},     {0.9, 0, 0.25},      {0.8, 1.0 / 3, 0.5},
+                                       {0.7, 1.0 / 3, 0.75}, {0.6, 2.0 / 3, 1.0}, {0.3, 1, 1}};
   ASSERT_EQ(curve.size(), expected.size());
   double auc = 0;
   for (size_t i = 0; i < curve.size(); ++i) {
@@ -214,22 +203,10 @@ TEST(RocCurve, MatchesHandComputedPointsWithTies) {
   }
   EXPECT_DOUBLE_EQ(auc, 0.75);  // Mann-Whitney: 9 of 12 pairs, ties counting 1/2
 
-  EXPECT_NE(error_message([] {
-              roc_curve({0.1, 0.2}, {1, 1});
-            }).find("both classes"),
-            std::string::npos);
-  EXPECT_NE(error_message([] {
-              roc_curve({0.1, 0.2}, {1, 2});
-            }).find("neither 0 nor 1"),
-            std::string::npos);
-  EXPECT_NE(error_message([] {
-              roc_curve({0.1}, {1, 0});
-            }).find("1 scores but 2 labels"),
-            std::string::npos);
-  EXPECT_NE(error_message([] {
-              roc_curve({NAN, 0.2}, {1, 0});
-            }).find("not finite"),
-            std::string::npos);
+  EXPECT_NE(error_message([] { roc_curve({0.1, 0.2}, {1, 1}); }).find("both classes"), std::string::npos);
+  EXPECT_NE(error_message([] { roc_curve({0.1, 0.2}, {1, 2}); }).find("neither 0 nor 1"), std::string::npos);
+  EXPECT_NE(error_message([] { roc_curve({0.1}, {1, 0}); }).find("1 scores but 2 labels"), std::string::npos);
+  EXPECT_NE(error_message([] { roc_curve({NAN, 0.2}, {1, 0}); }).find("not finite"), std::string::npos);
 }
 
 TEST(RocPlot, DrawsTheDiagonalTheCurveAndTheAuc) {
@@ -239,13 +216,11 @@ TEST(RocPlot, DrawsTheDiagonalTheCurveAndTheAuc) {
   ASSERT_EQ(image.height, 400);
   const RocFrame f = roc_frame(400);
   auto at = [&](double fpr, double tpr) {
-    return image.pixel(f.left + std::llround(fpr * double(f.side)),
-                       f.top + std::llround((1 - tpr) * double(f.side)));
+    return image.pixel(f.left + std::llround(fpr * double(f.side)), f.top + std::llround((1 - tpr) * double(f.side)));
   };
   for (double t : {0.3, 0.5, 0.7}) {  // the chance diagonal: grey, neither white nor black
     const Rgb c = at(t, t);
-    EXPECT_TRUE(is_grey(c) && c.r > 0 && c.r < 255)
-        << t << ": " << int(c.r) << " " << int(c.g) << " " << int(c.b);
+    EXPECT_TRUE(is_grey(c) && c.r > 0 && c.r < 255) << t << ": " << int(c.r) << " " << int(c.g) << " " << int(c.b);
   }
   const Rgb on_curve = at(0.55, 0.85);  // halfway along the second segment
   EXPECT_GT(int(on_curve.b), int(on_curve.r) + 50);
@@ -254,12 +229,8 @@ TEST(RocPlot, DrawsTheDiagonalTheCurveAndTheAuc) {
   EXPECT_NE(render_roc(curve, 0.75, 400).rgb, image.rgb);  // the AUC text is drawn
   EXPECT_EQ(render_roc(curve, 0.934, 250).width, 250);
 
-  EXPECT_NE(error_message([&] { render_roc(curve, 0.9, 100); }).find("smallest plot"),
-            std::string::npos);
-  EXPECT_NE(error_message([&] {
-              render_roc({{0, 1.5, 0}}, 0.9);
-            }).find("outside the unit square"),
-            std::string::npos);
+  EXPECT_NE(error_message([&] { render_roc(curve, 0.9, 100); }).find("smallest plot"), std::string::npos);
+  EXPECT_NE(error_message([&] { render_roc({{0, 1.5, 0}}, 0.9); }).find("outside the unit square"), std::string::npos);
 }
 
 }  // namespace

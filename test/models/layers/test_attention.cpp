@@ -125,8 +125,8 @@ TEST(PointwiseConv3d, MatchesDoubleReferenceAndGradients) {
     auto params = conv.named_parameters();
     EXPECT_EQ(params[0].first, "weight");
     EXPECT_EQ(params[0].second->value.shape(), (Shape{3, 5, 1, 1, 1}));
-    std::vector<double> ref = test::reference_pointwise_conv3d(
-        to_doubles(x), to_doubles(params[0].second->value), to_doubles(params[1].second->value), b, 5, 3, 6);
+    std::vector<double> ref = test::reference_pointwise_conv3d(to_doubles(x), to_doubles(params[0].second->value),
+                                                               to_doubles(params[1].second->value), b, 5, 3, 6);
     EXPECT_TRUE(test::tensors_close(y, from_doubles(ref, y.shape()), {1e-6, 1e-5}));
     EXPECT_TRUE(test::check_layer_gradients(conv, x));
   }
@@ -150,10 +150,10 @@ TEST(SelfAttention3d, ParameterNamesAndShapesFollowPyTorch) {
   att.initialize(3);
   std::vector<std::pair<std::string, Shape>> got;
   for (auto& [name, p] : att.named_parameters()) got.emplace_back(name, p->value.shape());
-  std::vector<std::pair<std::string, Shape>> want = {
-      {"gamma", Shape{1}},           {"query.weight", Shape{2, 16, 1, 1, 1}}, {"query.bias", Shape{2}},
-      {"key.weight", Shape{2, 16, 1, 1, 1}}, {"key.bias", Shape{2}},
-      {"value.weight", Shape{16, 16, 1, 1, 1}}, {"value.bias", Shape{16}}};
+  std::vector<std::pair<std::string, Shape>> want = {{"gamma", Shape{1}},      {"query.weight", Shape{2, 16, 1, 1, 1}},
+                                                     {"query.bias", Shape{2}}, {"key.weight", Shape{2, 16, 1, 1, 1}},
+                                                     {"key.bias", Shape{2}},   {"value.weight", Shape{16, 16, 1, 1, 1}},
+                                                     {"value.bias", Shape{16}}};
   EXPECT_EQ(got, want);
   // gamma starts at 0; the convolutions are uniform(-1/sqrt(16), 1/sqrt(16)) and not all zero.
   EXPECT_EQ(to_doubles(att.named_parameters()[0].second->value)[0], 0.0);

@@ -280,8 +280,7 @@ class ThreadCount {
 // Big enough to run threaded, planes of two segments (the second not a multiple of the lanes).
 const Shape kThreadedShape{3, 4, 40, 30, 20};
 
-AllSums sums_on_threads(int threads, const Tensor& x, const Tensor& dy, const Tensor& shift,
-                        const Tensor& invstd) {
+AllSums sums_on_threads(int threads, const Tensor& x, const Tensor& dy, const Tensor& shift, const Tensor& invstd) {
   ThreadCount count(threads);
   return all_sums(x, dy, shift, invstd);
 }
@@ -289,11 +288,9 @@ AllSums sums_on_threads(int threads, const Tensor& x, const Tensor& dy, const Te
 TEST(BatchNorm3d, SumsAreTheSameBitsOnOneAndTwoThreads) {
   // The order of additions depends on the shape only (kernels/batchnorm_bodies.h), never
   // on how the segments are shared among threads.
-  Tensor shift = test::random_tensor({4}, 52, 0.5f, 1.5f),
-         invstd = test::random_tensor({4}, 53, 0.5f, 1.5f);
+  Tensor shift = test::random_tensor({4}, 52, 0.5f, 1.5f), invstd = test::random_tensor({4}, 53, 0.5f, 1.5f);
   Tensor x = cancelling_tensor(kThreadedShape, 50), dy = cancelling_tensor(kThreadedShape, 53);
-  expect_same_bits(sums_on_threads(1, x, dy, shift, invstd),
-                   sums_on_threads(2, x, dy, shift, invstd));
+  expect_same_bits(sums_on_threads(1, x, dy, shift, invstd), sums_on_threads(2, x, dy, shift, invstd));
 
   // Data in one range: within f32's rounding of double loops (accumulated in double,
   // rounded once to f32).
@@ -303,21 +300,19 @@ TEST(BatchNorm3d, SumsAreTheSameBitsOnOneAndTwoThreads) {
   expect_same_bits(sums_on_threads(1, x, dy, shift, invstd), two);
   const std::vector<double> s = values(shift), is = values(invstd);
   const test::Tolerance tight{1e-9, 2e-7};
-  EXPECT_TRUE(test::tensors_close(
-      two.plain, from_doubles(test::reference_batchnorm_channel_sums(x, {}), {2, 4}), tight));
-  EXPECT_TRUE(test::tensors_close(
-      two.shifted, from_doubles(test::reference_batchnorm_channel_sums(x, s), {2, 4}), tight));
-  EXPECT_TRUE(test::tensors_close(
-      two.backward, from_doubles(test::reference_batchnorm_backward_sums(x, dy, s, is), {2, 4}),
-      tight));
+  EXPECT_TRUE(
+      test::tensors_close(two.plain, from_doubles(test::reference_batchnorm_channel_sums(x, {}), {2, 4}), tight));
+  EXPECT_TRUE(
+      test::tensors_close(two.shifted, from_doubles(test::reference_batchnorm_channel_sums(x, s), {2, 4}), tight));
+  EXPECT_TRUE(test::tensors_close(two.backward,
+                                  from_doubles(test::reference_batchnorm_backward_sums(x, dy, s, is), {2, 4}), tight));
 }
 
 // Channel c's sums in the order kernels/batchnorm_bodies.h states, one lane at a time as the
 // CUDA threads run it: per segment the lanes (body::bn_stat_lane / bn_grad_lane) and the
 // tree, then the fold. The backward sums with mean = shift; dy and invstd undefined: the
 // statistics sums around shift (0 when undefined).
-std::vector<float> sums_in_stated_order(const Tensor& x, const Tensor& dy, const Tensor& shift,
-                                        const Tensor& invstd) {
+std::vector<float> sums_in_stated_order(const Tensor& x, const Tensor& dy, const Tensor& shift, const Tensor& invstd) {
   using namespace kernels;
   const BatchNormGeometry g{x.size(0), x.size(1), x.numel() / (x.size(0) * x.size(1))};
   const int64_t segments = bn_segment_count(g);
@@ -329,8 +324,7 @@ std::vector<float> sums_in_stated_order(const Tensor& x, const Tensor& dy, const
     std::vector<double> a(static_cast<size_t>(lanes)), b(a.size());
     for (int l = 0; l < lanes; ++l) {
       if (dy.defined())
-        body::bn_grad_lane(x.data<float>(), dy.data<float>(), seg, k, l, lanes, &a[size_t(l)],
-                           &b[size_t(l)]);
+        body::bn_grad_lane(x.data<float>(), dy.data<float>(), seg, k, l, lanes, &a[size_t(l)], &b[size_t(l)]);
       else
         body::bn_stat_lane(x.data<float>(), seg, k, l, lanes, &a[size_t(l)], &b[size_t(l)]);
     }
@@ -343,8 +337,7 @@ std::vector<float> sums_in_stated_order(const Tensor& x, const Tensor& dy, const
   for (int64_t c = 0; c < g.c; ++c) {
     double a, b;
     body::bn_fold_channel(seg_a.data(), seg_b.data(), g, c, &a, &b);
-    body::bn_store_sums(c, g.c, a, b, invstd.defined() ? invstd.data<float>() : nullptr,
-                        sums.data());
+    body::bn_store_sums(c, g.c, a, b, invstd.defined() ? invstd.data<float>() : nullptr, sums.data());
   }
   return sums;
 }
@@ -356,8 +349,7 @@ TEST(BatchNorm3d, SumsFollowTheOrderOfTheBodies) {
     SCOPED_TRACE(shape.str());
     const int64_t c = shape[1];
     Tensor x = cancelling_tensor(shape, 54), dy = cancelling_tensor(shape, 57);
-    Tensor shift = test::random_tensor({c}, 60, 0.5f, 1.5f),
-           invstd = test::random_tensor({c}, 61, 0.5f, 1.5f);
+    Tensor shift = test::random_tensor({c}, 60, 0.5f, 1.5f), invstd = test::random_tensor({c}, 61, 0.5f, 1.5f);
     const AllSums cpu = all_sums(x, dy, shift, invstd);
     EXPECT_EQ(cpu.plain.to_vector<float>(), sums_in_stated_order(x, Tensor(), Tensor(), Tensor()));
     EXPECT_EQ(cpu.shifted.to_vector<float>(), sums_in_stated_order(x, Tensor(), shift, Tensor()));
@@ -379,14 +371,12 @@ TEST(BatchNorm3d, PerElementStepsMatchTheBodiesOnOneAndTwoThreads) {
   Tensor sums = test::random_tensor({2, c}, 66, -100.0f, 100.0f);
   std::vector<float> y(size_t(shape.numel())), dx_train(y.size()), dx_eval(y.size());
   for (int64_t i = 0; i < shape.numel(); ++i) {
-    body::bn_normalize_at(i, x.data<float>(), g, mean.data<float>(), invstd.data<float>(),
-                          weight.data<float>(), bias.data<float>(), y.data());
-    body::bn_backward_input_at(i, x.data<float>(), dy.data<float>(), g, mean.data<float>(),
-                               invstd.data<float>(), weight.data<float>(), sums.data<float>(),
-                               count, true, dx_train.data());
-    body::bn_backward_input_at(i, x.data<float>(), dy.data<float>(), g, mean.data<float>(),
-                               invstd.data<float>(), weight.data<float>(), nullptr, count, false,
-                               dx_eval.data());
+    body::bn_normalize_at(i, x.data<float>(), g, mean.data<float>(), invstd.data<float>(), weight.data<float>(),
+                          bias.data<float>(), y.data());
+    body::bn_backward_input_at(i, x.data<float>(), dy.data<float>(), g, mean.data<float>(), invstd.data<float>(),
+                               weight.data<float>(), sums.data<float>(), count, true, dx_train.data());
+    body::bn_backward_input_at(i, x.data<float>(), dy.data<float>(), g, mean.data<float>(), invstd.data<float>(),
+                               weight.data<float>(), nullptr, count, false, dx_eval.data());
   }
   for (int t : {1, 2}) {
     SCOPED_TRACE("threads " + std::to_string(t));
@@ -428,9 +418,7 @@ TEST(BatchNorm3d, ErrorsNameTheLayerAndShapes) {
 
   EXPECT_THROW(nn::BatchNorm3d(0), Error);
   Tensor sums = Tensor::empty({2, 4});
-  e = test::error_message([&] {
-    ops::batchnorm_channel_sums(test::random_tensor({2, 3, 2}, 1), Tensor(), sums);
-  });
+  e = test::error_message([&] { ops::batchnorm_channel_sums(test::random_tensor({2, 3, 2}, 1), Tensor(), sums); });
   EXPECT_NE(e.find("batchnorm_channel_sums"), std::string::npos) << e;
   EXPECT_NE(e.find("[2, 3]"), std::string::npos) << e;
 }

@@ -124,15 +124,24 @@ void expect_error(F&& f, const std::vector<std::string>& parts) {
 TEST(Conv3dLayer, BadInputsNameTheLayerAndShapes) {
   nn::Conv3d conv(3, 4, 3, 1, 0);
   conv.initialize(1);
-  expect_error([&] { conv.forward(test::random_tensor({2, 5, 6, 6, 6}, 1)); },
-               {"Conv3d", "[2, 5, 6, 6, 6]", "5 channels", "expects 3", "[4, 3, 3, 3, 3]"});
+  expect_error(
+      [&] {
+        conv.forward(test::random_tensor({2, 5, 6, 6, 6}, 1));
+      },
+      {"Conv3d", "[2, 5, 6, 6, 6]", "5 channels", "expects 3", "[4, 3, 3, 3, 3]"});
   expect_error([&] { conv.forward(test::random_tensor({3, 6, 6, 6}, 1)); }, {"Conv3d", "5-D", "[3, 6, 6, 6]"});
-  expect_error([&] { conv.forward(test::random_tensor({1, 3, 6, 2, 6}, 1)); },
-               {"Conv3d", "[1, 3, 6, 2, 6]", "larger than the padded input", "height", "kernel [3, 3, 3]"});
+  expect_error(
+      [&] {
+        conv.forward(test::random_tensor({1, 3, 6, 2, 6}, 1));
+      },
+      {"Conv3d", "[1, 3, 6, 2, 6]", "larger than the padded input", "height", "kernel [3, 3, 3]"});
   expect_error([&] { conv.backward(test::random_tensor({1, 4, 4, 4, 4}, 1)); }, {"Conv3d", "before forward"});
   conv.forward(test::random_tensor({1, 3, 6, 6, 6}, 1));
-  expect_error([&] { conv.backward(test::random_tensor({1, 4, 3, 4, 4}, 1)); },
-               {"Conv3d", "[1, 4, 3, 4, 4]", "[1, 4, 4, 4, 4]"});
+  expect_error(
+      [&] {
+        conv.backward(test::random_tensor({1, 4, 3, 4, 4}, 1));
+      },
+      {"Conv3d", "[1, 4, 3, 4, 4]", "[1, 4, 4, 4, 4]"});
   expect_error([&] { nn::Conv3d(3, 4, Triple{3, 0, 3}); }, {"Conv3d", "[3, 0, 3]"});
   expect_error([&] { nn::Conv3d(0, 4, 3); }, {"Conv3d", "positive"});
 }
@@ -153,12 +162,21 @@ TEST(Conv3dOps, BadArgumentsNameTheOpAndShapes) {
   expect_error([&] { ops::conv3d_backward_filter(x, y, g, dw); }, {"conv3d_backward_filter", "f32"});
   Tensor db = Tensor::zeros({2});
   expect_error([&] { ops::conv3d_backward_bias(y, db); }, {"conv3d_backward_bias", "[2]", "[3]"});
-  expect_error([&] { ops::conv3d_geometry("probe", 1, 1, {3, 3, 3}, {1, 0, 1}, {0, 0, 0}, {4, 4, 4}); },
-               {"probe", "stride [1, 0, 1]"});
-  expect_error([&] { ops::conv3d_geometry("probe", 1, 1, {5, 3, 3}, {1, 1, 1}, {0, 0, 0}, {4, 4, 4}); },
-               {"probe", "larger than the padded input", "depth"});
-  expect_error([&] { ops::conv3d_geometry("probe", 1, 1, {3, 3, 3}, {1, 1, 1}, {-1, 0, 0}, {4, 4, 4}); },
-               {"probe", "negative"});
+  expect_error(
+      [&] {
+        ops::conv3d_geometry("probe", 1, 1, {3, 3, 3}, {1, 0, 1}, {0, 0, 0}, {4, 4, 4});
+      },
+      {"probe", "stride [1, 0, 1]"});
+  expect_error(
+      [&] {
+        ops::conv3d_geometry("probe", 1, 1, {5, 3, 3}, {1, 1, 1}, {0, 0, 0}, {4, 4, 4});
+      },
+      {"probe", "larger than the padded input", "depth"});
+  expect_error(
+      [&] {
+        ops::conv3d_geometry("probe", 1, 1, {3, 3, 3}, {1, 1, 1}, {-1, 0, 0}, {4, 4, 4});
+      },
+      {"probe", "negative"});
 }
 
 }  // namespace

@@ -113,8 +113,7 @@ TEST(Dropout, BackwardAppliesTheForwardMask) {
     Tensor y = d.forward(x);
     d.set_step(3);
     Tensor dy = random_tensor(x.shape(), 15);
-    std::vector<double> dx = to_doubles(d.backward(dy)), yd = to_doubles(y), xd = to_doubles(x),
-                        dyd = to_doubles(dy);
+    std::vector<double> dx = to_doubles(d.backward(dy)), yd = to_doubles(y), xd = to_doubles(x), dyd = to_doubles(dy);
     for (size_t i = 0; i < dx.size(); ++i) {
       const double factor = yd[i] / xd[i];
       EXPECT_NEAR(dx[i], dyd[i] * factor, 1e-6) << i;

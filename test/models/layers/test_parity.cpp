@@ -29,8 +29,7 @@ constexpr double kTolerance = 1e-5;
 constexpr double kZeroFloor = 1e-5;  // about fp32 rounding of sums of O(1) terms
 
 const SafetensorsFile& fixtures() {
-  static const SafetensorsFile f =
-      load_safetensors(std::string(GRIDNN_TEST_DATA_DIR) + "/layers.safetensors");
+  static const SafetensorsFile f = load_safetensors(std::string(GRIDNN_TEST_DATA_DIR) + "/layers.safetensors");
   return f;
 }
 

@@ -70,8 +70,7 @@ TEST(Pool3dOps, CpuScatterEqualsTheGatherTheGpuRuns) {
     ops::max_pool3d_backward(dy, idx, params_of(c), scattered);
     const kernels::Pool3dGeometry g = ops::pool3d_geometry("test", c.x, params_of(c));
     for (int64_t i = 0; i < gathered.numel(); ++i)
-      kernels::body::max_pool_backward_at(i, dy.data<float>(), idx.data<int64_t>(), g,
-                                          gathered.data<float>());
+      kernels::body::max_pool_backward_at(i, dy.data<float>(), idx.data<int64_t>(), g, gathered.data<float>());
     EXPECT_TRUE(test::tensors_equal(scattered, gathered));
   }
 }
@@ -146,8 +145,7 @@ TEST(Pool3dLayers, DefaultStrideIsTheKernelAsInPyTorch) {
   Tensor y = nn::AvgPool3d(2).forward(test::random_tensor({1, 1, 5, 4, 3}, 1));
   EXPECT_EQ(y.shape(), (Shape{1, 1, 2, 2, 1}));
   // The stem's MaxPool3d(3, 2, 1) on a 7^3 volume: (7 + 2 - 3) / 2 + 1 = 4.
-  EXPECT_EQ(nn::MaxPool3d(3, 2, 1).forward(test::random_tensor({1, 2, 7, 7, 7}, 2)).shape(),
-            (Shape{1, 2, 4, 4, 4}));
+  EXPECT_EQ(nn::MaxPool3d(3, 2, 1).forward(test::random_tensor({1, 2, 7, 7, 7}, 2)).shape(), (Shape{1, 2, 4, 4, 4}));
 }
 
 TEST(Pool3dLayers, ErrorsNameTheLayerAndShapes) {

@@ -35,8 +35,7 @@ constexpr double kRoundingShows = 1e-4;
 Tensor bf16_rounded(const Tensor& t) { return ops::cast(ops::cast(t, DType::bf16), DType::f32); }
 
 TEST(MathMode, NamesRoundTripAndUnknownNamesSayWhatToUse) {
-  for (MathMode m : {MathMode::fp32, MathMode::tf32, MathMode::bf16})
-    EXPECT_EQ(parse_enum<MathMode>(ops::str(m)), m);
+  for (MathMode m : {MathMode::fp32, MathMode::tf32, MathMode::bf16}) EXPECT_EQ(parse_enum<MathMode>(ops::str(m)), m);
   EXPECT_STREQ(ops::str(MathMode::bf16), "bf16");
   const std::string msg = error_message([] { parse_enum<MathMode>("fp16"); });
   EXPECT_NE(msg.find("unknown math mode \"fp16\""), std::string::npos) << msg;

@@ -38,9 +38,9 @@ TEST(ResAttNet3D, ParameterAndBufferNamesFollowPyTorch) {
   EXPECT_EQ(n[1], "bn1.weight");
   EXPECT_EQ(n.back(), "fc.bias");
   const std::set<std::string> all(n.begin(), n.end());
-  for (const char* want : {"layer1.0.conv1.weight", "layer1.1.bn2.bias", "layer2.0.downsample.0.weight",
-                           "layer2.0.downsample.1.weight", "layer4.1.conv2.weight", "att3.gamma",
-                           "att3.query.weight", "att4.value.bias", "fc.weight"})
+  for (const char* want :
+       {"layer1.0.conv1.weight", "layer1.1.bn2.bias", "layer2.0.downsample.0.weight", "layer2.0.downsample.1.weight",
+        "layer4.1.conv2.weight", "att3.gamma", "att3.query.weight", "att4.value.bias", "fc.weight"})
     EXPECT_TRUE(all.count(want)) << want;
   EXPECT_FALSE(all.count("layer1.0.downsample.0.weight"));  // layer1 keeps the shape
   auto buffers = net.named_buffers();
@@ -159,7 +159,9 @@ TEST(ResAttNet3D, ConfigurationErrorsSayWhatToChange) {
   c.attention3 = false;
   EXPECT_EQ(error_message([&] { nn::ResAttNet3D n(c); }), "(no error)");
   nn::ResAttNet3D net(c);
-  EXPECT_NE(error_message([&] { net.forward(random_tensor({1, 2, 8, 8, 8}, 1)); }).find("[B, 1, D, H, W]"),
+  EXPECT_NE(error_message([&] {
+              net.forward(random_tensor({1, 2, 8, 8, 8}, 1));
+            }).find("[B, 1, D, H, W]"),
             std::string::npos);
 }
 
@@ -196,8 +198,8 @@ TEST(BasicBlock, GradientsWithIdentityShortcut) {
 TEST(Mlp, NamesShapesAndGradients) {
   nn::Mlp mlp({{24, 7, 5, 3}});
   mlp.initialize(2);
-  EXPECT_EQ(names(mlp), (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias",
-                                                  "fc3.weight", "fc3.bias"}));
+  EXPECT_EQ(names(mlp),
+            (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "fc3.weight", "fc3.bias"}));
   Tensor x = random_tensor({4, 2, 3, 2, 2}, 3);  // flattened to 24 features
   EXPECT_EQ(mlp.forward(x).shape(), (Shape{4, 3}));
   EXPECT_TRUE(test::check_layer_gradients(mlp, x));

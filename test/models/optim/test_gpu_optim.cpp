@@ -30,8 +30,7 @@ TEST_F(GpuOptim, SgdUpdateMatchesCpuBitwise) {
       s.dampening = variant == 2 ? 0.3 : 0.0;
       s.weight_decay = variant >= 1 ? 0.01 : 0.0;
       s.nesterov = variant == 3;
-      Tensor p = random_tensor({n}, 1), g = random_tensor({n}, 2, -3, 3),
-             buf = random_tensor({n}, 3);
+      Tensor p = random_tensor({n}, 1), g = random_tensor({n}, 2, -3, 3), buf = random_tensor({n}, 3);
       Tensor gp = on_gpu(p), gg = on_gpu(g), gbuf = on_gpu(buf);
       for (bool first : {true, false}) {
         s.first_step = first;
@@ -71,8 +70,8 @@ TEST_F(GpuOptim, AdamUpdateMatchesCpuBitwise) {
 // The optimizers create their buffers on the parameters' device; a state saved on the
 // host loads onto the GPU.
 TEST_F(GpuOptim, OptimizersMatchCpuAndKeepStateOnTheDevice) {
-  for (const optim::OptimizerKind kind : {optim::OptimizerKind::sgd, optim::OptimizerKind::adam,
-                                          optim::OptimizerKind::adamw}) {
+  for (const optim::OptimizerKind kind :
+       {optim::OptimizerKind::sgd, optim::OptimizerKind::adam, optim::OptimizerKind::adamw}) {
     SCOPED_TRACE(enum_name(kind));
     optim::OptimizerOptions o;
     o.kind = kind;

@@ -23,8 +23,7 @@
 #include "test/support/tensor_compare.h"
 
 // The gridnn::Error that calling F throws contains NEEDLE.
-#define EXPECT_ERROR_SAYS(F, NEEDLE) \
-  EXPECT_PRED_FORMAT2(::testing::IsSubstring, NEEDLE, error_message(F))
+#define EXPECT_ERROR_SAYS(F, NEEDLE) EXPECT_PRED_FORMAT2(::testing::IsSubstring, NEEDLE, error_message(F))
 
 namespace gridnn::test {
 namespace {
@@ -62,8 +61,7 @@ struct Params {
 
 // The gradient of parameter i at step k: a fresh draw, growing in size over the steps.
 Tensor gradient(size_t i, int k) {
-  return random_tensor(kShapes[i].second, 1000 + 17 * uint64_t(k) + i, -0.5f * (k + 1),
-                       0.5f * (k + 1));
+  return random_tensor(kShapes[i].second, 1000 + 17 * uint64_t(k) + i, -0.5f * (k + 1), 0.5f * (k + 1));
 }
 double lr_at(int k) { return 0.1 / (1 + k); }
 
@@ -83,8 +81,7 @@ struct Reference {
   bool has_buf = false;
 };
 
-void reference_sgd(Reference& r, const std::vector<double>& g, const OptimizerOptions& o,
-                   double lr) {
+void reference_sgd(Reference& r, const std::vector<double>& g, const OptimizerOptions& o, double lr) {
   const double wd = o.weight_decay < 0 ? 0.0 : o.weight_decay;
   if (!r.has_buf) r.buf.assign(r.p.size(), 0.0);
   for (size_t i = 0; i < r.p.size(); ++i) {
@@ -98,8 +95,7 @@ void reference_sgd(Reference& r, const std::vector<double>& g, const OptimizerOp
   r.has_buf = true;
 }
 
-void reference_adam(Reference& r, const std::vector<double>& g, const OptimizerOptions& o,
-                    double lr, int t) {
+void reference_adam(Reference& r, const std::vector<double>& g, const OptimizerOptions& o, double lr, int t) {
   const bool decoupled = o.kind == OptimizerKind::adamw;
   const double wd = o.weight_decay >= 0 ? o.weight_decay : decoupled ? 1e-2 : 0.0;
   if (r.m.empty()) r.m.assign(r.p.size(), 0.0), r.v.assign(r.p.size(), 0.0);
@@ -135,16 +131,13 @@ void expect_matches_reference(const OptimizerOptions& o, int steps) {
       Tensor expected = as_f32(refs[i].p, kShapes[i].second);
       EXPECT_LE(max_relative_error(params[i].value, expected), 2e-6);
       // Parameters must move: a no-op optimizer would otherwise pass on tiny steps.
-      EXPECT_GT(
-          max_relative_error(params[i].value, as_f32(doubles(gradient(i, 99)), kShapes[i].second)),
-          0.1);
+      EXPECT_GT(max_relative_error(params[i].value, as_f32(doubles(gradient(i, 99)), kShapes[i].second)), 0.1);
     }
   }
   EXPECT_EQ(opt->steps(), steps);
 }
 
-OptimizerOptions sgd(double momentum = 0, double dampening = 0, bool nesterov = false,
-                     double wd = -1) {
+OptimizerOptions sgd(double momentum = 0, double dampening = 0, bool nesterov = false, double wd = -1) {
   OptimizerOptions o;
   o.kind = OptimizerKind::sgd;
   o.momentum = momentum;
@@ -153,8 +146,7 @@ OptimizerOptions sgd(double momentum = 0, double dampening = 0, bool nesterov = 
   o.weight_decay = wd;
   return o;
 }
-OptimizerOptions adam(OptimizerKind kind, double wd = -1, double beta1 = 0.9,
-                      double beta2 = 0.999, double eps = 1e-8) {
+OptimizerOptions adam(OptimizerKind kind, double wd = -1, double beta1 = 0.9, double beta2 = 0.999, double eps = 1e-8) {
   OptimizerOptions o;
   o.kind = kind;
   o.weight_decay = wd;
@@ -166,12 +158,8 @@ OptimizerOptions adam(OptimizerKind kind, double wd = -1, double beta1 = 0.9,
 
 TEST(Sgd, PlainMatchesReference) { expect_matches_reference(sgd(), 5); }
 TEST(Sgd, MomentumMatchesReference) { expect_matches_reference(sgd(0.9), 5); }
-TEST(Sgd, MomentumDampeningWeightDecayMatchesReference) {
-  expect_matches_reference(sgd(0.8, 0.3, false, 0.05), 5);
-}
-TEST(Sgd, NesterovWeightDecayMatchesReference) {
-  expect_matches_reference(sgd(0.9, 0, true, 0.01), 5);
-}
+TEST(Sgd, MomentumDampeningWeightDecayMatchesReference) { expect_matches_reference(sgd(0.8, 0.3, false, 0.05), 5); }
+TEST(Sgd, NesterovWeightDecayMatchesReference) { expect_matches_reference(sgd(0.9, 0, true, 0.01), 5); }
 TEST(Adam, WithWeightDecayMatchesReference) { expect_matches_reference(adam(OptimizerKind::adam, 0.05), 5); }
 TEST(Adam, DefaultsMatchReference) { expect_matches_reference(adam(OptimizerKind::adam), 5); }
 TEST(AdamW, DefaultsMatchReference) { expect_matches_reference(adam(OptimizerKind::adamw), 5); }
@@ -197,8 +185,7 @@ TEST(Optimizer, ParameterWithoutGradIsSkipped) {
     const Tensor before = params[1].value.clone();
     opt->step(0.1);
     EXPECT_TRUE(tensors_equal(params[1].value, before));
-    for (const auto& [name, t] : opt->state())
-      EXPECT_EQ(name.find("conv.bias"), std::string::npos) << name;
+    for (const auto& [name, t] : opt->state()) EXPECT_EQ(name.find("conv.bias"), std::string::npos) << name;
     EXPECT_EQ(opt->steps(), 1);
   }
 }
@@ -222,8 +209,7 @@ TEST(OptimKernels, SgdFirstStepIgnoresTheOldBuffer) {
 }
 
 TEST(OptimKernels, ChecksSayWhatToChange) {
-  Tensor p = Tensor::zeros({3}), g = Tensor::zeros({3}), m = Tensor::zeros({3}),
-         v = Tensor::zeros({3});
+  Tensor p = Tensor::zeros({3}), g = Tensor::zeros({3}), m = Tensor::zeros({3}), v = Tensor::zeros({3});
   Tensor none;
   ops::SgdSpec s;
   s.lr = 0.1;
@@ -232,16 +218,14 @@ TEST(OptimKernels, ChecksSayWhatToChange) {
   Tensor g4 = Tensor::zeros({4});
   EXPECT_ERROR_SAYS([&] { ops::sgd_update(p, g4, m, s); },
                     "'grad' is f32[4] on cpu but the parameter is f32[3] on cpu");
-  EXPECT_ERROR_SAYS([&] { ops::sgd_update(p, g, p, s); },
-                    "'param' and 'momentum_buffer' share memory");
+  EXPECT_ERROR_SAYS([&] { ops::sgd_update(p, g, p, s); }, "'param' and 'momentum_buffer' share memory");
   Tensor h = Tensor::zeros({3}, DType::bf16);
   EXPECT_ERROR_SAYS([&] { ops::sgd_update(p, h, m, s); }, "'grad' must be f32");
   s.momentum = 0;
   s.nesterov = true;
   EXPECT_ERROR_SAYS([&] { ops::sgd_update(p, g, none, s); }, "nesterov needs momentum > 0");
   ops::AdamSpec a;
-  EXPECT_ERROR_SAYS([&] { ops::adam_update(p, g, m, m, a); },
-                    "'exp_avg' and 'exp_avg_sq' share memory");
+  EXPECT_ERROR_SAYS([&] { ops::adam_update(p, g, m, m, a); }, "'exp_avg' and 'exp_avg_sq' share memory");
   a.bias_correction1 = 0;
   EXPECT_ERROR_SAYS([&] { ops::adam_update(p, g, m, v, a); }, "bias corrections must be > 0");
 }
@@ -249,8 +233,7 @@ TEST(OptimKernels, ChecksSayWhatToChange) {
 // ---- PyTorch parity (test/parity/make_optim_fixtures.py) -----------------------------------
 
 const SafetensorsFile& fixtures() {
-  static const SafetensorsFile f =
-      load_safetensors(std::string(GRIDNN_TEST_DATA_DIR) + "/optim.safetensors");
+  static const SafetensorsFile f = load_safetensors(std::string(GRIDNN_TEST_DATA_DIR) + "/optim.safetensors");
   return f;
 }
 Tensor fixture(const std::string& name) {
@@ -280,8 +263,7 @@ void expect_parity(const ParityCase& c) {
   }
   auto opt = optim::make_optimizer(c.options, list);
   for (int k = 0; k < 3; ++k) {
-    for (size_t i = 0; i < names.size(); ++i)
-      owned[i]->grad = fixture("grad." + std::to_string(k) + "." + names[i]);
+    for (size_t i = 0; i < names.size(); ++i) owned[i]->grad = fixture("grad." + std::to_string(k) + "." + names[i]);
     opt->step(lrs[size_t(k)]);
     for (size_t i = 0; i < names.size(); ++i) {
       const std::string key = c.name + ".step" + std::to_string(k) + "." + names[i];
@@ -292,13 +274,11 @@ void expect_parity(const ParityCase& c) {
 
 TEST(OptimParity, SgdPlain) { expect_parity({"sgd_plain", sgd(), "{\"kind\": \"SGD\"}"}); }
 TEST(OptimParity, SgdNesterovWeightDecay) {
-  expect_parity(
-      {"sgd_nesterov_wd", sgd(0.9, 0, true, 0.01),
-       "{\"kind\": \"SGD\", \"momentum\": 0.9, \"nesterov\": true, \"weight_decay\": 0.01}"});
+  expect_parity({"sgd_nesterov_wd", sgd(0.9, 0, true, 0.01),
+                 "{\"kind\": \"SGD\", \"momentum\": 0.9, \"nesterov\": true, \"weight_decay\": 0.01}"});
 }
 TEST(OptimParity, SgdDampening) {
-  expect_parity({"sgd_dampening", sgd(0.8, 0.3),
-                 "{\"kind\": \"SGD\", \"momentum\": 0.8, \"dampening\": 0.3}"});
+  expect_parity({"sgd_dampening", sgd(0.8, 0.3), "{\"kind\": \"SGD\", \"momentum\": 0.8, \"dampening\": 0.3}"});
 }
 TEST(OptimParity, AdamWeightDecay) {
   expect_parity({"adam_wd", adam(OptimizerKind::adam, 0.05), "{\"kind\": \"Adam\", \"weight_decay\": 0.05}"});
@@ -307,9 +287,8 @@ TEST(OptimParity, AdamWDefaults) {
   expect_parity({"adamw_default", adam(OptimizerKind::adamw), "{\"kind\": \"AdamW\"}"});
 }
 TEST(OptimParity, AdamWWeightDecay) {
-  expect_parity(
-      {"adamw_wd", adam(OptimizerKind::adamw, 0.1, 0.8, 0.99, 1e-6),
-       "{\"kind\": \"AdamW\", \"betas\": [0.8, 0.99], \"eps\": 1e-06, \"weight_decay\": 0.1}"});
+  expect_parity({"adamw_wd", adam(OptimizerKind::adamw, 0.1, 0.8, 0.99, 1e-6),
+                 "{\"kind\": \"AdamW\", \"betas\": [0.8, 0.99], \"eps\": 1e-06, \"weight_decay\": 0.1}"});
 }
 
 // ---- state() / load_state() ----------------------------------------------------------------
@@ -336,9 +315,8 @@ TEST(OptimState, NamesFollowTheParameters) {
             (std::vector<std::string>{"conv.weight.momentum_buffer", "conv.bias.momentum_buffer",
                                       "fc.weight.momentum_buffer"}));
   EXPECT_EQ(state_names(*adamw),
-            (std::vector<std::string>{"conv.weight.exp_avg", "conv.weight.exp_avg_sq",
-                                      "conv.bias.exp_avg", "conv.bias.exp_avg_sq",
-                                      "fc.weight.exp_avg", "fc.weight.exp_avg_sq"}));
+            (std::vector<std::string>{"conv.weight.exp_avg", "conv.weight.exp_avg_sq", "conv.bias.exp_avg",
+                                      "conv.bias.exp_avg_sq", "fc.weight.exp_avg", "fc.weight.exp_avg_sq"}));
   const NamedTensors moments = adamw->state();
   for (size_t i = 0; i < moments.size(); ++i) {
     EXPECT_EQ(moments[i].second.shape(), params[i / 2].value.shape()) << moments[i].first;
@@ -418,17 +396,14 @@ TEST(OptimState, LoadListsEveryBadEntryAndChangesNothing) {
   bad["conv.weight.exp_avg"] = Tensor::zeros({4, 3});
   const std::string msg = error_message([&] { opt->load_state(bad, 1); });
   EXPECT_PRED_FORMAT2(::testing::IsSubstring, "Adam load_state", msg);
-  EXPECT_PRED_FORMAT2(::testing::IsSubstring, "2 missing: conv.bias.exp_avg, fc.weight.exp_avg_sq",
-                      msg);
+  EXPECT_PRED_FORMAT2(::testing::IsSubstring, "2 missing: conv.bias.exp_avg, fc.weight.exp_avg_sq", msg);
   EXPECT_PRED_FORMAT2(::testing::IsSubstring, "1 unexpected: conv.bias.momentum_buffer", msg);
-  EXPECT_PRED_FORMAT2(
-      ::testing::IsSubstring,
-      "1 mis-shaped: conv.weight.exp_avg is f32[4, 3] on cpu, expected f32[4, 3, 2, 2, 2]", msg);
+  EXPECT_PRED_FORMAT2(::testing::IsSubstring,
+                      "1 mis-shaped: conv.weight.exp_avg is f32[4, 3] on cpu, expected f32[4, 3, 2, 2, 2]", msg);
   EXPECT_EQ(opt->steps(), 1);
   for (const auto& [name, t] : opt->state()) EXPECT_TRUE(tensors_equal(t, good.at(name))) << name;
 
-  EXPECT_ERROR_SAYS([&] { opt->load_state(good, 0); },
-                    "before any update: no buffers exist yet); 6 unexpected");
+  EXPECT_ERROR_SAYS([&] { opt->load_state(good, 0); }, "before any update: no buffers exist yet); 6 unexpected");
   EXPECT_ERROR_SAYS([&] { opt->load_state({}, -1); }, "steps must be >= 0");
   opt->load_state({}, 0);  // back to a fresh optimizer
   EXPECT_TRUE(opt->state().empty());
@@ -439,12 +414,9 @@ TEST(OptimState, LoadListsEveryBadEntryAndChangesNothing) {
 
 TEST(Optimizer, ChecksSayWhatToChange) {
   Params params(1);
-  auto make = [&](const OptimizerOptions& o) {
-    return [&params, o] { optim::make_optimizer(o, params.list); };
-  };
-  EXPECT_ERROR_SAYS(
-      make(sgd(0, 0, true)),
-      "SGD: nesterov needs momentum > 0 and dampening 0, got momentum 0 and dampening 0");
+  auto make = [&](const OptimizerOptions& o) { return [&params, o] { optim::make_optimizer(o, params.list); }; };
+  EXPECT_ERROR_SAYS(make(sgd(0, 0, true)),
+                    "SGD: nesterov needs momentum > 0 and dampening 0, got momentum 0 and dampening 0");
   EXPECT_ERROR_SAYS(make(sgd(0.9, 0.1, true)), "nesterov needs momentum > 0 and dampening 0");
   EXPECT_ERROR_SAYS(make(sgd(-0.5)), "SGD: momentum must be >= 0, got -0.5");
   EXPECT_ERROR_SAYS(make(sgd(0.9, 1.5)), "SGD: dampening must be in [0, 1], got 1.5");
@@ -456,14 +428,9 @@ TEST(Optimizer, ChecksSayWhatToChange) {
 
   EXPECT_ERROR_SAYS([] { optim::make_optimizer(sgd(), {}); }, "no parameters to optimize");
   optim::ParameterList twice = {params.list[0], params.list[0]};
-  EXPECT_ERROR_SAYS([&] { optim::make_optimizer(sgd(), twice); },
-                    "parameter name 'conv.weight' appears twice");
+  EXPECT_ERROR_SAYS([&] { optim::make_optimizer(sgd(), twice); }, "parameter name 'conv.weight' appears twice");
   nn::Parameter half{Tensor::zeros({2}, DType::bf16), Tensor::zeros({2}, DType::bf16)};
-  EXPECT_ERROR_SAYS(
-      [&] {
-        optim::make_optimizer(sgd(), {{"h", &half}});
-      },
-      "update f32 (master) weights only");
+  EXPECT_ERROR_SAYS([&] { optim::make_optimizer(sgd(), {{"h", &half}}); }, "update f32 (master) weights only");
 
   auto opt = optim::make_optimizer(adam(OptimizerKind::adamw), params.list);
   EXPECT_ERROR_SAYS([&] { opt->step(-0.1); }, "AdamW: the learning rate must be finite and >= 0");
@@ -544,8 +511,7 @@ TEST(Schedule, ChecksSayWhatToChange) {
   EXPECT_ERROR_SAYS(make(step), "step_size must be > 0");
   optim::ScheduleOptions cosine = schedule(ScheduleKind::cosine, 0.1, 10);
   cosine.total_steps = 10;
-  EXPECT_ERROR_SAYS(make(cosine),
-                    "cosine needs total_steps (the run's length, 10) > warmup_steps (10)");
+  EXPECT_ERROR_SAYS(make(cosine), "cosine needs total_steps (the run's length, 10) > warmup_steps (10)");
   cosine.total_steps = 100;
   cosine.min_lr = 0.2;
   EXPECT_ERROR_SAYS(make(cosine), "min_lr must be in [0, base_lr = 0.1], got 0.2");

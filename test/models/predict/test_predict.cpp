@@ -110,7 +110,8 @@ TEST_F(Predict, MetricsEqualTrainingValidationOnTheSameCheckpoint) {
   EXPECT_EQ(r.metrics.auc, val.auc);
   int64_t total = 0, correct = 0;
   for (size_t i = 0; i < r.confusion.size(); ++i)
-    for (size_t j = 0; j < r.confusion[i].size(); ++j) total += r.confusion[i][j], correct += i == j ? r.confusion[i][j] : 0;
+    for (size_t j = 0; j < r.confusion[i].size(); ++j)
+      total += r.confusion[i][j], correct += i == j ? r.confusion[i][j] : 0;
   EXPECT_EQ(total, 4);
   EXPECT_DOUBLE_EQ(double(correct) / 4.0, r.metrics.accuracy);
 

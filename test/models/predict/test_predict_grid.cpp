@@ -72,7 +72,8 @@ TEST(PredictGrid, EveryGridGivesTheSingleProcessResults) {
     pair->world().all_reduce(done);  // every heatmap is written
     for (int i = 0; i < 5; ++i) {
       const std::string file = "s" + std::to_string(i) + "_gradcam.nii.gz";
-      const Tensor expected = data::read_nifti_volume((dir / ("single" + std::to_string(test::world_rank())) / file).string());
+      const Tensor expected =
+          data::read_nifti_volume((dir / ("single" + std::to_string(test::world_rank())) / file).string());
       const Tensor got = data::read_nifti_volume((dir / ("grid" + shape.str()) / file).string());
       EXPECT_TRUE(test::tensors_close(got, expected, {1e-5, 1e-5})) << file;
     }

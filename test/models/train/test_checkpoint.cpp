@@ -12,8 +12,8 @@
 #include "test/support/error_message.h"
 #include "test/support/file_faults.h"
 #include "test/support/random_tensor.h"
-#include "test/support/tensor_compare.h"
 #include "test/support/temp_dir.h"
+#include "test/support/tensor_compare.h"
 
 namespace gridnn {
 namespace {
@@ -23,7 +23,6 @@ using test::error_message;
 
 class CheckpointTest : public ::testing::Test {
  protected:
-
   // An MLP after one SGD-with-momentum step, so the optimizer has state.
   struct Run {
     nn::Mlp model{{{6, 5, 3}}};
@@ -69,8 +68,7 @@ TEST_F(CheckpointTest, RoundTripsModelOptimizerAndRunState) {
   Run b(2);  // other weights and state
   train::load_model_tensors(b.model, c.model, path);
   b.opt->load_state(c.optimizer, c.optimizer_steps);
-  for (auto& [name, t] : train::model_tensors(b.model))
-    EXPECT_TRUE(test::tensors_equal(t, c.model.at(name))) << name;
+  for (auto& [name, t] : train::model_tensors(b.model)) EXPECT_TRUE(test::tensors_equal(t, c.model.at(name))) << name;
   // Same state, same next step.
   for (Run* r : {&a, &b}) {
     r->model.zero_grad();
@@ -79,8 +77,8 @@ TEST_F(CheckpointTest, RoundTripsModelOptimizerAndRunState) {
     r->opt->step(0.1);
   }
   for (size_t i = 0; i < 4; ++i)
-    EXPECT_TRUE(test::tensors_equal(a.model.named_parameters()[i].second->value,
-                                    b.model.named_parameters()[i].second->value));
+    EXPECT_TRUE(
+        test::tensors_equal(a.model.named_parameters()[i].second->value, b.model.named_parameters()[i].second->value));
 }
 
 TEST_F(CheckpointTest, KeepsTheNewestAndResumesFromTheNewestReadable) {
@@ -119,7 +117,8 @@ TEST_F(CheckpointTest, AnotherFormatVersionIsRefusedNotSkipped) {
   std::ofstream(newest, std::ios::binary) << bytes;
   const std::string m = error_message([&] { train::latest_checkpoint(dir()); });
   EXPECT_NE(m.find("checkpoint format 'gridnn-checkpoint-2' is another version than the 'gridnn-checkpoint-1'"),
-            std::string::npos) << m;
+            std::string::npos)
+      << m;
   // Its weights still load for --init-from (without the optimizer state).
   const auto weights = train::read_weights(newest.string());
   EXPECT_EQ(weights.size(), train::model_tensors(a.model).size());
@@ -140,7 +139,8 @@ TEST_F(CheckpointTest, CrashWhileSavingLeavesThePreviousCheckpoint) {
       ::testing::ExitedWithCode(86), "");
   EXPECT_FALSE(fs::exists(dir_ / "step-00000006.safetensors"));
   int temporaries = 0;
-  for (const auto& e : fs::directory_iterator(dir_)) temporaries += e.path().string().find(".tmp.") != std::string::npos;
+  for (const auto& e : fs::directory_iterator(dir_))
+    temporaries += e.path().string().find(".tmp.") != std::string::npos;
   EXPECT_EQ(temporaries, 1);  // the crash's leftover, never mistaken for a checkpoint
   auto c = train::latest_checkpoint(dir());
   ASSERT_TRUE(c.has_value());
@@ -152,9 +152,9 @@ TEST_F(CheckpointTest, StrictLoadingListsEveryProblem) {
   nn::Mlp model({{6, 5, 3}});
   std::map<std::string, Tensor> t;
   t["fc1.weight"] = Tensor::zeros({5, 6});
-  t["fc1.bias"] = Tensor::zeros({4});            // mis-shaped
+  t["fc1.bias"] = Tensor::zeros({4});  // mis-shaped
   t["fc2.weight"] = Tensor::zeros({3, 5});
-  t["head.weight"] = Tensor::zeros({2});         // unexpected; fc2.bias missing
+  t["head.weight"] = Tensor::zeros({2});  // unexpected; fc2.bias missing
   const std::string m = error_message([&] { train::load_model_tensors(model, t, "w.safetensors"); });
   EXPECT_NE(m.find("w.safetensors does not match the model"), std::string::npos) << m;
   EXPECT_NE(m.find("missing (1):\n    fc2.bias [3]"), std::string::npos) << m;

@@ -41,9 +41,7 @@ test::TempDir shared_dir(const std::string& what) { return test::shared_temp_dir
 
 class DistTrain : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    world_ = parallel::ProcessGrid::create({1, test::world_size(), 1});
-  }
+  static void SetUpTestSuite() { world_ = parallel::ProcessGrid::create({1, test::world_size(), 1}); }
   static void TearDownTestSuite() { world_.reset(); }
   static inline std::unique_ptr<parallel::ProcessGrid> world_;
 };
@@ -142,9 +140,7 @@ TEST_F(DistTrain, ResumesOnAnotherGrid) {
   EXPECT_EQ(resumed_grid.state().step, 2);
   resumed_grid.run();
   const auto resumed_weights = as_map(resumed_grid.whole_model_tensors());
-  if (test::world_rank() == 0)
-    expect_close(resumed_weights, uninterrupted,
-                 "saved on 1x1, resumed on " + whole.str());
+  if (test::world_rank() == 0) expect_close(resumed_weights, uninterrupted, "saved on 1x1, resumed on " + whole.str());
   world_->world().barrier();  // before rank 0 removes the folder
   std::fclose(null);
 }

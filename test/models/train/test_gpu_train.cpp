@@ -7,7 +7,6 @@
 #include <filesystem>
 
 #include "core/transfers.h"
-
 #include "models/data/synthetic.h"
 #include "models/train/trainer.h"
 #include "test/support/gpu_test.h"

@@ -21,8 +21,7 @@ namespace {
 // Values that differ by rank and position and do not add up exactly in fp32.
 Tensor ramp(int64_t n, int rank) {
   std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    v[size_t(i)] = float(std::sin(0.37 * double(i) + 1.3 * rank)) * 1e3f / float(i + 1);
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = float(std::sin(0.37 * double(i) + 1.3 * rank)) * 1e3f / float(i + 1);
   return Tensor::from_vector(v, Shape{n});
 }
 
@@ -145,7 +144,8 @@ TEST(GradOverlap, BucketsFollowBackwardOrderAfterTheFirstStep) {
       }
       size_t i = 0;
       for (auto& [name, p] : net.model().named_parameters())
-        EXPECT_TRUE(test::tensors_equal(p->grad, blocking[i++])) << shape.str() << " step " << step << ": grad." << name;
+        EXPECT_TRUE(test::tensors_equal(p->grad, blocking[i++]))
+            << shape.str() << " step " << step << ": grad." << name;
     }
   }
 }

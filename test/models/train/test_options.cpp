@@ -299,8 +299,7 @@ TEST(TrainOptionsJson, MissingKeysAndUnknownNamesAreErrors) {
 template <class E>
 void expect_names_round_trip() {
   const std::string unknown = error_message([] { parse_enum<E>("no such name"); });
-  EXPECT_TRUE(contains(unknown, std::string("unknown ") + enum_names(E{}).what + " \"no such name\"; use "))
-      << unknown;
+  EXPECT_TRUE(contains(unknown, std::string("unknown ") + enum_names(E{}).what + " \"no such name\"; use ")) << unknown;
   std::vector<std::string> seen;
   for (const EnumName<E>& n : enum_names(E{})) {
     EXPECT_EQ(parse_enum<E>(n.name), n.value) << n.name;

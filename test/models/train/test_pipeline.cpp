@@ -15,8 +15,8 @@
 #include "core/safetensors.h"
 #include "models/data/synthetic.h"
 #include "models/train/trainer.h"
-#include "plan/placement.h"
 #include "parallel/process_grid.h"
+#include "plan/placement.h"
 #include "test/support/error_message.h"
 #include "test/support/grid_invariance.h"
 #include "test/support/mpi_main.h"
@@ -76,7 +76,8 @@ test::TempDir prepare(const std::string& what, const train::TrainOptions& refere
   return shared;
 }
 
-std::map<std::string, Tensor> dump_on(const train::TrainOptions& o, const parallel::GridShape& shape, const fs::path& dir) {
+std::map<std::string, Tensor> dump_on(const train::TrainOptions& o, const parallel::GridShape& shape,
+                                      const fs::path& dir) {
   auto grid = parallel::ProcessGrid::create(shape);
   const std::string out = (dir / (shape.str() + ".safetensors")).string();
   train::dump_step(o, (dir / "batch.safetensors").string(), out, grid.get());
@@ -194,8 +195,8 @@ TEST_F(Pipeline, PlacementFileInAnyDeviceOrderAndAutoGiveTheSameStep) {
   const fs::path& dir = shared.path();
   // Partition k on stage group n-1-k, cut after the stem and after layer2.1.
   plan::Placement p;
-  p.blocks = {"stem", "layer1.0", "layer1.1", "layer2.0", "layer2.1", "layer3.0", "layer3.1",
-              "att3", "layer4.0", "layer4.1", "att4", "head"};
+  p.blocks = {"stem",     "layer1.0", "layer1.1", "layer2.0", "layer2.1", "layer3.0",
+              "layer3.1", "att3",     "layer4.0", "layer4.1", "att4",     "head"};
   p.first_block = n == 2 ? std::vector<int>{0, 5} : std::vector<int>{0, 1, 5, 9};
   for (int k = 0; k < n; ++k) p.device.push_back(n - 1 - k);
   const std::string file = (dir / "placement.json").string();
@@ -269,8 +270,7 @@ TEST_F(Pipeline, ThreeStepsEqualOneProcessAndResumeAcrossStages) {
     EXPECT_EQ(resumed.state().step, 2);
     resumed.run();
     const auto weights = as_map(resumed.whole_model_tensors());
-    if (test::world_rank() == 0)
-      expect_close(weights, uninterrupted, "saved on 1x1, resumed on " + staged.str(), true);
+    if (test::world_rank() == 0) expect_close(weights, uninterrupted, "saved on 1x1, resumed on " + staged.str(), true);
   }
   barrier();  // before rank 0 removes the folder
   std::fclose(null);

@@ -77,11 +77,11 @@ TEST_F(ResAttNetWords, TheNetworkDescribesItsLayersInForwardOrder) {
 
 TEST_F(ResAttNetWords, OneByTwoIsPureBatch) {
   const PlanCost p = on(1, 2);
-  EXPECT_DOUBLE_EQ(words_of(p, "conv1"), 2 * 0.5 * 2744);          // 8·1·7³ weights
-  EXPECT_DOUBLE_EQ(words_of(p, "layer1.0.conv1"), 2 * 0.5 * 1728); // 8·8·3³
+  EXPECT_DOUBLE_EQ(words_of(p, "conv1"), 2 * 0.5 * 2744);           // 8·1·7³ weights
+  EXPECT_DOUBLE_EQ(words_of(p, "layer1.0.conv1"), 2 * 0.5 * 1728);  // 8·8·3³
   // sum(x) and the count's 3 digits, second-pass sums, dy sums, γ β
   EXPECT_DOUBLE_EQ(words_of(p, "bn1"), 2 * 0.5 * (8 + 3 + 3 * 16));
-  EXPECT_DOUBLE_EQ(words_of(p, "fc"), 2 * 0.5 * 130);              // 64·2 + 2
+  EXPECT_DOUBLE_EQ(words_of(p, "fc"), 2 * 0.5 * 130);  // 64·2 + 2
 }
 
 TEST_F(ResAttNetWords, TwoByOneIsPureDomainWithTheFcOnTheRows) {

@@ -61,8 +61,8 @@ std::map<std::string, Tensor> dump_step(const std::string& tag, const std::strin
   const std::string cmd = std::string(GRIDNN_TRAIN_EXE) +
                           " --model resattnet3d --depth 18 --width 2 --attention both --in-channels 1"
                           " --classes 3 --input 32x40x36 " +
-                          optimizer_flags + " --init-from " + weights + " --batch-file " + batch +
-                          " --dump-step " + out + " > " + (dir / "log.txt").string() + " 2>&1";
+                          optimizer_flags + " --init-from " + weights + " --batch-file " + batch + " --dump-step " +
+                          out + " > " + (dir / "log.txt").string() + " 2>&1";
   const int rc = std::system(cmd.c_str());
   EXPECT_EQ(rc, 0) << cmd;
   return rc == 0 ? load_safetensors(out).tensors : std::map<std::string, Tensor>{};

@@ -3,11 +3,11 @@
 // metrics file; option errors; the AUC against counting pairs.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
-#include <csignal>
 #include <limits>
-#include <cmath>
 #include <vector>
 
 #include "core/stop_signal.h"
@@ -16,8 +16,8 @@
 #include "models/train/trainer.h"
 #include "test/support/error_message.h"
 #include "test/support/random_tensor.h"
-#include "test/support/tensor_compare.h"
 #include "test/support/temp_dir.h"
+#include "test/support/tensor_compare.h"
 
 namespace gridnn {
 namespace {

@@ -18,8 +18,8 @@
 #include "models/train/pipelined_model.h"
 #include "models/train/step_plan.h"
 #include "models/train/whole_state.h"
-#include "plan/cost_model.h"
 #include "parallel/process_grid.h"
+#include "plan/cost_model.h"
 #include "test/support/grid_invariance.h"
 #include "test/support/mpi_main.h"
 
@@ -85,7 +85,8 @@ Counts predicted(train::PipelinedModel& net, const train::TrainOptions& o, const
   const Shape sample{o.in_channels, o.input[0], o.input[1], o.input[2]};
   const plan::RankStep live =
       train::describe_step(net.model(), shape, grid.row_rank(), grid.col_rank(), o.batch, sample);
-  const plan::RankStep planned = train::describe_grid(o, shape).at(size_t(grid.row_rank() * shape.cols + grid.col_rank()));
+  const plan::RankStep planned =
+      train::describe_grid(o, shape).at(size_t(grid.row_rank() * shape.cols + grid.col_rank()));
   const Counts want = without_zeros(plan::comm_elements(live.calls));
   EXPECT_EQ(without_zeros(plan::comm_elements(planned.calls)), want) << "the planning grid's description";
   return want;
@@ -108,8 +109,8 @@ TEST(Words, ResAttNetPredictionEqualsTheCounts) {
 
     EXPECT_EQ(train::network_of(o).weights(), whole_parameters(net)) << shape.str();
     const Counts want = predicted(net, o, shape, *grid);
-    const std::string where = shape.str() + " rank (" + std::to_string(grid->row_rank()) + ", " +
-                              std::to_string(grid->col_rank()) + ")";
+    const std::string where =
+        shape.str() + " rank (" + std::to_string(grid->row_rank()) + ", " + std::to_string(grid->col_rank()) + ")";
     expect_equal(without_zeros(counted()), want, where);
 
     // The gradients: every parameter (block) this rank holds once, in whichever group
