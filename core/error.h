@@ -28,12 +28,15 @@ class BackendError : public Error {
   int rank_;
 };
 
+// NAME is a class name, which cannot be parenthesized.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define GRIDNN_DECLARE_BACKEND_ERROR(NAME, LIBRARY)                                      \
   class NAME : public BackendError {                                                     \
    public:                                                                               \
     NAME(const std::string& call, const std::string& detail, const char* file, int line) \
         : BackendError(LIBRARY, call, detail, file, line) {}                             \
   };
+// NOLINTEND(bugprone-macro-parentheses)
 GRIDNN_DECLARE_BACKEND_ERROR(CudaError, "CUDA")
 GRIDNN_DECLARE_BACKEND_ERROR(CublasError, "cuBLAS")
 GRIDNN_DECLARE_BACKEND_ERROR(CudnnError, "cuDNN")

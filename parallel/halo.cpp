@@ -28,6 +28,7 @@ std::string window_str(const DepthWindow& w) {
 // The received buffer for each entry of `transfers`, shaped [B, C, planes, H, W] like `like`.
 std::vector<Tensor> buffers_for(const std::vector<PlaneTransfer>& transfers, const Tensor& like) {
   std::vector<Tensor> out;
+  out.reserve(transfers.size());
   for (const PlaneTransfer& t : transfers)
     out.push_back(Tensor::empty(like.shape().with(2, t.planes.size()), like.dtype(), like.device()));
   return out;

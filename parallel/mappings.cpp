@@ -37,6 +37,7 @@ void check(const char* op, const Tensor& t, const BlockSplit& s, int64_t expecte
 
 std::vector<int64_t> BlockSplit::sizes() const {
   std::vector<int64_t> out;
+  out.reserve(comm->size());
   for (int i = 0; i < comm->size(); ++i) out.push_back(balanced_range(parts, comm->size(), i).size() * unit);
   return out;
 }

@@ -24,13 +24,13 @@ int ceil_log2(int p) {
 }
 }  // namespace
 
-std::pair<double, double> model_messages_words(const std::string& op, int p, int64_t n) {
-  if (p <= 1 || n <= 0) return {0, 0};
-  const double part = double(p - 1) / p * double(n), logp = ceil_log2(p);
+std::pair<double, double> model_messages_words(const std::string& op, int p, int64_t elements) {
+  if (p <= 1 || elements <= 0) return {0, 0};
+  const double part = double(p - 1) / p * double(elements), logp = ceil_log2(p);
   if (op == "all_reduce") return {2 * logp, 2 * part};
   if (op == "all_gather" || op == "reduce_scatter") return {logp, part};
-  if (op == "pingpong") return {1, double(n)};
-  if (op == "halo") return {1, double(n) * (p > 2 ? 2 : 1)};
+  if (op == "pingpong") return {1, double(elements)};
+  if (op == "halo") return {1, double(elements) * (p > 2 ? 2 : 1)};
   throw Error("calibration: unknown operation \"" + op +
               "\" (all_reduce, all_gather, reduce_scatter, pingpong or halo)");
 }

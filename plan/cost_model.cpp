@@ -80,8 +80,9 @@ LayerShape window_layer(const std::string& name, LayerKind kind, int64_t cin, in
   }
   const double out_voxels = double(l.out_size[0]) * l.out_size[1] * l.out_size[2];
   if (kind == LayerKind::conv) {
-    l.weights = cout * (cin / groups) * taps + (bias ? cout : 0);
-    l.forward_flops = 2.0 * cout * (cin / groups) * taps * out_voxels;
+    const int64_t cin_per_group = cin / groups;
+    l.weights = cout * cin_per_group * taps + (bias ? cout : 0);
+    l.forward_flops = 2.0 * cout * cin_per_group * taps * out_voxels;
   } else {
     l.forward_flops = double(taps) * cout * out_voxels;
   }
@@ -128,16 +129,16 @@ LayerShape fc_layer(const std::string& name, int64_t d_in, int64_t d_out) {
 
 // ---- compute ---------------------------------------------------------------------------
 
-double ComputeTable::at(double b) const {
-  if (b <= 0 || seconds.empty()) return 0;
+double ComputeTable::at(double local_batch) const {
+  if (local_batch <= 0 || seconds.empty()) return 0;
   const auto first = seconds.begin();
   const auto last = std::prev(seconds.end());
-  if (b <= double(first->first)) return first->second * b / double(first->first);
-  if (b >= double(last->first)) return last->second * b / double(last->first);
-  const auto hi = seconds.upper_bound(int64_t(std::floor(b)));  // first batch > floor(b)
+  if (local_batch <= double(first->first)) return first->second * local_batch / double(first->first);
+  if (local_batch >= double(last->first)) return last->second * local_batch / double(last->first);
+  const auto hi = seconds.upper_bound(int64_t(std::floor(local_batch)));  // first batch > floor(local_batch)
   const auto lo = std::prev(hi);
-  if (double(lo->first) == b) return lo->second;
-  const double t = (b - double(lo->first)) / double(hi->first - lo->first);
+  if (double(lo->first) == local_batch) return lo->second;
+  const double t = (local_batch - double(lo->first)) / double(hi->first - lo->first);
   return lo->second + t * (hi->second - lo->second);
 }
 
@@ -205,14 +206,14 @@ double LayerCost::words() const {
   return w;
 }
 
-void PlanCost::add(LayerCost c) {
-  for (const CommTerm& t : c.terms) {
+void PlanCost::add(LayerCost layer) {
+  for (const CommTerm& t : layer.terms) {
     words += t.words;
     latency_s += t.latency_s;
     bandwidth_s += t.bandwidth_s;
   }
-  compute_s += c.compute_s;
-  layers.push_back(std::move(c));
+  compute_s += layer.compute_s;
+  layers.push_back(std::move(layer));
 }
 
 double LayerCost::comm_s() const {
@@ -288,13 +289,15 @@ PlanCost estimate(const Network& net, int64_t batch, Grid g, const Machine& m, c
           add(all_gather("all-gather depth over Pr (forward)", per_col * l.in_words(), Pr, row));
         layout = Layout::replicated;
       } else {
-        fraction = double((l.out_size[0] + Pr - 1) / Pr) / l.out_size[0];
+        const int64_t most_planes = (l.out_size[0] + Pr - 1) / Pr;  // the largest slab of the output
+        fraction = double(most_planes) / l.out_size[0];
         if (l.kind == LayerKind::conv || l.kind == LayerKind::pool) {
           const double v = plane * halo_planes(l.in_size[0], l.kernel, l.stride, l.padding, Pr);
           add(halo("halo over Pr (forward)", v, row));
           if (l.input_gradient) add(halo("halo gradient over Pr (backward)", v, row));
         } else if (l.kind == LayerKind::attention) {
-          const double kv = per_col * (l.in_channels / 8 + l.in_channels) * voxels(l.in_size);
+          const int64_t key_channels = l.in_channels / 8;
+          const double kv = per_col * (key_channels + l.in_channels) * voxels(l.in_size);
           add(all_gather("all-gather K, V over Pr (forward)", kv, Pr, row));
           add(all_gather("reduce-scatter dK, dV over Pr (backward)", kv, Pr, row));
         } else if (l.kind == LayerKind::global_pool) {

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -610,7 +611,7 @@ int64_t exhaustive_candidates(const Profile& profile, const Cluster& cluster, in
   double candidates = 0;
   for (int k : k_range(partitions, max_partitions(profile, cluster)))
     candidates += binomial(n - 1, k - 1) * assignments(d, k);
-  return candidates > 9e18 ? std::numeric_limits<int64_t>::max() : int64_t(candidates + 0.5);
+  return candidates > 9e18 ? std::numeric_limits<int64_t>::max() : int64_t(std::llround(candidates));
 }
 
 }  // namespace gridnn::plan

@@ -343,6 +343,7 @@ int main(int argc, char** argv) {
       const size_t best = best_index(nodes);
       if (json) {
         std::vector<PlanCost> costs;
+        costs.reserve(nodes.size());
         for (const NodePlan& n : nodes) costs.push_back(n.cost);
         print_json(net, costs, best, batch, machine, explain, used, {&cluster, &nodes});
         return 0;

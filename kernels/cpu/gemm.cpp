@@ -12,8 +12,10 @@
 #include "kernels/elementwise.h"
 
 // OpenBLAS's own queries, weak so that another BLAS links too (they are then null).
+// NOLINTBEGIN(readability-redundant-declaration): cblas.h declares them, not weak
 extern "C" int openblas_get_parallel(void) __attribute__((weak));
 extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+// NOLINTEND(readability-redundant-declaration)
 
 namespace gridnn::kernels::cpu {
 namespace {

@@ -21,8 +21,7 @@ std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch) {
   return order;
 }
 
-BatchLoader::BatchLoader(const Dataset& dataset, LoaderOptions options)
-    : dataset_(dataset), options_(std::move(options)) {
+BatchLoader::BatchLoader(const Dataset& dataset, LoaderOptions options) : dataset_(dataset), options_(options) {
   const int64_t n = dataset.size();
   GRIDNN_REQUIRE(options_.batch >= 1, "data loader: batch size must be >= 1, got ", options_.batch);
   GRIDNN_REQUIRE(!options_.drop_last || n >= options_.batch, "data loader: the dataset has ", n,
@@ -68,10 +67,11 @@ Batch BatchLoader::next() {
   return batch;
 }
 
-Batch BatchLoader::load(LoaderPosition at) const {
+Batch BatchLoader::load(LoaderPosition position) const {
   const int64_t n = dataset_.size();
-  const std::vector<int64_t> order = options_.shuffle ? epoch_order(n, options_.seed, at.epoch) : epoch_order(n, 0, -1);
-  const int64_t first = at.batch * options_.batch;
+  const std::vector<int64_t> order =
+      options_.shuffle ? epoch_order(n, options_.seed, position.epoch) : epoch_order(n, 0, -1);
+  const int64_t first = position.batch * options_.batch;
   const int64_t rows_in_batch = std::min(options_.batch, n - first);
   const int64_t begin = std::min(options_.shard_begin, rows_in_batch);
   const int64_t end = std::min(options_.shard_end, rows_in_batch);
@@ -81,7 +81,7 @@ Batch BatchLoader::load(LoaderPosition at) const {
   Batch b;
   b.x = Tensor::empty({end - begin, s[0], depth, s[2], s[3]});
   b.y = Tensor::empty({end - begin}, DType::i64);
-  const Augment augment{options_.augment, options_.seed, uint64_t(at.epoch)};
+  const Augment augment{options_.augment, options_.seed, uint64_t(position.epoch)};
   for (int64_t r = begin; r < end; ++r) {
     const int64_t index = order[size_t(first + r)];
     Tensor row = b.x.narrow(r - begin, 1).reshape({s[0], depth, s[2], s[3]});

@@ -19,7 +19,7 @@ std::string listed_at(const std::string& source, const ManifestRow& r) {
 }  // namespace
 
 NiftiDataset::NiftiDataset(Manifest manifest, NiftiDatasetOptions options)
-    : source_(std::move(manifest.source)), options_(std::move(options)) {
+    : source_(std::move(manifest.source)), options_(options) {
   const auto& t = options_.target;
   GRIDNN_REQUIRE(t[0] > 0 && t[1] > 0 && t[2] > 0, source_, ": the target size ", t[0], "x", t[1], "x", t[2],
                  " must be positive in every axis (the model's input D, H, W)");
@@ -40,7 +40,7 @@ NiftiDataset::NiftiDataset(Manifest manifest, NiftiDatasetOptions options)
 }
 
 NiftiDataset NiftiDataset::from_csv(const std::string& csv_path, NiftiDatasetOptions options) {
-  return NiftiDataset(read_manifest(csv_path), std::move(options));
+  return NiftiDataset(read_manifest(csv_path), options);
 }
 
 Shape NiftiDataset::sample_shape() const { return {1, options_.target[0], options_.target[1], options_.target[2]}; }

@@ -141,7 +141,7 @@ std::array<double, 3> apply_index_map(const IndexMap& map, const std::array<doub
   return out;
 }
 
-Affine grid_affine(const Affine& a, const IndexMap& to_stored) {
+Affine grid_affine(const Affine& stored_affine, const IndexMap& to_stored) {
   // Voxel (i, j, k) of the derived grid is its tensor index (k, j, i): T[j][j'] =
   // m[2 - j][2 - j'], T[j][3] = t[2 - j]; the result is A * T (translation: A[:, 3] first,
   // then the nonzero T[j][3] in order j = 0, 1, 2).
@@ -156,12 +156,12 @@ Affine grid_affine(const Affine& a, const IndexMap& to_stored) {
     for (int c = 0; c < 3; ++c) {
       double sum = 0.0;
       for (int k = 0; k < 3; ++k)
-        if (t[k][c] != 0.0) sum += a[r][k] * t[k][c];
+        if (t[k][c] != 0.0) sum += stored_affine[r][k] * t[k][c];
       out[r][c] = sum;
     }
-    double tr = a[r][3];
+    double tr = stored_affine[r][3];
     for (int k = 0; k < 3; ++k)
-      if (t[k][3] != 0.0) tr += a[r][k] * t[k][3];
+      if (t[k][3] != 0.0) tr += stored_affine[r][k] * t[k][3];
     out[r][3] = tr;
   }
   return out;

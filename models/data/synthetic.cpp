@@ -68,7 +68,7 @@ float voxel(const Anatomy& a, const double p[3]) {
 
 }  // namespace
 
-SyntheticDataset::SyntheticDataset(SyntheticOptions options) : options_(std::move(options)) {
+SyntheticDataset::SyntheticDataset(SyntheticOptions options) : options_(options) {
   GRIDNN_REQUIRE(options_.samples >= 1, "synthetic data: need at least 1 sample, got ", options_.samples);
   GRIDNN_REQUIRE(options_.first_index >= 0, "synthetic data: first index must be >= 0");
   GRIDNN_REQUIRE(options_.classes >= 2, "synthetic data: need at least 2 classes, got ", options_.classes);

@@ -26,7 +26,7 @@ Tensor DomainParallel::forward(const Tensor& x) {
 
 Tensor DomainParallel::do_backward(const Tensor& dy) {
   parallel::CommLayerScope scope(name());
-  const Tensor d_extended = layer_->backward(dy);  // weight gradients: this rank's part only
+  Tensor d_extended = layer_->backward(dy);  // weight gradients: this rank's part only
   if (!d_extended.defined()) return d_extended;
   return exchange_.return_gradient(d_extended);  // halo gradients back to their owners
 }

@@ -121,6 +121,7 @@ CoarseCam grad_cam(nn::Module& model, nn::BlockNetwork& net, size_t layer, const
   }
   // The slabs of each sample gathered over the row (balanced depth ranges, docs/design.md §4).
   std::vector<int64_t> depths;
+  depths.reserve(row.size());
   for (int r = 0; r < row.size(); ++r) depths.push_back(parallel::balanced_range(whole[0], row.size(), r).size());
   cam.maps = Tensor::empty(Shape{batch, whole[0], whole[1], whole[2]});
   for (int64_t b = 0; b < batch; ++b) {

@@ -124,7 +124,8 @@ AttentionGradients attention_backward(const Tensor& dy, Parameter& gamma, ops::M
 }
 
 double attention_macs(int64_t channels, int64_t queries, int64_t positions, int64_t projected) {
-  const double c = double(channels), c8 = double(channels / 8);
+  const int64_t key_channels = channels / 8;  // C/8, as the layer's query and key projections
+  const double c = double(channels), c8 = double(key_channels);
   return double(projected) * (2 * c * c8 + c * c) + double(queries) * double(positions) * (c8 + c);
 }
 

@@ -35,7 +35,7 @@ class Mlp : public Module, public BlockNetwork {
   const MlpConfig& config() const { return config_; }
 
   const std::vector<BlockInfo>& blocks() const override { return blocks_; }
-  Tensor forward_block(size_t i, const Tensor& x) override;
+  Tensor forward_block(size_t i, const Tensor& input) override;
   Tensor backward_block(size_t i, const Tensor& dy) override;
 
  private:

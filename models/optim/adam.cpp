@@ -8,7 +8,7 @@
 namespace gridnn::optim {
 
 Adam::Adam(OptimizerOptions options, ParameterList params)
-    : Optimizer(std::move(options), std::move(params)),
+    : Optimizer(options, std::move(params)),
       decoupled_(options_.kind == OptimizerKind::adamw),
       exp_avg_(params_.size()),
       exp_avg_sq_(params_.size()) {

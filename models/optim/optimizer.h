@@ -63,8 +63,7 @@ class Optimizer {
   const OptimizerOptions& options() const { return options_; }
 
  protected:
-  Optimizer(OptimizerOptions options, ParameterList params)
-      : options_(std::move(options)), params_(std::move(params)) {}
+  Optimizer(OptimizerOptions options, ParameterList params) : options_(options), params_(std::move(params)) {}
 
   OptimizerOptions options_;
   ParameterList params_;

@@ -11,7 +11,7 @@ namespace gridnn::optim {
 
 constexpr double kPi = 3.14159265358979323846;
 
-LrSchedule::LrSchedule(ScheduleOptions options) : options_(std::move(options)) {
+LrSchedule::LrSchedule(ScheduleOptions options) : options_(options) {
   const ScheduleOptions& o = options_;
   GRIDNN_REQUIRE(std::isfinite(o.base_lr) && o.base_lr >= 0.0, "LrSchedule: base_lr must be finite and >= 0, got ",
                  o.base_lr);
@@ -33,7 +33,8 @@ double LrSchedule::lr(int64_t step) const {
   GRIDNN_REQUIRE(step >= 0, "LrSchedule: step must be >= 0, got ", step);
   if (step < o.warmup_steps) return o.base_lr * double(step + 1) / double(o.warmup_steps);
   const int64_t s = step - o.warmup_steps;
-  if (o.kind == ScheduleKind::step) return o.base_lr * std::pow(o.gamma, double(s / o.step_size));
+  const int64_t decays = s / o.step_size;  // whole steps of step_size so far
+  if (o.kind == ScheduleKind::step) return o.base_lr * std::pow(o.gamma, double(decays));
   if (o.kind == ScheduleKind::cosine) {
     const double total = double(o.total_steps - o.warmup_steps);
     const double progress = double(std::min<int64_t>(s, o.total_steps - o.warmup_steps)) / total;

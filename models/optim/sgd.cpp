@@ -8,7 +8,7 @@
 namespace gridnn::optim {
 
 Sgd::Sgd(OptimizerOptions options, ParameterList params)
-    : Optimizer(std::move(options), std::move(params)), momentum_buffers_(params_.size()) {
+    : Optimizer(options, std::move(params)), momentum_buffers_(params_.size()) {
   OptimizerOptions& o = options_;
   GRIDNN_REQUIRE(o.kind == OptimizerKind::sgd, "Sgd: options.kind is ", enum_name(o.kind), "; use make_optimizer");
   if (o.weight_decay < 0.0) o.weight_decay = 0.0;

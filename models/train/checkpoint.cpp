@@ -85,7 +85,7 @@ std::string save_checkpoint(const std::string& dir, const NamedTensors& model, c
                                                    {"seed", std::to_string(state.seed)},
                                                    {"grid", state.grid},
                                                    {"config", state.config_json}};
-  const std::string path = checkpoint_path(dir, state.step);
+  std::string path = checkpoint_path(dir, state.step);
   save_safetensors(path, tensors, meta);
 
   // Only now that the new file is durable: drop the oldest.

@@ -125,10 +125,10 @@ std::string to_json(const TrainOptions& options) {
   return j.dump();
 }
 
-TrainOptions options_from_json(const std::string& text) {
+TrainOptions options_from_json(const std::string& json) {
   TrainOptions o;
   try {
-    const Json j = Json::parse(text);
+    const Json j = Json::parse(json);
     record(o, Reader{j});
   } catch (const std::exception& e) {  // JSON errors, and unknown names of enum values
     throw Error(std::string("training options: cannot read the JSON: ") + e.what());

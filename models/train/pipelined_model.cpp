@@ -192,6 +192,7 @@ Tensor PipelinedModel::forward_backward(const data::Batch& shard, int64_t global
   for (int m = M; m-- > 0;) {
     if (m != M - 1) {
       std::vector<Tensor> kept;
+      kept.reserve(buffers.size());
       for (auto& [name, b] : buffers) kept.push_back(b->clone());
       net_->forward_blocks(begin_, end_, inputs[size_t(m)]);
       for (size_t i = 0; i < buffers.size(); ++i) buffers[i].second->copy_from(kept[i]);

@@ -27,7 +27,7 @@ Tensor uniform(const Shape& shape, const Device& device, uint64_t seed, uint64_t
 ForwardBackward::ForwardBackward(Step forward, Step backward, Tensor x, Device device, uint64_t seed)
     : forward_(std::move(forward)), backward_(std::move(backward)), x_(std::move(x)), device_(device), seed_(seed) {}
 
-ForwardBackward::ForwardBackward(nn::Module& module, Tensor x, uint64_t seed)
+ForwardBackward::ForwardBackward(nn::Module& module, const Tensor& x, uint64_t seed)
     : ForwardBackward([&module](const Tensor& in) { return module.forward(in); },
                       [&module](const Tensor& dy) { return module.backward(dy); }, x, x.device(), seed) {}
 

@@ -33,7 +33,7 @@ class ForwardBackward {
   // `seed`) in the shape of the first forward's output. `x` lives on `device`.
   ForwardBackward(Step forward, Step backward, Tensor x, Device device, uint64_t seed = 1);
   // A module's forward and backward.
-  ForwardBackward(nn::Module& module, Tensor x, uint64_t seed = 1);
+  ForwardBackward(nn::Module& module, const Tensor& x, uint64_t seed = 1);
 
   // One call each, the device synchronized after it; backward() needs a forward() first.
   Tensor forward();

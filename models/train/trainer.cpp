@@ -152,7 +152,7 @@ void Trainer::log_json(const std::string& line) {
 Tensor Trainer::train_step(const data::Batch& shard) {
   const TransferCounts before = transfer_counts();
   Tensor logits;
-  const Tensor loss = model_->forward_backward(shard, options_.batch, &logits);
+  Tensor loss = model_->forward_backward(shard, options_.batch, &logits);
   model_->update(schedule_->lr(state_.step));
   step_transfers_ += transfer_counts().since(before);
   return loss;
