@@ -21,7 +21,7 @@ sources() { git ls-files -- '*.cpp' '*.h' '*.cu' '*.cuh' ':!:test/fuzz/corpus_*'
 
 format_check() {
   echo "== clang-format $(clang-format --version | grep -o '[0-9][0-9.]*' | head -1): $(sources | wc -l) files"
-  sources | xargs -P "$jobs" -n 16 clang-format --dry-run -Werror
+  sources | xargs -P "$jobs" -n 16 clang-format --dry-run -Werror || return 1
 }
 
 tidy_check() {
