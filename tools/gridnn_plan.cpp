@@ -254,143 +254,171 @@ void print_nodes(const std::vector<NodePlan>& plans, size_t best, const std::vec
   std::printf("\n");
 }
 
+// The flags, and the options of those whose presence matters (an explicit flag wins over
+// the calibration file and the model's default).
+struct PlanFlags {
+  gridnn::cli::ModelFlags model;
+  int64_t batch = 32;
+  int procs = 4;
+  Machine machine;
+  double bandwidth = 0;
+  std::string calibration_file, calibration_kind = "world";
+  ConvUse conv_use = ConvUse::domain;
+  bool json = false, explain = false, physical = false;
+  NodeFlags nodes;
+  CLI::Option *procs_opt = nullptr, *alpha = nullptr, *beta = nullptr, *bandwidth_opt = nullptr, *conv = nullptr;
+};
+
+void add_flags(CLI::App& app, PlanFlags& f) {
+  gridnn::cli::add_model_flags(app, f.model, true);
+  app.add_option("--batch", f.batch, "global batch B")->capture_default_str();
+  f.procs_opt = app.add_option("--procs", f.procs, "processes P")->capture_default_str();
+  f.alpha = app.add_option("--alpha", f.machine.alpha, "latency, s per message")->capture_default_str();
+  f.beta = app.add_option("--beta", f.machine.beta, "s per 4-byte word")->capture_default_str();
+  f.bandwidth_opt = app.add_option("--bandwidth", f.bandwidth, "bytes/s (sets beta = 4 / bandwidth)")->excludes(f.beta);
+  app.add_option("--calibration", f.calibration_file,
+                 "a gridnn-calibrate JSON file: alpha, beta of --calibration-kind and the measured "
+                 "per-layer compute times (explicit --alpha, --beta, --bandwidth win)");
+  app.add_option("--calibration-kind", f.calibration_kind,
+                 "which measured communicator gives alpha and beta: world, row, col or pingpong")
+      ->capture_default_str();
+  app.add_option("--flops", f.machine.flops, "compute rate, FLOP/s (0: no compute term)")->capture_default_str();
+  f.conv = gridnn::cli::add_enum_option(app, "--conv", f.conv_use,
+                                        "how convolutions use the grid rows: domain or batch (default: batch for "
+                                        "alexnet, the paper's setting; domain otherwise); gridnn: as gridnn-train "
+                                        "runs the network, from its own description (hand-overs, 1.5D or replicated "
+                                        "fc, batch-norm sums, loss, gradients; plan/cost_model.h)");
+  app.add_flag("--physical", f.physical,
+               "count the gradient sent back from the first FC layer to batch-parallel layers "
+               "(the paper omits it)");
+  add_node_flags(app, f.nodes);
+  app.add_flag("--json", f.json, "JSON output");
+  app.add_flag("--explain", f.explain, "per-layer terms of every grid");
+}
+
+// Reads --calibration into f.machine: alpha and beta of --calibration-kind unless given as
+// flags, and the measured per-layer compute times. Returns what was used, for the output.
+CalibrationUse apply_calibration(PlanFlags& f, const Network& net) {
+  const Calibration c = read_calibration(f.calibration_file);
+  // A file from one process has no communication: α and β then come from the flags.
+  const bool comm = !c.comm.empty();
+  const Machine fitted = machine_from(c, comm ? f.calibration_kind : "", f.machine);
+  CalibrationUse cal = {f.calibration_file,
+                        comm ? f.calibration_kind : "none (one process)",
+                        c.machine,
+                        c.date,
+                        c.grid,
+                        comm && f.alpha->count() == 0,
+                        comm && f.beta->count() == 0 && f.bandwidth_opt->count() == 0,
+                        0,
+                        net.layers.size()};
+  if (cal.alpha_from_file) f.machine.alpha = fitted.alpha;
+  if (cal.beta_from_file) f.machine.beta = fitted.beta;
+  f.machine.compute = fitted.compute;
+  for (const LayerShape& l : net.layers) cal.layers_measured += c.compute.count(l.name);
+  return cal;
+}
+
+// Every grid on nodes of several ranks (--nodes): both rank orders, the two-level links.
+void plan_on_nodes(PlanFlags& f, const gridnn::train::TrainOptions& run, const Network& net, const Strategy& strategy,
+                   const CalibrationUse* used) {
+  const Machine& machine = f.machine;
+  const Cluster cluster = cluster_of(f.nodes, machine, f.procs, f.procs_opt->count() > 0);
+  f.procs = cluster.procs();
+  Machine at_inter = machine;
+  at_inter.alpha = cluster.inter.alpha;
+  at_inter.beta = cluster.inter.beta;
+  const bool own = f.conv_use == ConvUse::gridnn;
+  const std::vector<NodePlan> nodes =
+      own ? sweep_gridnn(run, cluster, machine) : sweep(net, f.batch, cluster, machine, strategy);
+  GRIDNN_REQUIRE(!nodes.empty(), "no grid of ", f.procs, " processes fits --batch ", f.batch, " and the input depth");
+  const std::vector<PlanCost> flat =
+      own ? gridnn::train::sweep_grids(run, f.procs, at_inter) : sweep(net, f.batch, f.procs, at_inter, strategy);
+  const size_t best = best_index(nodes);
+  if (f.json) {
+    std::vector<PlanCost> costs;
+    costs.reserve(nodes.size());
+    for (const NodePlan& n : nodes) costs.push_back(n.cost);
+    print_json(net, costs, best, f.batch, machine, f.explain, used, {&cluster, &nodes});
+    return;
+  }
+  std::printf(
+      "%s, %lld weights, B = %lld, P = %d (%d nodes x %d ranks); inside a node alpha = %g s, beta = %g "
+      "s/word (%g B/s); between nodes alpha = %g s, beta = %g s/word (%g B/s); flops = %g/s, "
+      "convolutions: %s, FC: model\n",
+      net.name.c_str(), static_cast<long long>(net.weights()), static_cast<long long>(f.batch), f.procs, cluster.nodes,
+      cluster.ranks_per_node, cluster.intra.alpha, cluster.intra.beta, 4.0 / cluster.intra.beta, cluster.inter.alpha,
+      cluster.inter.beta, 4.0 / cluster.inter.beta, machine.flops, gridnn::enum_name(f.conv_use));
+  if (used) print_calibration(*used, true);
+  print_nodes(nodes, best, flat);
+  if (f.explain)
+    for (const NodePlan& n : nodes) print_explain(n.cost, gridnn::enum_name(n.order));
+}
+
+// Every Pr x Pc grid of P processes with one link.
+void plan_flat(const PlanFlags& f, const gridnn::train::TrainOptions& run, const Network& net, const Strategy& strategy,
+               const CalibrationUse* used) {
+  const Machine& machine = f.machine;
+  const int procs = f.procs;
+  const std::vector<PlanCost> plans = f.conv_use == ConvUse::gridnn ? gridnn::train::sweep_grids(run, procs, machine)
+                                                                    : sweep(net, f.batch, procs, machine, strategy);
+  GRIDNN_REQUIRE(!plans.empty(), "no grid of ", procs, " processes fits --batch ", f.batch, " and the input depth");
+  const size_t best = best_index(plans);
+  if (f.json) {
+    print_json(net, plans, best, f.batch, machine, f.explain, used);
+    return;
+  }
+  std::printf(
+      "%s, %lld weights, B = %lld, P = %d, alpha = %g s, beta = %g s/word, "
+      "flops = %g/s, convolutions: %s, FC: model\n",
+      net.name.c_str(), static_cast<long long>(net.weights()), static_cast<long long>(f.batch), procs, machine.alpha,
+      machine.beta, machine.flops, gridnn::enum_name(f.conv_use));
+  if (used) print_calibration(*used, false);
+  std::printf("%-9s %14s %12s %12s %12s %10s %10s\n", "grid", "words", "comm s", "compute s", "total s", "speedup",
+              "comm/");
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const PlanCost& p = plans[i];
+    const std::string g = std::to_string(p.grid.rows) + "x" + std::to_string(p.grid.cols);
+    std::printf("%-9s %14.0f %12.4e %12.4e %12.4e %10.2f %10.2f%s\n", g.c_str(), p.words, p.comm_s(), p.compute_s,
+                p.total_s(), plans[0].total_s() / p.total_s(), plans[0].comm_s() / p.comm_s(),
+                i == best ? "  <- best" : "");
+  }
+  std::printf(
+      "best: %dx%d (speedup over pure batch 1x%d: %.2f; \"comm/\": pure batch's "
+      "communication over this grid's)\n",
+      plans[best].grid.rows, plans[best].grid.cols, procs, plans[0].total_s() / plans[best].total_s());
+  if (f.explain)
+    for (const PlanCost& p : plans) print_explain(p);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
       "gridnn-plan: the alpha-beta model's cost of one training step on every Pr x Pc "
       "grid of P processes (docs/design.md section 6)"};
-  ConvUse conv_use = ConvUse::domain;
-  std::string calibration_file, calibration_kind = "world";
-  gridnn::cli::ModelFlags flags;
-  int64_t batch = 32;
-  int procs = 4;
-  Machine machine;
-  double bandwidth = 0;
-  bool json = false, explain = false, physical = false;
-  gridnn::cli::add_model_flags(app, flags, true);
-  app.add_option("--batch", batch, "global batch B")->capture_default_str();
-  auto* procs_opt = app.add_option("--procs", procs, "processes P")->capture_default_str();
-  auto* alpha = app.add_option("--alpha", machine.alpha, "latency, s per message")->capture_default_str();
-  auto* beta = app.add_option("--beta", machine.beta, "s per 4-byte word")->capture_default_str();
-  auto* bandwidth_opt = app.add_option("--bandwidth", bandwidth, "bytes/s (sets beta = 4 / bandwidth)")->excludes(beta);
-  app.add_option("--calibration", calibration_file,
-                 "a gridnn-calibrate JSON file: alpha, beta of --calibration-kind and the measured "
-                 "per-layer compute times (explicit --alpha, --beta, --bandwidth win)");
-  app.add_option("--calibration-kind", calibration_kind,
-                 "which measured communicator gives alpha and beta: world, row, col or pingpong")
-      ->capture_default_str();
-  app.add_option("--flops", machine.flops, "compute rate, FLOP/s (0: no compute term)")->capture_default_str();
-  auto* conv_opt =
-      gridnn::cli::add_enum_option(app, "--conv", conv_use,
-                                   "how convolutions use the grid rows: domain or batch (default: batch for "
-                                   "alexnet, the paper's setting; domain otherwise); gridnn: as gridnn-train runs "
-                                   "the network, from its own description (hand-overs, 1.5D or replicated fc, "
-                                   "batch-norm sums, loss, gradients; plan/cost_model.h)");
-  app.add_flag("--physical", physical,
-               "count the gradient sent back from the first FC layer to batch-parallel layers "
-               "(the paper omits it)");
-  NodeFlags node_flags;
-  add_node_flags(app, node_flags);
-  app.add_flag("--json", json, "JSON output");
-  app.add_flag("--explain", explain, "per-layer terms of every grid");
+  PlanFlags f;
+  add_flags(app, f);
   CLI11_PARSE(app, argc, argv);
 
   return gridnn::cli::run_program("gridnn-plan", [&] {
-    if (bandwidth > 0) machine.beta = 4.0 / bandwidth;
-    const bool paper = flags.model == gridnn::cli::PlanModel::alexnet;
-    const gridnn::train::TrainOptions run = gridnn::cli::model_options(flags, batch);
-    if (conv_opt->count() == 0) conv_use = paper ? ConvUse::batch : ConvUse::domain;
-    if (conv_use == ConvUse::gridnn && paper)
+    if (f.bandwidth > 0) f.machine.beta = 4.0 / f.bandwidth;
+    const bool paper = f.model.model == gridnn::cli::PlanModel::alexnet;
+    const gridnn::train::TrainOptions run = gridnn::cli::model_options(f.model, f.batch);
+    if (f.conv->count() == 0) f.conv_use = paper ? ConvUse::batch : ConvUse::domain;
+    if (f.conv_use == ConvUse::gridnn && paper)
       throw gridnn::Error("--conv gridnn: gridnn runs resattnet3d and mlp, not the paper's alexnet");
     const Network net = paper ? alexnet() : gridnn::train::network_of(run);
     CalibrationUse cal;
-    if (!calibration_file.empty()) {
-      const Calibration c = read_calibration(calibration_file);
-      // A file from one process has no communication: α and β then come from the flags.
-      const bool comm = !c.comm.empty();
-      const Machine fitted = machine_from(c, comm ? calibration_kind : "", machine);
-      cal = {calibration_file,
-             comm ? calibration_kind : "none (one process)",
-             c.machine,
-             c.date,
-             c.grid,
-             comm && alpha->count() == 0,
-             comm && beta->count() == 0 && bandwidth_opt->count() == 0,
-             0,
-             net.layers.size()};
-      if (cal.alpha_from_file) machine.alpha = fitted.alpha;
-      if (cal.beta_from_file) machine.beta = fitted.beta;
-      machine.compute = fitted.compute;
-      for (const LayerShape& l : net.layers) cal.layers_measured += c.compute.count(l.name);
-    }
-    const CalibrationUse* used = calibration_file.empty() ? nullptr : &cal;
+    if (!f.calibration_file.empty()) cal = apply_calibration(f, net);
+    const CalibrationUse* used = f.calibration_file.empty() ? nullptr : &cal;
     Strategy strategy = model_batch_domain();
-    strategy.conv = conv_use == ConvUse::batch ? LayerUse::batch : LayerUse::domain;
-    strategy.paper_convention = !physical;
-    if (node_flags.used()) {
-      const Cluster cluster = cluster_of(node_flags, machine, procs, procs_opt->count() > 0);
-      procs = cluster.procs();
-      Machine at_inter = machine;
-      at_inter.alpha = cluster.inter.alpha;
-      at_inter.beta = cluster.inter.beta;
-      const bool own = conv_use == ConvUse::gridnn;
-      const std::vector<NodePlan> nodes =
-          own ? sweep_gridnn(run, cluster, machine) : sweep(net, batch, cluster, machine, strategy);
-      GRIDNN_REQUIRE(!nodes.empty(), "no grid of ", procs, " processes fits --batch ", batch, " and the input depth");
-      const std::vector<PlanCost> flat =
-          own ? gridnn::train::sweep_grids(run, procs, at_inter) : sweep(net, batch, procs, at_inter, strategy);
-      const size_t best = best_index(nodes);
-      if (json) {
-        std::vector<PlanCost> costs;
-        costs.reserve(nodes.size());
-        for (const NodePlan& n : nodes) costs.push_back(n.cost);
-        print_json(net, costs, best, batch, machine, explain, used, {&cluster, &nodes});
-        return 0;
-      }
-      std::printf(
-          "%s, %lld weights, B = %lld, P = %d (%d nodes x %d ranks); inside a node alpha = %g s, beta = %g "
-          "s/word (%g B/s); between nodes alpha = %g s, beta = %g s/word (%g B/s); flops = %g/s, "
-          "convolutions: %s, FC: model\n",
-          net.name.c_str(), static_cast<long long>(net.weights()), static_cast<long long>(batch), procs, cluster.nodes,
-          cluster.ranks_per_node, cluster.intra.alpha, cluster.intra.beta, 4.0 / cluster.intra.beta,
-          cluster.inter.alpha, cluster.inter.beta, 4.0 / cluster.inter.beta, machine.flops,
-          gridnn::enum_name(conv_use));
-      if (used) print_calibration(cal, true);
-      print_nodes(nodes, best, flat);
-      if (explain)
-        for (const NodePlan& n : nodes) print_explain(n.cost, gridnn::enum_name(n.order));
-      return 0;
-    }
-    const std::vector<PlanCost> plans = conv_use == ConvUse::gridnn ? gridnn::train::sweep_grids(run, procs, machine)
-                                                                    : sweep(net, batch, procs, machine, strategy);
-    GRIDNN_REQUIRE(!plans.empty(), "no grid of ", procs, " processes fits --batch ", batch, " and the input depth");
-    const size_t best = best_index(plans);
-    if (json) {
-      print_json(net, plans, best, batch, machine, explain, used);
-      return 0;
-    }
-    std::printf(
-        "%s, %lld weights, B = %lld, P = %d, alpha = %g s, beta = %g s/word, "
-        "flops = %g/s, convolutions: %s, FC: model\n",
-        net.name.c_str(), static_cast<long long>(net.weights()), static_cast<long long>(batch), procs, machine.alpha,
-        machine.beta, machine.flops, gridnn::enum_name(conv_use));
-    if (used) print_calibration(cal, false);
-    std::printf("%-9s %14s %12s %12s %12s %10s %10s\n", "grid", "words", "comm s", "compute s", "total s", "speedup",
-                "comm/");
-    for (size_t i = 0; i < plans.size(); ++i) {
-      const PlanCost& p = plans[i];
-      const std::string g = std::to_string(p.grid.rows) + "x" + std::to_string(p.grid.cols);
-      std::printf("%-9s %14.0f %12.4e %12.4e %12.4e %10.2f %10.2f%s\n", g.c_str(), p.words, p.comm_s(), p.compute_s,
-                  p.total_s(), plans[0].total_s() / p.total_s(), plans[0].comm_s() / p.comm_s(),
-                  i == best ? "  <- best" : "");
-    }
-    std::printf(
-        "best: %dx%d (speedup over pure batch 1x%d: %.2f; \"comm/\": pure batch's "
-        "communication over this grid's)\n",
-        plans[best].grid.rows, plans[best].grid.cols, procs, plans[0].total_s() / plans[best].total_s());
-    if (explain)
-      for (const PlanCost& p : plans) print_explain(p);
+    strategy.conv = f.conv_use == ConvUse::batch ? LayerUse::batch : LayerUse::domain;
+    strategy.paper_convention = !f.physical;
+    if (f.nodes.used())
+      plan_on_nodes(f, run, net, strategy, used);
+    else
+      plan_flat(f, run, net, strategy, used);
     return 0;
   });
 }
