@@ -13,8 +13,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "core/device.h"
+#include "core/error.h"
 
 namespace gridnn {
 
@@ -37,6 +39,27 @@ class Allocator {
   virtual Device device() const = 0;
   // Returns cached, unused memory to the system (no-op for allocators that cache nothing).
   virtual void release_cached() {}
+  // Caps the bytes in use (0: no cap, the default): a request that would take in_use past
+  // `bytes` throws the error of memory_limit_error instead (gridnn-train --memory-limit).
+  virtual void set_limit(size_t bytes) = 0;
+};
+
+// The error of a request of `requested` bytes on `device` that the limit refuses, naming the
+// allocation scope of the calling thread.
+Error memory_limit_error(const Device& device, size_t requested, size_t in_use, size_t limit);
+
+// Names what the calling thread is doing ("backward of layer1.0.conv1", "forward of
+// layer2.1") for the memory limit's error, for the scope's lifetime (the previous name after).
+class AllocationScope {
+ public:
+  explicit AllocationScope(std::string what);
+  ~AllocationScope();
+  AllocationScope(const AllocationScope&) = delete;
+  AllocationScope& operator=(const AllocationScope&) = delete;
+  static const std::string& current();
+
+ private:
+  std::string previous_;
 };
 
 Allocator& host_allocator();

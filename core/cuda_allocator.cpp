@@ -68,7 +68,15 @@ class CudaCachingAllocator final : public Allocator {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.allocations;
     void* p = take_cached(size, 2 * size);
-    if (!p) p = system_allocate(bytes, size);
+    if (p && limit_ > 0 && stats_.in_use + live_.at(p) > limit_) {  // too big a block: put it back
+      free_.emplace(live_.at(p), p);
+      live_.erase(p);
+      p = nullptr;
+    }
+    if (!p) {
+      if (limit_ > 0 && stats_.in_use + size > limit_) throw memory_limit_error(device(), bytes, stats_.in_use, limit_);
+      p = system_allocate(bytes, size);
+    }
     const size_t block = live_.at(p);
     stats_.in_use += block;
     stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
@@ -95,6 +103,11 @@ class CudaCachingAllocator final : public Allocator {
   }
 
   Device device() const override { return Device::cuda(device_); }
+
+  void set_limit(size_t bytes) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    limit_ = bytes;
+  }
 
   void release_cached() override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -168,6 +181,7 @@ class CudaCachingAllocator final : public Allocator {
   std::multimap<size_t, void*> free_;       // cached blocks by size
   std::unordered_map<void*, size_t> live_;  // handed-out blocks and their sizes
   AllocatorStats stats_;
+  size_t limit_ = 0;  // bytes in use at most; 0: no limit
 };
 
 }  // namespace

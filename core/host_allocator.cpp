@@ -131,6 +131,11 @@ class HostAllocator final : public Allocator {
     release_locked();
   }
 
+  void set_limit(size_t bytes) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    limit_ = bytes;
+  }
+
  private:
   static size_t page_size() {
     const long p = sysconf(_SC_PAGESIZE);
@@ -140,6 +145,7 @@ class HostAllocator final : public Allocator {
   // aligned_alloc, with one retry after returning the cache to the system.
   void* allocate_small(size_t bytes) {
     const size_t rounded = (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
+    check_limit(bytes, bytes);
     void* p = std::aligned_alloc(kHostAlignment, rounded);
     if (!p) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -163,7 +169,15 @@ class HostAllocator final : public Allocator {
     ++stats_.allocations;
     size_t block = size;
     void* p = take_cached(size, &block);
-    if (!p) p = map_block(bytes, size);
+    if (p && limit_ > 0 && stats_.in_use + block > limit_) {  // too big a block: put it back
+      free_.emplace(block, p);
+      p = nullptr;
+      block = size;
+    }
+    if (!p) {
+      check_limit_locked(bytes, size);
+      p = map_block(bytes, size);
+    }
     live_[p] = block;
     unpoison(p, bytes);  // the tail past the requested bytes stays poisoned
     stats_.in_use += block;
@@ -208,6 +222,16 @@ class HostAllocator final : public Allocator {
     }
   }
 
+  // Throws when `counted` more bytes in use would pass the limit.
+  void check_limit(size_t requested, size_t counted) {
+    std::lock_guard<std::mutex> lock(mu_);
+    check_limit_locked(requested, counted);
+  }
+  void check_limit_locked(size_t requested, size_t counted) const {
+    if (limit_ > 0 && stats_.in_use + counted > limit_)
+      throw memory_limit_error(device_, requested, stats_.in_use, limit_);
+  }
+
   // The error for a request the system refused; called with mu_ held.
   Error out_of_memory(size_t requested, size_t size) const {
     return Error("out of host memory: could not allocate " + std::to_string(requested) + " bytes (" + mib(size) +
@@ -221,9 +245,27 @@ class HostAllocator final : public Allocator {
   std::multimap<size_t, void*> free_;       // cached large blocks by size
   std::unordered_map<void*, size_t> live_;  // handed-out pointers and the bytes they count for
   AllocatorStats stats_;
+  size_t limit_ = 0;  // bytes in use at most; 0: no limit
 };
 
+thread_local std::string allocation_scope;
+
 }  // namespace
+
+Error memory_limit_error(const Device& device, size_t requested, size_t in_use, size_t limit) {
+  const std::string& where = allocation_scope;
+  return Error("memory limit: " + (where.empty() ? std::string("an allocation outside the layers") : where) +
+               " asked " + device.str() + " for " + std::to_string(requested) + " bytes with " + mib(in_use) +
+               " in use, past --memory-limit " + mib(limit) +
+               "; the step needs more than the limit (see --memory-report for the prediction): raise the "
+               "limit, or lower the batch, or use more ranks along the depth (Pr)");
+}
+
+AllocationScope::AllocationScope(std::string what) : previous_(std::move(allocation_scope)) {
+  allocation_scope = std::move(what);
+}
+AllocationScope::~AllocationScope() { allocation_scope = std::move(previous_); }
+const std::string& AllocationScope::current() { return allocation_scope; }
 
 Allocator& host_allocator() {
   static HostAllocator* a = new HostAllocator(Device::cpu());  // never destroyed: tensors may outlive main

@@ -1,6 +1,7 @@
 // Argument checks and backend dispatch for kernels/conv3d.h.
 #include "kernels/conv3d.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -202,6 +203,20 @@ std::string conv3d_cpu_implementation(const Conv3dGeometry& g, int64_t n, ConvPa
     if (!impl.empty()) return "onednn " + impl;
   }
   return "vol2col+gemm";
+}
+
+Conv3dCpuMemory conv3d_cpu_memory(const Conv3dGeometry& g, int64_t n, bool bias, bool input_gradient) {
+  Conv3dCpuMemory m;
+  for (const ConvPass pass : {ConvPass::forward, ConvPass::backward_data, ConvPass::backward_filter}) {
+    if (pass == ConvPass::backward_data && !input_gradient) continue;
+    cpu::onednn::Workspace w{};
+    if (cpu_conv() == CpuConv::onednn) w = cpu::onednn::workspace(g, n, cpu::onednn::Pass(int(pass)), bias);
+    const bool by_onednn =
+        cpu_conv() == CpuConv::onednn && !cpu::onednn::implementation(g, n, cpu::onednn::Pass(int(pass))).empty();
+    if (!by_onednn) m.scratch = std::max(m.scratch, kernels::cpu::conv3d_column_bytes(g));
+    for (size_t s = 0; s < w.size(); ++s) m.workspace[s] = std::max(m.workspace[s], w[s]);
+  }
+  return m;
 }
 
 }  // namespace gridnn::ops

@@ -71,6 +71,15 @@ enum class ConvPass { forward, backward_data, backward_filter };
 // What runs `pass` of g on a CPU batch of n: "onednn jit:avx512_core" (oneDNN's name of its
 // kernel) or "vol2col+gemm".
 std::string conv3d_cpu_implementation(const Conv3dGeometry& g, int64_t n, ConvPass pass);
+// What the CPU's convolution of g on a batch of n allocates besides its operands (the per-rank
+// memory model's part of a convolution): the per-thread workspace buffers oneDNN's passes ask
+// for (the largest per buffer over the passes that run), and the column buffer vol2col
+// allocates for the length of a pass (the largest over the passes it runs).
+struct Conv3dCpuMemory {
+  std::array<int64_t, 5> workspace{};  // kernels/cpu/conv3d_onednn.h, by buffer
+  int64_t scratch = 0;
+};
+Conv3dCpuMemory conv3d_cpu_memory(const Conv3dGeometry& g, int64_t n, bool bias, bool input_gradient);
 
 }  // namespace gridnn::ops
 
@@ -84,6 +93,8 @@ void conv3d_backward_bias(const Tensor& dy, Tensor& db);
 // The column buffer's size limit in floats (default 2^24); returns the previous one. Tests
 // set it tiny to run the slab loop over one output depth plane at a time.
 int64_t conv3d_set_column_budget(int64_t floats);
+// The bytes of vol2col's column buffer for g (0 for a pointwise kernel, which needs none).
+int64_t conv3d_column_bytes(const Conv3dGeometry& g);
 }  // namespace gridnn::kernels::cpu
 namespace gridnn::kernels::cuda {  // cuDNN builds only (GRIDNN_HAVE_CUDNN)
 void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g, Tensor& y,

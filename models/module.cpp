@@ -1,5 +1,6 @@
 #include "models/module.h"
 
+#include "core/allocator.h"
 #include "kernels/elementwise.h"
 
 namespace gridnn::nn {
@@ -69,9 +70,18 @@ BackwardObserverScope::~BackwardObserverScope() { g_backward_observer = previous
 BackwardObserver* BackwardObserverScope::current() { return g_backward_observer; }
 
 Tensor Module::backward(const Tensor& dy) {
-  Tensor dx = do_backward(dy);
+  Tensor dx;
+  {
+    const AllocationScope scope("the backward of " + name_);
+    dx = do_backward(dy);
+  }
   if (BackwardObserver* observer = g_backward_observer) observer->on_backward_done(*this);
   return dx;
+}
+
+void Module::release_saved() {
+  drop_saved();
+  for (auto& [name, child] : children_) child->release_saved();
 }
 
 void Module::zero_grad() {
@@ -153,5 +163,7 @@ Shape Sequential::describe(const Shape& input, plan::RankStep& step) const {
 void require_layer(bool cond, const std::string& layer, const std::string& what) {
   if (!cond) throw Error(layer + ": " + what);
 }
+
+int64_t activation_bytes(const Shape& s) { return s.numel() * int64_t(sizeof(float)); }
 
 }  // namespace gridnn::nn

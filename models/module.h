@@ -94,6 +94,9 @@ class Module {
   std::vector<Module*> modules();
 
   void zero_grad();
+  // Lets go of what the last forward kept for a backward that will not come (after an
+  // evaluation forward): this module's and its descendants' saved tensors (drop_saved).
+  void release_saved();
   // Tells this module and every descendant its full state_dict name ("layer1.0.conv1"; the
   // root gets `name`). Errors, the communication report (CommLayerScope) and the cost
   // model's layers go by it.
@@ -150,6 +153,9 @@ class Module {
   // of the whole tensor's elements, also when this rank holds a row block of it.
   static ops::RandomKey parameter_key(uint64_t seed, const std::string& prefix, const std::string& name,
                                       const Parameter& p);
+  // Frees what this module's last forward kept for its backward (release_saved; a module
+  // that keeps tensors overrides it, as does a container with modules it does not register).
+  virtual void drop_saved() {}
   // Called after train()/eval() changed the mode (for children too).
   virtual void on_mode_change() {}
   // Called after to() moved the parameters and buffers (for children too): a layer with
@@ -195,6 +201,10 @@ class Sequential : public Module {
  private:
   Tensor do_backward(const Tensor& dy) override;
 };
+
+// The bytes of an activation (or its gradient) of shape `s`: every activation is f32
+// (kernels/math_mode.h), so 4 per element. What layers state to the memory model.
+int64_t activation_bytes(const Shape& s);
 
 // Throws gridnn::Error "<layer>: <what>" unless `cond`: the shape and argument checks of
 // every layer use it, so messages name the layer.

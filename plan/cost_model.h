@@ -35,6 +35,8 @@
 #include <tuple>
 #include <vector>
 
+#include "plan/memory_model.h"
+
 namespace gridnn::plan {
 
 enum class LayerKind { conv, fc, pool, bn, attention, global_pool };
@@ -219,6 +221,7 @@ struct RankStep {
   int64_t samples = 0;  // this rank's batch shard
   std::vector<LayerShape> layers;
   std::vector<CommCall> calls;
+  std::vector<LayerMemory> memory;  // what each layer keeps and allocates (plan/memory_model.h)
 };
 // One step of the whole grid from every rank's description: each layer's terms are its
 // calls (a "<layer> (gather)" counts to its layer) with the most words and messages any rank

@@ -18,6 +18,7 @@
 #include "models/train/trainer.h"
 #include "parallel/process_grid.h"
 #include "parallel/progress_board.h"
+#include "plan/memory_model.h"
 #include "tools/cli.h"
 
 namespace {
@@ -30,6 +31,7 @@ struct Cli {
   cli::Attention attention = cli::Attention::both;
   std::string batch_file, dump_step;
   double weight_decay = -1;
+  std::string memory_limit;  // a size (plan::parse_bytes); empty: none
 };
 
 void add_flags(CLI::App& app, Cli& c) {
@@ -102,6 +104,11 @@ void add_flags(CLI::App& app, Cli& c) {
                  "where the stages cut the network: even (default), auto (GABRA on measured blocks) "
                  "or a placement file (gridnn-place --out)");
   app.add_flag("--comm-report", o.comm_report, "print the communication per layer at the end");
+  app.add_option("--memory-limit", c.memory_limit,
+                 "each rank's memory at most (6GiB, 512MiB or bytes): nothing runs when a rank's predicted peak "
+                 "is larger, and the allocators enforce it; with --grid auto, the fastest grid that fits");
+  app.add_flag("--memory-report", o.memory_report,
+               "print each rank's predicted and measured memory peak, and its largest holders, at the end");
   app.add_option("--device", o.device,
                  "cpu, cuda or cuda:N (cuda under mpiexec: each rank of a node its own GPU, round robin)")
       ->capture_default_str();
@@ -179,6 +186,7 @@ int run(Cli& c, parallel::ProcessGrid& grid) {
 // K x Pr x Pc (a PsxPrxPc grid gives the stages itself).
 parallel::GridShape grid_shape(Cli& c, int procs, bool report) {
   const int stages = c.o.stages;
+  if (!c.memory_limit.empty()) c.o.memory_limit = plan::parse_bytes(c.memory_limit, "--memory-limit");
   parallel::GridShape shape;
   if (c.o.grid != train::kAutoGrid) {
     shape = parallel::GridShape::parse(c.o.grid);

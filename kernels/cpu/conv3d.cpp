@@ -69,6 +69,10 @@ void vol2col(const float* xn, const Conv3dGeometry& g, int64_t od0, int64_t od1,
 
 }  // namespace
 
+int64_t conv3d_column_bytes(const Conv3dGeometry& g) {
+  return g.is_pointwise() ? 0 : int64_t(sizeof(float)) * g.col_rows() * planes_per_slab(g) * g.out_plane();
+}
+
 int64_t conv3d_set_column_budget(int64_t floats) {
   const int64_t previous = column_budget;
   column_budget = floats < 1 ? 1 : floats;

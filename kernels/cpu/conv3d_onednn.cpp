@@ -4,6 +4,7 @@
 #if GRIDNN_HAVE_ONEDNN
 #include <omp.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/allocator.h"
 #include "core/error.h"
 #include "kernels/conv3d.h"
 #endif
@@ -28,6 +30,7 @@ std::string implementation(const Conv3dGeometry&, int64_t, Pass) { return ""; }
 bool forward(const Tensor&, const Tensor&, const Tensor&, const Conv3dGeometry&, Tensor&) { return false; }
 bool backward_data(const Tensor&, const Tensor&, const Conv3dGeometry&, Tensor&) { return false; }
 bool backward_filter(const Tensor&, const Tensor&, const Conv3dGeometry&, Tensor&) { return false; }
+Workspace workspace(const Conv3dGeometry&, int64_t, Pass, bool) { return {}; }
 
 #else
 
@@ -48,22 +51,26 @@ dnnl::engine& engine() {
 
 // ---- the per-thread workspace --------------------------------------------------------
 
-// A 64-byte aligned buffer that only grows.
+// A 64-byte aligned buffer that only grows, from gridnn's host allocator (so the allocator's
+// statistics and memory limit see it).
 class Buffer {
  public:
   Buffer() = default;
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
-  ~Buffer() { std::free(data_); }
+  ~Buffer() { host_allocator().deallocate(data_, size_); }
   void* reserve(size_t bytes) {
     if (bytes > size_) {
-      std::free(data_);
-      size_ = (bytes + 63) / 64 * 64;
-      data_ = std::aligned_alloc(64, size_);
-      GRIDNN_REQUIRE(data_ != nullptr, "conv3d (oneDNN): cannot allocate a workspace of ", size_, " bytes");
+      host_allocator().deallocate(data_, size_);
+      data_ = nullptr;
+      size_ = 0;
+      const size_t size = round_up(bytes);
+      data_ = host_allocator().allocate(size);
+      size_ = size;
     }
     return data_;
   }
+  static size_t round_up(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
  private:
   void* data_ = nullptr;
@@ -73,6 +80,7 @@ class Buffer {
 // Which workspace buffer holds an operand's copy in the primitive's layout. The three roles
 // of a convolution (activation in, weights, activation out) never need two copies at once.
 enum Slot { kSource, kWeights, kDestination, kBias, kScratchpad, kSlots };
+static_assert(kSlots == kWorkspaceSlots, "one workspace size per slot");
 
 // ---- plans: one per geometry, batch, pass, bias and thread count -----------------------
 
@@ -346,6 +354,17 @@ void execute(Plan& p, const Tensors& tensors) {
 bool built() { return true; }
 
 std::string implementation(const Conv3dGeometry& g, int64_t n, Pass pass) { return plan(g, n, pass, false).impl; }
+
+Workspace workspace(const Conv3dGeometry& g, int64_t n, Pass pass, bool bias) {
+  Workspace bytes{};
+  Plan& p = plan(g, n, pass, bias);
+  if (p.impl.empty()) return bytes;
+  for (const Operand& o : p.operands)
+    if (o.copy) bytes[o.slot] = std::max(bytes[o.slot], int64_t(Buffer::round_up(o.inner.get_desc().get_size())));
+  const size_t scratch = p.scratchpad.get_desc().get_size();
+  if (scratch > 0) bytes[kScratchpad] = int64_t(Buffer::round_up(scratch));
+  return bytes;
+}
 
 bool forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g, Tensor& y) {
   Plan& p = plan(g, x.size(0), Pass::forward, bias.defined());

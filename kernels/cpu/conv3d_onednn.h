@@ -13,6 +13,7 @@
 // thread), so gridnn's results do too. The thread count is part of each plan's key.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -36,5 +37,12 @@ std::string implementation(const Conv3dGeometry& g, int64_t n, Pass pass);
 bool forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g, Tensor& y);
 bool backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx);
 bool backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw);  // dw +=
+
+// The bytes `pass` of g on a batch of n asks of each per-thread workspace buffer (the
+// operands' blocked copies by role, then the scratchpad); zeros where oneDNN does not run it.
+// Builds and caches the plan, as a call would. The per-rank memory model adds these up.
+constexpr int kWorkspaceSlots = 5;  // source, weights, destination, bias, scratchpad
+using Workspace = std::array<int64_t, kWorkspaceSlots>;
+Workspace workspace(const Conv3dGeometry& g, int64_t n, Pass pass, bool bias);
 
 }  // namespace gridnn::kernels::cpu::onednn

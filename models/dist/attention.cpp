@@ -62,6 +62,7 @@ Tensor DistSelfAttention3d::do_backward(const Tensor& dy) {
   ops::add(dy, layer_->query().backward(g.dq.reshape({b, c8, s[2], s[3], s[4]})), dx);
   ops::add(dx, layer_->key().backward(ops::slice(own, 1, 0, c8).reshape({b, c8, s[2], s[3], s[4]})), dx);
   ops::add(dx, layer_->value().backward(ops::slice(own, 1, c8, c).reshape({b, c, s[2], s[3], s[4]})), dx);
+  core_ = AttentionCore();  // used: freed now, not at the next forward
   return dx;
 }
 
@@ -70,6 +71,13 @@ Shape DistSelfAttention3d::describe(const Shape& in, plan::RankStep& step) const
   const int64_t c = layer_->channels(), hw = in[3] * in[4], nr = planes_.size() * hw, n = global_depth_ * hw;
   layer_->describe(in, step);
   step.layers.back().forward_flops = 2.0 * attention_macs(c, nr, n, nr);  // own queries over all positions
+  // Own queries over all positions; the stacked own [K; V] and their gathered copies exist
+  // for a moment in forward, and all positions' [dK; dV] with this rank's block in backward.
+  plan::LayerMemory& m = step.memory.back();
+  m = attention_memory(name(), in[0], c, nr, n);
+  const int64_t own_kv = activation_bytes({in[0], c / 8 + c, nr}), all_kv = activation_bytes({in[0], c / 8 + c, n});
+  m.forward_scratch = own_kv + 2 * all_kv;
+  m.backward_scratch += all_kv + own_kv;
   const int64_t kv = in[0] * (c / 8 + c);
   const int procs = row_.size();
   step.calls.push_back(plan::make_call(name(), "row", "all_gatherv", kv * nr, procs, double(kv * (n - nr))));

@@ -47,6 +47,7 @@ class DistSelfAttention3d : public Module {
   const Tensor& attention() const { return core_.attention; }
 
  private:
+  void drop_saved() override { core_ = AttentionCore(); }
   Tensor do_backward(const Tensor& dy) override;  // dy, dx: [B, C, D_r, H, W]
 
   // Keys and values along the positions (dimension 2) of [B, C/8 + C, positions]: D planes

@@ -36,11 +36,20 @@ Shape DomainParallel::describe(const Shape& in, plan::RankStep& step) const {
   require_layer(
       in.rank() == 5 && in[2] == h.input.owned().size(), name(),
       "cannot run on an input " + in.str() + " (a slab of " + std::to_string(h.input.owned().size()) + " planes)");
-  const Shape out = layer_->describe(in.with(2, h.extended_planes()), step);
   const int64_t plane = in[0] * in[1] * in[3] * in[4];  // elements of one input plane of the shard
   int64_t sent = 0, received = 0;
   for (const parallel::PlaneTransfer& t : h.sends) sent += t.planes.size();
   for (const parallel::PlaneTransfer& t : h.receives) received += t.planes.size();
+  // The extended slab is a new tensor (also with no neighbour); the planes on the wire are
+  // copies, both ways; backward returns dx of the own planes.
+  plan::LayerMemory m;
+  m.layer = name() + " (halo)";
+  m.output = activation_bytes(in.with(2, h.extended_planes()));
+  m.forward_scratch = m.backward_scratch = activation_bytes({sent + received, plane});
+  const size_t halo = step.memory.size();
+  step.memory.push_back(m);
+  const Shape out = layer_->describe(in.with(2, h.extended_planes()), step);
+  if (step.layers.back().input_gradient) step.memory[halo].input_grad = activation_bytes(in);
   const int procs = exchange_.row().size();
   step.calls.push_back(plan::make_call(name(), "row", "send_recv", sent * plane, procs, double(received * plane)));
   if (step.layers.back().input_gradient)

@@ -36,6 +36,12 @@ Shape DistGlobalAvgPool3d::describe(const Shape& in, plan::RankStep& step) const
   step.layers.push_back(
       pool_layer_shape(name(), plan::LayerKind::global_pool, in, Shape{in[0], in[1]}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}));
   step.calls.push_back(plan::make_call(name(), "row", "all_reduce", in[0] * in[1], row_.size()));
+  plan::LayerMemory m;
+  m.layer = name();
+  m.output = activation_bytes({in[0], in[1]});
+  m.input_grad = activation_bytes(in);
+  m.backward_scratch = activation_bytes({1, in[2] * in[3] * in[4]});  // the ones row
+  step.memory.push_back(m);
   return {in[0], in[1]};
 }
 

@@ -60,6 +60,14 @@ Tensor InputSplitLinear::do_backward(const Tensor& dy) {
 
 Shape InputSplitLinear::describe(const Shape& in, plan::RankStep& step) const {
   require_layer(in.rank() == 2 && in[1] == in_, name(), "cannot run on an input " + in.str());
+  // This rank's block of X (a copy); backward gathers dX of every block (transposed copies on
+  // the way).
+  plan::LayerMemory own;
+  own.layer = name() + " (own block)";
+  own.output = activation_bytes(in.with(1, block().size()));
+  own.input_grad = activation_bytes(in);
+  own.backward_scratch = 2 * own.input_grad;
+  step.memory.push_back(own);
   layer_->describe(in.with(1, block().size()), step);
   step.layers.back().weights += out_;  // the bias, replicated
   const int procs = row_.size();

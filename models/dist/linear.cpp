@@ -37,6 +37,14 @@ Shape DistLinear::describe(const Shape& in, plan::RankStep& step) const {
   step.calls.push_back(
       plan::make_call(name(), "row", "all_gatherv", in[0] * own, row_.size(), double(in[0] * (out_ - own))));
   step.calls.push_back(plan::make_call(name(), "row", "all_reduce", in[0] * in[1], row_.size()));
+  // The gather: Y of all row blocks (and a transposed copy of each side on the way); backward
+  // takes this rank's block of dY.
+  plan::LayerMemory m;
+  m.layer = name() + " (gather)";
+  m.output = activation_bytes(y.with(1, out_));
+  m.forward_scratch = 2 * m.output;
+  m.input_grad = activation_bytes(y);
+  step.memory.push_back(m);
   return y.with(1, out_);
 }
 

@@ -29,6 +29,14 @@ Shape GatherDepth::describe(const Shape& in, plan::RankStep& step) const { retur
 Shape GatherDepth::describe_as(const std::string& label, const Shape& in, plan::RankStep& step) const {
   require_layer(in.rank() == 5 && in[2] == split_.own().size(), label, "cannot gather an input " + in.str());
   const int64_t plane = in[0] * in[1] * in[3] * in[4], own = split_.own().size();
+  // The whole volume (and on the way this rank's slab and the gathered slabs, depth first);
+  // backward takes this rank's planes of dY.
+  plan::LayerMemory m;
+  m.layer = label;
+  m.output = activation_bytes(in.with(2, split_.whole()));
+  m.forward_scratch = activation_bytes(in) + m.output;
+  m.input_grad = activation_bytes(in);
+  step.memory.push_back(m);
   step.calls.push_back(plan::make_call(label, "row", "all_gatherv", own * plane, split_.comm->size(),
                                        double((split_.whole() - own) * plane)));
   return in.with(2, split_.whole());

@@ -17,7 +17,17 @@ Tensor ReLU::do_backward(const Tensor& dy) {
                 "dy " + dy.shape().str() + " does not match the input " + input_.shape().str());
   Tensor dx = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
   ops::relu_backward(input_, dy, dx);
+  input_ = Tensor();  // used: freed now, not at the next forward
   return dx;
+}
+
+Shape ReLU::describe(const Shape& in, plan::RankStep& step) const {
+  plan::LayerMemory m;  // keeps its input (the sign of x gates dy)
+  m.layer = name();
+  m.output = m.input_grad = activation_bytes(in);
+  m.keeps_input = true;
+  step.memory.push_back(m);
+  return in;
 }
 
 Tensor Flatten::forward(const Tensor& x) {

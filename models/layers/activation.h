@@ -10,8 +10,10 @@ class ReLU : public Module {
  public:
   ReLU() : Module("ReLU") {}
   Tensor forward(const Tensor& x) override;
+  Shape describe(const Shape& input, plan::RankStep& step) const override;
 
  private:
+  void drop_saved() override { input_ = Tensor(); }
   Tensor do_backward(const Tensor& dy) override;
 
   Tensor input_;

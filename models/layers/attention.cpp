@@ -2,6 +2,7 @@
 // softmax kernels (kernels/softmax.h); forward and backward side by side.
 #include "models/layers/attention.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/elementwise.h"
@@ -73,6 +74,7 @@ Tensor PointwiseConv3d::do_backward(const Tensor& dy) {
     ops::gemm(dym.narrow(s, 1).reshape({out_, n}), xm.narrow(s, 1).reshape({in_, n}), dw,
               ops::gemm_options(false, true, 1.0f, math_mode()));
   ops::axpy(1.0f, ops::sum(ops::sum(dym, 2), 0), bias_->grad);  // db += sum over samples and positions
+  input_ = Tensor();                                            // used: freed now, not at the next forward
   return dx;
 }
 
@@ -131,6 +133,23 @@ double attention_macs(int64_t channels, int64_t queries, int64_t positions, int6
 
 // ---- SelfAttention3d -------------------------------------------------------------------
 
+plan::LayerMemory attention_memory(const std::string& name, int64_t batch, int64_t channels, int64_t queries,
+                                   int64_t positions) {
+  const int64_t f = int64_t(sizeof(float)) * batch, c = channels, c8 = c / 8, nq = queries, n = positions;
+  const int64_t x = f * c * nq, scores = f * nq * n;
+  plan::LayerMemory m;
+  m.layer = name;
+  m.output = m.input_grad = x;
+  m.keeps_input = true;
+  m.kept = f * c8 * nq + f * (c8 + c) * n + scores + x;  // Q; K and V; A; O
+  m.forward_scratch = int64_t(sizeof(float)) * nq;       // the bias's ones row
+  // attention_backward holds dy*O, dO, dV, dS, dQ and dK at once (before dx exists); then dV,
+  // dQ, dK, dx and one projection's input gradient.
+  const int64_t grads = f * c * n + f * c8 * nq + f * c8 * n;  // dV, dQ, dK
+  m.backward_scratch = std::max(2 * x + scores + grads - x, grads + x);
+  return m;
+}
+
 SelfAttention3d::SelfAttention3d(int64_t channels, Device device) : Module("SelfAttention3d"), channels_(channels) {
   require_layer(channels >= 8 && channels % 8 == 0, "SelfAttention3d(" + std::to_string(channels) + ")",
                 "channels must be a positive multiple of 8 (queries and keys have channels / 8), got " +
@@ -173,6 +192,7 @@ Tensor SelfAttention3d::do_backward(const Tensor& dy) {
   ops::add(dy, query_->backward(g.dq.reshape({b, c8, s[2], s[3], s[4]})), dx);
   ops::add(dx, key_->backward(g.dk.reshape({b, c8, s[2], s[3], s[4]})), dx);
   ops::add(dx, value_->backward(g.dv.reshape({b, c, s[2], s[3], s[4]})), dx);
+  core_ = AttentionCore();  // used: freed now, not at the next forward
   return dx;
 }
 
@@ -187,6 +207,7 @@ Shape SelfAttention3d::describe(const Shape& in, plan::RankStep& step) const {
   l.weights = 2 * (c * c8 + c8) + c * c + c + 1;
   l.forward_flops = 2.0 * attention_macs(c, n, n, n);
   step.layers.push_back(l);
+  step.memory.push_back(attention_memory(name(), in[0], c, n, n));
   return in;
 }
 

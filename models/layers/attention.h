@@ -40,6 +40,7 @@ class PointwiseConv3d : public Module {
   void reset_parameters(uint64_t seed, const std::string& prefix) override;
 
  private:
+  void drop_saved() override { input_ = Tensor(); }
   Tensor do_backward(const Tensor& dy) override;
 
   std::string label() const;     // "PointwiseConv3d(in -> out)"
@@ -72,6 +73,12 @@ AttentionGradients attention_backward(const Tensor& dy, Parameter& gamma, ops::M
 // Multiply-adds of one sample of the attention of Nq queries over N positions with C channels,
 // the projections of `projected` positions included (the cost model's forward FLOPs / 2).
 double attention_macs(int64_t channels, int64_t queries, int64_t positions, int64_t projected);
+// The memory of the attention of `batch` samples, Nq own queries over N positions with C
+// channels (the memory model's record; docs/design.md §6a): it keeps its input (for the
+// projections' weight gradients), Q, K, V, the attention matrix and O; its output is a new
+// tensor (x + gamma O); its backward's largest moment is inside attention_backward.
+plan::LayerMemory attention_memory(const std::string& name, int64_t batch, int64_t channels, int64_t queries,
+                                   int64_t positions);
 
 class SelfAttention3d : public Module {
  public:
@@ -95,6 +102,7 @@ class SelfAttention3d : public Module {
   void reset_parameters(uint64_t seed, const std::string& prefix) override;
 
  private:
+  void drop_saved() override { core_ = AttentionCore(); }
   Tensor do_backward(const Tensor& dy) override;
 
   int64_t channels_;

@@ -53,6 +53,11 @@ Shape BatchNorm3d::describe(const Shape& in, plan::RankStep& step) const {
   l.weights = 2 * channels_;
   l.forward_flops = 4.0 * double(channels_) * double(in[2] * in[3] * in[4]);
   step.layers.push_back(l);
+  plan::LayerMemory m;  // keeps its input (x - mean is recomputed in backward)
+  m.layer = name();
+  m.output = m.input_grad = activation_bytes(in);
+  m.keeps_input = true;
+  step.memory.push_back(m);
   if (statistics_over_)
     for (int64_t n : {int64_t(1), channels_, 2 * channels_, 2 * channels_})
       step.calls.push_back(
@@ -131,6 +136,7 @@ Tensor BatchNorm3d::do_backward(const Tensor& dy) {
   Tensor dx = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
   if (batch_statistics_) reduce_sums(sums_);
   ops::batchnorm_backward_input(input_, dy, mean_, invstd_, weight_->value, sums_, count_, batch_statistics_, dx);
+  input_ = Tensor();  // used: freed now, not at the next forward
   return dx;
 }
 

@@ -57,6 +57,7 @@ class BatchNorm3d : public Module {
   void on_device_change(const Device& device) override;
 
  private:
+  void drop_saved() override { input_ = Tensor(); }
   Tensor do_backward(const Tensor& dy) override;
 
   void check_input(const Tensor& x) const;

@@ -1,6 +1,7 @@
 // nn::Conv3d: shape checks, PyTorch initialization, and forward/backward on the conv3d ops.
 #include "models/layers/conv3d.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/random.h"
@@ -78,7 +79,20 @@ Shape Conv3d::describe(const Shape& in, plan::RankStep& step) const {
   l.forward_flops = 2.0 * double(out_channels_ * in_channels_ * taps) * double(g.out_volume());
   l.input_gradient = input_gradient_;
   step.layers.push_back(l);
-  return {in[0], out_channels_, g.out_size[0], g.out_size[1], g.out_size[2]};
+  const Shape out{in[0], out_channels_, g.out_size[0], g.out_size[1], g.out_size[2]};
+  // Keeps its input for the filter gradient; the CPU's workspace and columns as the kernels say.
+  plan::LayerMemory m;
+  m.layer = name();
+  m.output = activation_bytes(out);
+  m.keeps_input = true;
+  m.input_grad = input_gradient_ ? activation_bytes(in) : 0;
+  if (weight_->value.device().is_cpu()) {
+    const ops::Conv3dCpuMemory cpu = ops::conv3d_cpu_memory(g, in[0], bias_ != nullptr, input_gradient_);
+    std::copy(cpu.workspace.begin(), cpu.workspace.end(), m.workspace.begin());
+    m.forward_scratch = m.backward_scratch = cpu.scratch;
+  }
+  step.memory.push_back(m);
+  return out;
 }
 
 Tensor Conv3d::do_backward(const Tensor& dy) {
@@ -94,6 +108,7 @@ Tensor Conv3d::do_backward(const Tensor& dy) {
   }
   ops::conv3d_backward_filter(input_, dy, geometry_, weight_->grad, math_mode());
   if (bias_) ops::conv3d_backward_bias(dy, bias_->grad);
+  input_ = Tensor();  // used: freed now, not at the next forward
   return dx;
 }
 

@@ -39,6 +39,7 @@ class Conv3d : public Module {
   void reset_parameters(uint64_t seed, const std::string& prefix) override;
 
  private:
+  void drop_saved() override { input_ = Tensor(); }
   Tensor do_backward(const Tensor& dy) override;
 
   int64_t in_channels_, out_channels_;

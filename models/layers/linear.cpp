@@ -58,6 +58,14 @@ Shape Linear::describe(const Shape& in, plan::RankStep& step) const {
   require_layer(in.rank() == 2 && in[1] == in_, label(), "cannot run on an input " + in.str());
   step.layers.push_back(plan::fc_layer(name(), in_, out_));
   if (!bias_) step.layers.back().weights -= out_;
+  plan::LayerMemory m;  // keeps its input for the weight gradient
+  m.layer = name();
+  m.output = activation_bytes({in[0], out_});
+  m.keeps_input = true;
+  m.input_grad = activation_bytes(in);
+  m.forward_scratch = bias_ ? activation_bytes({in[0], 1}) : 0;  // the ones column
+  m.backward_scratch = bias_ ? activation_bytes({out_}) : 0;     // the bias gradient's sum
+  step.memory.push_back(m);
   return {in[0], out_};
 }
 
@@ -76,6 +84,7 @@ Tensor Linear::do_backward(const Tensor& dy) {
   dw.math = math_mode();
   ops::gemm(dy, input_, weight_->grad, dw);                                    // dW += dy^T x
   if (bias_ && dy.size(0) > 0) ops::axpy(1.0f, ops::sum(dy, 0), bias_->grad);  // db += sum over the batch
+  input_ = Tensor();  // used: freed now, not at the next forward
   return dx;
 }
 

@@ -27,6 +27,7 @@ class Linear : public Module {
   void reset_parameters(uint64_t seed, const std::string& prefix) override;
 
  private:
+  void drop_saved() override { input_ = Tensor(); }
   Tensor do_backward(const Tensor& dy) override;  // dy [N, out] -> dx [N, in]; dW += dy^T x, db += sum_n dy
 
   std::string label() const;  // "Linear(in, out)"

@@ -47,6 +47,19 @@ plan::LayerShape pool_layer_shape(const std::string& name, plan::LayerKind kind,
   return l;
 }
 
+namespace {
+// A pooling layer's memory: its output, the dx of its input's shape, and what it keeps (max
+// pooling: the i64 index of each output's maximum).
+plan::LayerMemory pool_memory(const std::string& name, const Shape& in, const Shape& out, int64_t kept) {
+  plan::LayerMemory m;
+  m.layer = name;
+  m.output = activation_bytes(out);
+  m.input_grad = activation_bytes(in);
+  m.kept = kept;
+  return m;
+}
+}  // namespace
+
 MaxPool3d::MaxPool3d(Triple3 kernel, Triple3 stride, Triple3 padding)
     : Module("MaxPool3d"), params_(make_params("MaxPool3d", kernel, stride, padding)) {}
 MaxPool3d::MaxPool3d(int64_t kernel, int64_t stride, int64_t padding)
@@ -66,6 +79,7 @@ Shape MaxPool3d::describe(const Shape& in, plan::RankStep& step) const {
   const Shape out = ops::pool3d_output_shape(name().c_str(), in, params_);
   step.layers.push_back(
       pool_layer_shape(name(), plan::LayerKind::pool, in, out, params_.kernel, params_.stride, params_.padding));
+  step.memory.push_back(pool_memory(name(), in, out, out.numel() * int64_t(sizeof(int64_t))));
   return out;
 }
 
@@ -73,6 +87,7 @@ Tensor MaxPool3d::do_backward(const Tensor& dy) {
   check_dy("MaxPool3d", input_shape_, argmax_.defined() ? argmax_.shape() : Shape{}, dy);
   Tensor dx = Tensor::empty(input_shape_, dy.dtype(), dy.device());
   ops::max_pool3d_backward(dy, argmax_, params_, dx);
+  argmax_ = Tensor();  // used: freed now, not at the next forward
   return dx;
 }
 
@@ -92,6 +107,7 @@ Shape AvgPool3d::describe(const Shape& in, plan::RankStep& step) const {
   const Shape out = ops::pool3d_output_shape(name().c_str(), in, params_);
   step.layers.push_back(
       pool_layer_shape(name(), plan::LayerKind::pool, in, out, params_.kernel, params_.stride, params_.padding));
+  step.memory.push_back(pool_memory(name(), in, out, 0));
   return out;
 }
 
@@ -116,6 +132,7 @@ Shape GlobalAvgPool3d::describe(const Shape& in, plan::RankStep& step) const {
   require_layer(in.rank() == 5, name(), "cannot run on an input " + in.str());
   step.layers.push_back(
       pool_layer_shape(name(), plan::LayerKind::global_pool, in, Shape{in[0], in[1]}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}));
+  step.memory.push_back(pool_memory(name(), in, Shape{in[0], in[1]}, 0));
   return {in[0], in[1]};
 }
 

@@ -33,6 +33,7 @@ class MaxPool3d : public Module {
   const Tensor& indices() const { return argmax_; }
 
  private:
+  void drop_saved() override { argmax_ = Tensor(); }
   Tensor do_backward(const Tensor& dy) override;
 
   ops::Pool3dParams params_;

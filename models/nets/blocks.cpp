@@ -1,6 +1,7 @@
 // BlockNetwork's lookups.
 #include "models/nets/blocks.h"
 
+#include "core/allocator.h"
 #include "core/error.h"
 
 namespace gridnn::nn {
@@ -15,7 +16,10 @@ size_t BlockNetwork::block_of(const std::string& tensor_name) const {
 
 Tensor BlockNetwork::forward_blocks(size_t begin, size_t end, const Tensor& x) {
   Tensor h = x;
-  for (size_t i = begin; i < end; ++i) h = forward_block(i, h);
+  for (size_t i = begin; i < end; ++i) {
+    const AllocationScope scope("the forward of block " + blocks()[i].name);
+    h = forward_block(i, h);
+  }
   return h;
 }
 
@@ -23,6 +27,16 @@ Tensor BlockNetwork::backward_blocks(size_t begin, size_t end, const Tensor& dy)
   Tensor g = dy;
   for (size_t i = end; i-- > begin;) g = backward_block(i, g);
   return g;
+}
+
+Shape BlockNetwork::describe_block(size_t i, const Shape& /*input*/, plan::RankStep& /*step*/) const {
+  throw Error("block " + blocks().at(i).name + ": this network does not describe its blocks");
+}
+
+Shape BlockNetwork::describe_blocks(size_t begin, size_t end, const Shape& input, plan::RankStep& step) const {
+  Shape s = input;
+  for (size_t i = begin; i < end; ++i) s = describe_block(i, s, step);
+  return s;
 }
 
 std::vector<std::string> BlockNetwork::block_names() const {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "plan/cost_model.h"
 
 namespace gridnn::nn {
 
@@ -33,12 +34,17 @@ class BlockNetwork {
   // reports it to the backward observer). Block 0 returns dL/dinput only when the network
   // computes it.
   virtual Tensor backward_block(size_t i, const Tensor& dy) = 0;
+  // Block i's layers and collectives as forward_block runs them (nn::Module::describe), on an
+  // input of shape `input`; returns its output's shape. A network that does not describe
+  // itself throws gridnn::Error (the default).
+  virtual Shape describe_block(size_t i, const Shape& input, plan::RankStep& step) const;
 
   size_t block_count() const { return blocks().size(); }
   // Blocks [begin, end) forward in order, and their backward in reverse (a pipeline stage
   // runs its partition's; the network its every block).
   Tensor forward_blocks(size_t begin, size_t end, const Tensor& x);
   Tensor backward_blocks(size_t begin, size_t end, const Tensor& dy);
+  Shape describe_blocks(size_t begin, size_t end, const Shape& input, plan::RankStep& step) const;
   // The block a state_dict name belongs to; throws gridnn::Error when none does.
   size_t block_of(const std::string& tensor_name) const;
   std::vector<std::string> block_names() const;

@@ -27,12 +27,22 @@ Tensor Mlp::forward(const Tensor& input) { return forward_blocks(0, block_count(
 Tensor Mlp::do_backward(const Tensor& dlogits) { return backward_blocks(0, block_count(), dlogits); }
 
 Shape Mlp::describe(const Shape& input, plan::RankStep& step) const {
+  return describe_blocks(0, block_count(), input, step);
+}
+
+Shape Mlp::describe_block(size_t i, const Shape& input, plan::RankStep& step) const {
   Shape s = input;
-  if (whole_) s = whole_->describe(s, step);
-  s = flatten_.describe(s, step);
+  if (i == 0) {
+    if (whole_) s = whole_->describe(s, step);
+    s = flatten_.describe(s, step);
+  }
   const size_t first = step.layers.size();
-  for (const Module* fc : fcs_) s = fc->describe(s, step);
-  if (first < step.layers.size()) step.layers[first].input_gradient = false;
+  s = fcs_.at(i)->describe(s, step);
+  if (i == 0 && first < step.layers.size()) step.layers[first].input_gradient = false;
+  if (i < relus_.size()) {
+    s = relus_[i].describe(s, step);
+    step.memory.back().layer = fcs_[i]->name() + " (relu)";
+  }
   return s;
 }
 

@@ -37,9 +37,13 @@ class Mlp : public Module, public BlockNetwork {
   const std::vector<BlockInfo>& blocks() const override { return blocks_; }
   Tensor forward_block(size_t i, const Tensor& input) override;
   Tensor backward_block(size_t i, const Tensor& dy) override;
+  Shape describe_block(size_t i, const Shape& input, plan::RankStep& step) const override;
 
  private:
   Tensor do_backward(const Tensor& dlogits) override;
+  void drop_saved() override {
+    for (ReLU& r : relus_) r.release_saved();
+  }
 
   MlpConfig config_;
   std::vector<BlockInfo> blocks_;

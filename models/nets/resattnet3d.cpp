@@ -53,14 +53,38 @@ Tensor BasicBlock::forward(const Tensor& x) {
 }
 
 Shape BasicBlock::describe(const Shape& in, plan::RankStep& step) const {
-  const Shape h = bn2_->describe(conv2_->describe(bn1_->describe(conv1_->describe(in, step), step), step), step);
+  // The memory model sees the shortcut as its structure: x held (fork), the main path, the
+  // shortcut's own layers (branch), the sum (join), then the last ReLU.
+  step.memory.push_back(structure(plan::LayerMemory::Op::fork));
+  Shape h = bn1_->describe(conv1_->describe(in, step), step);
+  h = relu1_.describe(h, step);
+  step.memory.back().layer = name() + ".relu1";
+  h = bn2_->describe(conv2_->describe(h, step), step);
+  step.memory.push_back(structure(plan::LayerMemory::Op::branch));
   if (downsample_) downsample_->describe(in, step);
+  plan::LayerMemory join = structure(plan::LayerMemory::Op::join);
+  join.output = activation_bytes(h);
+  step.memory.push_back(join);
+  relu_out_.describe(h, step);
+  step.memory.back().layer = name() + ".relu";
   return h;
+}
+
+plan::LayerMemory BasicBlock::structure(plan::LayerMemory::Op op) const {
+  plan::LayerMemory m;
+  m.op = op;
+  m.layer = name();
+  return m;
 }
 
 Tensor BasicBlock::do_backward(const Tensor& dy) {
   const Tensor d = relu_out_.backward(dy);  // reaches both branches unchanged
-  Tensor dx = conv1_->backward(bn1_->backward(relu1_.backward(conv2_->backward(bn2_->backward(d)))));
+  // One statement per layer, so that each gradient is freed as soon as the next exists.
+  Tensor dx = bn2_->backward(d);
+  dx = conv2_->backward(dx);
+  dx = relu1_.backward(dx);
+  dx = bn1_->backward(dx);
+  dx = conv1_->backward(dx);
   return residual_add(dx, downsample_ ? downsample_->backward(d) : d);
 }
 
@@ -129,9 +153,22 @@ void ResAttNet3D::add_block(std::string name, Part part, Module* module, std::ar
 }
 
 Shape ResAttNet3D::describe(const Shape& input, plan::RankStep& step) const {
-  Shape s = input;
-  for (const auto& [name, child] : children()) s = child->describe(s, step);
-  return s;
+  return describe_blocks(0, block_count(), input, step);
+}
+
+Shape ResAttNet3D::describe_block(size_t i, const Shape& in, plan::RankStep& step) const {
+  const auto& [part, module] = block_parts_.at(i);
+  switch (part) {
+    case Part::stem: {
+      Shape s = relu_.describe(bn1_->describe(conv1_->describe(in, step), step), step);
+      step.memory.back().layer = "relu";
+      return maxpool_->describe(s, step);
+    }
+    case Part::head:
+      return fc_->describe(avgpool_->describe(in, step), step);
+    default:
+      return module->describe(in, step);
+  }
 }
 
 Tensor ResAttNet3D::forward(const Tensor& x) {
@@ -146,8 +183,12 @@ Tensor ResAttNet3D::do_backward(const Tensor& dlogits) { return backward_blocks(
 Tensor ResAttNet3D::forward_block(size_t i, const Tensor& x) {
   const auto& [part, module] = block_parts_.at(i);
   switch (part) {
-    case Part::stem:
-      return maxpool_->forward(relu_.forward(bn1_->forward(conv1_->forward(x))));
+    case Part::stem: {
+      Tensor h = conv1_->forward(x);
+      h = bn1_->forward(h);
+      h = relu_.forward(h);
+      return maxpool_->forward(h);
+    }
     case Part::head:
       return fc_->forward(avgpool_->forward(x));
     default:
@@ -158,8 +199,12 @@ Tensor ResAttNet3D::forward_block(size_t i, const Tensor& x) {
 Tensor ResAttNet3D::backward_block(size_t i, const Tensor& dy) {
   const auto& [part, module] = block_parts_.at(i);
   switch (part) {
-    case Part::stem:
-      return conv1_->backward(bn1_->backward(relu_.backward(maxpool_->backward(dy))));
+    case Part::stem: {  // one statement per layer: each gradient is freed once the next exists
+      Tensor d = maxpool_->backward(dy);
+      d = relu_.backward(d);
+      d = bn1_->backward(d);
+      return conv1_->backward(d);
+    }
     case Part::head:
       return avgpool_->backward(fc_->backward(dy));
     default:

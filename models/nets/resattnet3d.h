@@ -57,6 +57,12 @@ class BasicBlock : public Module {
 
  private:
   Tensor do_backward(const Tensor& dy) override;
+  void drop_saved() override {
+    relu1_.release_saved();
+    relu_out_.release_saved();
+  }
+  // A fork, branch or join of the memory model (plan/memory_model.h) named after the block.
+  plan::LayerMemory structure(plan::LayerMemory::Op op) const;
 
   Module* conv1_;
   Module* bn1_;
@@ -81,12 +87,14 @@ class ResAttNet3D : public Module, public BlockNetwork {
   const std::vector<BlockInfo>& blocks() const override { return blocks_; }
   Tensor forward_block(size_t i, const Tensor& x) override;
   Tensor backward_block(size_t i, const Tensor& dy) override;
-  // Its children in order: conv1, bn1, maxpool, layer1..layer4 with att3 and att4, avgpool, fc.
+  Shape describe_block(size_t i, const Shape& input, plan::RankStep& step) const override;
+  // Its blocks in order, each as forward_block runs it.
   Shape describe(const Shape& input, plan::RankStep& step) const override;
 
  private:
   // dL/dx with config.input_gradient, else an undefined tensor.
   Tensor do_backward(const Tensor& dlogits) override;
+  void drop_saved() override { relu_.release_saved(); }
 
   enum class Part { stem, residual, attention, head };
   void add_block(std::string name, Part part, Module* module, std::array<int64_t, 3> output_size = {0, 0, 0});

@@ -103,6 +103,10 @@ struct TrainOptions {
   OnSignal on_signal = OnSignal::save_exit;
   int requeue_exit_code = 75;  // the exit status after a signal's checkpoint
   SaveErrors save_errors = SaveErrors::stop;
+
+  // Memory (docs/design.md §6a). They never change the results either.
+  int64_t memory_limit = 0;    // bytes each rank's allocator may hold (pre-flight check and cap); 0: none
+  bool memory_report = false;  // print each rank's predicted and measured peak at the end
 };
 
 // The options as JSON (for checkpoints and the metrics file) and back.

@@ -12,6 +12,7 @@
 #include "models/dist/factory.h"
 #include "models/train/checkpoint.h"
 #include "models/train/grid_batch.h"
+#include "models/train/memory_plan.h"
 
 namespace gridnn::train {
 
@@ -218,6 +219,12 @@ Tensor PipelinedModel::forward_backward(const data::Batch& shard, int64_t global
   return loss;
 }
 
+plan::MemoryStep PipelinedModel::memory_step(const TrainOptions& o) {
+  const parallel::GridShape& g = grid_.shape();
+  return train::memory_step(o, *model_, {1, g.rows, g.cols}, grid_.row_rank(), grid_.col_rank(),
+                            {begin_, end_, first(), last()});
+}
+
 double PipelinedModel::evaluate(const data::Batch& shard, Tensor* logits) {
   // The last validation batch may leave a batch shard empty; the whole row then skips it
   // together (its ranks share the shard), so no collective is left waiting.
@@ -229,6 +236,7 @@ double PipelinedModel::evaluate(const data::Batch& shard, Tensor* logits) {
   Tensor loss_sum;
   Tensor h = first() ? shard.x.to(device_) : receive(partition_ - 1, kActivationTag);
   h = net_->forward_blocks(begin_, end_, h);
+  model_->release_saved();  // no backward follows
   if (last()) {
     nn::check_labels(shard.y, classes_, "validation batch");
     loss_.compute(h, shard.y.to(device_));

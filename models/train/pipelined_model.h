@@ -119,6 +119,9 @@ class PipelinedModel {
   const plan::Placement& placement() const { return placement_; }
   // "stage 0: stem .. layer2.1 (6 blocks) on stage group 0; ..."
   std::string describe_stages() const;
+  // This rank's step for the memory model (models/train/memory_plan.h) with `options`' batch,
+  // micro-batches and optimizer (those of the run, or others to try).
+  plan::MemoryStep memory_step(const TrainOptions& options);
 
  private:
   bool first() const { return partition_ == 0; }

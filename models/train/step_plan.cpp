@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "models/dist/factory.h"
 #include "models/train/grid_batch.h"
+#include "models/train/memory_plan.h"
 
 namespace gridnn::train {
 
@@ -33,19 +34,26 @@ plan::RankStep describe_step(nn::Module& model, const parallel::GridShape& grid,
   return step;
 }
 
+PlannedModel planned_model(const TrainOptions& o, const parallel::GridShape& grid, int row) {
+  const parallel::GridShape one_stage{1, grid.rows, grid.cols};
+  PlannedModel p;
+  p.grid = parallel::ProcessGrid::planned(one_stage, 0, row, 0);
+  if (grid.rows * grid.cols == 1)
+    p.layers = std::make_unique<nn::LayerFactory>();
+  else
+    p.layers = std::make_unique<nn::GridLayerFactory>(*p.grid);
+  p.model = build_model(o, *p.layers, false);
+  return p;
+}
+
 std::vector<plan::RankStep> describe_grid(const TrainOptions& o, const parallel::GridShape& grid) {
   const Shape sample{o.in_channels, o.input[0], o.input[1], o.input[2]};
+  const parallel::GridShape one_stage{1, grid.rows, grid.cols};
   std::vector<plan::RankStep> steps;
   for (int r = 0; r < grid.rows; ++r) {
-    const parallel::GridShape one_stage{1, grid.rows, grid.cols};
-    auto planned = parallel::ProcessGrid::planned(one_stage, 0, r, 0);
-    std::unique_ptr<nn::LayerFactory> layers;
-    if (grid.rows * grid.cols == 1)
-      layers = std::make_unique<nn::LayerFactory>();
-    else
-      layers = std::make_unique<nn::GridLayerFactory>(*planned);
-    std::unique_ptr<nn::Module> model = build_model(o, *layers, false);
-    for (int c = 0; c < grid.cols; ++c) steps.push_back(describe_step(*model, one_stage, r, c, o.batch, sample));
+    const PlannedModel planned = planned_model(o, grid, r);
+    for (int c = 0; c < grid.cols; ++c)
+      steps.push_back(describe_step(*planned.model, one_stage, r, c, o.batch, sample));
   }
   return steps;
 }
@@ -76,15 +84,27 @@ parallel::GridShape choose_grid(const TrainOptions& o, int procs, std::string* w
   plan::Machine machine;
   machine.beta = 4.0 / 10e9;
   const std::vector<plan::PlanCost> plans = sweep_grids(o, procs, machine);  // the usable grids
-  std::string considered;
+  std::string considered, too_large;
   const plan::PlanCost* best = nullptr;
   for (const plan::PlanCost& p : plans) {
-    considered += (considered.empty() ? "" : ", ") + std::to_string(p.grid.rows) + "x" + std::to_string(p.grid.cols);
+    const std::string name = std::to_string(p.grid.rows) + "x" + std::to_string(p.grid.cols);
+    considered += (considered.empty() ? "" : ", ") + name;
+    if (o.memory_limit > 0) {  // only the grids whose every rank fits --memory-limit
+      const int64_t peak = largest_peak(predict_grid_memory(o, {1, p.grid.rows, p.grid.cols}));
+      if (peak > o.memory_limit) {
+        too_large += (too_large.empty() ? "" : ", ") + name + " " + plan::format_bytes(peak);
+        continue;
+      }
+    }
     if (!best || p.total_s() < best->total_s()) best = &p;
   }
+  GRIDNN_REQUIRE(too_large.empty() || best, "--grid auto: no grid of ", procs, " processes fits --memory-limit ",
+                 plan::format_bytes(o.memory_limit), " (predicted peaks per rank: ", too_large,
+                 "); use more processes, a smaller batch or input, or a larger limit");
   GRIDNN_REQUIRE(best, "--grid auto: no grid of ", procs, " processes fits --batch ", o.batch, " and depth ",
                  o.input[0], "; give --grid PrxPc or change the batch");
-  char text[320], batch_only[64] = "not usable";
+  if (!too_large.empty()) considered += " (over --memory-limit: " + too_large + ")";
+  char text[640], batch_only[64] = "not usable";
   if (plans.front().grid.rows == 1)
     std::snprintf(batch_only, sizeof batch_only, "%.3g ms", 1e3 * plans.front().comm_s());
   std::snprintf(text, sizeof text, "%dx%d of %s: predicted communication %.3g ms per step; pure batch (1x%d) %s",

@@ -5,10 +5,12 @@
 // estimate, and what test_words compares with the communicators' counts.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "models/module.h"
+#include "models/nets/layer_factory.h"
 #include "models/train/options.h"
 #include "parallel/process_grid.h"
 #include "plan/cost_model.h"
@@ -22,6 +24,16 @@ namespace gridnn::train {
 // communicators' names.
 plan::RankStep describe_step(nn::Module& model, const parallel::GridShape& grid, int row, int col, int64_t batch,
                              const Shape& sample);
+// The network `options` build for row `row` of a one-stage grid Pr x Pc, not initialized:
+// the single-process layers on 1 x 1, models/dist/'s on a planning grid
+// (parallel::ProcessGrid::planned) otherwise. Members in the order they must outlive each other.
+struct PlannedModel {
+  std::unique_ptr<parallel::ProcessGrid> grid;
+  std::unique_ptr<nn::LayerFactory> layers;
+  std::unique_ptr<nn::Module> model;
+};
+PlannedModel planned_model(const TrainOptions& options, const parallel::GridShape& grid, int row);
+
 // The step on every rank (row, col) of `grid` (its stages ignored: one stage) of the network
 // `options` build: built once per row on a planning grid (parallel::ProcessGrid::planned),
 // not initialized.

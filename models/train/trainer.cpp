@@ -11,6 +11,7 @@
 #include "core/stop_signal.h"
 #include "core/transfers.h"
 #include "models/train/grid_batch.h"
+#include "models/train/memory_plan.h"
 #include "parallel/progress_board.h"
 
 namespace gridnn::train {
@@ -48,6 +49,9 @@ Trainer::Trainer(TrainOptions options, std::FILE* out, parallel::ProcessGrid* gr
                  " (--in-channels, --input)");
   shard_ = batch_shard(*grid_, options_.batch, options_.input[0]);
   model_ = std::make_unique<PipelinedModel>(options_, *grid_);
+  // Before the loader starts and before anything is written (docs/design.md §6a).
+  predicted_memory_ = plan::simulate_memory(model_->memory_step(options_));
+  enforce_memory_limit(options_, *model_, *grid_, predicted_memory_);
 
   data::LoaderOptions lo;
   lo.batch = options_.batch;
@@ -149,6 +153,35 @@ void Trainer::log_json(const std::string& line) {
   metrics_.flush();
 }
 
+void Trainer::report_memory(bool at_end) {
+  const bool report = at_end && options_.memory_report;
+  if (options_.metrics_path.empty() && !report) return;  // the same on every rank: no collective
+  const std::vector<int64_t> predicted = per_rank(*grid_, predicted_memory_.peak_bytes);
+  const std::vector<int64_t> measured = per_rank(*grid_, measured_peak_bytes(model_->device()));
+  for (size_t r = 0; r < predicted.size(); ++r)
+    log_json(Json{{"event", "memory"},
+                  {"when", at_end ? "end" : "first step"},
+                  {"step", state_.step},
+                  {"rank", r},
+                  {"predicted_peak_bytes", predicted[r]},
+                  {"measured_peak_bytes", measured[r]}}
+                 .dump());
+  if (!report || !out_) return;
+  // Every rank's holders where the planner can rebuild them (one stage), else this rank's.
+  const parallel::GridShape g = grid_->shape();
+  std::vector<plan::MemoryPeak> peaks;
+  if (g.stages == 1) peaks = predict_grid_memory(options_, g);
+  std::string text = "memory per rank (predicted by the layers, measured by the allocator of " +
+                     model_->device().str() + "; docs/design.md §6a):\n";
+  for (size_t r = 0; r < predicted.size(); ++r) {
+    plan::MemoryPeak p = r < peaks.size() ? peaks[r] : plan::MemoryPeak{};
+    if (r == size_t(grid_->world_rank())) p = predicted_memory_;
+    p.peak_bytes = predicted[r];
+    text += memory_report(int(r), p, measured[r]);
+  }
+  say(text.substr(0, text.size() - 1));
+}
+
 Tensor Trainer::train_step(const data::Batch& shard) {
   const TransferCounts before = transfer_counts();
   Tensor logits;
@@ -240,6 +273,7 @@ Metrics Trainer::run(int64_t stop_at_step) {
     const data::Batch batch = loader_->next();
     const Tensor loss = train_step(batch);
     ++state_.step;
+    if (state_.step == first_step + 1) report_memory(false);
     state_.epoch = loader_->position().epoch;
     state_.batch = loader_->position().batch;
     // The loss stays on the device: each interval of --log-every steps is copied to the host
@@ -297,6 +331,7 @@ Metrics Trainer::run(int64_t stop_at_step) {
   summary.update(metrics_json(last));
   log_json(summary.dump());
   say(summary.dump());
+  report_memory(true);
   if (options_.comm_report) {
     say(parallel::comm_log().report());
     // docs/design.md §2: a step moves its batch up and nothing down; the losses are read

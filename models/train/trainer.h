@@ -102,6 +102,10 @@ class Trainer {
   // naming the first step whose loss is not finite) and starts copying the current one
   // (core/readback.h), or with `wait` reports it too.
   void keep_loss(const Tensor& loss, double lr, double seconds);
+  // The predicted and measured peak of every rank (collective over the world): a "memory"
+  // line per rank in the metrics file after the first step and at the end, and the
+  // --memory-report table at the end.
+  void report_memory(bool at_end);
   void read_losses(Progress& progress, bool wait);
   void report_losses(Progress& progress);
 
@@ -127,7 +131,8 @@ class Trainer {
   Tensor unread_losses_;               // f32 [log_every] on the step's device
   std::vector<UnreadLoss> in_flight_;  // the steps whose losses readback_ is copying
   Readback readback_;
-  TransferCounts step_transfers_;  // host<->device copies inside train_step this run
+  TransferCounts step_transfers_;      // host<->device copies inside train_step this run
+  plan::MemoryPeak predicted_memory_;  // this rank's, by the memory model
 };
 
 // Single-step mode (gridnn-train --batch-file B --dump-step OUT): one forward, backward and

@@ -81,6 +81,7 @@ class GuardAllocator final : public Allocator {
   AllocatorStats stats() const override { return base_.stats(); }
   Device device() const override { return device_; }
   void release_cached() override { base_.release_cached(); }
+  void set_limit(size_t bytes) override { base_.set_limit(bytes); }
 
   // The damage found in every live block (named by `name_of`) and every block freed since the
   // last sweep; the live blocks' guards are written anew.

@@ -1,0 +1,218 @@
+// The per-rank memory of a training step (memory_plan.h).
+#include "models/train/memory_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "core/allocator.h"
+#include "core/error.h"
+#include "models/nets/blocks.h"
+#include "models/train/grid_batch.h"
+#include "models/train/pipelined_model.h"
+#include "models/train/step_plan.h"
+
+namespace gridnn::train {
+
+using nn::activation_bytes;
+
+namespace {
+
+int64_t tensor_bytes(const Tensor& t) { return t.numel() * int64_t(dtype_size(t.dtype())); }
+
+// Copies of the parameters the optimizer keeps per parameter: SGD's momentum buffer, Adam's
+// two moments.
+int64_t optimizer_copies(const optim::OptimizerOptions& o) {
+  if (o.kind == optim::OptimizerKind::sgd) return o.momentum != 0.0 ? 1 : 0;
+  return 2;
+}
+
+const nn::BlockNetwork& blocks_of(const nn::Module& model) {
+  const auto* net = dynamic_cast<const nn::BlockNetwork*>(&model);
+  GRIDNN_REQUIRE(net, "the memory model: ", model.name(), " is not a network of blocks");
+  return *net;
+}
+
+}  // namespace
+
+plan::MemoryStep memory_step(const TrainOptions& o, nn::Module& model, const parallel::GridShape& grid, int row,
+                             int col, const StageSpan& span) {
+  const nn::BlockNetwork& net = blocks_of(model);
+  const int64_t rows = shard_rows(grid, col, o.batch).size();
+  const int64_t planes = shard_planes(grid, row, o.input[0]).size();
+  const int M = o.micro_batches;
+  const int64_t micro = (rows + M - 1) / M;  // the largest micro-batch (interleaved rows)
+  const Shape batch{rows, o.in_channels, planes, o.input[1], o.input[2]};
+
+  plan::MemoryStep step;
+  // Resident: every stage builds the whole network; only its own part is optimized and synced.
+  int64_t parameters = 0, buffers = 0, optimized = 0, bucketed = 0;
+  for (auto& [name, p] : model.named_parameters()) {
+    parameters += tensor_bytes(p->value) + tensor_bytes(p->grad);
+    const size_t b = net.block_of(name);
+    if (b < span.begin || b >= span.end) continue;
+    optimized += tensor_bytes(p->value);
+    if (p->layout.grad_sum_over && p->layout.grad_sum_over->size() > 1) bucketed += tensor_bytes(p->grad);
+  }
+  for (auto& [name, b] : model.named_buffers()) buffers += tensor_bytes(*b);
+  const int64_t batch_bytes = activation_bytes(batch) + rows * int64_t(sizeof(int64_t));
+  const bool on_cpu = Device::parse(o.device).is_cpu();
+  step.resident.push_back({"parameters and gradients", parameters});
+  step.resident.push_back({"buffers", buffers});
+  step.resident.push_back({"optimizer state", optimizer_copies(o.optimizer) * optimized});
+  step.resident.push_back({"gradient buckets", bucketed});
+  // The loader's batch and the one it prefetches (host memory: on a GPU, its copy on the
+  // device instead).
+  if (on_cpu)
+    step.resident.push_back({"batch (current and prefetched)", 2 * batch_bytes});
+  else
+    step.resident.push_back({"batch (on the device)", activation_bytes(batch)});
+  // Validation reads batches of its own while the training loader holds its prefetched one.
+  step.resident.push_back({"validation batch (current and prefetched)", 2 * batch_bytes});
+  if (on_cpu && o.data.cache) {
+    const int64_t per_sample = activation_bytes(batch) / std::max<int64_t>(rows, 1);
+    step.resident.push_back({"cached samples", per_sample * ((o.data.train_samples + grid.cols - 1) / grid.cols)});
+  }
+
+  // The layers of this rank's blocks on one micro-batch.
+  plan::RankStep described;
+  Shape in = batch.with(0, micro);
+  if (span.begin > 0) in = net.describe_blocks(0, span.begin, in, described);
+  described = plan::RankStep{};
+  const Shape out = net.describe_blocks(span.begin, span.end, in, described);
+  step.layers = std::move(described.memory);
+  step.input_bytes = activation_bytes(in);
+  if (span.last) {  // the loss keeps the probabilities and starts backward with dL/dlogits
+    plan::LayerMemory loss;
+    loss.layer = "loss";
+    loss.kept = loss.input_grad = activation_bytes(out);
+    step.layers.push_back(loss);
+  } else {
+    step.loss_grad_bytes = activation_bytes(out);  // received from the next stage
+  }
+  // Every micro-batch's input stays for its recomputation (a received one, or a copy of the
+  // batch's rows; one micro-batch on the first stage is the batch itself).
+  if (M > 1 || !span.first) step.micro_batch_stash = int64_t(M) * activation_bytes(in);
+  if (!on_cpu)
+    for (plan::LayerMemory& l : step.layers) l.workspace = {};
+  return step;
+}
+
+std::vector<plan::MemoryPeak> predict_grid_memory(const TrainOptions& o, const parallel::GridShape& grid) {
+  const parallel::GridShape one_stage{1, grid.rows, grid.cols};
+  std::vector<plan::MemoryPeak> peaks;
+  for (int r = 0; r < grid.rows; ++r) {
+    const PlannedModel planned = planned_model(o, grid, r);
+    const StageSpan whole{0, blocks_of(*planned.model).block_count(), true, true};
+    for (int c = 0; c < grid.cols; ++c)
+      peaks.push_back(plan::simulate_memory(memory_step(o, *planned.model, one_stage, r, c, whole)));
+  }
+  return peaks;
+}
+
+int64_t largest_peak(const std::vector<plan::MemoryPeak>& peaks) {
+  int64_t most = 0;
+  for (const plan::MemoryPeak& p : peaks) most = std::max(most, p.peak_bytes);
+  return most;
+}
+
+int64_t measured_peak_bytes(const Device& device) { return int64_t(allocator_for(device).stats().peak_in_use); }
+
+std::string memory_report(int rank, const plan::MemoryPeak& predicted, int64_t measured) {
+  char line[256];
+  const double error = measured > 0 ? 100.0 * double(predicted.peak_bytes - measured) / double(measured) : 0.0;
+  std::snprintf(line, sizeof line, "rank %d: predicted peak %s, measured %s (%+.1f%%); at the %s\n", rank,
+                plan::format_bytes(predicted.peak_bytes).c_str(), plan::format_bytes(measured).c_str(), error,
+                predicted.at.c_str());
+  std::string text = line;
+  const size_t shown = std::min<size_t>(5, predicted.shares.size());
+  for (size_t i = 0; i < shown; ++i) {
+    const plan::MemoryShare& s = predicted.shares[i];
+    std::snprintf(line, sizeof line, "  %-40s %12s  %5.1f%%\n", s.what.c_str(), plan::format_bytes(s.bytes).c_str(),
+                  100.0 * double(s.bytes) / double(std::max<int64_t>(predicted.peak_bytes, 1)));
+    text += line;
+  }
+  return text;
+}
+
+std::vector<int64_t> per_rank(parallel::ProcessGrid& grid, int64_t value) {
+  const int n = grid.world().size();
+  std::vector<int64_t> slots(size_t(n), 0);
+  slots[size_t(grid.world_rank())] = value;
+  Tensor t = Tensor::from_vector(slots, Shape{n});
+  parallel::CommLayerScope scope("memory");
+  grid.world().all_reduce(t);
+  return t.to_vector<int64_t>();
+}
+
+namespace {
+
+// What would fit under `limit` instead: the other grids of the job's size (one stage), the
+// largest smaller batch and the fewest micro-batches that fit on this grid (this rank's
+// blocks; one stage: every rank's).
+std::string what_would_fit(const TrainOptions& o, PipelinedModel& model, parallel::ProcessGrid& grid, int64_t limit) {
+  const parallel::GridShape g = grid.shape();
+  const bool one_stage = g.stages == 1;
+  auto peak_of = [&](const TrainOptions& t) {
+    return one_stage ? largest_peak(predict_grid_memory(t, g)) : plan::simulate_memory(model.memory_step(t)).peak_bytes;
+  };
+  std::vector<std::string> fits;
+  if (one_stage) {
+    const int procs = g.rows * g.cols;
+    for (int rows = 1; rows <= procs; ++rows) {
+      if (procs % rows != 0 || (rows == g.rows && procs / rows == g.cols) || !usable_grid(o, rows, procs / rows))
+        continue;
+      const int64_t peak = largest_peak(predict_grid_memory(o, {1, rows, procs / rows}));
+      if (peak <= limit)
+        fits.push_back("--grid " + std::to_string(rows) + "x" + std::to_string(procs / rows) + " (" +
+                       plan::format_bytes(peak) + " per rank)");
+    }
+  }
+  for (int64_t b = o.batch - g.cols; b >= g.cols * o.micro_batches; b -= g.cols) {
+    TrainOptions t = o;
+    t.batch = b;
+    if (const int64_t peak = peak_of(t); peak <= limit) {
+      fits.push_back("--batch " + std::to_string(b) + " (" + plan::format_bytes(peak) + ")");
+      break;
+    }
+  }
+  const int64_t shard = o.batch / g.cols;
+  for (int m = o.micro_batches + 1; m <= shard; ++m) {
+    TrainOptions t = o;
+    t.micro_batches = m;
+    if (const int64_t peak = plan::simulate_memory(model.memory_step(t)).peak_bytes; peak <= limit) {
+      fits.push_back("--micro-batches " + std::to_string(m) + " (" + plan::format_bytes(peak) + " on this rank)");
+      break;
+    }
+  }
+  if (fits.empty())
+    return "nothing smaller of this job fits: more ranks along the depth (Pr), a smaller input, or a "
+           "larger --memory-limit";
+  std::string text;
+  for (const std::string& f : fits) text += (text.empty() ? "" : ", ") + f;
+  return "what fits: " + text;
+}
+
+}  // namespace
+
+void enforce_memory_limit(const TrainOptions& o, PipelinedModel& model, parallel::ProcessGrid& grid,
+                          const plan::MemoryPeak& own) {
+  if (o.memory_limit <= 0) return;
+  const std::vector<int64_t> peaks = per_rank(grid, own.peak_bytes);
+  const auto worst = std::max_element(peaks.begin(), peaks.end());
+  const int rank = int(worst - peaks.begin());
+  if (*worst <= o.memory_limit) {
+    allocator_for(Device::parse(o.device)).set_limit(size_t(o.memory_limit));
+    return;
+  }
+  std::string holders;
+  if (rank == grid.world_rank())
+    for (size_t i = 0; i < std::min<size_t>(5, own.shares.size()); ++i)
+      holders += (holders.empty() ? "" : ", ") + own.shares[i].what + " " + plan::format_bytes(own.shares[i].bytes);
+  throw Error("--memory-limit " + plan::format_bytes(o.memory_limit) + ": rank " + std::to_string(rank) +
+              " would need " + plan::format_bytes(*worst) + " at its peak (predicted, " +
+              (rank == grid.world_rank() ? "at the " + own.at + "; largest: " + holders : "see that rank's message") +
+              "). Nothing was run or written; " + what_would_fit(o, model, grid, o.memory_limit));
+}
+
+}  // namespace gridnn::train

@@ -1,0 +1,58 @@
+// The per-rank memory of a training step, from the live network (plan/memory_model.h,
+// docs/design.md §6a): the layers' own statements for the blocks a rank runs, and what lives
+// across steps (parameters, gradients, optimizer state, gradient buckets, the batch and the
+// loader's prefetched batch). What --memory-report, --memory-limit's pre-flight check and
+// gridnn-plan --memory-per-rank predict, and what test_memory compares with the allocators.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/module.h"
+#include "models/train/options.h"
+#include "parallel/process_grid.h"
+#include "plan/memory_model.h"
+
+namespace gridnn::train {
+
+// The blocks one rank runs, and where they sit in the pipeline.
+struct StageSpan {
+  size_t begin = 0, end = 0;
+  bool first = true, last = true;
+};
+
+// The step of rank (row, col) of `grid` (one stage's Pr x Pc) running `span` of `model` (built
+// for that grid) with `options`' batch, micro-batches, optimizer, data and device.
+plan::MemoryStep memory_step(const TrainOptions& options, nn::Module& model, const parallel::GridShape& grid, int row,
+                             int col, const StageSpan& span);
+
+// The predicted peak of every rank of a one-stage grid Pr x Pc, in rank order (row-major:
+// rank r·Pc + c), of the network `options` build: each row's model built once on a planning
+// grid, not initialized, as describe_grid does.
+std::vector<plan::MemoryPeak> predict_grid_memory(const TrainOptions& options, const parallel::GridShape& grid);
+// The largest peak of them.
+int64_t largest_peak(const std::vector<plan::MemoryPeak>& peaks);
+
+class PipelinedModel;
+
+// --memory-limit's pre-flight check, collective over the world, before the first step: when
+// the predicted peak of any rank passes options.memory_limit, throws gridnn::Error on every
+// rank naming that rank's peak and the limit, its largest holders, and what would fit (grids
+// of the same process count, a smaller batch, more micro-batches); else caps the allocator of
+// the model's device at the limit, so that a step that needs more fails there, naming the
+// layer. `own`: this rank's prediction. Nothing without a limit.
+void enforce_memory_limit(const TrainOptions& options, PipelinedModel& model, parallel::ProcessGrid& grid,
+                          const plan::MemoryPeak& own);
+// Every rank's value, in world rank order, on every rank (collective over the world).
+std::vector<int64_t> per_rank(parallel::ProcessGrid& grid, int64_t value);
+
+// The high-water mark of bytes in use of the allocator that holds `device`'s tensors
+// (AllocatorStats::peak_in_use): what the prediction is checked against.
+int64_t measured_peak_bytes(const Device& device);
+
+// "predicted 1.21 GiB, measured 1.18 GiB (-2.5%)" lines and the five largest holders at the
+// predicted peak: the per-rank block of --memory-report.
+std::string memory_report(int rank, const plan::MemoryPeak& predicted, int64_t measured);
+
+}  // namespace gridnn::train

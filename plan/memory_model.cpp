@@ -1,0 +1,238 @@
+// The per-rank memory model's replay of a step (memory_model.h).
+#include "plan/memory_model.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <utility>
+
+#include "core/error.h"
+
+namespace gridnn::plan {
+
+namespace {
+
+// The tensors alive during the replay: each with its bytes, its holders and the layer whose
+// pass allocated it (what the peak's shares are grouped by).
+class Replay {
+ public:
+  explicit Replay(int64_t resident) : resident_(resident) {}
+
+  int make(int64_t bytes, const std::string& owner) {
+    tensors_.push_back({bytes, 1, owner});
+    live_ += bytes;
+    return int(tensors_.size()) - 1;
+  }
+  void hold(int id) {
+    if (id >= 0) ++tensors_[size_t(id)].holders;
+  }
+  void release(int id) {
+    if (id < 0) return;
+    Tensor& t = tensors_[size_t(id)];
+    GRIDNN_REQUIRE(t.holders > 0, "memory model: ", t.owner, " released a tensor nobody holds");
+    if (--t.holders == 0) live_ -= t.bytes;
+  }
+  int64_t bytes(int id) const { return id < 0 ? 0 : tensors_[size_t(id)].bytes; }
+
+  // A moment of the step: what is live now plus `extra` bytes of `who`'s that are about to be
+  // allocated (its output, scratch, gradient).
+  void moment(int64_t extra, const std::string& who, const std::string& at) {
+    const int64_t now = resident_ + live_ + extra;
+    if (now <= peak_) return;
+    peak_ = now;
+    at_ = at;
+    std::map<std::string, int64_t> by_owner;
+    for (const Tensor& t : tensors_)
+      if (t.holders > 0) by_owner[t.owner] += t.bytes;
+    if (extra > 0) by_owner[who] += extra;
+    shares_.assign(by_owner.begin(), by_owner.end());
+  }
+
+  int64_t peak() const { return peak_; }
+  const std::string& at() const { return at_; }
+  const std::vector<std::pair<std::string, int64_t>>& shares() const { return shares_; }
+
+ private:
+  struct Tensor {
+    int64_t bytes;
+    int holders;
+    std::string owner;
+  };
+  std::vector<Tensor> tensors_;
+  int64_t resident_, live_ = 0, peak_ = 0;
+  std::string at_;
+  std::vector<std::pair<std::string, int64_t>> shares_;
+};
+
+// What one layer record holds between its forward and its backward.
+struct Saved {
+  int kept = -1, input = -1, output = -1;
+};
+
+using Op = LayerMemory::Op;
+
+}  // namespace
+
+MemoryPeak simulate_memory(const MemoryStep& step) {
+  Workspace workspace{};
+  for (const LayerMemory& l : step.layers)
+    for (size_t s = 0; s < workspace.size(); ++s) workspace[s] = std::max(workspace[s], l.workspace[s]);
+  int64_t workspace_bytes = 0;
+  for (int64_t w : workspace) workspace_bytes += w;
+  int64_t resident = workspace_bytes + step.micro_batch_stash;
+  for (const MemoryItem& item : step.resident) resident += item.bytes;
+
+  Replay r(resident);
+  r.moment(0, "", "the start of the step");
+  // Forward. The input is the batch's (a resident item), so its bytes are not counted twice.
+  int current = r.make(0, "input");
+  std::vector<int> held;
+  std::vector<Saved> saved(step.layers.size());
+  for (size_t i = 0; i < step.layers.size(); ++i) {
+    const LayerMemory& l = step.layers[i];
+    switch (l.op) {
+      case Op::fork:
+        r.hold(current);
+        held.push_back(current);
+        break;
+      case Op::branch:
+        GRIDNN_REQUIRE(!held.empty(), "memory model: ", l.layer, " branches without a fork");
+        std::swap(current, held.back());
+        break;
+      case Op::join: {
+        GRIDNN_REQUIRE(!held.empty(), "memory model: ", l.layer, " joins without a fork");
+        r.moment(l.output, l.layer, "forward of " + l.layer);
+        const int out = r.make(l.output, l.layer);
+        r.release(current);
+        r.release(held.back());
+        held.pop_back();
+        current = out;
+        break;
+      }
+      case Op::layer: {
+        r.moment(l.output + l.kept + l.forward_scratch, l.layer, "forward of " + l.layer);
+        Saved& s = saved[i];
+        const int out = l.output > 0 ? r.make(l.output, l.layer) : current;
+        if (l.output == 0) r.hold(out);
+        if (l.kept > 0) s.kept = r.make(l.kept, l.layer);
+        if (l.keeps_input) r.hold(s.input = current);
+        if (l.keeps_output) r.hold(s.output = out);
+        r.release(current);
+        current = out;
+        break;
+      }
+    }
+  }
+  GRIDNN_REQUIRE(held.empty(), "memory model: a fork without its join");
+  // The output stays with the caller through backward; the loss starts it with dL/doutput.
+  r.moment(step.loss_grad_bytes, "loss", "the loss");
+  int grad = step.loss_grad_bytes > 0 ? r.make(step.loss_grad_bytes, "loss") : -1;
+  for (size_t i = step.layers.size(); i-- > 0;) {
+    const LayerMemory& l = step.layers[i];
+    switch (l.op) {
+      case Op::join:
+        r.hold(grad);  // the same gradient reaches both paths
+        held.push_back(grad);
+        break;
+      case Op::branch:
+        std::swap(grad, held.back());
+        break;
+      case Op::fork: {
+        const int other = held.back();
+        held.pop_back();
+        const int64_t sum = std::max(r.bytes(grad), r.bytes(other));
+        r.moment(sum, l.layer, "backward of " + l.layer);
+        const int out = grad < 0 && other < 0 ? -1 : r.make(sum, l.layer + " (grad)");
+        r.release(grad);
+        r.release(other);
+        grad = out;
+        break;
+      }
+      case Op::layer: {
+        r.moment(l.input_grad + l.backward_scratch, l.layer + " (grad)", "backward of " + l.layer);
+        const int dx = l.input_grad > 0 ? r.make(l.input_grad, l.layer + " (grad)") : -1;
+        r.release(grad);
+        const Saved& s = saved[i];
+        r.release(s.kept);
+        r.release(s.input);
+        r.release(s.output);
+        grad = dx;
+        break;
+      }
+    }
+  }
+
+  MemoryPeak p;
+  p.peak_bytes = r.peak();
+  p.resident_bytes = resident;
+  p.activation_bytes = r.peak() - resident;
+  p.workspace_bytes = workspace_bytes;
+  p.at = r.at();
+  for (const MemoryItem& item : step.resident)
+    if (item.bytes > 0) p.shares.push_back({item.what, item.bytes});
+  if (workspace_bytes > 0) p.shares.push_back({"convolution workspace", workspace_bytes});
+  if (step.micro_batch_stash > 0) p.shares.push_back({"micro-batch inputs (stash)", step.micro_batch_stash});
+  for (const auto& [who, bytes] : r.shares())
+    if (bytes > 0) p.shares.push_back({who, bytes});
+  std::stable_sort(p.shares.begin(), p.shares.end(),
+                   [](const MemoryShare& a, const MemoryShare& b) { return a.bytes > b.bytes; });
+  return p;
+}
+
+std::string format_bytes(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = double(bytes);
+  int u = 0;
+  while (std::fabs(v) >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  char text[32];
+  if (u == 0)
+    std::snprintf(text, sizeof text, "%lld B", static_cast<long long>(bytes));
+  else
+    std::snprintf(text, sizeof text, "%.2f %s", v, units[u]);
+  return text;
+}
+
+int64_t parse_bytes(const std::string& text, const std::string& what) {
+  const std::string forms =
+      "; give bytes (4294967296) or a number with a unit: KiB, MiB, GiB, TiB (1024-based) "
+      "or kB, MB, GB, TB (1000-based), e.g. 6GiB or 512MiB";
+  size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  const std::string number = text.substr(0, i);
+  std::string unit = text.substr(i);
+  unit.erase(std::remove(unit.begin(), unit.end(), ' '), unit.end());
+  double value = 0;
+  bool ok = !number.empty() && std::count(number.begin(), number.end(), '.') <= 1 && number != ".";
+  if (ok) value = std::strtod(number.c_str(), nullptr);
+  static const std::pair<const char*, double> units[] = {{"", 1},
+                                                         {"B", 1},
+                                                         {"KiB", 1024.0},
+                                                         {"MiB", 1048576.0},
+                                                         {"GiB", 1073741824.0},
+                                                         {"TiB", 1099511627776.0},
+                                                         {"kB", 1e3},
+                                                         {"KB", 1e3},
+                                                         {"MB", 1e6},
+                                                         {"GB", 1e9},
+                                                         {"TB", 1e12},
+                                                         {"K", 1024.0},
+                                                         {"M", 1048576.0},
+                                                         {"G", 1073741824.0},
+                                                         {"T", 1099511627776.0}};
+  double scale = 0;
+  for (const auto& [name, s] : units)
+    if (unit == name) scale = s;
+  ok = ok && scale > 0;
+  const double bytes = std::floor(value * scale);
+  GRIDNN_REQUIRE(ok, what, ": cannot read '", text, "' as a size", forms);
+  GRIDNN_REQUIRE(bytes >= 1 && bytes < 9.2e18, what, ": ", text, " is not a usable size (it must be at least 1 byte)",
+                 forms);
+  return int64_t(bytes);
+}
+
+}  // namespace gridnn::plan

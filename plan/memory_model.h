@@ -1,0 +1,89 @@
+// The per-rank memory model (docs/design.md §6a): what one rank's allocator holds at the worst
+// moment of a training step, predicted from what each layer states about itself.
+//
+// Each module states, beside its forward and backward (nn::Module::describe), the tensors its
+// forward allocates and keeps for backward, the scratch it needs for a moment, and the input
+// gradient its backward allocates (LayerMemory, in bytes, as this rank runs the layer). The
+// step adds what lives across steps (parameters, gradients, optimizer state, gradient
+// buckets, the batch and the loader's prefetched batch, per-thread convolution workspaces).
+// simulate_memory replays the step: every layer's forward in order, then every backward in
+// reverse, each tensor counted once however many hold it, each freed when its last holder
+// lets go (a layer's saved tensors when its backward ends). The peak of bytes in use is what
+// the allocators' high-water mark measures (AllocatorStats::peak_in_use).
+//
+// A container that is not a chain states its structure with three ops around its children's
+// records: fork (its input is also held for later: a residual block's shortcut), branch (the
+// held tensor becomes the current one and the current one is held: the shortcut's own layers
+// run next) and join (a new tensor from the current and the held one: the residual add). In
+// backward they run in reverse: join hands the gradient to both paths, branch swaps them
+// back, fork adds the two input gradients into a new tensor.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gridnn::plan {
+
+// The per-thread workspace buffers of the CPU convolutions (kernels/cpu/conv3d_onednn.cpp):
+// each only grows, so it holds the largest size any convolution pass asked of it.
+constexpr int kWorkspaceSlots = 5;
+using Workspace = std::array<int64_t, kWorkspaceSlots>;
+
+struct LayerMemory {
+  enum class Op { layer, fork, branch, join };
+  Op op = Op::layer;
+  std::string layer;             // state_dict name (the container's, for fork/branch/join)
+  int64_t output = 0;            // bytes of the new output (0: the output is the input, or a view of it)
+  bool keeps_input = false;      // its forward keeps its input until its backward ends
+  bool keeps_output = false;     // ... its output
+  int64_t kept = 0;              // other tensors its forward keeps until its backward ends
+  int64_t forward_scratch = 0;   // most bytes its forward holds at once besides input, output and kept
+  int64_t backward_scratch = 0;  // most bytes its backward holds at once besides dy, dx and kept
+  int64_t input_grad = 0;        // bytes of dL/dinput its backward returns (0: none)
+  Workspace workspace{};         // the workspace sizes its passes ask for
+};
+
+// A named amount of memory that lives through the whole step.
+struct MemoryItem {
+  std::string what;  // "parameters", "optimizer state", "batch (current and prefetched)", ...
+  int64_t bytes = 0;
+};
+
+// One training step on one rank.
+struct MemoryStep {
+  std::vector<MemoryItem> resident;  // lives across steps
+  std::vector<LayerMemory> layers;   // the forward in order (nn::Module::describe)
+  int64_t input_bytes = 0;           // the network's input (already counted in `resident`)
+  int64_t loss_grad_bytes = 0;       // dL/doutput, which the loss allocates to start backward
+  int64_t micro_batch_stash = 0;     // inputs kept for recomputed micro-batches (GPipe)
+};
+
+// A holder of bytes at the peak: a layer (its kept tensors, outputs, gradients or scratch)
+// or a resident item.
+struct MemoryShare {
+  std::string what;
+  int64_t bytes = 0;
+};
+
+struct MemoryPeak {
+  int64_t peak_bytes = 0;
+  int64_t resident_bytes = 0;       // the part that lives across steps
+  int64_t activation_bytes = 0;     // the rest at the peak: kept tensors, outputs, gradients, scratch
+  int64_t workspace_bytes = 0;      // per-thread convolution workspace (part of resident_bytes)
+  std::string at;                   // "backward of layer1.0.conv1", ...
+  std::vector<MemoryShare> shares;  // every holder at the peak, largest first
+};
+
+// Replays `step` (see the header comment) and returns its peak.
+MemoryPeak simulate_memory(const MemoryStep& step);
+
+// "1.50 GiB", "512.0 MiB", "12.0 KiB", "100 B".
+std::string format_bytes(int64_t bytes);
+// Parses "6GiB", "512MiB", "1.5GB", "2048", "4 KiB" (binary K/M/G/TiB, decimal kB/MB/GB/TB,
+// plain bytes); throws gridnn::Error naming the accepted forms for anything else, zero or a
+// negative size.
+int64_t parse_bytes(const std::string& text, const std::string& what);
+
+}  // namespace gridnn::plan
