@@ -22,11 +22,13 @@
 // to --alpha, --bandwidth-inter to --bandwidth/--beta (the one link of the flat model stands
 // for the network between nodes); --bandwidth-intra has no default. The line after the table
 // gives the flat model's choice with every communicator at the inter-node link.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "models/train/memory_plan.h"
 #include "models/train/step_plan.h"
 #include "plan/calibration.h"
 #include "plan/cost_model.h"
@@ -265,6 +267,7 @@ struct PlanFlags {
   std::string calibration_file, calibration_kind = "world";
   ConvUse conv_use = ConvUse::domain;
   bool json = false, explain = false, physical = false;
+  std::string memory_per_rank;  // a size (plan::parse_bytes); empty: memory not considered
   NodeFlags nodes;
   CLI::Option *procs_opt = nullptr, *alpha = nullptr, *beta = nullptr, *bandwidth_opt = nullptr, *conv = nullptr;
 };
@@ -293,6 +296,9 @@ void add_flags(CLI::App& app, PlanFlags& f) {
                "(the paper omits it)");
   add_node_flags(app, f.nodes);
   app.add_flag("--json", f.json, "JSON output");
+  app.add_option("--memory-per-rank", f.memory_per_rank,
+                 "memory of one rank (6GiB, 512MiB or bytes): each grid's predicted peak per rank, whether it "
+                 "fits, and the fastest grid among those that fit (resattnet3d and mlp; docs/design.md section 6a)");
   app.add_flag("--explain", f.explain, "per-layer terms of every grid");
 }
 
@@ -363,7 +369,28 @@ void plan_flat(const PlanFlags& f, const gridnn::train::TrainOptions& run, const
   const std::vector<PlanCost> plans = f.conv_use == ConvUse::gridnn ? gridnn::train::sweep_grids(run, procs, machine)
                                                                     : sweep(net, f.batch, procs, machine, strategy);
   GRIDNN_REQUIRE(!plans.empty(), "no grid of ", procs, " processes fits --batch ", f.batch, " and the input depth");
-  const size_t best = best_index(plans);
+  // With --memory-per-rank: every grid's largest predicted peak (-1: the run cannot use the
+  // grid), and the best among those that fit.
+  std::vector<int64_t> peaks;
+  const int64_t limit = f.memory_per_rank.empty() ? 0 : parse_bytes(f.memory_per_rank, "--memory-per-rank");
+  size_t best = best_index(plans);
+  if (limit > 0) {
+    GRIDNN_REQUIRE(f.model.model != gridnn::cli::PlanModel::alexnet,
+                   "--memory-per-rank: the memory model describes gridnn's networks (--model resattnet3d or mlp)");
+    bool any = false;
+    for (size_t i = 0; i < plans.size(); ++i) {
+      const Grid g = plans[i].grid;
+      peaks.push_back(gridnn::train::usable_grid(run, g.rows, g.cols)
+                          ? gridnn::train::largest_peak(gridnn::train::predict_grid_memory(run, {1, g.rows, g.cols}))
+                          : -1);
+      const bool fits = peaks[i] >= 0 && peaks[i] <= limit;
+      if (fits && (!any || plans[i].total_s() < plans[best].total_s())) best = i;
+      any = any || fits;
+    }
+    GRIDNN_REQUIRE(any, "--memory-per-rank ", format_bytes(limit), ": no grid of ", procs,
+                   " processes fits (see the peaks with a larger limit); use more processes, a smaller --batch or "
+                   "--input");
+  }
   if (f.json) {
     print_json(net, plans, best, f.batch, machine, f.explain, used);
     return;
@@ -374,15 +401,22 @@ void plan_flat(const PlanFlags& f, const gridnn::train::TrainOptions& run, const
       net.name.c_str(), static_cast<long long>(net.weights()), static_cast<long long>(f.batch), procs, machine.alpha,
       machine.beta, machine.flops, gridnn::enum_name(f.conv_use));
   if (used) print_calibration(*used, false);
-  std::printf("%-9s %14s %12s %12s %12s %10s %10s\n", "grid", "words", "comm s", "compute s", "total s", "speedup",
-              "comm/");
+  std::printf("%-9s %14s %12s %12s %12s %10s %10s%s\n", "grid", "words", "comm s", "compute s", "total s", "speedup",
+              "comm/", limit > 0 ? "    peak/rank  fits" : "");
   for (size_t i = 0; i < plans.size(); ++i) {
     const PlanCost& p = plans[i];
     const std::string g = std::to_string(p.grid.rows) + "x" + std::to_string(p.grid.cols);
-    std::printf("%-9s %14.0f %12.4e %12.4e %12.4e %10.2f %10.2f%s\n", g.c_str(), p.words, p.comm_s(), p.compute_s,
-                p.total_s(), plans[0].total_s() / p.total_s(), plans[0].comm_s() / p.comm_s(),
+    std::string memory;
+    if (limit > 0)
+      memory = peaks[i] < 0 ? "     (unusable)    -"
+                            : " " + std::string(13 - std::min<size_t>(13, format_bytes(peaks[i]).size()), ' ') +
+                                  format_bytes(peaks[i]) + (peaks[i] <= limit ? "   yes" : "    no");
+    std::printf("%-9s %14.0f %12.4e %12.4e %12.4e %10.2f %10.2f%s%s\n", g.c_str(), p.words, p.comm_s(), p.compute_s,
+                p.total_s(), plans[0].total_s() / p.total_s(), plans[0].comm_s() / p.comm_s(), memory.c_str(),
                 i == best ? "  <- best" : "");
   }
+  if (limit > 0)
+    std::printf("memory per rank: %s; the best grid is the fastest that fits\n", format_bytes(limit).c_str());
   std::printf(
       "best: %dx%d (speedup over pure batch 1x%d: %.2f; \"comm/\": pure batch's "
       "communication over this grid's)\n",

@@ -10,9 +10,12 @@ Usage: check_memory.py GRIDNN_TRAIN MPIEXEC WORKDIR
    status 1 before any step, names the peak, the limit and what fits, and creates neither the
    metrics file nor the checkpoint folder; a limit above it trains under the allocators' cap.
    Malformed sizes are refused.
+3. Planner: a case where memory changes the chosen grid, in gridnn-plan --memory-per-rank and
+   in gridnn-train --grid auto --memory-limit.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -60,6 +63,9 @@ def check_refusal(train, mpiexec, workdir):
     failures = []
     metrics = os.path.join(workdir, "refused.jsonl")
     ckpt = os.path.join(workdir, "refused-ckpt")
+    shutil.rmtree(ckpt, ignore_errors=True)
+    if os.path.exists(metrics):
+        os.remove(metrics)
     base = ["--input", "64x48x48", "--batch", "2", *COMMON]
     peak = predicted_peak(train, mpiexec, workdir, "1x2", base)
     args = [*base, "--metrics", metrics, "--checkpoint-dir", ckpt]
@@ -88,8 +94,38 @@ def check_refusal(train, mpiexec, workdir):
     return failures
 
 
+def check_planner(train, plan, mpiexec):
+    """Batch 3 of 40^3 on 2 ranks: 1x2 gives one rank 2 whole samples, 2x1 each rank 3 half
+    ones, so 2x1 needs a little less memory while the cost model prefers the pure batch 1x2. A
+    limit between the two moves both gridnn-plan's best grid and --grid auto to 2x1 (the
+    choice is checked; the run may then meet the allocators' cap, the limit being that tight)."""
+    failures = []
+    base = ["--input", "40x40x40", "--batch", "3"]
+    r = run([plan, *base, "--procs", "2", "--conv", "gridnn", "--memory-per-rank", "1TiB"], timeout=120)
+    rows = {line.split()[0]: line for line in r.stdout.splitlines() if line[:3] in ("1x2", "2x1")}
+    if r.returncode != 0 or set(rows) != {"1x2", "2x1"} or "<- best" not in rows["1x2"]:
+        return [f"gridnn-plan without a binding limit: expected 1x2 best: {r.stdout}{r.stderr}"]
+    peak = {g: float(line.split()[-5 if "<- best" in line else -3]) for g, line in rows.items()}
+    if not peak["2x1"] < peak["1x2"]:
+        return [f"expected 2x1's peak below 1x2's: {peak}"]
+    limit = f"{(peak['2x1'] + peak['1x2']) / 2:.2f}MiB"
+    r = run([plan, *base, "--procs", "2", "--conv", "gridnn", "--memory-per-rank", limit], timeout=120)
+    best = [line.split()[0] for line in r.stdout.splitlines() if "<- best" in line]
+    if best != ["2x1"]:
+        failures.append(f"gridnn-plan --memory-per-rank {limit}: expected 2x1 best: {r.stdout}{r.stderr}")
+    args = [*base, *COMMON, "--train-samples", "6"]
+    r = run([mpiexec, "-n", "2", train, "--grid", "auto", *args], timeout=300)
+    if r.returncode != 0 or "--grid auto: 1x2" not in r.stdout:
+        failures.append(f"--grid auto: expected 1x2: {(r.stdout + r.stderr)[:600]}")
+    r = run([mpiexec, "-n", "2", train, "--grid", "auto", "--memory-limit", limit, *args], timeout=300)
+    if "--grid auto: 2x1" not in r.stdout:
+        failures.append(f"--grid auto --memory-limit {limit}: expected 2x1: {(r.stdout + r.stderr)[:600]}")
+    return failures
+
+
 def main():
     train, mpiexec, workdir = sys.argv[1:4]
+    plan = os.path.join(os.path.dirname(train), "gridnn-plan")
     os.makedirs(workdir, exist_ok=True)
     cases = [
         (1, ["--input", "64x64x64", "--batch", "2"]),
@@ -103,6 +139,7 @@ def main():
     for procs, args in cases:
         failures += check_prediction(train, mpiexec, workdir, procs, args)
     failures += check_refusal(train, mpiexec, workdir)
+    failures += check_planner(train, plan, mpiexec)
     for f in failures:
         print("FAIL:", f)
     print("memory checks:", "failed" if failures else "passed")
