@@ -73,25 +73,14 @@ struct Saved {
 
 using Op = LayerMemory::Op;
 
-}  // namespace
-
-MemoryPeak simulate_memory(const MemoryStep& step) {
-  Workspace workspace{};
-  for (const LayerMemory& l : step.layers)
-    for (size_t s = 0; s < workspace.size(); ++s) workspace[s] = std::max(workspace[s], l.workspace[s]);
-  int64_t workspace_bytes = 0;
-  for (int64_t w : workspace) workspace_bytes += w;
-  int64_t resident = workspace_bytes + step.micro_batch_stash;
-  for (const MemoryItem& item : step.resident) resident += item.bytes;
-
-  Replay r(resident);
-  r.moment(0, "", "the start of the step");
-  // Forward. The input is the batch's (a resident item), so its bytes are not counted twice.
-  int current = r.make(0, "input");
+// The forward of `layers` from the activation `current` (see memory_model.h); returns the
+// output. What each record keeps goes to `saved`.
+int replay_forward(Replay& r, const std::vector<LayerMemory>& layers, int current, std::vector<Saved>& saved,
+                   const std::string& phase) {
   std::vector<int> held;
-  std::vector<Saved> saved(step.layers.size());
-  for (size_t i = 0; i < step.layers.size(); ++i) {
-    const LayerMemory& l = step.layers[i];
+  saved.assign(layers.size(), Saved{});
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerMemory& l = layers[i];
     switch (l.op) {
       case Op::fork:
         r.hold(current);
@@ -103,7 +92,7 @@ MemoryPeak simulate_memory(const MemoryStep& step) {
         break;
       case Op::join: {
         GRIDNN_REQUIRE(!held.empty(), "memory model: ", l.layer, " joins without a fork");
-        r.moment(l.output, l.layer, "forward of " + l.layer);
+        r.moment(l.output, l.layer, phase + "forward of " + l.layer);
         const int out = r.make(l.output, l.layer);
         r.release(current);
         r.release(held.back());
@@ -112,7 +101,7 @@ MemoryPeak simulate_memory(const MemoryStep& step) {
         break;
       }
       case Op::layer: {
-        r.moment(l.output + l.kept + l.forward_scratch, l.layer, "forward of " + l.layer);
+        r.moment(l.output + l.kept + l.forward_scratch, l.layer, phase + "forward of " + l.layer);
         Saved& s = saved[i];
         const int out = l.output > 0 ? r.make(l.output, l.layer) : current;
         if (l.output == 0) r.hold(out);
@@ -126,11 +115,14 @@ MemoryPeak simulate_memory(const MemoryStep& step) {
     }
   }
   GRIDNN_REQUIRE(held.empty(), "memory model: a fork without its join");
-  // The output stays with the caller through backward; the loss starts it with dL/doutput.
-  r.moment(step.loss_grad_bytes, "loss", "the loss");
-  int grad = step.loss_grad_bytes > 0 ? r.make(step.loss_grad_bytes, "loss") : -1;
-  for (size_t i = step.layers.size(); i-- > 0;) {
-    const LayerMemory& l = step.layers[i];
+  return current;
+}
+
+// The backward of `layers` in reverse from the gradient `grad`, freeing what `saved` holds.
+void replay_backward(Replay& r, const std::vector<LayerMemory>& layers, int grad, const std::vector<Saved>& saved) {
+  std::vector<int> held;
+  for (size_t i = layers.size(); i-- > 0;) {
+    const LayerMemory& l = layers[i];
     switch (l.op) {
       case Op::join:
         r.hold(grad);  // the same gradient reaches both paths
@@ -163,18 +155,44 @@ MemoryPeak simulate_memory(const MemoryStep& step) {
       }
     }
   }
+}
+
+}  // namespace
+
+MemoryPeak simulate_memory(const MemoryStep& step) {
+  Workspace workspace{};
+  for (const auto* layers : {&step.layers, &step.evaluation})
+    for (const LayerMemory& l : *layers)
+      for (size_t s = 0; s < workspace.size(); ++s) workspace[s] = std::max(workspace[s], l.workspace[s]);
+  int64_t workspace_bytes = 0;
+  for (int64_t w : workspace) workspace_bytes += w;
+  int64_t resident = workspace_bytes + step.micro_batch_stash;
+  for (const MemoryItem& item : step.resident) resident += item.bytes;
+
+  // The training step. The input is the batch's (a resident item), so its bytes are not
+  // counted twice; the output stays with the caller through backward, which the loss starts.
+  Replay r(resident);
+  r.moment(0, "", "the start of the step");
+  std::vector<Saved> saved;
+  replay_forward(r, step.layers, r.make(0, "input"), saved, "");
+  r.moment(step.loss_grad_bytes, "loss", "the loss");
+  replay_backward(r, step.layers, step.loss_grad_bytes > 0 ? r.make(step.loss_grad_bytes, "loss") : -1, saved);
+  // Evaluation: a forward that keeps what a backward would need until it ends.
+  Replay e(resident);
+  replay_forward(e, step.evaluation, e.make(0, "input"), saved, "evaluation: ");
+  const Replay& worst = e.peak() > r.peak() ? e : r;
 
   MemoryPeak p;
-  p.peak_bytes = r.peak();
+  p.peak_bytes = worst.peak();
   p.resident_bytes = resident;
-  p.activation_bytes = r.peak() - resident;
+  p.activation_bytes = worst.peak() - resident;
   p.workspace_bytes = workspace_bytes;
-  p.at = r.at();
+  p.at = worst.at();
   for (const MemoryItem& item : step.resident)
     if (item.bytes > 0) p.shares.push_back({item.what, item.bytes});
   if (workspace_bytes > 0) p.shares.push_back({"convolution workspace", workspace_bytes});
   if (step.micro_batch_stash > 0) p.shares.push_back({"micro-batch inputs (stash)", step.micro_batch_stash});
-  for (const auto& [who, bytes] : r.shares())
+  for (const auto& [who, bytes] : worst.shares())
     if (bytes > 0) p.shares.push_back({who, bytes});
   std::stable_sort(p.shares.begin(), p.shares.end(),
                    [](const MemoryShare& a, const MemoryShare& b) { return a.bytes > b.bytes; });

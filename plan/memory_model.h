@@ -58,6 +58,9 @@ struct MemoryStep {
   int64_t input_bytes = 0;           // the network's input (already counted in `resident`)
   int64_t loss_grad_bytes = 0;       // dL/doutput, which the loss allocates to start backward
   int64_t micro_batch_stash = 0;     // inputs kept for recomputed micro-batches (GPipe)
+  // The layers of an evaluation forward (validation: all the shard's rows at once, no
+  // backward): replayed forward only, after the training step; empty: none.
+  std::vector<LayerMemory> evaluation;
 };
 
 // A holder of bytes at the peak: a layer (its kept tensors, outputs, gradients or scratch)

@@ -93,8 +93,19 @@ plan::MemoryStep memory_step(const TrainOptions& o, nn::Module& model, const par
   // Every micro-batch's input stays for its recomputation (a received one, or a copy of the
   // batch's rows; one micro-batch on the first stage is the batch itself).
   if (M > 1 || !span.first) step.micro_batch_stash = int64_t(M) * activation_bytes(in);
+  // Validation runs the shard's rows at once through the same blocks (with one micro-batch,
+  // the training forward's layers: no higher).
+  if (M > 1) {
+    plan::RankStep whole;
+    Shape at = batch;
+    if (span.begin > 0) at = net.describe_blocks(0, span.begin, at, whole);
+    whole = plan::RankStep{};
+    net.describe_blocks(span.begin, span.end, at, whole);
+    step.evaluation = std::move(whole.memory);
+  }
   if (!on_cpu)
-    for (plan::LayerMemory& l : step.layers) l.workspace = {};
+    for (auto* layers : {&step.layers, &step.evaluation})
+      for (plan::LayerMemory& l : *layers) l.workspace = {};
   return step;
 }
 
@@ -121,9 +132,9 @@ int64_t measured_peak_bytes(const Device& device) { return int64_t(allocator_for
 std::string memory_report(int rank, const plan::MemoryPeak& predicted, int64_t measured) {
   char line[256];
   const double error = measured > 0 ? 100.0 * double(predicted.peak_bytes - measured) / double(measured) : 0.0;
-  std::snprintf(line, sizeof line, "rank %d: predicted peak %s, measured %s (%+.1f%%); at the %s\n", rank,
+  std::snprintf(line, sizeof line, "rank %d: predicted peak %s, measured %s (%+.1f%%)%s%s\n", rank,
                 plan::format_bytes(predicted.peak_bytes).c_str(), plan::format_bytes(measured).c_str(), error,
-                predicted.at.c_str());
+                predicted.at.empty() ? "" : "; at the ", predicted.at.c_str());
   std::string text = line;
   const size_t shown = std::min<size_t>(5, predicted.shares.size());
   for (size_t i = 0; i < shown; ++i) {

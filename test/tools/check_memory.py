@@ -134,6 +134,7 @@ def main():
         (2, ["--grid", "2x1", "--input", "64x64x64", "--batch", "2"]),
         (2, ["--grid", "1x2", "--input", "56x48x40", "--batch", "4"]),
         (4, ["--grid", "2x2", "--input", "64x64x64", "--batch", "4", "--depth", "34"]),
+        (2, ["--stages", "2", "--input", "64x64x64", "--batch", "4", "--micro-batches", "2"]),
     ]
     failures = []
     for procs, args in cases:
