@@ -166,4 +166,17 @@ void require_layer(bool cond, const std::string& layer, const std::string& what)
 
 int64_t activation_bytes(const Shape& s) { return s.numel() * int64_t(sizeof(float)); }
 
+namespace {
+thread_local bool g_recomputing = false;
+thread_local bool g_no_backward = false;
+}  // namespace
+
+NoBackwardScope::NoBackwardScope() : previous_(g_no_backward) { g_no_backward = true; }
+NoBackwardScope::~NoBackwardScope() { g_no_backward = previous_; }
+bool NoBackwardScope::active() { return g_no_backward; }
+
+RecomputeScope::RecomputeScope() : previous_(g_recomputing) { g_recomputing = true; }
+RecomputeScope::~RecomputeScope() { g_recomputing = previous_; }
+bool RecomputeScope::active() { return g_recomputing; }
+
 }  // namespace gridnn::nn

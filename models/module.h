@@ -202,6 +202,37 @@ class Sequential : public Module {
   Tensor do_backward(const Tensor& dy) override;
 };
 
+// Marks a forward that runs again only to rebuild what backward needs (--recompute blocks,
+// docs/design.md §6a), for the scope's lifetime on this thread: batch norm then computes its
+// batch statistics as before but leaves its running statistics alone, so they are updated
+// once per step.
+class RecomputeScope {
+ public:
+  RecomputeScope();
+  ~RecomputeScope();
+  RecomputeScope(const RecomputeScope&) = delete;
+  RecomputeScope& operator=(const RecomputeScope&) = delete;
+  static bool active();
+
+ private:
+  bool previous_;
+};
+
+// Marks forwards that no backward follows (evaluation), for the scope's lifetime on this
+// thread: layers keep nothing for a backward, so an evaluation holds one layer's input and
+// output at a time.
+class NoBackwardScope {
+ public:
+  NoBackwardScope();
+  ~NoBackwardScope();
+  NoBackwardScope(const NoBackwardScope&) = delete;
+  NoBackwardScope& operator=(const NoBackwardScope&) = delete;
+  static bool active();
+
+ private:
+  bool previous_;
+};
+
 // The bytes of an activation (or its gradient) of shape `s`: every activation is f32
 // (kernels/math_mode.h), so 4 per element. What layers state to the memory model.
 int64_t activation_bytes(const Shape& s);

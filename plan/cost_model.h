@@ -206,6 +206,7 @@ struct CommCall {
   // all_reduce 2(p−1)/p·n, all_gatherv the others' blocks, reduce_scatterv the whole input
   // less this rank's block, send_recv the halo planes this rank receives; messages as above.
   double words = 0, messages = 0;
+  bool backward = false;  // made by the layer's backward (a recomputed forward repeats the others)
 };
 // A call of `op` with this rank's `elements` on a communicator of `procs` ranks, of which
 // it receives `received` words (all_gatherv, reduce_scatterv, send_recv; all_reduce counts

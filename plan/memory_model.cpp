@@ -73,13 +73,27 @@ struct Saved {
 
 using Op = LayerMemory::Op;
 
-// The forward of `layers` from the activation `current` (see memory_model.h); returns the
-// output. What each record keeps goes to `saved`.
-int replay_forward(Replay& r, const std::vector<LayerMemory>& layers, int current, std::vector<Saved>& saved,
-                   const std::string& phase) {
+// A recomputed block in the replay: where it begins and the input it keeps.
+struct Region {
+  size_t begin = 0;
+  int input = -1;
+};
+
+void release_saved(Replay& r, Saved& s) {
+  r.release(s.kept);
+  r.release(s.input);
+  r.release(s.output);
+  s = Saved{};
+}
+
+// The forward of layers [first, last) from the activation `current` (see memory_model.h);
+// returns the output. What each record keeps goes to `saved`; a recomputed block's region to
+// `regions` (by its end marker).
+int replay_forward(Replay& r, const std::vector<LayerMemory>& layers, size_t first, size_t last, int current,
+                   std::vector<Saved>& saved, std::map<size_t, Region>& regions, const std::string& phase) {
   std::vector<int> held;
-  saved.assign(layers.size(), Saved{});
-  for (size_t i = 0; i < layers.size(); ++i) {
+  std::vector<Region> open;
+  for (size_t i = first; i < last; ++i) {
     const LayerMemory& l = layers[i];
     switch (l.op) {
       case Op::fork:
@@ -100,6 +114,16 @@ int replay_forward(Replay& r, const std::vector<LayerMemory>& layers, int curren
         current = out;
         break;
       }
+      case Op::recompute_begin:
+        r.hold(current);  // the block's input stays for its second forward
+        open.push_back({i, current});
+        break;
+      case Op::recompute_end:
+        GRIDNN_REQUIRE(!open.empty(), "memory model: ", l.layer, " ends a recomputed block it did not begin");
+        for (size_t k = open.back().begin + 1; k < i; ++k) release_saved(r, saved[k]);
+        regions[i] = open.back();
+        open.pop_back();
+        break;
       case Op::layer: {
         r.moment(l.output + l.kept + l.forward_scratch, l.layer, phase + "forward of " + l.layer);
         Saved& s = saved[i];
@@ -114,13 +138,16 @@ int replay_forward(Replay& r, const std::vector<LayerMemory>& layers, int curren
       }
     }
   }
-  GRIDNN_REQUIRE(held.empty(), "memory model: a fork without its join");
+  GRIDNN_REQUIRE(held.empty() && open.empty(), "memory model: a fork or recomputed block that does not end");
   return current;
 }
 
-// The backward of `layers` in reverse from the gradient `grad`, freeing what `saved` holds.
-void replay_backward(Replay& r, const std::vector<LayerMemory>& layers, int grad, const std::vector<Saved>& saved) {
+// The backward of `layers` in reverse from the gradient `grad`, freeing what `saved` holds;
+// a recomputed block's forward runs again first.
+void replay_backward(Replay& r, const std::vector<LayerMemory>& layers, int grad, std::vector<Saved>& saved,
+                     std::map<size_t, Region>& regions) {
   std::vector<int> held;
+  std::vector<int> stashed;
   for (size_t i = layers.size(); i-- > 0;) {
     const LayerMemory& l = layers[i];
     switch (l.op) {
@@ -142,14 +169,22 @@ void replay_backward(Replay& r, const std::vector<LayerMemory>& layers, int grad
         grad = out;
         break;
       }
+      case Op::recompute_end: {
+        const Region region = regions.at(i);
+        r.hold(region.input);
+        r.release(replay_forward(r, layers, region.begin + 1, i, region.input, saved, regions, "recomputed "));
+        stashed.push_back(region.input);
+        break;
+      }
+      case Op::recompute_begin:
+        r.release(stashed.back());
+        stashed.pop_back();
+        break;
       case Op::layer: {
         r.moment(l.input_grad + l.backward_scratch, l.layer + " (grad)", "backward of " + l.layer);
         const int dx = l.input_grad > 0 ? r.make(l.input_grad, l.layer + " (grad)") : -1;
         r.release(grad);
-        const Saved& s = saved[i];
-        r.release(s.kept);
-        r.release(s.input);
-        r.release(s.output);
+        release_saved(r, saved[i]);
         grad = dx;
         break;
       }
@@ -173,25 +208,30 @@ MemoryPeak simulate_memory(const MemoryStep& step) {
   // counted twice; the output stays with the caller through backward, which the loss starts.
   Replay r(resident);
   r.moment(0, "", "the start of the step");
-  std::vector<Saved> saved;
-  replay_forward(r, step.layers, r.make(0, "input"), saved, "");
+  std::vector<Saved> saved(step.layers.size());
+  std::map<size_t, Region> regions;
+  replay_forward(r, step.layers, 0, step.layers.size(), r.make(0, "input"), saved, regions, "");
   r.moment(step.loss_grad_bytes, "loss", "the loss");
-  replay_backward(r, step.layers, step.loss_grad_bytes > 0 ? r.make(step.loss_grad_bytes, "loss") : -1, saved);
+  replay_backward(r, step.layers, step.loss_grad_bytes > 0 ? r.make(step.loss_grad_bytes, "loss") : -1, saved, regions);
   // Evaluation: a forward that keeps what a backward would need until it ends.
-  Replay e(resident);
-  replay_forward(e, step.evaluation, e.make(0, "input"), saved, "evaluation: ");
+  Replay e(resident + step.evaluation_batch_bytes);
+  std::vector<Saved> evaluation(step.evaluation.size());
+  replay_forward(e, step.evaluation, 0, step.evaluation.size(), e.make(0, "input"), evaluation, regions,
+                 "evaluation: ");
   const Replay& worst = e.peak() > r.peak() ? e : r;
 
   MemoryPeak p;
   p.peak_bytes = worst.peak();
-  p.resident_bytes = resident;
-  p.activation_bytes = worst.peak() - resident;
+  p.resident_bytes = resident + (&worst == &e ? step.evaluation_batch_bytes : 0);
+  p.activation_bytes = worst.peak() - p.resident_bytes;
   p.workspace_bytes = workspace_bytes;
   p.at = worst.at();
   for (const MemoryItem& item : step.resident)
     if (item.bytes > 0) p.shares.push_back({item.what, item.bytes});
   if (workspace_bytes > 0) p.shares.push_back({"convolution workspace", workspace_bytes});
   if (step.micro_batch_stash > 0) p.shares.push_back({"micro-batch inputs (stash)", step.micro_batch_stash});
+  if (&worst == &e && step.evaluation_batch_bytes > 0)
+    p.shares.push_back({"validation batch (current and prefetched)", step.evaluation_batch_bytes});
   for (const auto& [who, bytes] : worst.shares())
     if (bytes > 0) p.shares.push_back({who, bytes});
   std::stable_sort(p.shares.begin(), p.shares.end(),

@@ -17,6 +17,11 @@
 // run next) and join (a new tensor from the current and the held one: the residual add). In
 // backward they run in reverse: join hands the gradient to both paths, branch swaps them
 // back, fork adds the two input gradients into a new tensor.
+//
+// A block that is recomputed (--recompute blocks) is framed by recompute_begin and
+// recompute_end: its forward keeps its input and frees everything its layers kept once it
+// ends; in backward its layers' forward is replayed again from that input just before their
+// backward.
 #pragma once
 
 #include <array>
@@ -32,7 +37,7 @@ constexpr int kWorkspaceSlots = 5;
 using Workspace = std::array<int64_t, kWorkspaceSlots>;
 
 struct LayerMemory {
-  enum class Op { layer, fork, branch, join };
+  enum class Op { layer, fork, branch, join, recompute_begin, recompute_end };
   Op op = Op::layer;
   std::string layer;             // state_dict name (the container's, for fork/branch/join)
   int64_t output = 0;            // bytes of the new output (0: the output is the input, or a view of it)
@@ -61,6 +66,7 @@ struct MemoryStep {
   // The layers of an evaluation forward (validation: all the shard's rows at once, no
   // backward): replayed forward only, after the training step; empty: none.
   std::vector<LayerMemory> evaluation;
+  int64_t evaluation_batch_bytes = 0;  // the validation loader's batches, alive during evaluation only
 };
 
 // A holder of bytes at the peak: a layer (its kept tensors, outputs, gradients or scratch)

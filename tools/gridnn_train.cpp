@@ -107,6 +107,11 @@ void add_flags(CLI::App& app, Cli& c) {
   app.add_option("--memory-limit", c.memory_limit,
                  "each rank's memory at most (6GiB, 512MiB or bytes): nothing runs when a rank's predicted peak "
                  "is larger, and the allocators enforce it; with --grid auto, the fastest grid that fits");
+  cli::add_enum_option(app, "--recompute", o.recompute,
+                       "activation recomputation: none, or blocks (the stem and each residual and attention block "
+                       "keep only their input and run their forward again before their backward: less memory, "
+                       "the same gradients)")
+      ->capture_default_str();
   app.add_flag("--memory-report", o.memory_report,
                "print each rank's predicted and measured memory peak, and its largest holders, at the end");
   app.add_option("--device", o.device,

@@ -39,8 +39,10 @@ Tensor DistSelfAttention3d::forward(const Tensor& x) {
   ops::copy_slices(layer_->key().forward(x).reshape({b, c8, nr}), 1, 0, kv, 0, c8);
   ops::copy_slices(layer_->value().forward(x).reshape({b, c, nr}), 1, 0, kv, c8, c);
   const Tensor all = parallel::gather_blocks(kv, positions(hw));
-  return attention_forward(x, std::move(q), ops::slice(all, 1, 0, c8), ops::slice(all, 1, c8, c), layer_->gamma(),
-                           math_mode(), core_);
+  Tensor y = attention_forward(x, std::move(q), ops::slice(all, 1, 0, c8), ops::slice(all, 1, c8, c), layer_->gamma(),
+                               math_mode(), core_);
+  if (NoBackwardScope::active()) core_ = AttentionCore();
+  return y;
 }
 
 Tensor DistSelfAttention3d::do_backward(const Tensor& dy) {
@@ -82,6 +84,7 @@ Shape DistSelfAttention3d::describe(const Shape& in, plan::RankStep& step) const
   const int procs = row_.size();
   step.calls.push_back(plan::make_call(name(), "row", "all_gatherv", kv * nr, procs, double(kv * (n - nr))));
   step.calls.push_back(plan::make_call(name(), "row", "reduce_scatterv", kv * n, procs, double(kv * (n - nr))));
+  step.calls.back().backward = true;
   return in;
 }
 

@@ -52,8 +52,10 @@ Shape DomainParallel::describe(const Shape& in, plan::RankStep& step) const {
   if (step.layers.back().input_gradient) step.memory[halo].input_grad = activation_bytes(in);
   const int procs = exchange_.row().size();
   step.calls.push_back(plan::make_call(name(), "row", "send_recv", sent * plane, procs, double(received * plane)));
-  if (step.layers.back().input_gradient)
+  if (step.layers.back().input_gradient) {  // the halo's gradients back
     step.calls.push_back(plan::make_call(name(), "row", "send_recv", received * plane, procs, double(sent * plane)));
+    step.calls.back().backward = true;
+  }
   return out;
 }
 

@@ -74,6 +74,7 @@ Shape InputSplitLinear::describe(const Shape& in, plan::RankStep& step) const {
   step.calls.push_back(plan::make_call(name(), "row", "all_reduce", in[0] * out_, procs));
   step.calls.push_back(plan::make_call(name(), "row", "all_gatherv", in[0] * block().size(), procs,
                                        double(in[0] * (in_ - block().size()))));
+  step.calls.back().backward = true;
   return {in[0], out_};
 }
 

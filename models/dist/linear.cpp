@@ -37,6 +37,7 @@ Shape DistLinear::describe(const Shape& in, plan::RankStep& step) const {
   step.calls.push_back(
       plan::make_call(name(), "row", "all_gatherv", in[0] * own, row_.size(), double(in[0] * (out_ - own))));
   step.calls.push_back(plan::make_call(name(), "row", "all_reduce", in[0] * in[1], row_.size()));
+  step.calls.back().backward = true;
   // The gather: Y of all row blocks (and a transposed copy of each side on the way); backward
   // takes this rank's block of dY.
   plan::LayerMemory m;

@@ -5,7 +5,7 @@
 namespace gridnn::nn {
 
 Tensor ReLU::forward(const Tensor& x) {
-  input_ = x;
+  if (!NoBackwardScope::active()) input_ = x;  // kept for backward
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   ops::relu_forward(x, y);
   return y;

@@ -45,7 +45,7 @@ Tensor PointwiseConv3d::forward(const Tensor& x) {
   require_layer(x.defined() && x.rank() == 5 && x.size(1) == in_, label(),
                 "expects input [B, " + std::to_string(in_) + ", D, H, W], got " +
                     (x.defined() ? x.str() : std::string("undefined")));
-  input_ = x;
+  if (!NoBackwardScope::active()) input_ = x;  // kept for backward
   const int64_t b = x.size(0), n = x.size(2) * x.size(3) * x.size(4);
   Tensor y = Tensor::empty({b, out_, n}, x.dtype(), x.device());
   if (y.numel() > 0) {
@@ -176,7 +176,9 @@ Tensor SelfAttention3d::forward(const Tensor& x) {
   Tensor q = query_->forward(x).reshape({b, c8, n});
   Tensor k = key_->forward(x).reshape({b, c8, n});
   Tensor v = value_->forward(x).reshape({b, c, n});
-  return attention_forward(x, std::move(q), std::move(k), std::move(v), *gamma_, math_mode(), core_);
+  Tensor y = attention_forward(x, std::move(q), std::move(k), std::move(v), *gamma_, math_mode(), core_);
+  if (NoBackwardScope::active()) core_ = AttentionCore();
+  return y;
 }
 
 Tensor SelfAttention3d::do_backward(const Tensor& dy) {

@@ -58,10 +58,12 @@ Shape BatchNorm3d::describe(const Shape& in, plan::RankStep& step) const {
   m.output = m.input_grad = activation_bytes(in);
   m.keeps_input = true;
   step.memory.push_back(m);
-  if (statistics_over_)
+  if (statistics_over_) {  // forward: the count, the sums for the mean, then both sums; backward: both sums
     for (int64_t n : {int64_t(1), channels_, 2 * channels_, 2 * channels_})
       step.calls.push_back(
           plan::make_call(name(), statistics_over_->name(), "all_reduce", n, statistics_over_->size()));
+    step.calls.back().backward = true;
+  }
   return in;
 }
 
@@ -112,12 +114,14 @@ Tensor BatchNorm3d::forward(const Tensor& x) {
     reduce_sums(sums_);
     ops::batchnorm_moments(sums_, mean_, count_, mean_, var_);
     ops::batchnorm_invstd(var_, eps_, invstd_);
-    ops::batchnorm_update_running(mean_, var_, count_, momentum_, *running_mean_, *running_var_, *num_batches_tracked_);
+    if (!RecomputeScope::active())  // a recomputed forward has updated them already
+      ops::batchnorm_update_running(mean_, var_, count_, momentum_, *running_mean_, *running_var_,
+                                    *num_batches_tracked_);
   } else {
     ops::copy(*running_mean_, mean_);
     ops::batchnorm_invstd(*running_var_, eps_, invstd_);
   }
-  input_ = x;
+  if (!NoBackwardScope::active()) input_ = x;  // kept for backward
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   ops::batchnorm_normalize(x, mean_, invstd_, weight_->value, bias_->value, y);
   return y;

@@ -56,7 +56,7 @@ Tensor Conv3d::forward(const Tensor& x) {
                                    stride_, padding_, {x.size(2), x.size(3), x.size(4)});
   Tensor y = Tensor::empty(ops::conv3d_output_shape(geometry_, x.size(0)), x.dtype(), x.device());
   ops::conv3d_forward(x, weight_->value, bias_ ? bias_->value : Tensor(), geometry_, y, math_mode());
-  input_ = x;
+  if (!NoBackwardScope::active()) input_ = x;  // kept for backward
   return y;
 }
 

@@ -36,7 +36,7 @@ Tensor Linear::forward(const Tensor& x) {
                     "; flatten the input or change in_features");
   require_layer(x.device() == weight_->value.device(), label(),
                 "input " + x.str() + " is not on the weight's device " + weight_->value.str());
-  input_ = x;
+  if (!NoBackwardScope::active()) input_ = x;  // kept for backward
   const int64_t n = x.size(0);
   Tensor y = Tensor::empty({n, out_}, x.dtype(), x.device());
   ops::GemmOptions xwt;

@@ -71,6 +71,7 @@ Tensor MaxPool3d::forward(const Tensor& x) {
   if (!argmax_.defined() || argmax_.shape() != out || argmax_.device() != x.device())
     argmax_ = Tensor::empty(out, DType::i64, x.device());
   ops::max_pool3d_forward(x, params_, y, argmax_);
+  if (NoBackwardScope::active()) argmax_ = Tensor();
   input_shape_ = x.shape();
   return y;
 }

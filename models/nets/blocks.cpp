@@ -3,6 +3,7 @@
 
 #include "core/allocator.h"
 #include "core/error.h"
+#include "models/module.h"
 
 namespace gridnn::nn {
 
@@ -16,16 +17,29 @@ size_t BlockNetwork::block_of(const std::string& tensor_name) const {
 
 Tensor BlockNetwork::forward_blocks(size_t begin, size_t end, const Tensor& x) {
   Tensor h = x;
+  stashed_.resize(block_count());
   for (size_t i = begin; i < end; ++i) {
     const AllocationScope scope("the forward of block " + blocks()[i].name);
+    const bool again = recompute_ && !NoBackwardScope::active() && recomputable(i);
+    stashed_[i] = again ? h : Tensor();
     h = forward_block(i, h);
+    if (again) release_block(i);
   }
   return h;
 }
 
 Tensor BlockNetwork::backward_blocks(size_t begin, size_t end, const Tensor& dy) {
   Tensor g = dy;
-  for (size_t i = end; i-- > begin;) g = backward_block(i, g);
+  stashed_.resize(block_count());
+  for (size_t i = end; i-- > begin;) {
+    if (stashed_[i].defined()) {  // its forward again, for the state its backward needs
+      const AllocationScope scope("the recomputed forward of block " + blocks()[i].name);
+      const nn::RecomputeScope recomputing;
+      forward_block(i, stashed_[i]);
+      stashed_[i] = Tensor();
+    }
+    g = backward_block(i, g);
+  }
   return g;
 }
 
@@ -37,6 +51,12 @@ Shape BlockNetwork::describe_blocks(size_t begin, size_t end, const Shape& input
   Shape s = input;
   for (size_t i = begin; i < end; ++i) s = describe_block(i, s, step);
   return s;
+}
+
+bool BlockNetwork::has_recomputable_blocks() const {
+  for (size_t i = 0; i < block_count(); ++i)
+    if (recomputable(i)) return true;
+  return false;
 }
 
 std::vector<std::string> BlockNetwork::block_names() const {

@@ -39,6 +39,21 @@ class BlockNetwork {
   // itself throws gridnn::Error (the default).
   virtual Shape describe_block(size_t i, const Shape& input, plan::RankStep& step) const;
 
+  // Whether block i may drop its forward's state and run its forward again before its
+  // backward (--recompute blocks): its layers keep nothing that its input does not determine
+  // (ResAttNet3D's stem, residual and attention blocks). None by default.
+  virtual bool recomputable(size_t /*i*/) const { return false; }
+  // Frees what block i's last forward kept for its backward (its modules' release_saved).
+  virtual void release_block(size_t /*i*/) {}
+  bool has_recomputable_blocks() const;
+
+  // --recompute blocks (docs/design.md §6a): from now on forward_blocks keeps of each
+  // recomputable block only its input, and backward_blocks runs the block's forward again
+  // from it (in a RecomputeScope) just before its backward. The gradients are bitwise those
+  // of a run without it.
+  void set_recompute(bool on) { recompute_ = on; }
+  bool recompute() const { return recompute_; }
+
   size_t block_count() const { return blocks().size(); }
   // Blocks [begin, end) forward in order, and their backward in reverse (a pipeline stage
   // runs its partition's; the network its every block).
@@ -48,6 +63,10 @@ class BlockNetwork {
   // The block a state_dict name belongs to; throws gridnn::Error when none does.
   size_t block_of(const std::string& tensor_name) const;
   std::vector<std::string> block_names() const;
+
+ private:
+  bool recompute_ = false;
+  std::vector<Tensor> stashed_;  // per block: the input of its forward, while its state is dropped
 };
 
 }  // namespace gridnn::nn

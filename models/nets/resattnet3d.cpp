@@ -180,6 +180,27 @@ Tensor ResAttNet3D::forward(const Tensor& x) {
 
 Tensor ResAttNet3D::do_backward(const Tensor& dlogits) { return backward_blocks(0, block_count(), dlogits); }
 
+bool ResAttNet3D::recomputable(size_t i) const {
+  // The stem too: its input is the batch, which stays anyway, and it holds the largest
+  // activations (a full-resolution convolution, batch norm and ReLU before the pooling).
+  return block_parts_.at(i).first != Part::head;
+}
+
+void ResAttNet3D::release_block(size_t i) {
+  const auto& [part, module] = block_parts_.at(i);
+  switch (part) {
+    case Part::stem:
+      for (Module* m : {conv1_, bn1_, static_cast<Module*>(&relu_), maxpool_}) m->release_saved();
+      return;
+    case Part::head:
+      avgpool_->release_saved();
+      fc_->release_saved();
+      return;
+    default:
+      module->release_saved();
+  }
+}
+
 Tensor ResAttNet3D::forward_block(size_t i, const Tensor& x) {
   const auto& [part, module] = block_parts_.at(i);
   switch (part) {

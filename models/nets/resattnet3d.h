@@ -88,6 +88,8 @@ class ResAttNet3D : public Module, public BlockNetwork {
   Tensor forward_block(size_t i, const Tensor& x) override;
   Tensor backward_block(size_t i, const Tensor& dy) override;
   Shape describe_block(size_t i, const Shape& input, plan::RankStep& step) const override;
+  bool recomputable(size_t i) const override;  // the stem, residual and attention blocks
+  void release_block(size_t i) override;       // any block
   // Its blocks in order, each as forward_block runs it.
   Shape describe(const Shape& input, plan::RankStep& step) const override;
 

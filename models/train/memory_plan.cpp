@@ -68,7 +68,7 @@ plan::MemoryStep memory_step(const TrainOptions& o, nn::Module& model, const par
   else
     step.resident.push_back({"batch (on the device)", activation_bytes(batch)});
   // Validation reads batches of its own while the training loader holds its prefetched one.
-  step.resident.push_back({"validation batch (current and prefetched)", 2 * batch_bytes});
+  step.evaluation_batch_bytes = 2 * batch_bytes;
   if (on_cpu && o.data.cache) {
     const int64_t per_sample = activation_bytes(batch) / std::max<int64_t>(rows, 1);
     step.resident.push_back({"cached samples", per_sample * ((o.data.train_samples + grid.cols - 1) / grid.cols)});
@@ -79,7 +79,17 @@ plan::MemoryStep memory_step(const TrainOptions& o, nn::Module& model, const par
   Shape in = batch.with(0, micro);
   if (span.begin > 0) in = net.describe_blocks(0, span.begin, in, described);
   described = plan::RankStep{};
-  const Shape out = net.describe_blocks(span.begin, span.end, in, described);
+  Shape out = in;
+  for (size_t i = span.begin; i < span.end; ++i) {  // a recomputed block framed by its markers
+    const bool again = o.recompute == Recompute::blocks && net.recomputable(i);
+    plan::LayerMemory marker;
+    marker.layer = net.blocks()[i].name;
+    marker.op = plan::LayerMemory::Op::recompute_begin;
+    if (again) described.memory.push_back(marker);
+    out = net.describe_block(i, out, described);
+    marker.op = plan::LayerMemory::Op::recompute_end;
+    if (again) described.memory.push_back(marker);
+  }
   step.layers = std::move(described.memory);
   step.input_bytes = activation_bytes(in);
   if (span.last) {  // the loss keeps the probabilities and starts backward with dL/dlogits
@@ -93,14 +103,19 @@ plan::MemoryStep memory_step(const TrainOptions& o, nn::Module& model, const par
   // Every micro-batch's input stays for its recomputation (a received one, or a copy of the
   // batch's rows; one micro-batch on the first stage is the batch itself).
   if (M > 1 || !span.first) step.micro_batch_stash = int64_t(M) * activation_bytes(in);
-  // Validation runs the shard's rows at once through the same blocks (with one micro-batch,
-  // the training forward's layers: no higher).
-  if (M > 1) {
+  // Validation runs the shard's rows at once through the same blocks, its layers keeping
+  // nothing for a backward (nn::NoBackwardScope).
+  {
     plan::RankStep whole;
     Shape at = batch;
     if (span.begin > 0) at = net.describe_blocks(0, span.begin, at, whole);
     whole = plan::RankStep{};
     net.describe_blocks(span.begin, span.end, at, whole);
+    for (plan::LayerMemory& l : whole.memory) {
+      l.forward_scratch += l.kept;  // made, then let go of as the forward ends
+      l.kept = 0;
+      l.keeps_input = l.keeps_output = false;
+    }
     step.evaluation = std::move(whole.memory);
   }
   if (!on_cpu)
@@ -136,6 +151,12 @@ std::string memory_report(int rank, const plan::MemoryPeak& predicted, int64_t m
                 plan::format_bytes(predicted.peak_bytes).c_str(), plan::format_bytes(measured).c_str(), error,
                 predicted.at.empty() ? "" : "; at the ", predicted.at.c_str());
   std::string text = line;
+  if (!predicted.at.empty()) {
+    std::snprintf(line, sizeof line, "  resident %s, activations and scratch %s at the peak\n",
+                  plan::format_bytes(predicted.resident_bytes).c_str(),
+                  plan::format_bytes(predicted.activation_bytes).c_str());
+    text += line;
+  }
   const size_t shown = std::min<size_t>(5, predicted.shares.size());
   for (size_t i = 0; i < shown; ++i) {
     const plan::MemoryShare& s = predicted.shares[i];

@@ -42,6 +42,14 @@ inline constexpr EnumName<PlacementRule> kPlacementRuleNames[] = {
     {PlacementRule::even, "even"}, {PlacementRule::automatic, "auto", "GABRA on measured blocks"}};
 constexpr EnumNames<PlacementRule> enum_names(PlacementRule) { return {"placement", kPlacementRuleNames}; }
 
+// What a training step keeps for backward (gridnn-train --recompute, docs/design.md §6a).
+enum class Recompute { none, blocks };
+inline constexpr EnumName<Recompute> kRecomputeNames[] = {
+    {Recompute::none, "none", "every layer keeps what its backward needs"},
+    {Recompute::blocks, "blocks",
+     "the stem, residual and attention blocks keep their input and run their forward again"}};
+constexpr EnumNames<Recompute> enum_names(Recompute) { return {"recomputation", kRecomputeNames}; }
+
 // The words that stand for something other than a file or a grid in --data and --grid.
 inline constexpr char kSyntheticData[] = "synthetic";
 inline constexpr char kAutoGrid[] = "auto";
@@ -107,6 +115,7 @@ struct TrainOptions {
   // Memory (docs/design.md §6a). They never change the results either.
   int64_t memory_limit = 0;    // bytes each rank's allocator may hold (pre-flight check and cap); 0: none
   bool memory_report = false;  // print each rank's predicted and measured peak at the end
+  Recompute recompute = Recompute::none;
 };
 
 // The options as JSON (for checkpoints and the metrics file) and back.

@@ -89,6 +89,10 @@ PipelinedModel::PipelinedModel(const TrainOptions& o, parallel::ProcessGrid& gri
       int(std::find(placement_.device.begin(), placement_.device.end(), grid.stage()) - placement_.device.begin());
   begin_ = size_t(placement_.begin(partition_));
   end_ = size_t(placement_.end(partition_, int(net_->block_count())));
+  GRIDNN_REQUIRE(o.recompute == Recompute::none || net_->has_recomputable_blocks(), "--recompute ",
+                 enum_name(o.recompute), ": the ", enum_name(o.model),
+                 " network has no residual or attention blocks to recompute; use --recompute none");
+  net_->set_recompute(o.recompute == Recompute::blocks);
   optimizer_ = optim::make_optimizer(o.optimizer, partition_parameters());
   set_gradient_sync(true);
 }
@@ -233,10 +237,10 @@ double PipelinedModel::evaluate(const data::Batch& shard, Tensor* logits) {
     return 0.0;
   }
   model_->eval();
+  const nn::NoBackwardScope no_backward;  // layers keep nothing for a backward
   Tensor loss_sum;
   Tensor h = first() ? shard.x.to(device_) : receive(partition_ - 1, kActivationTag);
   h = net_->forward_blocks(begin_, end_, h);
-  model_->release_saved();  // no backward follows
   if (last()) {
     nn::check_labels(shard.y, classes_, "validation batch");
     loss_.compute(h, shard.y.to(device_));

@@ -6,20 +6,36 @@
 
 #include "core/error.h"
 #include "models/dist/factory.h"
+#include "models/nets/blocks.h"
 #include "models/train/grid_batch.h"
 #include "models/train/memory_plan.h"
 
 namespace gridnn::train {
 
 plan::RankStep describe_step(nn::Module& model, const parallel::GridShape& grid, int row, int col, int64_t batch,
-                             const Shape& sample) {
+                             const Shape& sample, Recompute recompute) {
   GRIDNN_REQUIRE(sample.rank() == 4, "describe_step: a sample is [C, D, H, W], got ", sample.str());
   plan::RankStep step;
   step.row = row;
   step.col = col;
   step.samples = shard_rows(grid, col, batch).size();
   const int64_t planes = shard_planes(grid, row, sample[1]).size();
-  model.describe(Shape{step.samples, sample[0], planes, sample[2], sample[3]}, step);
+  const Shape input{step.samples, sample[0], planes, sample[2], sample[3]};
+  const auto* net = dynamic_cast<const nn::BlockNetwork*>(&model);
+  if (recompute == Recompute::none || !net) {
+    model.describe(input, step);
+  } else {  // block by block: a recomputed block's forward collectives run again before its backward
+    Shape s = input;
+    std::vector<plan::CommCall> again;
+    for (size_t i = 0; i < net->block_count(); ++i) {
+      const size_t first = step.calls.size();
+      s = net->describe_block(i, s, step);
+      if (net->recomputable(i))
+        for (size_t k = first; k < step.calls.size(); ++k)
+          if (!step.calls[k].backward) again.push_back(step.calls[k]);
+    }
+    step.calls.insert(step.calls.end(), again.begin(), again.end());
+  }
   // The loss over the global batch (train::sum_over_batch), and the gradients.
   if (grid.cols > 1) step.calls.push_back(plan::make_call("loss", "col", "all_reduce", 1, grid.cols));
   std::map<std::string, std::pair<int64_t, int>> gradients;  // communicator -> elements, size
@@ -53,7 +69,7 @@ std::vector<plan::RankStep> describe_grid(const TrainOptions& o, const parallel:
   for (int r = 0; r < grid.rows; ++r) {
     const PlannedModel planned = planned_model(o, grid, r);
     for (int c = 0; c < grid.cols; ++c)
-      steps.push_back(describe_step(*planned.model, one_stage, r, c, o.batch, sample));
+      steps.push_back(describe_step(*planned.model, one_stage, r, c, o.batch, sample, o.recompute));
   }
   return steps;
 }

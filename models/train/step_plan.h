@@ -22,8 +22,9 @@ namespace gridnn::train {
 // Pr), the loss all-reduce over col, then one gradient all-reduce per communicator that
 // sums gradients (each bucket of GradientSync is a part of it), in the order of the
 // communicators' names.
+// With --recompute blocks, the forward collectives of each recomputed block come twice.
 plan::RankStep describe_step(nn::Module& model, const parallel::GridShape& grid, int row, int col, int64_t batch,
-                             const Shape& sample);
+                             const Shape& sample, Recompute recompute = Recompute::none);
 // The network `options` build for row `row` of a one-stage grid Pr x Pc, not initialized:
 // the single-process layers on 1 x 1, models/dist/'s on a planning grid
 // (parallel::ProcessGrid::planned) otherwise. Members in the order they must outlive each other.

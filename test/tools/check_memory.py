@@ -135,6 +135,8 @@ def main():
         (2, ["--grid", "1x2", "--input", "56x48x40", "--batch", "4"]),
         (4, ["--grid", "2x2", "--input", "64x64x64", "--batch", "4", "--depth", "34"]),
         (2, ["--stages", "2", "--input", "64x64x64", "--batch", "4", "--micro-batches", "2"]),
+        (1, ["--input", "64x64x64", "--batch", "2", "--recompute", "blocks"]),
+        (2, ["--grid", "2x1", "--input", "64x64x64", "--batch", "2", "--recompute", "blocks"]),
     ]
     failures = []
     for procs, args in cases:

@@ -75,6 +75,43 @@ TEST_F(DistTrain, DumpStepOnEveryGridEqualsOneProcess) { dump_step_on_every_grid
 
 TEST_F(DistTrain, MlpDumpStepOnEveryGridEqualsOneProcess) { dump_step_on_every_grid(tiny_mlp(), "mlp"); }
 
+// --recompute blocks runs each residual and attention block's forward again before its
+// backward: the step (logits, loss, gradients, updated weights, batch-norm running statistics)
+// is bitwise the step without it, on every grid and with two pipeline stages of two
+// micro-batches.
+TEST_F(DistTrain, RecomputedBlocksGiveBitwiseTheSameStep) {
+  const test::TempDir shared = shared_dir("recompute");
+  const fs::path& dir = shared.path();
+  if (test::world_rank() == 0) {
+    data::SyntheticDataset d({8, 0, 3, 1, Shape{24, 24, 20}, 7, 0.15f});
+    data::BatchLoader loader(d, {8, false, true, 7, false, 0, -1, {}, false});
+    const data::Batch b = loader.next();
+    save_safetensors((dir / "batch.safetensors").string(), {{"x", b.x}, {"y", b.y}});
+  }
+  world_->world().barrier();
+  std::vector<parallel::GridShape> shapes = grids(test::world_size());
+  if (test::world_size() % 2 == 0) shapes.push_back({2, 1, test::world_size() / 2});
+  for (const parallel::GridShape& shape : shapes) {
+    auto grid = parallel::ProcessGrid::create(shape);
+    std::map<std::string, Tensor> steps[2];
+    for (const train::Recompute recompute : {train::Recompute::none, train::Recompute::blocks}) {
+      train::TrainOptions o = tiny();
+      o.recompute = recompute;
+      o.stages = shape.stages;
+      o.micro_batches = shape.stages;
+      const std::string out = (dir / (shape.str() + enum_name(recompute) + ".safetensors")).string();
+      train::dump_step(o, (dir / "batch.safetensors").string(), out, grid.get());
+      if (test::world_rank() == 0) steps[int(recompute)] = load_safetensors(out).tensors;
+    }
+    if (test::world_rank() != 0) continue;
+    ASSERT_EQ(steps[0].size(), steps[1].size());
+    for (const auto& [name, t] : steps[0])
+      EXPECT_TRUE(test::tensors_equal(t, steps[1].at(name))) << shape.str() << ": " << name;
+    EXPECT_GT(steps[0].count("bn1.running_mean"), 0u);
+  }
+  world_->world().barrier();  // before rank 0 removes the folder
+}
+
 TEST_F(DistTrain, ThreeStepsEqualOneProcessAndRepeatBitwise) {
   std::FILE* null = std::fopen("/dev/null", "w");
   std::map<std::string, Tensor> single;

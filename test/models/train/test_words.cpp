@@ -84,7 +84,7 @@ Counts predicted(train::PipelinedModel& net, const train::TrainOptions& o, const
                  const parallel::ProcessGrid& grid) {
   const Shape sample{o.in_channels, o.input[0], o.input[1], o.input[2]};
   const plan::RankStep live =
-      train::describe_step(net.model(), shape, grid.row_rank(), grid.col_rank(), o.batch, sample);
+      train::describe_step(net.model(), shape, grid.row_rank(), grid.col_rank(), o.batch, sample, o.recompute);
   const plan::RankStep planned =
       train::describe_grid(o, shape).at(size_t(grid.row_rank() * shape.cols + grid.col_rank()));
   const Counts want = without_zeros(plan::comm_elements(live.calls));
@@ -92,38 +92,41 @@ Counts predicted(train::PipelinedModel& net, const train::TrainOptions& o, const
   return want;
 }
 
+// With --recompute blocks too: the recomputed blocks' forward collectives count twice.
 TEST(Words, ResAttNetPredictionEqualsTheCounts) {
   const int n = test::world_size();
-  for (const parallel::GridShape& shape : shapes(n)) {
-    auto grid = parallel::ProcessGrid::create(shape);
-    train::TrainOptions o;
-    o.resattnet.width = 2;  // at 4 rows layer2.0 hands over; at 2 rows layer4.0
-    o.classes = 3;
-    o.input = {24, 24, 20};
-    o.batch = 8;
-    train::PipelinedModel net(o, *grid);
-    const data::Batch batch = test::tiny_batch_shard(*grid);
-    parallel::comm_log().clear();
-    Tensor logits;
-    net.forward_backward(batch, 8, &logits);
+  for (const parallel::GridShape& shape : shapes(n))
+    for (const train::Recompute recompute : {train::Recompute::none, train::Recompute::blocks}) {
+      auto grid = parallel::ProcessGrid::create(shape);
+      train::TrainOptions o;
+      o.recompute = recompute;
+      o.resattnet.width = 2;  // at 4 rows layer2.0 hands over; at 2 rows layer4.0
+      o.classes = 3;
+      o.input = {24, 24, 20};
+      o.batch = 8;
+      train::PipelinedModel net(o, *grid);
+      const data::Batch batch = test::tiny_batch_shard(*grid);
+      parallel::comm_log().clear();
+      Tensor logits;
+      net.forward_backward(batch, 8, &logits);
 
-    EXPECT_EQ(train::network_of(o).weights(), whole_parameters(net)) << shape.str();
-    const Counts want = predicted(net, o, shape, *grid);
-    const std::string where =
-        shape.str() + " rank (" + std::to_string(grid->row_rank()) + ", " + std::to_string(grid->col_rank()) + ")";
-    expect_equal(without_zeros(counted()), want, where);
+      EXPECT_EQ(train::network_of(o).weights(), whole_parameters(net)) << shape.str();
+      const Counts want = predicted(net, o, shape, *grid);
+      const std::string where = shape.str() + " rank (" + std::to_string(grid->row_rank()) + ", " +
+                                std::to_string(grid->col_rank()) + "), --recompute " + enum_name(recompute);
+      expect_equal(without_zeros(counted()), want, where);
 
-    // The gradients: every parameter (block) this rank holds once, in whichever group
-    // reduces it.
-    int64_t grads = 0;
-    for (const char* comm : {"stage", "col"}) {
-      const auto it = want.find({"gradients", comm, "all_reduce"});
-      if (it != want.end()) grads += it->second;
+      // The gradients: every parameter (block) this rank holds once, in whichever group
+      // reduces it.
+      int64_t grads = 0;
+      for (const char* comm : {"stage", "col"}) {
+        const auto it = want.find({"gradients", comm, "all_reduce"});
+        if (it != want.end()) grads += it->second;
+      }
+      if (shape.rows == 1 || shape.cols > 1) {  // 1 x P: all over col (= the stage)
+        EXPECT_EQ(grads, parameters(net)) << where;
+      }
     }
-    if (shape.rows == 1 || shape.cols > 1) {  // 1 x P: all over col (= the stage)
-      EXPECT_EQ(grads, parameters(net)) << where;
-    }
-  }
 }
 
 TEST(Words, MlpPredictionEqualsTheCounts) {
