@@ -371,7 +371,7 @@ void plan_flat(const PlanFlags& f, const gridnn::train::TrainOptions& run, const
   GRIDNN_REQUIRE(!plans.empty(), "no grid of ", procs, " processes fits --batch ", f.batch, " and the input depth");
   // With --memory-per-rank: every grid's largest predicted peak (-1: the run cannot use the
   // grid), and the best among those that fit.
-  std::vector<int64_t> peaks;
+  std::vector<int64_t> peaks, recomputed;  // recomputed: with --recompute blocks, where that fits alone
   const int64_t limit = f.memory_per_rank.empty() ? 0 : parse_bytes(f.memory_per_rank, "--memory-per-rank");
   size_t best = best_index(plans);
   if (limit > 0) {
@@ -386,10 +386,26 @@ void plan_flat(const PlanFlags& f, const gridnn::train::TrainOptions& run, const
       const bool fits = peaks[i] >= 0 && peaks[i] <= limit;
       if (fits && (!any || plans[i].total_s() < plans[best].total_s())) best = i;
       any = any || fits;
+      recomputed.push_back(-1);
+      if (peaks[i] > limit && run.model == gridnn::train::Model::resattnet3d) {
+        gridnn::train::TrainOptions again = run;
+        again.recompute = gridnn::train::Recompute::blocks;
+        recomputed[i] = gridnn::train::largest_peak(gridnn::train::predict_grid_memory(again, {1, g.rows, g.cols}));
+      }
     }
-    GRIDNN_REQUIRE(any, "--memory-per-rank ", format_bytes(limit), ": no grid of ", procs,
-                   " processes fits (see the peaks with a larger limit); use more processes, a smaller --batch or "
-                   "--input");
+    bool with_recompute = false;
+    for (int64_t r : recomputed) with_recompute = with_recompute || (r >= 0 && r <= limit);
+    GRIDNN_REQUIRE(any || with_recompute, "--memory-per-rank ", format_bytes(limit), ": no grid of ", procs,
+                   " processes fits, even with --recompute blocks (see the peaks with a larger limit); use more "
+                   "processes, a smaller --batch or --input");
+    if (!any) {  // the fastest of those that fit with it
+      std::printf("only --recompute blocks makes a grid fit (\"recompute\" below)\n");
+      for (size_t i = 0, first = 1; i < plans.size(); ++i)
+        if (recomputed[i] >= 0 && recomputed[i] <= limit && (first || plans[i].total_s() < plans[best].total_s())) {
+          best = i;
+          first = 0;
+        }
+    }
   }
   if (f.json) {
     print_json(net, plans, best, f.batch, machine, f.explain, used);
@@ -410,13 +426,19 @@ void plan_flat(const PlanFlags& f, const gridnn::train::TrainOptions& run, const
     if (limit > 0)
       memory = peaks[i] < 0 ? "     (unusable)    -"
                             : " " + std::string(13 - std::min<size_t>(13, format_bytes(peaks[i]).size()), ' ') +
-                                  format_bytes(peaks[i]) + (peaks[i] <= limit ? "   yes" : "    no");
+                                  format_bytes(peaks[i]) +
+                                  (peaks[i] <= limit                              ? "   yes"
+                                   : recomputed[i] >= 0 && recomputed[i] <= limit ? "   recompute"
+                                                                                  : "    no");
     std::printf("%-9s %14.0f %12.4e %12.4e %12.4e %10.2f %10.2f%s%s\n", g.c_str(), p.words, p.comm_s(), p.compute_s,
                 p.total_s(), plans[0].total_s() / p.total_s(), plans[0].comm_s() / p.comm_s(), memory.c_str(),
                 i == best ? "  <- best" : "");
   }
   if (limit > 0)
-    std::printf("memory per rank: %s; the best grid is the fastest that fits\n", format_bytes(limit).c_str());
+    std::printf(
+        "memory per rank: %s; the best grid is the fastest that fits (\"recompute\": fits only with --recompute "
+        "blocks, a slower step)\n",
+        format_bytes(limit).c_str());
   std::printf(
       "best: %dx%d (speedup over pure batch 1x%d: %.2f; \"comm/\": pure batch's "
       "communication over this grid's)\n",

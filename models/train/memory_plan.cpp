@@ -209,6 +209,12 @@ std::string what_would_fit(const TrainOptions& o, PipelinedModel& model, paralle
     }
   }
   const int64_t shard = o.batch / g.cols;
+  if (o.recompute == Recompute::none && dynamic_cast<nn::BlockNetwork*>(&model.model())->has_recomputable_blocks()) {
+    TrainOptions t = o;
+    t.recompute = Recompute::blocks;
+    if (const int64_t peak = peak_of(t); peak <= limit)
+      fits.push_back("--recompute blocks (" + plan::format_bytes(peak) + ")");
+  }
   for (int m = o.micro_batches + 1; m <= shard; ++m) {
     TrainOptions t = o;
     t.micro_batches = m;

@@ -113,6 +113,12 @@ def check_planner(train, plan, mpiexec):
     best = [line.split()[0] for line in r.stdout.splitlines() if "<- best" in line]
     if best != ["2x1"]:
         failures.append(f"gridnn-plan --memory-per-rank {limit}: expected 2x1 best: {r.stdout}{r.stderr}")
+    # Just under 1x2's peak it fits only with --recompute blocks, and says so.
+    r = run([plan, *base, "--procs", "2", "--conv", "gridnn", "--memory-per-rank", f"{peak['1x2'] - 0.02:.2f}MiB"],
+            timeout=120)
+    row = [line for line in r.stdout.splitlines() if line.startswith("1x2")]
+    if not row or "recompute" not in row[0]:
+        failures.append(f"gridnn-plan just under 1x2's peak: expected 'recompute' on its row: {r.stdout}{r.stderr}")
     args = [*base, *COMMON, "--train-samples", "6"]
     r = run([mpiexec, "-n", "2", train, "--grid", "auto", *args], timeout=300)
     if r.returncode != 0 or "--grid auto: 1x2" not in r.stdout:
