@@ -268,5 +268,42 @@ TEST(HostAllocatorDeathTest, FreeingAnUnknownPointerAborts) {
   EXPECT_DEATH(host_allocator().deallocate(not_from_the_allocator, 4 * kMiB), "unknown pointer");
 }
 
+// --memory-limit's cap: a request that would take the bytes in use past the limit fails,
+// naming the allocation scope, the request and the limit; under the limit, and after it is
+// lifted, allocations succeed again. A cached block larger than the request but past the limit
+// is not handed out either.
+TEST(HostAllocator, TheLimitRefusesWhatWouldPassItAndNamesTheScope) {
+  Allocator& alloc = host_allocator();
+  const size_t base = alloc.stats().in_use;
+  alloc.set_limit(base + 8 * kMiB);
+  void* a = alloc.allocate(6 * kMiB);  // under the limit
+  std::string message;
+  {
+    const AllocationScope scope("the backward of layer1.0.conv1");
+    message = test::error_message([&] { alloc.allocate(4 * kMiB); });
+  }
+  EXPECT_NE(message.find("memory limit: the backward of layer1.0.conv1 asked cpu for 4194304 bytes"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("--memory-limit"), std::string::npos) << message;
+  EXPECT_EQ(AllocationScope::current(), "");
+  // Small requests count too.
+  EXPECT_NE(test::error_message([&] { alloc.allocate(3 * kMiB - 1000); }).find("outside the layers"),
+            std::string::npos);
+  void* b = alloc.allocate(1 * kMiB);  // still fits
+  alloc.deallocate(b, 1 * kMiB);
+  alloc.set_limit(0);  // lifted
+  void* c = alloc.allocate(4 * kMiB);
+  alloc.deallocate(c, 4 * kMiB);
+  alloc.deallocate(a, 6 * kMiB);
+  // The 6 MiB block is cached now; with a limit it may not serve a 5 MiB request that the
+  // limit allows only as 5 MiB.
+  const size_t limit = alloc.stats().in_use + 5 * kMiB + 4096;
+  alloc.set_limit(limit);
+  void* d = alloc.allocate(5 * kMiB);
+  EXPECT_LE(alloc.stats().in_use, limit);
+  alloc.deallocate(d, 5 * kMiB);
+  alloc.set_limit(0);
+}
+
 }  // namespace
 }  // namespace gridnn
