@@ -5,7 +5,8 @@
 // reorders its operands into the layouts oneDNN chose for the geometry (format `any`:
 // blocked, e.g. nCdhw16c, on AVX-512), runs the JIT kernel, and reorders the result back.
 // The blocked copies live in one workspace per thread shared by every convolution, grown
-// to the largest layer on the first step, so a training step allocates nothing after it.
+// to the largest layer on the first step, so a training step allocates nothing after it;
+// it comes from gridnn's host allocator, so the allocator's peak and limit include it.
 // Backward filter computes into the workspace and adds into dw (a reorder with a sum).
 //
 // Determinism: oneDNN repeats its results bit for bit for a fixed thread count, CPU and
