@@ -87,6 +87,9 @@ class Tensor {
   std::vector<T> to_vector() const;
 
   bool shares_storage_with(const Tensor& other) const { return storage_ && storage_ == other.storage_; }
+  // No other handle (copy or view) refers to this storage: a callee given the only handle
+  // may write over it (a gradient passed to nn::Module::backward with std::move).
+  bool sole_handle() const { return storage_ && storage_.use_count() == 1; }
   // True when the two tensors' bytes overlap without being exactly the same range (an
   // element-wise op may write its input in place, but not a shifted view of it).
   bool overlaps_partially(const Tensor& other) const;

@@ -94,7 +94,7 @@ void batchnorm_update_running(const Tensor& mean, const Tensor& var, int64_t cou
 }
 
 void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
-                         const Tensor& bias, Tensor& y) {
+                         const Tensor& bias, Tensor& y, BnActivation activation) {
   const char* op = "batchnorm_normalize";
   BatchNormGeometry g = geometry_of(op, x);
   expect_channel(op, "mean", mean, g.c, x);
@@ -103,7 +103,22 @@ void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invs
   expect_channel(op, "bias", bias, g.c, x, true);
   expect_like(op, "y", y, x);
   expect_no_partial_overlap(op, x, y);
-  GRIDNN_BACKEND_CALL(x.device(), batchnorm_normalize, x, mean, invstd, weight, bias, g, y);
+  GRIDNN_BACKEND_CALL(x.device(), batchnorm_normalize, x, mean, invstd, weight, bias, activation, g, y);
+}
+
+void batchnorm_relu_gate(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
+                         const Tensor& weight, const Tensor& bias, Tensor& gated) {
+  const char* op = "batchnorm_relu_gate";
+  BatchNormGeometry g = geometry_of(op, x);
+  expect_like(op, "dy", dy, x);
+  expect_like(op, "gated", gated, x);
+  expect_disjoint(op, x, gated);
+  expect_no_partial_overlap(op, dy, gated);
+  expect_channel(op, "mean", mean, g.c, x);
+  expect_channel(op, "invstd", invstd, g.c, x);
+  expect_channel(op, "weight", weight, g.c, x, true);
+  expect_channel(op, "bias", bias, g.c, x, true);
+  GRIDNN_BACKEND_CALL(x.device(), batchnorm_relu_gate, x, dy, mean, invstd, weight, bias, g, gated);
 }
 
 void batchnorm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,

@@ -36,9 +36,16 @@ void batchnorm_invstd(const Tensor& var, double eps, Tensor& invstd);
 // num_batches_tracked (i64 scalar, may be undefined) += 1. count must be > 1.
 void batchnorm_update_running(const Tensor& mean, const Tensor& var, int64_t count, double momentum,
                               Tensor& running_mean, Tensor& running_var, Tensor& num_batches_tracked);
-// y = (x - mean) * invstd * weight + bias; weight and bias may be undefined (1 and 0).
+using kernels::BnActivation;
+
+// y = (x - mean) * invstd * weight + bias, then `activation`; weight and bias may be
+// undefined (1 and 0). y may be x.
 void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
-                         const Tensor& bias, Tensor& y);
+                         const Tensor& bias, Tensor& y, BnActivation activation = BnActivation::none);
+// The backward of the ReLU fused after batch norm: gated = dy where
+// batchnorm_normalize(x, ...) > 0, else 0 (kernels/batchnorm_bodies.h). gated may be dy.
+void batchnorm_relu_gate(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
+                         const Tensor& weight, const Tensor& bias, Tensor& gated);
 // sums[0] = sum(dy), sums[1] = sum(dy * xhat) per channel, xhat = (x - mean) * invstd.
 void batchnorm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd, Tensor& sums);
 // dx (overwritten). training: the batch-statistics gradient, using the backward sums over
@@ -59,7 +66,9 @@ void batchnorm_invstd(const Tensor& var, double eps, Tensor& invstd);
 void batchnorm_update_running(const Tensor& mean, const Tensor& var, int64_t count, double momentum,
                               Tensor& running_mean, Tensor& running_var, Tensor& num_batches_tracked);
 void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
-                         const Tensor& bias, BatchNormGeometry g, Tensor& y);
+                         const Tensor& bias, BnActivation activation, BatchNormGeometry g, Tensor& y);
+void batchnorm_relu_gate(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
+                         const Tensor& weight, const Tensor& bias, BatchNormGeometry g, Tensor& gated);
 void batchnorm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
                               const Tensor& weight, const Tensor& sums, int64_t count, bool training,
                               BatchNormGeometry g, Tensor& dx);
@@ -73,7 +82,9 @@ void batchnorm_invstd(const Tensor& var, double eps, Tensor& invstd);
 void batchnorm_update_running(const Tensor& mean, const Tensor& var, int64_t count, double momentum,
                               Tensor& running_mean, Tensor& running_var, Tensor& num_batches_tracked);
 void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
-                         const Tensor& bias, BatchNormGeometry g, Tensor& y);
+                         const Tensor& bias, BnActivation activation, BatchNormGeometry g, Tensor& y);
+void batchnorm_relu_gate(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
+                         const Tensor& weight, const Tensor& bias, BatchNormGeometry g, Tensor& gated);
 void batchnorm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
                               const Tensor& weight, const Tensor& sums, int64_t count, bool training,
                               BatchNormGeometry g, Tensor& dx);

@@ -71,6 +71,10 @@ GRIDNN_HD GRIDNN_INLINE BatchNormSegment bn_segment(BatchNormGeometry g, int64_t
   return {begin, begin + kBatchNormSegment < plane_end ? begin + kBatchNormSegment : plane_end, plane % g.c};
 }
 
+// The activation a batch norm may apply to its output in the same pass: relu gives
+// relu(bn(x)) (batch norm fused with the ReLU after it).
+enum class BnActivation { none, relu };
+
 namespace body {
 
 // One element's contribution to the statistics sums: a += v - shift, b += (v - shift)^2.
@@ -182,11 +186,39 @@ GRIDNN_HD GRIDNN_INLINE float bn_normalize_value(float x, BnNormalizeCoeffs k) {
   return xhat * k.weight + k.bias;
 }
 
+// Batch norm fused with the ReLU after it (see BnActivation): the output is normalized,
+// rounded to T and then activated, and the backward gates dy by the sign of bn(x) recomputed
+// from x and rounded to T as the unfused ReLU saw it, so the fused layer keeps x alone and
+// its results are those of the two layers bit for bit.
+GRIDNN_HD GRIDNN_INLINE float bn_activate(float v, BnActivation a) {
+  return a == BnActivation::relu && v < 0.0f ? 0.0f : v;  // nn::ReLU's rule (NaN propagates)
+}
+
+template <class T>
+GRIDNN_HD GRIDNN_INLINE float bn_relu_gate(float x, float dy, BnNormalizeCoeffs k) {
+  return to_float(from_float<T>(bn_normalize_value(x, k))) > 0.0f ? dy : 0.0f;  // nn::ReLU's backward rule
+}
+
+// One output element: normalized, rounded to T, then (on the rounded value, as the unfused
+// ReLU would see it) activated.
+template <class T>
+GRIDNN_HD GRIDNN_INLINE T bn_output(float x, BnNormalizeCoeffs k, BnActivation a) {
+  const T v = from_float<T>(bn_normalize_value(x, k));
+  return a == BnActivation::none ? v : from_float<T>(bn_activate(to_float(v), a));
+}
+
 template <class T>
 GRIDNN_HD GRIDNN_INLINE void bn_normalize_at(int64_t i, const T* x, BatchNormGeometry g, const float* mean,
-                                             const float* invstd, const float* weight, const float* bias, T* y) {
+                                             const float* invstd, const float* weight, const float* bias,
+                                             BnActivation a, T* y) {
+  y[i] = bn_output<T>(to_float(x[i]), bn_normalize_coeffs((i / g.s) % g.c, mean, invstd, weight, bias), a);
+}
+
+template <class T>
+GRIDNN_HD GRIDNN_INLINE void bn_relu_gate_at(int64_t i, const T* x, const T* dy, BatchNormGeometry g, const float* mean,
+                                             const float* invstd, const float* weight, const float* bias, T* gated) {
   const BnNormalizeCoeffs k = bn_normalize_coeffs((i / g.s) % g.c, mean, invstd, weight, bias);
-  y[i] = from_float<T>(bn_normalize_value(to_float(x[i]), k));
+  gated[i] = from_float<T>(bn_relu_gate<T>(to_float(x[i]), to_float(dy[i]), k));
 }
 
 // Training (statistics of this batch): dx = w * invstd * (dy - sum(dy)/count - xhat *

@@ -69,7 +69,7 @@ BackwardObserverScope::BackwardObserverScope(BackwardObserver& observer) : previ
 BackwardObserverScope::~BackwardObserverScope() { g_backward_observer = previous_; }
 BackwardObserver* BackwardObserverScope::current() { return g_backward_observer; }
 
-Tensor Module::backward(const Tensor& dy) {
+Tensor Module::backward(Tensor dy) {  // NOLINT(performance-unnecessary-value-param): may be given up
   Tensor dx;
   {
     const AllocationScope scope("the backward of " + name_);
@@ -95,11 +95,16 @@ void Module::name_modules(const std::string& name) {
 }
 
 void Module::to(const Device& device) {
+  // A tensor already there stays (Tensor::to always copies: the copy would double the
+  // parameters for a moment, the run's peak on a small network).
+  auto move = [&device](Tensor& t) {
+    if (t.defined() && t.device() != device) t = t.to(device);
+  };
   for (auto& [name, p] : named_parameters()) {
-    p->value = p->value.to(device);
-    p->grad = p->grad.to(device);
+    move(p->value);
+    move(p->grad);
   }
-  for (auto& [name, b] : named_buffers()) *b = b->to(device);
+  for (auto& [name, b] : named_buffers()) move(*b);
   notify_device_change(device);
 }
 

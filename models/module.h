@@ -84,8 +84,11 @@ class Module {
   virtual Tensor forward(const Tensor& x) = 0;
   // dL/dx for the last forward, given dL/dy (do_backward), then tells the current
   // BackwardObserver (if any) that this module is done. The one way to run a module's
-  // backward: a container running its children's reports each as it finishes.
-  Tensor backward(const Tensor& dy);
+  // backward: a container running its children's reports each as it finishes. dy is taken
+  // by value: a caller that passes it with std::move (or as a temporary) and keeps no other
+  // handle gives it up, and a layer whose dx is element-wise in dy may write dx over it
+  // (nn::BatchNorm3d; the container states it, plan::LayerMemory::grad_in_place).
+  Tensor backward(Tensor dy);
 
   // This module's and its children's parameters and buffers, by state_dict name.
   std::vector<std::pair<std::string, Parameter*>> named_parameters();

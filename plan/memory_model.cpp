@@ -181,6 +181,11 @@ void replay_backward(Replay& r, const std::vector<LayerMemory>& layers, int grad
         stashed.pop_back();
         break;
       case Op::layer: {
+        if (l.grad_in_place) {  // dx takes dy's memory
+          r.moment(l.backward_scratch, l.layer + " (grad)", "backward of " + l.layer);
+          release_saved(r, saved[i]);
+          break;
+        }
         r.moment(l.input_grad + l.backward_scratch, l.layer + " (grad)", "backward of " + l.layer);
         const int dx = l.input_grad > 0 ? r.make(l.input_grad, l.layer + " (grad)") : -1;
         r.release(grad);
@@ -221,6 +226,8 @@ MemoryPeak simulate_memory(const MemoryStep& step) {
   const Replay& worst = e.peak() > r.peak() ? e : r;
 
   MemoryPeak p;
+  p.training = {r.peak() - resident, r.at()};
+  if (!step.evaluation.empty()) p.evaluation = {e.peak() - resident - step.evaluation_batch_bytes, e.at()};
   p.peak_bytes = worst.peak();
   p.resident_bytes = resident + (&worst == &e ? step.evaluation_batch_bytes : 0);
   p.activation_bytes = worst.peak() - p.resident_bytes;

@@ -47,6 +47,7 @@ struct LayerMemory {
   int64_t forward_scratch = 0;   // most bytes its forward holds at once besides input, output and kept
   int64_t backward_scratch = 0;  // most bytes its backward holds at once besides dy, dx and kept
   int64_t input_grad = 0;        // bytes of dL/dinput its backward returns (0: none)
+  bool grad_in_place = false;    // ... written over dL/doutput, which its container gives up
   Workspace workspace{};         // the workspace sizes its passes ask for
 };
 
@@ -76,6 +77,12 @@ struct MemoryShare {
   int64_t bytes = 0;
 };
 
+// The activation peak of one phase of the step, above what lives across it.
+struct PhasePeak {
+  int64_t activation_bytes = 0;
+  std::string at;
+};
+
 struct MemoryPeak {
   int64_t peak_bytes = 0;
   int64_t resident_bytes = 0;       // the part that lives across steps
@@ -83,6 +90,7 @@ struct MemoryPeak {
   int64_t workspace_bytes = 0;      // per-thread convolution workspace (part of resident_bytes)
   std::string at;                   // "backward of layer1.0.conv1", ...
   std::vector<MemoryShare> shares;  // every holder at the peak, largest first
+  PhasePeak training, evaluation;   // each phase's own peak (the larger one is the step's)
 };
 
 // Replays `step` (see the header comment) and returns its peak.

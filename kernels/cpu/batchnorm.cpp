@@ -156,14 +156,34 @@ void batchnorm_update_running(const Tensor& mean, const Tensor& var, int64_t cou
 // ---- forward and backward per element ------------------------------------------------------
 
 void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
-                         const Tensor& bias, BatchNormGeometry g, Tensor& y) {
+                         const Tensor& bias, BnActivation activation, BatchNormGeometry g, Tensor& y) {
   const float *m = mean.data<float>(), *is = invstd.data<float>(), *w = ptr(weight), *b = ptr(bias);
   GRIDNN_DISPATCH_FLOATING(x.dtype(), "batchnorm_normalize", [&] {
     const scalar_t* in = static_cast<const scalar_t*>(x.raw());
     scalar_t* out = static_cast<scalar_t*>(y.raw());
     for_each_plane_run(g, [&](int64_t c, int64_t begin, int64_t end) {
       const body::BnNormalizeCoeffs k = body::bn_normalize_coeffs(c, m, is, w, b);
-      for (int64_t i = begin; i < end; ++i) out[i] = from_float<scalar_t>(body::bn_normalize_value(to_float(in[i]), k));
+      if (activation == BnActivation::none)
+        for (int64_t i = begin; i < end; ++i)
+          out[i] = body::bn_output<scalar_t>(to_float(in[i]), k, BnActivation::none);
+      else
+        for (int64_t i = begin; i < end; ++i)
+          out[i] = body::bn_output<scalar_t>(to_float(in[i]), k, BnActivation::relu);
+    });
+  });
+}
+
+void batchnorm_relu_gate(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
+                         const Tensor& weight, const Tensor& bias, BatchNormGeometry g, Tensor& gated) {
+  const float *m = mean.data<float>(), *is = invstd.data<float>(), *w = ptr(weight), *b = ptr(bias);
+  GRIDNN_DISPATCH_FLOATING(x.dtype(), "batchnorm_relu_gate", [&] {
+    const scalar_t* in = static_cast<const scalar_t*>(x.raw());
+    const scalar_t* d = static_cast<const scalar_t*>(dy.raw());
+    scalar_t* out = static_cast<scalar_t*>(gated.raw());
+    for_each_plane_run(g, [&](int64_t c, int64_t begin, int64_t end) {
+      const body::BnNormalizeCoeffs k = body::bn_normalize_coeffs(c, m, is, w, b);
+      for (int64_t i = begin; i < end; ++i)
+        out[i] = from_float<scalar_t>(body::bn_relu_gate<scalar_t>(to_float(in[i]), to_float(d[i]), k));
     });
   });
 }

@@ -86,9 +86,16 @@ __global__ void update_running_kernel(int64_t channels, const float* mean, const
 
 template <class T>
 __global__ void normalize_kernel(const T* x, BatchNormGeometry g, const float* mean, const float* invstd,
-                                 const float* weight, const float* bias, T* y, int64_t n) {
+                                 const float* weight, const float* bias, BnActivation activation, T* y, int64_t n) {
   for (int64_t i = detail::grid_first(); i < n; i += detail::grid_stride())
-    body::bn_normalize_at(i, x, g, mean, invstd, weight, bias, y);
+    body::bn_normalize_at(i, x, g, mean, invstd, weight, bias, activation, y);
+}
+
+template <class T>
+__global__ void relu_gate_kernel(const T* x, const T* dy, BatchNormGeometry g, const float* mean, const float* invstd,
+                                 const float* weight, const float* bias, T* gated, int64_t n) {
+  for (int64_t i = detail::grid_first(); i < n; i += detail::grid_stride())
+    body::bn_relu_gate_at(i, x, dy, g, mean, invstd, weight, bias, gated);
 }
 
 template <class T>
@@ -171,15 +178,28 @@ void batchnorm_update_running(const Tensor& mean, const Tensor& var, int64_t cou
 }
 
 void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
-                         const Tensor& bias, BatchNormGeometry g, Tensor& y) {
+                         const Tensor& bias, BnActivation activation, BatchNormGeometry g, Tensor& y) {
   const int64_t n = x.numel();
   if (n == 0) return;
   auto& ctx = detail::context_of(x);
   GRIDNN_DISPATCH_FLOATING(x.dtype(), "batchnorm_normalize", [&] {
     normalize_kernel<<<detail::grid_for(ctx, n), detail::kThreads, 0, ctx.stream>>>(
-        static_cast<const scalar_t*>(x.raw()), g, ptr(mean), ptr(invstd), ptr(weight), ptr(bias),
+        static_cast<const scalar_t*>(x.raw()), g, ptr(mean), ptr(invstd), ptr(weight), ptr(bias), activation,
         static_cast<scalar_t*>(y.raw()), n);
     GRIDNN_CHECK_LAUNCH("normalize_kernel");
+  });
+}
+
+void batchnorm_relu_gate(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
+                         const Tensor& weight, const Tensor& bias, BatchNormGeometry g, Tensor& gated) {
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  auto& ctx = detail::context_of(x);
+  GRIDNN_DISPATCH_FLOATING(x.dtype(), "batchnorm_relu_gate", [&] {
+    relu_gate_kernel<<<detail::grid_for(ctx, n), detail::kThreads, 0, ctx.stream>>>(
+        static_cast<const scalar_t*>(x.raw()), static_cast<const scalar_t*>(dy.raw()), g, ptr(mean), ptr(invstd),
+        ptr(weight), ptr(bias), static_cast<scalar_t*>(gated.raw()), n);
+    GRIDNN_CHECK_LAUNCH("relu_gate_kernel");
   });
 }
 

@@ -33,9 +33,10 @@ std::unique_ptr<Module> GridLayerFactory::maxpool3d(int64_t kernel, int64_t stri
 
 // Statistics over every rank that holds different values: the whole stage while the depth
 // is split, the batch shards once the activation is replicated on the row.
-std::unique_ptr<Module> GridLayerFactory::batchnorm3d(int64_t channels, int64_t depth) const {
+std::unique_ptr<Module> GridLayerFactory::batchnorm3d(int64_t channels, int64_t depth,
+                                                      ops::BnActivation activation) const {
   return std::make_unique<BatchNorm3d>(channels, 1e-5, 0.1, Device::cpu(),
-                                       split(depth) ? &grid_.stage_comm() : &grid_.col());
+                                       split(depth) ? &grid_.stage_comm() : &grid_.col(), activation);
 }
 
 std::unique_ptr<Module> GridLayerFactory::attention(int64_t channels, int64_t depth) const {

@@ -31,7 +31,7 @@ class GridLayerFactory : public LayerFactory {
 
   std::unique_ptr<Module> conv3d(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding, bool bias,
                                  int64_t in_depth, bool input_gradient = true) const override;
-  std::unique_ptr<Module> batchnorm3d(int64_t channels, int64_t depth) const override;
+  std::unique_ptr<Module> batchnorm3d(int64_t channels, int64_t depth, ops::BnActivation activation) const override;
   std::unique_ptr<Module> maxpool3d(int64_t kernel, int64_t stride, int64_t padding, int64_t in_depth) const override;
   std::unique_ptr<Module> attention(int64_t channels, int64_t depth) const override;
   std::unique_ptr<Module> global_avg_pool(int64_t positions, int64_t depth) const override;

@@ -9,9 +9,10 @@
 namespace gridnn::nn {
 
 BatchNorm3d::BatchNorm3d(int64_t num_features, double eps, double momentum, Device device,
-                         parallel::Communicator* statistics_over)
+                         parallel::Communicator* statistics_over, ops::BnActivation activation)
     : Module("BatchNorm3d"),
       statistics_over_(statistics_over),
+      activation_(activation),
       channels_(num_features),
       eps_(eps),
       momentum_(momentum) {
@@ -53,7 +54,7 @@ Shape BatchNorm3d::describe(const Shape& in, plan::RankStep& step) const {
   l.weights = 2 * channels_;
   l.forward_flops = 4.0 * double(channels_) * double(in[2] * in[3] * in[4]);
   step.layers.push_back(l);
-  plan::LayerMemory m;  // keeps its input (x - mean is recomputed in backward)
+  plan::LayerMemory m;  // keeps its input (x - mean, and with the ReLU fused bn(x), are recomputed in backward)
   m.layer = name();
   m.output = m.input_grad = activation_bytes(in);
   m.keeps_input = true;
@@ -123,7 +124,7 @@ Tensor BatchNorm3d::forward(const Tensor& x) {
   }
   if (!NoBackwardScope::active()) input_ = x;  // kept for backward
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  ops::batchnorm_normalize(x, mean_, invstd_, weight_->value, bias_->value, y);
+  ops::batchnorm_normalize(x, mean_, invstd_, weight_->value, bias_->value, y, activation_);
   return y;
 }
 
@@ -132,14 +133,20 @@ Tensor BatchNorm3d::do_backward(const Tensor& dy) {
   require_layer(dy.defined() && dy.shape() == input_.shape(), "BatchNorm3d",
                 "dy " + (dy.defined() ? dy.shape().str() : std::string("(undefined)")) + " does not match the input " +
                     input_.shape().str());
-  ops::batchnorm_backward_sums(input_, dy, mean_, invstd_, sums_);
+  // dx over dy when nothing but Module::backward's argument holds it (the caller gave it up).
+  Tensor dx = dy.sole_handle() ? dy : Tensor::empty(dy.shape(), dy.dtype(), dy.device());
+  const Tensor* grad = &dy;  // dL/d(bn(x))
+  if (activation_ == ops::BnActivation::relu) {
+    ops::batchnorm_relu_gate(input_, dy, mean_, invstd_, weight_->value, bias_->value, dx);
+    grad = &dx;
+  }
+  ops::batchnorm_backward_sums(input_, *grad, mean_, invstd_, sums_);
   // This rank's share of the parameter gradients, added before the sums are reduced: the
   // stage-wide gradient all-reduce of a distributed run then sums the shares once.
   ops::axpy(1.0f, sums_.narrow(1, 1).reshape({channels_}), weight_->grad);
   ops::axpy(1.0f, sums_.narrow(0, 1).reshape({channels_}), bias_->grad);
-  Tensor dx = Tensor::empty(dy.shape(), dy.dtype(), dy.device());
   if (batch_statistics_) reduce_sums(sums_);
-  ops::batchnorm_backward_input(input_, dy, mean_, invstd_, weight_->value, sums_, count_, batch_statistics_, dx);
+  ops::batchnorm_backward_input(input_, *grad, mean_, invstd_, weight_->value, sums_, count_, batch_statistics_, dx);
   input_ = Tensor();  // used: freed now, not at the next forward
   return dx;
 }

@@ -25,6 +25,16 @@
 // and are summed over the same communicator after backward (their layout's grad_sum_over).
 // Evaluation mode communicates nothing (running statistics).
 //
+// Fused ReLU. With `activation` relu the layer is batch norm and the ReLU after it in one
+// pass, bit for bit the two layers (kernels/batchnorm_bodies.h): it keeps only x, and its
+// backward gates dy by the sign of bn(x), recomputed from x, where the two layers would keep
+// x and bn(x).
+//
+// In-place gradient. dx is an element-wise function of dy once the sums are taken, so when
+// the caller gives dy up (passes it to backward with std::move and holds no other handle),
+// dx is written over it; the container that does so states it in describe
+// (LayerMemory::grad_in_place).
+//
 // The count. Each rank knows only its own count (B_c * D_r * H * W differs between ranks
 // when the split is uneven, and the last batch of an epoch may be smaller), and the kernels
 // take the total on the host. It is all-reduced as a host tensor: over MPI directly, and on
@@ -33,6 +43,7 @@
 // on the device.
 #pragma once
 
+#include "kernels/batchnorm.h"
 #include "models/module.h"
 
 namespace gridnn::nn {
@@ -40,12 +51,14 @@ namespace gridnn::nn {
 class BatchNorm3d : public Module {
  public:
   explicit BatchNorm3d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, Device device = Device::cpu(),
-                       parallel::Communicator* statistics_over = nullptr);
+                       parallel::Communicator* statistics_over = nullptr,
+                       ops::BnActivation activation = ops::BnActivation::none);
 
   Tensor forward(const Tensor& x) override;
   Shape describe(const Shape& input, plan::RankStep& step) const override;
 
   int64_t num_features() const { return channels_; }
+  ops::BnActivation activation() const { return activation_; }
   Parameter& weight() { return *weight_; }
   Parameter& bias() { return *bias_; }
   Tensor& running_mean() { return *running_mean_; }
@@ -68,6 +81,7 @@ class BatchNorm3d : public Module {
   void reduce_sums(Tensor& sums);
 
   parallel::Communicator* statistics_over_;
+  ops::BnActivation activation_;
   int64_t channels_;
   double eps_, momentum_;
   Parameter* weight_;

@@ -16,8 +16,9 @@ std::unique_ptr<Module> LayerFactory::conv3d(int64_t in, int64_t out, int64_t ke
   return conv;
 }
 
-std::unique_ptr<Module> LayerFactory::batchnorm3d(int64_t channels, int64_t /*depth*/) const {
-  return std::make_unique<BatchNorm3d>(channels);
+std::unique_ptr<Module> LayerFactory::batchnorm3d(int64_t channels, int64_t /*depth*/,
+                                                  ops::BnActivation activation) const {
+  return std::make_unique<BatchNorm3d>(channels, 1e-5, 0.1, Device::cpu(), nullptr, activation);
 }
 
 std::unique_ptr<Module> LayerFactory::maxpool3d(int64_t kernel, int64_t stride, int64_t padding,

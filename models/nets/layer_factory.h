@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "kernels/batchnorm.h"
 #include "models/module.h"
 
 namespace gridnn::nn {
@@ -20,8 +21,10 @@ class LayerFactory {
   // input_gradient = false: backward need not compute dx (the network's first layer).
   virtual std::unique_ptr<Module> conv3d(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding,
                                          bool bias, int64_t in_depth, bool input_gradient = true) const;
-  // depth: the (global) depth of the activation it normalizes.
-  virtual std::unique_ptr<Module> batchnorm3d(int64_t channels, int64_t depth) const;
+  // depth: the (global) depth of the activation it normalizes; activation relu: the ReLU
+  // after it, fused (nn::BatchNorm3d).
+  virtual std::unique_ptr<Module> batchnorm3d(int64_t channels, int64_t depth,
+                                              ops::BnActivation activation = ops::BnActivation::none) const;
   virtual std::unique_ptr<Module> maxpool3d(int64_t kernel, int64_t stride, int64_t padding, int64_t in_depth) const;
   // Self-attention over depth x height x width positions.
   virtual std::unique_ptr<Module> attention(int64_t channels, int64_t depth) const;

@@ -34,7 +34,7 @@ BasicBlock::BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride
     : Module("BasicBlock") {
   const int64_t mid_depth = window_output_depth(in_depth, 3, stride, 1);
   conv1_ = &register_module("conv1", layers.conv3d(in_channels, out_channels, 3, stride, 1, false, in_depth));
-  bn1_ = &register_module("bn1", layers.batchnorm3d(out_channels, mid_depth));
+  bn1_ = &register_module("bn1", layers.batchnorm3d(out_channels, mid_depth, ops::BnActivation::relu));
   conv2_ = &register_module("conv2", layers.conv3d(out_channels, out_channels, 3, 1, 1, false, mid_depth));
   bn2_ = &register_module("bn2", layers.batchnorm3d(out_channels, mid_depth));
   if (stride != 1 || in_channels != out_channels) {
@@ -46,7 +46,7 @@ BasicBlock::BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
-  Tensor h = relu1_.forward(bn1_->forward(conv1_->forward(x)));
+  Tensor h = bn1_->forward(conv1_->forward(x));
   h = bn2_->forward(conv2_->forward(h));
   const Tensor shortcut = downsample_ ? downsample_->forward(x) : x;
   return relu_out_.forward(residual_add(h, shortcut));
@@ -57,8 +57,7 @@ Shape BasicBlock::describe(const Shape& in, plan::RankStep& step) const {
   // shortcut's own layers (branch), the sum (join), then the last ReLU.
   step.memory.push_back(structure(plan::LayerMemory::Op::fork));
   Shape h = bn1_->describe(conv1_->describe(in, step), step);
-  h = relu1_.describe(h, step);
-  step.memory.back().layer = name() + ".relu1";
+  step.memory.back().grad_in_place = true;  // backward gives it conv2's gradient
   h = bn2_->describe(conv2_->describe(h, step), step);
   step.memory.push_back(structure(plan::LayerMemory::Op::branch));
   if (downsample_) downsample_->describe(in, step);
@@ -81,10 +80,9 @@ Tensor BasicBlock::do_backward(const Tensor& dy) {
   const Tensor d = relu_out_.backward(dy);  // reaches both branches unchanged
   // One statement per layer, so that each gradient is freed as soon as the next exists.
   Tensor dx = bn2_->backward(d);
-  dx = conv2_->backward(dx);
-  dx = relu1_.backward(dx);
-  dx = bn1_->backward(dx);
-  dx = conv1_->backward(dx);
+  dx = conv2_->backward(std::move(dx));
+  dx = bn1_->backward(std::move(dx));  // written over: describe says so
+  dx = conv1_->backward(std::move(dx));
   return residual_add(dx, downsample_ ? downsample_->backward(d) : d);
 }
 
@@ -103,7 +101,7 @@ ResAttNet3D::ResAttNet3D(const ResAttNetConfig& config, const LayerFactory& laye
   conv1_ =
       &register_module("conv1", layers.conv3d(config.in_channels, w, 7, 2, 3, false, depth, config.input_gradient));
   shrink(7, 2, 3);
-  bn1_ = &register_module("bn1", layers.batchnorm3d(w, depth));
+  bn1_ = &register_module("bn1", layers.batchnorm3d(w, depth, ops::BnActivation::relu));
   maxpool_ = &register_module("maxpool", layers.maxpool3d(3, 2, 1, depth));
   shrink(3, 2, 1);
 
@@ -160,8 +158,8 @@ Shape ResAttNet3D::describe_block(size_t i, const Shape& in, plan::RankStep& ste
   const auto& [part, module] = block_parts_.at(i);
   switch (part) {
     case Part::stem: {
-      Shape s = relu_.describe(bn1_->describe(conv1_->describe(in, step), step), step);
-      step.memory.back().layer = "relu";
+      const Shape s = bn1_->describe(conv1_->describe(in, step), step);
+      step.memory.back().grad_in_place = true;  // backward gives it the pooling's gradient
       return maxpool_->describe(s, step);
     }
     case Part::head:
@@ -190,7 +188,7 @@ void ResAttNet3D::release_block(size_t i) {
   const auto& [part, module] = block_parts_.at(i);
   switch (part) {
     case Part::stem:
-      for (Module* m : {conv1_, bn1_, static_cast<Module*>(&relu_), maxpool_}) m->release_saved();
+      for (Module* m : {conv1_, bn1_, maxpool_}) m->release_saved();
       return;
     case Part::head:
       avgpool_->release_saved();
@@ -207,7 +205,6 @@ Tensor ResAttNet3D::forward_block(size_t i, const Tensor& x) {
     case Part::stem: {
       Tensor h = conv1_->forward(x);
       h = bn1_->forward(h);
-      h = relu_.forward(h);
       return maxpool_->forward(h);
     }
     case Part::head:
@@ -222,9 +219,8 @@ Tensor ResAttNet3D::backward_block(size_t i, const Tensor& dy) {
   switch (part) {
     case Part::stem: {  // one statement per layer: each gradient is freed once the next exists
       Tensor d = maxpool_->backward(dy);
-      d = relu_.backward(d);
-      d = bn1_->backward(d);
-      return conv1_->backward(d);
+      d = bn1_->backward(std::move(d));  // written over: describe says so
+      return conv1_->backward(std::move(d));
     }
     case Part::head:
       return avgpool_->backward(fc_->backward(dy));

@@ -1,7 +1,7 @@
 // 3D-ResAttNet (docs/design.md §5): a 3D ResNet-18/34 with self-attention after layer3 and/or
 // layer4, for classifying volumes (the seeds' use case: Alzheimer's disease from MRI).
 //
-//   conv1 (k7 s2 p3) - bn1 - ReLU - maxpool (k3 s2 p1)
+//   conv1 (k7 s2 p3) - bn1 - ReLU (fused into bn1) - maxpool (k3 s2 p1)
 //   layer1..layer4: BasicBlocks of widths w, 2w, 4w, 8w, strides 1, 2, 2, 2,
 //                   [2,2,2,2] blocks (depth 18) or [3,4,6,3] (depth 34)
 //   att3 (optional) after layer3, att4 (optional) after layer4: SelfAttention3d
@@ -45,7 +45,8 @@ void validate(const ResAttNetConfig& config);
 std::string describe(const ResAttNetConfig& config);
 
 // out = ReLU(bn2(conv2(ReLU(bn1(conv1(x))))) + shortcut(x)); shortcut = downsample (1x1x1
-// conv with the block's stride, then BN) when the shape changes, else the identity.
+// conv with the block's stride, then BN) when the shape changes, else the identity. bn1 has
+// its ReLU fused (nn::BatchNorm3d).
 class BasicBlock : public Module {
  public:
   // in_depth: the global depth of the block's input (for domain-parallel layers).
@@ -57,10 +58,7 @@ class BasicBlock : public Module {
 
  private:
   Tensor do_backward(const Tensor& dy) override;
-  void drop_saved() override {
-    relu1_.release_saved();
-    relu_out_.release_saved();
-  }
+  void drop_saved() override { relu_out_.release_saved(); }
   // A fork, branch or join of the memory model (plan/memory_model.h) named after the block.
   plan::LayerMemory structure(plan::LayerMemory::Op op) const;
 
@@ -69,7 +67,7 @@ class BasicBlock : public Module {
   Module* conv2_;
   Module* bn2_;
   Sequential* downsample_ = nullptr;  // null: identity shortcut
-  ReLU relu1_, relu_out_;
+  ReLU relu_out_;
 };
 
 // Blocks (for pipeline stages, models/nets/blocks.h): "stem" (conv1, bn1, ReLU, maxpool),
@@ -96,7 +94,6 @@ class ResAttNet3D : public Module, public BlockNetwork {
  private:
   // dL/dx with config.input_gradient, else an undefined tensor.
   Tensor do_backward(const Tensor& dlogits) override;
-  void drop_saved() override { relu_.release_saved(); }
 
   enum class Part { stem, residual, attention, head };
   void add_block(std::string name, Part part, Module* module, std::array<int64_t, 3> output_size = {0, 0, 0});
@@ -105,10 +102,9 @@ class ResAttNet3D : public Module, public BlockNetwork {
   std::vector<BlockInfo> blocks_;
   std::vector<std::pair<Part, Module*>> block_parts_;  // per block: its kind and module
   // Registered in PyTorch's state_dict order (torchvision's ResNet registers its pooling
-  // layers too; they have no state). The ReLU is a member: no state, no communication.
+  // layers too; they have no state). bn1 has the stem's ReLU fused.
   Module* conv1_;
   Module* bn1_;
-  ReLU relu_;
   Module* maxpool_;
   Module* att3_ = nullptr;
   Module* att4_ = nullptr;

@@ -42,6 +42,25 @@ TEST(MemoryModel, ChainPeakIsCountedByHand) {
   EXPECT_EQ(p.shares[0].what, "parameters and gradients");
 }
 
+// The same chain with b's dx written over its dy (LayerMemory::grad_in_place, a batch norm given
+// its gradient): the peak is reached when the loss makes its gradient, a's output 200 (kept
+// by b), b's output 50 (the caller's) and the gradient 50: 1000 + 300. b's backward adds
+// nothing to it (the gradient becomes b's dx), where ChainPeakIsCountedByHand adds b's dx of
+// 200. The training step's activation peak is reported apart from the resident part.
+TEST(MemoryModel, AGradientWrittenInPlaceAllocatesNothing) {
+  MemoryStep s;
+  s.resident = {{"parameters and gradients", 1000}};
+  s.layers = {layer("a", 200, true, 100), layer("b", 50, true, 200)};
+  s.layers[1].grad_in_place = true;
+  s.loss_grad_bytes = 50;
+  const MemoryPeak p = simulate_memory(s);
+  EXPECT_EQ(p.peak_bytes, 1300);
+  EXPECT_EQ(p.at, "the loss");
+  EXPECT_EQ(p.training.activation_bytes, 300);
+  EXPECT_EQ(p.training.at, "the loss");
+  EXPECT_TRUE(p.evaluation.at.empty());
+}
+
 // Scratch counts only for the moment of its pass; kept bytes until the layer's backward.
 TEST(MemoryModel, ScratchAndKeptBytes) {
   MemoryStep s;

@@ -9,12 +9,15 @@ Usage: check_memory.py GRIDNN_TRAIN MPIEXEC WORKDIR
 2. Pre-flight: a limit below the predicted peak ends every rank of a 2-rank job with exit
    status 1 before any step, names the peak, the limit and what fits, and creates neither the
    metrics file nor the checkpoint folder; a limit above it trains under the allocators' cap.
-   Malformed sizes are refused.
+   Malformed sizes are refused. With the check switched off (GRIDNN_MEMORY_PREFLIGHT=off, as
+   a prediction too low would pass it), the allocators' cap ends the job mid-run, naming the
+   layer.
 3. Planner: a case where memory changes the chosen grid, in gridnn-plan --memory-per-rank and
    in gridnn-train --grid auto --memory-limit.
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,8 +26,8 @@ TOLERANCE = 0.10
 COMMON = ["--steps", "2", "--train-samples", "8", "--val-samples", "4", "--no-progress", "--seed", "3"]
 
 
-def run(cmd, timeout=600):
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+def run(cmd, timeout=600, env=None):
+    env = dict(env or os.environ, OMP_NUM_THREADS="1")
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
@@ -86,6 +89,14 @@ def check_refusal(train, mpiexec, workdir):
     r = run([mpiexec, "-n", "2", train, "--grid", "1x2", "--memory-limit", str(peak + 8 * 2**20), *base], timeout=300)
     if r.returncode != 0:
         failures.append(f"under the limit: exit {r.returncode}: {(r.stdout + r.stderr)[-600:]}")
+    # Past the pre-flight check (switched off, as a prediction too low would pass it), the
+    # allocators' cap ends the job mid-run: every rank exits, and the message names the layer.
+    env = dict(os.environ, GRIDNN_MEMORY_PREFLIGHT="off")
+    r = run([mpiexec, "-n", "2", train, "--grid", "1x2", "--memory-limit", str(peak * 3 // 4), *args], timeout=300,
+            env=env)
+    text = r.stdout + r.stderr
+    if r.returncode == 0 or not re.search(r"memory limit: the (forward|backward) of (block )?\w", text):
+        failures.append(f"cap crossed mid-run: exit {r.returncode}, expected a message naming the layer: {text[-800:]}")
     # Malformed sizes are refused with the accepted forms.
     for bad in ["6GB?", "-1", "0"]:
         r = run([train, "--memory-limit", bad, *base], timeout=60)
@@ -143,6 +154,8 @@ def main():
         (2, ["--stages", "2", "--input", "64x64x64", "--batch", "4", "--micro-batches", "2"]),
         (1, ["--input", "64x64x64", "--batch", "2", "--recompute", "blocks"]),
         (2, ["--grid", "2x1", "--input", "64x64x64", "--batch", "2", "--recompute", "blocks"]),
+        (1, ["--model", "mlp", "--input", "16x16x16", "--batch", "4", "--optimizer", "adam"]),
+        (2, ["--model", "mlp", "--grid", "2x1", "--input", "24x16x16", "--batch", "4"]),
     ]
     failures = []
     for procs, args in cases:

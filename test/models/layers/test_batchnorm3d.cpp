@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <condition_variable>
 #include <functional>
@@ -19,6 +20,7 @@
 #include "core/safetensors.h"
 #include "kernels/batchnorm.h"
 #include "kernels/elementwise.h"
+#include "models/layers/activation.h"
 #include "models/layers/batchnorm3d.h"
 #include "test/ops/reference_conv_pool_norm.h"
 #include "test/support/error_message.h"
@@ -98,6 +100,57 @@ TEST(BatchNorm3d, ParameterGradientsAccumulate) {
     bn.backward(dy);
   }
   EXPECT_TRUE(test::tensors_close(bn.bias().grad, from_doubles(twice_sdy, {3}), {1e-5, 1e-5}));
+}
+
+// The fused ReLU is the two layers bit for bit (output, input gradient, parameter gradients,
+// running statistics), in training and evaluation, while it keeps only its input.
+TEST(BatchNorm3d, FusedReluIsBatchNormThenReluBitForBit) {
+  const Shape s{2, 3, 4, 3, 5};
+  for (bool training : {true, false}) {
+    SCOPED_TRACE(training ? "training" : "evaluation");
+    nn::BatchNorm3d fused(3, 1e-5, 0.1, Device::cpu(), nullptr, ops::BnActivation::relu), bn(3);
+    nn::ReLU relu;
+    for (nn::BatchNorm3d* m : {&fused, &bn}) {
+      set_affine(*m, 20);
+      m->running_var().copy_from(test::random_tensor({3}, 21, 0.5f, 2.0f));
+      if (!training) m->eval();
+    }
+    const Tensor x = test::random_tensor(s, 22), dy = test::random_tensor(s, 23);
+    const Tensor y = fused.forward(x);
+    const Tensor y_ref = relu.forward(bn.forward(x));
+    EXPECT_TRUE(test::tensors_equal(y, y_ref));
+    const std::vector<double> out = test::to_doubles(y);
+    const auto zeros = std::count(out.begin(), out.end(), 0.0);
+    EXPECT_GT(zeros, 0);  // the gate both closes and opens
+    EXPECT_LT(zeros, std::ptrdiff_t(out.size()));
+    const Tensor dx = fused.backward(dy);
+    const Tensor dx_ref = bn.backward(relu.backward(dy));
+    EXPECT_TRUE(test::tensors_equal(dx, dx_ref));
+    EXPECT_TRUE(test::tensors_equal(fused.weight().grad, bn.weight().grad));
+    EXPECT_TRUE(test::tensors_equal(fused.bias().grad, bn.bias().grad));
+    EXPECT_TRUE(test::tensors_equal(fused.running_mean(), bn.running_mean()));
+    EXPECT_TRUE(test::tensors_equal(fused.running_var(), bn.running_var()));
+  }
+}
+
+// dx is written over dy exactly when the caller gives dy up (moves its only handle), and is
+// the same either way.
+TEST(BatchNorm3d, TheGradientIsWrittenOverDyOnlyWhenGivenUp) {
+  const Shape s{2, 3, 2, 3, 2};
+  nn::BatchNorm3d bn(3, 1e-5, 0.1, Device::cpu(), nullptr, ops::BnActivation::relu);
+  set_affine(bn, 30);
+  const Tensor x = test::random_tensor(s, 31);
+  Tensor dy = test::random_tensor(s, 32);
+  const Tensor dy_values = dy.clone();
+  bn.forward(x);
+  const Tensor kept = bn.backward(dy);  // dy is still the caller's
+  EXPECT_FALSE(kept.shares_storage_with(dy));
+  EXPECT_TRUE(test::tensors_equal(dy, dy_values));
+  bn.forward(x);
+  const void* storage = dy.raw();
+  const Tensor given = bn.backward(std::move(dy));
+  EXPECT_EQ(given.raw(), storage);
+  EXPECT_TRUE(test::tensors_equal(given, kept));
 }
 
 TEST(BatchNorm3d, SumsOfSplitBatchesAddUpLikeAnAllReduce) {
@@ -369,10 +422,14 @@ TEST(BatchNorm3d, PerElementStepsMatchTheBodiesOnOneAndTwoThreads) {
   Tensor mean = test::random_tensor({c}, 62), invstd = test::random_tensor({c}, 63, 0.5f, 1.5f);
   Tensor weight = test::random_tensor({c}, 64, 0.5f, 2.0f), bias = test::random_tensor({c}, 65);
   Tensor sums = test::random_tensor({2, c}, 66, -100.0f, 100.0f);
-  std::vector<float> y(size_t(shape.numel())), dx_train(y.size()), dx_eval(y.size());
+  std::vector<float> y(size_t(shape.numel())), y_relu(y.size()), gated(y.size()), dx_train(y.size()), dx_eval(y.size());
   for (int64_t i = 0; i < shape.numel(); ++i) {
     body::bn_normalize_at(i, x.data<float>(), g, mean.data<float>(), invstd.data<float>(), weight.data<float>(),
-                          bias.data<float>(), y.data());
+                          bias.data<float>(), BnActivation::none, y.data());
+    body::bn_normalize_at(i, x.data<float>(), g, mean.data<float>(), invstd.data<float>(), weight.data<float>(),
+                          bias.data<float>(), BnActivation::relu, y_relu.data());
+    body::bn_relu_gate_at(i, x.data<float>(), dy.data<float>(), g, mean.data<float>(), invstd.data<float>(),
+                          weight.data<float>(), bias.data<float>(), gated.data());
     body::bn_backward_input_at(i, x.data<float>(), dy.data<float>(), g, mean.data<float>(), invstd.data<float>(),
                                weight.data<float>(), sums.data<float>(), count, true, dx_train.data());
     body::bn_backward_input_at(i, x.data<float>(), dy.data<float>(), g, mean.data<float>(), invstd.data<float>(),
@@ -384,6 +441,10 @@ TEST(BatchNorm3d, PerElementStepsMatchTheBodiesOnOneAndTwoThreads) {
     Tensor out = Tensor::empty(shape);
     ops::batchnorm_normalize(x, mean, invstd, weight, bias, out);
     EXPECT_EQ(out.to_vector<float>(), y);
+    ops::batchnorm_normalize(x, mean, invstd, weight, bias, out, BnActivation::relu);
+    EXPECT_EQ(out.to_vector<float>(), y_relu);
+    ops::batchnorm_relu_gate(x, dy, mean, invstd, weight, bias, out);
+    EXPECT_EQ(out.to_vector<float>(), gated);
     ops::batchnorm_backward_input(x, dy, mean, invstd, weight, sums, count, true, out);
     EXPECT_EQ(out.to_vector<float>(), dx_train);
     ops::batchnorm_backward_input(x, dy, mean, invstd, weight, Tensor(), count, false, out);
