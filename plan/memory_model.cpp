@@ -51,6 +51,7 @@ class Replay {
   }
 
   int64_t peak() const { return peak_; }
+  int64_t live() const { return live_; }
   const std::string& at() const { return at_; }
   const std::vector<std::pair<std::string, int64_t>>& shares() const { return shares_; }
 
@@ -198,6 +199,14 @@ void replay_backward(Replay& r, const std::vector<LayerMemory>& layers, int grad
 }
 
 }  // namespace
+
+int64_t forward_held_bytes(const std::vector<LayerMemory>& layers) {
+  Replay r(0);
+  std::vector<Saved> saved(layers.size());
+  std::map<size_t, Region> regions;
+  replay_forward(r, layers, 0, layers.size(), r.make(0, "input"), saved, regions, "");
+  return r.live();
+}
 
 MemoryPeak simulate_memory(const MemoryStep& step) {
   Workspace workspace{};

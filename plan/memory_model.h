@@ -95,6 +95,9 @@ struct MemoryPeak {
 
 // Replays `step` (see the header comment) and returns its peak.
 MemoryPeak simulate_memory(const MemoryStep& step);
+// What a forward of `layers` holds when it ends, its input excluded: what they keep for their
+// backward, and the output. (A pipeline block's stash per micro-batch, for GABRA.)
+int64_t forward_held_bytes(const std::vector<LayerMemory>& layers);
 
 // "1.50 GiB", "512.0 MiB", "12.0 KiB", "100 B".
 std::string format_bytes(int64_t bytes);

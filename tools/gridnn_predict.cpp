@@ -13,6 +13,7 @@
 #include "models/train/checkpoint.h"
 #include "parallel/process_grid.h"
 #include "parallel/progress_board.h"
+#include "plan/memory_model.h"
 #include "tools/cli.h"
 
 namespace {
@@ -23,6 +24,7 @@ struct Cli {
   predict::PredictOptions p;
   train::TrainOptions flags;  // only the flags given are applied over the checkpoint's options
   std::string checkpoint, input = "32x32x32";
+  std::string memory_limit;  // a size (plan::parse_bytes); empty: none
   cli::Attention attention = cli::Attention::both;
 };
 
@@ -67,6 +69,9 @@ void add_flags(CLI::App& app, Cli& c) {
   app.add_option("--comm-timeout", o.comm_timeout, "seconds a communication may wait; 0: forever")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e9));
+  app.add_option("--memory-limit", c.memory_limit,
+                 "each rank's memory at most (6GiB, 512MiB or bytes): nothing runs when a rank's predicted peak "
+                 "is larger, and the allocators enforce it");
 }
 
 // The run's options: the checkpoint's (or the defaults), then every flag given.
@@ -124,6 +129,7 @@ train::TrainOptions options(const CLI::App& app, Cli& c) {
   o.comm_backend = f.comm_backend;
   o.precision = f.precision;
   o.comm_timeout = f.comm_timeout;
+  o.memory_limit = c.memory_limit.empty() ? 0 : plan::parse_bytes(c.memory_limit, "--memory-limit");
   o.init_from.clear();
   o.resume = false;
   o.checkpoint_dir.clear();

@@ -18,6 +18,7 @@
 #include "models/explain/montage.h"
 #include "models/predict/reports.h"
 #include "models/train/grid_batch.h"
+#include "models/train/memory_plan.h"
 #include "models/train/pipelined_model.h"
 #include "models/train/trainer.h"
 
@@ -170,6 +171,30 @@ Tensor predict_batches(const PredictOptions& o, const data::NiftiDataset& datase
   return all_logits;
 }
 
+// --memory-limit's pre-flight check (models/train/memory_plan.h) for this job, before any
+// scan is read or any file written; what would fit: other grids, a smaller batch.
+void check_memory(const PredictOptions& o, train::PipelinedModel& model, parallel::ProcessGrid& grid) {
+  const int64_t limit = o.run.memory_limit;
+  if (limit <= 0) return;
+  const train::MemoryJob job = o.explain_dir.empty() ? train::MemoryJob::prediction : train::MemoryJob::explanation;
+  const parallel::GridShape g = grid.shape();
+  const train::StageSpan whole{0, dynamic_cast<nn::BlockNetwork&>(model.model()).block_count(), true, true};
+  const plan::MemoryPeak own =
+      plan::simulate_memory(train::memory_step(o.run, model.model(), g, grid.row_rank(), grid.col_rank(), whole, job));
+  train::enforce_memory_limit(limit, model.device(), grid, own, [&] {
+    std::vector<std::string> fits = train::grids_that_fit(o.run, g, limit, job);
+    for (int64_t b = o.run.batch - 1; b >= 1; --b) {
+      train::TrainOptions t = o.run;
+      t.batch = b;
+      if (const int64_t peak = train::largest_peak(train::predict_grid_memory(t, g, job)); peak <= limit) {
+        fits.push_back("--batch " + std::to_string(b) + " (" + plan::format_bytes(peak) + ")");
+        break;
+      }
+    }
+    return train::what_fits_text(fits);
+  });
+}
+
 }  // namespace
 
 PredictResult predict(const PredictOptions& o, parallel::ProcessGrid& grid, std::FILE* out) {
@@ -187,6 +212,7 @@ PredictResult predict(const PredictOptions& o, parallel::ProcessGrid& grid, std:
   train::PipelinedModel model(run, grid);
   auto* net = dynamic_cast<nn::BlockNetwork*>(&model.model());
   GRIDNN_REQUIRE(net, "gridnn-predict: the model is not made of blocks");
+  check_memory(o, model, grid);
   std::optional<Explanations> explanations;
   if (!o.explain_dir.empty()) {
     explanations = Explanations{

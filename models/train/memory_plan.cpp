@@ -17,16 +17,14 @@ namespace gridnn::train {
 
 using nn::activation_bytes;
 
-namespace {
-
-int64_t tensor_bytes(const Tensor& t) { return t.numel() * int64_t(dtype_size(t.dtype())); }
-
-// Copies of the parameters the optimizer keeps per parameter: SGD's momentum buffer, Adam's
-// two moments.
 int64_t optimizer_copies(const optim::OptimizerOptions& o) {
   if (o.kind == optim::OptimizerKind::sgd) return o.momentum != 0.0 ? 1 : 0;
   return 2;
 }
+
+namespace {
+
+int64_t tensor_bytes(const Tensor& t) { return t.numel() * int64_t(dtype_size(t.dtype())); }
 
 const nn::BlockNetwork& blocks_of(const nn::Module& model) {
   const auto* net = dynamic_cast<const nn::BlockNetwork*>(&model);
@@ -36,14 +34,62 @@ const nn::BlockNetwork& blocks_of(const nn::Module& model) {
 
 }  // namespace
 
+namespace {
+
+// The layers of `span` on one micro-batch `in` (the input of the span's first block), each
+// recomputed block framed by its markers, then the loss on the last stage (which keeps the
+// probabilities and starts backward with dL/dlogits) or the gradient the next stage sends.
+void training_layers(const TrainOptions& o, const nn::BlockNetwork& net, const StageSpan& span, const Shape& in,
+                     plan::MemoryStep& step) {
+  plan::RankStep described;
+  Shape out = in;
+  for (size_t i = span.begin; i < span.end; ++i) {
+    const bool again = o.recompute == Recompute::blocks && net.recomputable(i);
+    plan::LayerMemory marker;
+    marker.layer = net.blocks()[i].name;
+    marker.op = plan::LayerMemory::Op::recompute_begin;
+    if (again) described.memory.push_back(marker);
+    out = net.describe_block(i, out, described);
+    marker.op = plan::LayerMemory::Op::recompute_end;
+    if (again) described.memory.push_back(marker);
+  }
+  step.layers = std::move(described.memory);
+  step.input_bytes = activation_bytes(in);
+  if (span.last) {
+    plan::LayerMemory loss;
+    loss.layer = "loss";
+    loss.kept = loss.input_grad = activation_bytes(out);
+    step.layers.push_back(loss);
+  } else {
+    step.loss_grad_bytes = activation_bytes(out);  // received from the next stage
+  }
+}
+
+// The layers of an evaluation forward of `span` on `in`, keeping nothing for a backward
+// (nn::NoBackwardScope).
+std::vector<plan::LayerMemory> evaluation_layers(const nn::BlockNetwork& net, const StageSpan& span, const Shape& in) {
+  plan::RankStep whole;
+  net.describe_blocks(span.begin, span.end, in, whole);
+  for (plan::LayerMemory& l : whole.memory) {
+    l.forward_scratch += l.kept;  // made, then let go of as the forward ends
+    l.kept = 0;
+    l.keeps_input = l.keeps_output = false;
+  }
+  return std::move(whole.memory);
+}
+
+}  // namespace
+
 plan::MemoryStep memory_step(const TrainOptions& o, nn::Module& model, const parallel::GridShape& grid, int row,
-                             int col, const StageSpan& span) {
+                             int col, const StageSpan& span, MemoryJob job) {
   const nn::BlockNetwork& net = blocks_of(model);
   const int64_t rows = shard_rows(grid, col, o.batch).size();
   const int64_t planes = shard_planes(grid, row, o.input[0]).size();
-  const int M = o.micro_batches;
+  const int M = job == MemoryJob::training ? o.micro_batches : 1;
   const int64_t micro = (rows + M - 1) / M;  // the largest micro-batch (interleaved rows)
   const Shape batch{rows, o.in_channels, planes, o.input[1], o.input[2]};
+  plan::RankStep before;  // the shape at the span's first block
+  const Shape at = span.begin > 0 ? net.describe_blocks(0, span.begin, batch, before) : batch;
 
   plan::MemoryStep step;
   // Resident: every stage builds the whole network; only its own part is optimized and synced.
@@ -60,64 +106,44 @@ plan::MemoryStep memory_step(const TrainOptions& o, nn::Module& model, const par
   const bool on_cpu = Device::parse(o.device).is_cpu();
   step.resident.push_back({"parameters and gradients", parameters});
   step.resident.push_back({"buffers", buffers});
-  step.resident.push_back({"optimizer state", optimizer_copies(o.optimizer) * optimized});
-  step.resident.push_back({"gradient buckets", bucketed});
-  // The loader's batch and the one it prefetches (host memory: on a GPU, its copy on the
-  // device instead).
-  if (on_cpu)
-    step.resident.push_back({"batch (current and prefetched)", 2 * batch_bytes});
-  else
-    step.resident.push_back({"batch (on the device)", activation_bytes(batch)});
-  // Validation reads batches of its own while the training loader holds its prefetched one.
-  step.evaluation_batch_bytes = 2 * batch_bytes;
-  if (on_cpu && o.data.cache) {
-    const int64_t per_sample = activation_bytes(batch) / std::max<int64_t>(rows, 1);
-    step.resident.push_back({"cached samples", per_sample * ((o.data.train_samples + grid.cols - 1) / grid.cols)});
-  }
-
-  // The layers of this rank's blocks on one micro-batch.
-  plan::RankStep described;
-  Shape in = batch.with(0, micro);
-  if (span.begin > 0) in = net.describe_blocks(0, span.begin, in, described);
-  described = plan::RankStep{};
-  Shape out = in;
-  for (size_t i = span.begin; i < span.end; ++i) {  // a recomputed block framed by its markers
-    const bool again = o.recompute == Recompute::blocks && net.recomputable(i);
-    plan::LayerMemory marker;
-    marker.layer = net.blocks()[i].name;
-    marker.op = plan::LayerMemory::Op::recompute_begin;
-    if (again) described.memory.push_back(marker);
-    out = net.describe_block(i, out, described);
-    marker.op = plan::LayerMemory::Op::recompute_end;
-    if (again) described.memory.push_back(marker);
-  }
-  step.layers = std::move(described.memory);
-  step.input_bytes = activation_bytes(in);
-  if (span.last) {  // the loss keeps the probabilities and starts backward with dL/dlogits
-    plan::LayerMemory loss;
-    loss.layer = "loss";
-    loss.kept = loss.input_grad = activation_bytes(out);
-    step.layers.push_back(loss);
-  } else {
-    step.loss_grad_bytes = activation_bytes(out);  // received from the next stage
-  }
-  // Every micro-batch's input stays for its recomputation (a received one, or a copy of the
-  // batch's rows; one micro-batch on the first stage is the batch itself).
-  if (M > 1 || !span.first) step.micro_batch_stash = int64_t(M) * activation_bytes(in);
-  // Validation runs the shard's rows at once through the same blocks, its layers keeping
-  // nothing for a backward (nn::NoBackwardScope).
-  {
-    plan::RankStep whole;
-    Shape at = batch;
-    if (span.begin > 0) at = net.describe_blocks(0, span.begin, at, whole);
-    whole = plan::RankStep{};
-    net.describe_blocks(span.begin, span.end, at, whole);
-    for (plan::LayerMemory& l : whole.memory) {
-      l.forward_scratch += l.kept;  // made, then let go of as the forward ends
-      l.kept = 0;
-      l.keeps_input = l.keeps_output = false;
+  // gridnn-predict's batch on the host, the fitted volumes of its scans (and the batch's copy
+  // on a GPU). Reading a scan holds its stored voxels for a moment too, which depends on the
+  // file: not counted.
+  const int64_t scans_bytes = batch_bytes + activation_bytes(batch) * (on_cpu ? 1 : 2);
+  switch (job) {
+    case MemoryJob::training:
+      step.resident.push_back({"optimizer state", optimizer_copies(o.optimizer) * optimized});
+      step.resident.push_back({"gradient buckets", bucketed});
+      // The loader's batch and the one it prefetches (host memory: on a GPU, its copy on the
+      // device instead).
+      if (on_cpu)
+        step.resident.push_back({"batch (current and prefetched)", 2 * batch_bytes});
+      else
+        step.resident.push_back({"batch (on the device)", activation_bytes(batch)});
+      if (on_cpu && o.data.cache) {
+        const int64_t per_sample = activation_bytes(batch) / std::max<int64_t>(rows, 1);
+        step.resident.push_back({"cached samples", per_sample * ((o.data.train_samples + grid.cols - 1) / grid.cols)});
+      }
+      training_layers(o, net, span, at.with(0, micro), step);
+      // Every micro-batch's input stays for its recomputation (a received one, or a copy of
+      // the batch's rows; one micro-batch on the first stage is the batch itself).
+      if (M > 1 || !span.first) step.micro_batch_stash = int64_t(M) * activation_bytes(at.with(0, micro));
+      // Validation runs the shard's rows at once through the same blocks, reading batches of
+      // its own while the training loader holds its prefetched one.
+      step.evaluation = evaluation_layers(net, span, at);
+      step.evaluation_batch_bytes = 2 * batch_bytes;
+      break;
+    case MemoryJob::prediction:
+      step.resident.push_back({"batch and its scans", scans_bytes});
+      step.evaluation = evaluation_layers(net, span, at);
+      break;
+    case MemoryJob::explanation: {
+      step.resident.push_back({"batch and its scans", scans_bytes});
+      TrainOptions plain = o;
+      plain.recompute = Recompute::none;
+      training_layers(plain, net, span, at, step);
+      break;
     }
-    step.evaluation = std::move(whole.memory);
   }
   if (!on_cpu)
     for (auto* layers : {&step.layers, &step.evaluation})
@@ -125,14 +151,15 @@ plan::MemoryStep memory_step(const TrainOptions& o, nn::Module& model, const par
   return step;
 }
 
-std::vector<plan::MemoryPeak> predict_grid_memory(const TrainOptions& o, const parallel::GridShape& grid) {
+std::vector<plan::MemoryPeak> predict_grid_memory(const TrainOptions& o, const parallel::GridShape& grid,
+                                                  MemoryJob job) {
   const parallel::GridShape one_stage{1, grid.rows, grid.cols};
   std::vector<plan::MemoryPeak> peaks;
   for (int r = 0; r < grid.rows; ++r) {
     const PlannedModel planned = planned_model(o, grid, r);
     const StageSpan whole{0, blocks_of(*planned.model).block_count(), true, true};
     for (int c = 0; c < grid.cols; ++c)
-      peaks.push_back(plan::simulate_memory(memory_step(o, *planned.model, one_stage, r, c, whole)));
+      peaks.push_back(plan::simulate_memory(memory_step(o, *planned.model, one_stage, r, c, whole, job)));
   }
   return peaks;
 }
@@ -187,6 +214,30 @@ std::vector<int64_t> per_rank(parallel::ProcessGrid& grid, int64_t value) {
   return t.to_vector<int64_t>();
 }
 
+std::vector<std::string> grids_that_fit(const TrainOptions& o, const parallel::GridShape& g, int64_t limit,
+                                        MemoryJob job) {
+  std::vector<std::string> fits;
+  const int procs = g.rows * g.cols;
+  for (int rows = 1; rows <= procs; ++rows) {
+    if (procs % rows != 0 || (rows == g.rows && procs / rows == g.cols) || !usable_grid(o, rows, procs / rows))
+      continue;
+    const int64_t peak = largest_peak(predict_grid_memory(o, {1, rows, procs / rows}, job));
+    if (peak <= limit)
+      fits.push_back("--grid " + std::to_string(rows) + "x" + std::to_string(procs / rows) + " (" +
+                     plan::format_bytes(peak) + " per rank)");
+  }
+  return fits;
+}
+
+std::string what_fits_text(const std::vector<std::string>& fits) {
+  if (fits.empty())
+    return "nothing smaller of this job fits: more ranks along the depth (Pr), a smaller input, or a "
+           "larger --memory-limit";
+  std::string text;
+  for (const std::string& f : fits) text += (text.empty() ? "" : ", ") + f;
+  return "what fits: " + text;
+}
+
 namespace {
 
 // What would fit under `limit` instead: the other grids of the job's size (one stage), the
@@ -199,17 +250,7 @@ std::string what_would_fit(const TrainOptions& o, PipelinedModel& model, paralle
     return one_stage ? largest_peak(predict_grid_memory(t, g)) : plan::simulate_memory(model.memory_step(t)).peak_bytes;
   };
   std::vector<std::string> fits;
-  if (one_stage) {
-    const int procs = g.rows * g.cols;
-    for (int rows = 1; rows <= procs; ++rows) {
-      if (procs % rows != 0 || (rows == g.rows && procs / rows == g.cols) || !usable_grid(o, rows, procs / rows))
-        continue;
-      const int64_t peak = largest_peak(predict_grid_memory(o, {1, rows, procs / rows}));
-      if (peak <= limit)
-        fits.push_back("--grid " + std::to_string(rows) + "x" + std::to_string(procs / rows) + " (" +
-                       plan::format_bytes(peak) + " per rank)");
-    }
-  }
+  if (one_stage) fits = grids_that_fit(o, g, limit, MemoryJob::training);
   for (int64_t b = o.batch - g.cols; b >= g.cols * o.micro_batches; b -= g.cols) {
     TrainOptions t = o;
     t.batch = b;
@@ -233,41 +274,42 @@ std::string what_would_fit(const TrainOptions& o, PipelinedModel& model, paralle
       break;
     }
   }
-  if (fits.empty())
-    return "nothing smaller of this job fits: more ranks along the depth (Pr), a smaller input, or a "
-           "larger --memory-limit";
-  std::string text;
-  for (const std::string& f : fits) text += (text.empty() ? "" : ", ") + f;
-  return "what fits: " + text;
+  return what_fits_text(fits);
 }
 
 }  // namespace
 
 void enforce_memory_limit(const TrainOptions& o, PipelinedModel& model, parallel::ProcessGrid& grid,
                           const plan::MemoryPeak& own) {
-  if (o.memory_limit <= 0) return;
+  enforce_memory_limit(o.memory_limit, Device::parse(o.device), grid, own,
+                       [&] { return what_would_fit(o, model, grid, o.memory_limit); });
+}
+
+void enforce_memory_limit(int64_t limit, const Device& device, parallel::ProcessGrid& grid, const plan::MemoryPeak& own,
+                          const std::function<std::string()>& what_fits) {
+  if (limit <= 0) return;
   // GRIDNN_MEMORY_PREFLIGHT=off keeps only the allocators' cap (how the tests make a job
   // cross it mid-run, as a wrong prediction would).
   const char* preflight = std::getenv("GRIDNN_MEMORY_PREFLIGHT");
   if (preflight && std::string(preflight) == "off") {
-    allocator_for(Device::parse(o.device)).set_limit(size_t(o.memory_limit));
+    allocator_for(device).set_limit(size_t(limit));
     return;
   }
   const std::vector<int64_t> peaks = per_rank(grid, own.peak_bytes);
   const auto worst = std::max_element(peaks.begin(), peaks.end());
   const int rank = int(worst - peaks.begin());
-  if (*worst <= o.memory_limit) {
-    allocator_for(Device::parse(o.device)).set_limit(size_t(o.memory_limit));
+  if (*worst <= limit) {
+    allocator_for(device).set_limit(size_t(limit));
     return;
   }
   std::string holders;
   if (rank == grid.world_rank())
     for (size_t i = 0; i < std::min<size_t>(5, own.shares.size()); ++i)
       holders += (holders.empty() ? "" : ", ") + own.shares[i].what + " " + plan::format_bytes(own.shares[i].bytes);
-  throw Error("--memory-limit " + plan::format_bytes(o.memory_limit) + ": rank " + std::to_string(rank) +
-              " would need " + plan::format_bytes(*worst) + " at its peak (predicted, " +
+  throw Error("--memory-limit " + plan::format_bytes(limit) + ": rank " + std::to_string(rank) + " would need " +
+              plan::format_bytes(*worst) + " at its peak (predicted, " +
               (rank == grid.world_rank() ? "at the " + own.at + "; largest: " + holders : "see that rank's message") +
-              "). Nothing was run or written; " + what_would_fit(o, model, grid, o.memory_limit));
+              "). Nothing was run or written; " + what_fits());
 }
 
 }  // namespace gridnn::train

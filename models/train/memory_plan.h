@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,15 +23,26 @@ struct StageSpan {
   bool first = true, last = true;
 };
 
+// Copies of the parameters the optimizer keeps per parameter: SGD's momentum buffer, Adam's
+// two moments.
+int64_t optimizer_copies(const optim::OptimizerOptions& options);
+
+// What a rank runs: a training step (gridnn-train), or gridnn-predict's batches, the forward
+// alone, or with Grad-CAM the forward that keeps what backward needs and a backward to the
+// input (a bound: Grad-CAM's backward stops at its layer). Prediction holds the model's tensors,
+// one batch and its scans' volumes, no optimizer state, no prefetched batch.
+enum class MemoryJob { training, prediction, explanation };
+
 // The step of rank (row, col) of `grid` (one stage's Pr x Pc) running `span` of `model` (built
 // for that grid) with `options`' batch, micro-batches, optimizer, data and device.
 plan::MemoryStep memory_step(const TrainOptions& options, nn::Module& model, const parallel::GridShape& grid, int row,
-                             int col, const StageSpan& span);
+                             int col, const StageSpan& span, MemoryJob job = MemoryJob::training);
 
 // The predicted peak of every rank of a one-stage grid Pr x Pc, in rank order (row-major:
 // rank r·Pc + c), of the network `options` build: each row's model built once on a planning
 // grid, not initialized, as describe_grid does.
-std::vector<plan::MemoryPeak> predict_grid_memory(const TrainOptions& options, const parallel::GridShape& grid);
+std::vector<plan::MemoryPeak> predict_grid_memory(const TrainOptions& options, const parallel::GridShape& grid,
+                                                  MemoryJob job = MemoryJob::training);
 // The largest peak of them.
 int64_t largest_peak(const std::vector<plan::MemoryPeak>& peaks);
 
@@ -44,6 +56,15 @@ class PipelinedModel;
 // layer. `own`: this rank's prediction. Nothing without a limit.
 void enforce_memory_limit(const TrainOptions& options, PipelinedModel& model, parallel::ProcessGrid& grid,
                           const plan::MemoryPeak& own);
+// The same check for any job: `what_fits` (called on a refusal only) says what would fit.
+void enforce_memory_limit(int64_t limit, const Device& device, parallel::ProcessGrid& grid, const plan::MemoryPeak& own,
+                          const std::function<std::string()>& what_fits);
+// "--grid 2x2 (812.0 MiB per rank)" for every other one-stage grid of g's process count on
+// which every rank of `job` fits under `limit`.
+std::vector<std::string> grids_that_fit(const TrainOptions& options, const parallel::GridShape& g, int64_t limit,
+                                        MemoryJob job);
+// "what fits: a, b" or, with nothing in `fits`, what is left to try.
+std::string what_fits_text(const std::vector<std::string>& fits);
 // Every rank's value, in world rank order, on every rank (collective over the world).
 std::vector<int64_t> per_rank(parallel::ProcessGrid& grid, int64_t value);
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "models/train/memory_plan.h"
 #include "models/train/pipelined_model.h"
 #include "models/train/timing.h"
 #include "plan/gabra.h"
@@ -48,9 +49,6 @@ plan::Profile profile_blocks(const TrainOptions& options, int64_t rows, int repe
   const Shape shape{rows, options.in_channels, options.input[0], options.input[1], options.input[2]};
   const Tensor x = Tensor::from_vector(std::vector<float>(size_t(shape.numel()), 0.5f), shape).to(device);
 
-  // Optimizer state per parameter value: SGD with momentum keeps one buffer, Adam two.
-  const double state_copies =
-      options.optimizer.kind == optim::OptimizerKind::sgd ? (options.optimizer.momentum > 0 ? 1 : 0) : 2;
   plan::Profile profile;
   profile.micro_batches = 1;
   profile.blocks.resize(n);
@@ -67,16 +65,21 @@ plan::Profile profile_blocks(const TrainOptions& options, int64_t rows, int repe
     profile.blocks[i].forward_s = t.forward_s;
     profile.blocks[i].backward_s = t.backward_s;
   }
+  // The bytes as the memory model counts them (plan/memory_model.h, docs/design.md §6a): what
+  // each block's layers keep per micro-batch until their backward, and its output; its
+  // parameters, their gradients and the optimizer's state.
+  Shape at = shape;
   for (size_t i = 0; i < n; ++i) {
     plan::BlockProfile& b = profile.blocks[i];
     b.name = net.blocks()[i].name;
-    b.activation_bytes = double(inputs[i + 1].numel()) * 4;
-    const double input_bytes = i == 0 ? double(x.numel()) * 4 : profile.blocks[i - 1].activation_bytes;
-    b.stash_bytes = input_bytes + b.activation_bytes;
+    plan::RankStep described;
+    at = net.describe_block(i, at, described);
+    b.activation_bytes = double(nn::activation_bytes(at));
+    b.stash_bytes = double(plan::forward_held_bytes(described.memory));
     double parameter_bytes = 0;
     for (auto& [name, p] : model->named_parameters())
       if (net.block_of(name) == i) parameter_bytes += double(p->value.numel()) * 4;
-    b.memory_bytes = parameter_bytes * (2 + state_copies);
+    b.memory_bytes = parameter_bytes * double(2 + optimizer_copies(options.optimizer));
   }
   return profile;
 }

@@ -7,9 +7,11 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/allocator.h"
 #include "core/error.h"
 #include "models/data/nifti_volume.h"
 #include "models/predict/predict.h"
+#include "models/train/memory_plan.h"
 #include "models/train/trainer.h"
 #include "test/models/data/nifti_writer.h"
 #include "test/support/temp_dir.h"
@@ -211,6 +213,44 @@ TEST_F(Predict, ExplainWritesHeatmapsInEachScansGridAndNamesBadLayers) {
     EXPECT_EQ(map.shape(), (Shape{12, 13, 11}));  // the scan's stored grid, not the network's 12^3
     for (float v : map.to_vector<float>()) ASSERT_TRUE(v >= 0.0f && v <= 1.0f) << v;
   }
+}
+
+// --memory-limit below the predicted peak stops before any scan is read or file written,
+// naming the peak and what fits (a smaller batch); above it, the prediction runs under the
+// allocator's cap. With --explain the job keeps activations for a backward: a larger peak.
+TEST_F(Predict, AMemoryLimitBelowThePredictedPeakStopsBeforeAnythingIsWritten) {
+  const train::TrainOptions o = options(write_manifest());
+  train(o);
+  predict::PredictOptions p = predict_options(o);
+  p.out = (dir_ / "limited" / "pred.csv").string();
+  p.explain_dir = (dir_ / "limited-heat").string();
+  auto peak = [&p](int64_t batch, train::MemoryJob job) {
+    train::TrainOptions t = p.run;
+    t.batch = batch;
+    return train::largest_peak(train::predict_grid_memory(t, {1, 1, 1}, job));
+  };
+  const int64_t plain = peak(4, train::MemoryJob::prediction), explaining = peak(4, train::MemoryJob::explanation);
+  EXPECT_GT(explaining, plain);
+  ASSERT_LT(peak(1, train::MemoryJob::explanation), explaining);
+  auto grid = parallel::ProcessGrid::single();
+  p.run.memory_limit = explaining - 1;
+  try {
+    predict::predict(p, *grid, null_);
+    FAIL() << "a limit below the predicted peak must stop the job";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    for (const char* needed : {"--memory-limit", "would need", "Nothing was run or written", "what fits: --batch"})
+      EXPECT_NE(m.find(needed), std::string::npos) << needed << " in: " << m;
+  }
+  EXPECT_FALSE(fs::exists(p.out));
+  EXPECT_FALSE(fs::exists(p.explain_dir));
+  // Above the plain prediction's peak (with room for what reading a scan holds for a moment),
+  // it runs capped.
+  p.explain_dir.clear();
+  p.run.memory_limit = 2 * plain;
+  EXPECT_NO_THROW(predict::predict(p, *grid, null_));
+  host_allocator().set_limit(0);
+  EXPECT_TRUE(fs::exists(p.out));
 }
 
 TEST_F(Predict, OneClassGivesNoRocAndScansOfOneNameGetTheirOwnHeatmaps) {
