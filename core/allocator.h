@@ -48,18 +48,21 @@ class Allocator {
 // allocation scope of the calling thread.
 Error memory_limit_error(const Device& device, size_t requested, size_t in_use, size_t limit);
 
-// Names what the calling thread is doing ("backward of layer1.0.conv1", "forward of
-// layer2.1") for the memory limit's error, for the scope's lifetime (the previous name after).
+// Names what the calling thread is doing, `action` then `name` ("the backward of " and
+// "layer1.0.conv1"), for the memory limit's error, for the scope's lifetime (the previous name
+// after). It keeps the two by reference, joined only for an error (it is set around every
+// layer's backward): both must outlive the scope.
 class AllocationScope {
  public:
-  explicit AllocationScope(std::string what);
+  AllocationScope(const char* action, const std::string& name);
   ~AllocationScope();
   AllocationScope(const AllocationScope&) = delete;
   AllocationScope& operator=(const AllocationScope&) = delete;
-  static const std::string& current();
+  static std::string current();  // "" outside every scope
 
  private:
-  std::string previous_;
+  const char* previous_action_;
+  const std::string* previous_name_;
 };
 
 Allocator& host_allocator();

@@ -248,12 +248,13 @@ class HostAllocator final : public Allocator {
   size_t limit_ = 0;  // bytes in use at most; 0: no limit
 };
 
-thread_local std::string allocation_scope;
+thread_local const char* scope_action = nullptr;
+thread_local const std::string* scope_name = nullptr;
 
 }  // namespace
 
 Error memory_limit_error(const Device& device, size_t requested, size_t in_use, size_t limit) {
-  const std::string& where = allocation_scope;
+  const std::string where = AllocationScope::current();
   return Error("memory limit: " + (where.empty() ? std::string("an allocation outside the layers") : where) +
                " asked " + device.str() + " for " + std::to_string(requested) + " bytes with " + mib(in_use) +
                " in use, past --memory-limit " + mib(limit) +
@@ -261,11 +262,16 @@ Error memory_limit_error(const Device& device, size_t requested, size_t in_use, 
                "limit, or lower the batch, or use more ranks along the depth (Pr)");
 }
 
-AllocationScope::AllocationScope(std::string what) : previous_(std::move(allocation_scope)) {
-  allocation_scope = std::move(what);
+AllocationScope::AllocationScope(const char* action, const std::string& name)
+    : previous_action_(scope_action), previous_name_(scope_name) {
+  scope_action = action;
+  scope_name = &name;
 }
-AllocationScope::~AllocationScope() { allocation_scope = std::move(previous_); }
-const std::string& AllocationScope::current() { return allocation_scope; }
+AllocationScope::~AllocationScope() {
+  scope_action = previous_action_;
+  scope_name = previous_name_;
+}
+std::string AllocationScope::current() { return scope_name ? scope_action + *scope_name : std::string(); }
 
 Allocator& host_allocator() {
   static HostAllocator* a = new HostAllocator(Device::cpu());  // never destroyed: tensors may outlive main

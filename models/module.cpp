@@ -72,7 +72,7 @@ BackwardObserver* BackwardObserverScope::current() { return g_backward_observer;
 Tensor Module::backward(Tensor dy) {  // NOLINT(performance-unnecessary-value-param): may be given up
   Tensor dx;
   {
-    const AllocationScope scope("the backward of " + name_);
+    const AllocationScope scope("the backward of ", name_);
     dx = do_backward(dy);
   }
   if (BackwardObserver* observer = g_backward_observer) observer->on_backward_done(*this);
@@ -170,18 +170,5 @@ void require_layer(bool cond, const std::string& layer, const std::string& what)
 }
 
 int64_t activation_bytes(const Shape& s) { return s.numel() * int64_t(sizeof(float)); }
-
-namespace {
-thread_local bool g_recomputing = false;
-thread_local bool g_no_backward = false;
-}  // namespace
-
-NoBackwardScope::NoBackwardScope() : previous_(g_no_backward) { g_no_backward = true; }
-NoBackwardScope::~NoBackwardScope() { g_no_backward = previous_; }
-bool NoBackwardScope::active() { return g_no_backward; }
-
-RecomputeScope::RecomputeScope() : previous_(g_recomputing) { g_recomputing = true; }
-RecomputeScope::~RecomputeScope() { g_recomputing = previous_; }
-bool RecomputeScope::active() { return g_recomputing; }
 
 }  // namespace gridnn::nn

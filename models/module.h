@@ -205,36 +205,32 @@ class Sequential : public Module {
   Tensor do_backward(const Tensor& dy) override;
 };
 
-// Marks a forward that runs again only to rebuild what backward needs (--recompute blocks,
-// docs/design.md §6a), for the scope's lifetime on this thread: batch norm then computes its
-// batch statistics as before but leaves its running statistics alone, so they are updated
-// once per step.
-class RecomputeScope {
+// A mark on the forwards the calling thread runs for the scope's lifetime (the previous state
+// after); `Tag` names the mark.
+template <class Tag>
+class ForwardScope {
  public:
-  RecomputeScope();
-  ~RecomputeScope();
-  RecomputeScope(const RecomputeScope&) = delete;
-  RecomputeScope& operator=(const RecomputeScope&) = delete;
-  static bool active();
+  ForwardScope() : previous_(flag()) { flag() = true; }
+  ~ForwardScope() { flag() = previous_; }
+  ForwardScope(const ForwardScope&) = delete;
+  ForwardScope& operator=(const ForwardScope&) = delete;
+  static bool active() { return flag(); }
 
  private:
+  static bool& flag() {
+    thread_local bool on = false;
+    return on;
+  }
   bool previous_;
 };
 
-// Marks forwards that no backward follows (evaluation), for the scope's lifetime on this
-// thread: layers keep nothing for a backward, so an evaluation holds one layer's input and
-// output at a time.
-class NoBackwardScope {
- public:
-  NoBackwardScope();
-  ~NoBackwardScope();
-  NoBackwardScope(const NoBackwardScope&) = delete;
-  NoBackwardScope& operator=(const NoBackwardScope&) = delete;
-  static bool active();
-
- private:
-  bool previous_;
-};
+// A forward that runs again only to rebuild what backward needs (--recompute blocks,
+// docs/design.md §6a): batch norm then computes its batch statistics as before but leaves its
+// running statistics alone, so they are updated once per step.
+using RecomputeScope = ForwardScope<struct RecomputeTag>;
+// Forwards that no backward follows (evaluation): layers keep nothing for a backward, so an
+// evaluation holds one layer's input and output at a time.
+using NoBackwardScope = ForwardScope<struct NoBackwardTag>;
 
 // The bytes of an activation (or its gradient) of shape `s`: every activation is f32
 // (kernels/math_mode.h), so 4 per element. What layers state to the memory model.

@@ -19,7 +19,7 @@ Tensor BlockNetwork::forward_blocks(size_t begin, size_t end, const Tensor& x) {
   Tensor h = x;
   stashed_.resize(block_count());
   for (size_t i = begin; i < end; ++i) {
-    const AllocationScope scope("the forward of block " + blocks()[i].name);
+    const AllocationScope scope("the forward of block ", blocks()[i].name);
     const bool again = recompute_ && !NoBackwardScope::active() && recomputable(i);
     stashed_[i] = again ? h : Tensor();
     h = forward_block(i, h);
@@ -33,7 +33,7 @@ Tensor BlockNetwork::backward_blocks(size_t begin, size_t end, const Tensor& dy)
   stashed_.resize(block_count());
   for (size_t i = end; i-- > begin;) {
     if (stashed_[i].defined()) {  // its forward again, for the state its backward needs
-      const AllocationScope scope("the recomputed forward of block " + blocks()[i].name);
+      const AllocationScope scope("the recomputed forward of block ", blocks()[i].name);
       const nn::RecomputeScope recomputing;
       forward_block(i, stashed_[i]);
       stashed_[i] = Tensor();

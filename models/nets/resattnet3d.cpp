@@ -190,9 +190,7 @@ void ResAttNet3D::release_block(size_t i) {
     case Part::stem:
       for (Module* m : {conv1_, bn1_, maxpool_}) m->release_saved();
       return;
-    case Part::head:
-      avgpool_->release_saved();
-      fc_->release_saved();
+    case Part::head:  // not recomputable
       return;
     default:
       module->release_saved();

@@ -278,9 +278,14 @@ TEST(HostAllocator, TheLimitRefusesWhatWouldPassItAndNamesTheScope) {
   alloc.set_limit(base + 8 * kMiB);
   void* a = alloc.allocate(6 * kMiB);  // under the limit
   std::string message;
+  const std::string layer = "layer1.0.conv1", block = "layer1.0";
   {
-    const AllocationScope scope("the backward of layer1.0.conv1");
-    message = test::error_message([&] { alloc.allocate(4 * kMiB); });
+    const AllocationScope outer("the forward of block ", block);
+    {
+      const AllocationScope scope("the backward of ", layer);
+      message = test::error_message([&] { alloc.allocate(4 * kMiB); });
+    }
+    EXPECT_EQ(AllocationScope::current(), "the forward of block layer1.0");  // the outer one again
   }
   EXPECT_NE(message.find("memory limit: the backward of layer1.0.conv1 asked cpu for 4194304 bytes"), std::string::npos)
       << message;
