@@ -1,6 +1,7 @@
 #include "core/device.h"
 
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "core/error.h"
@@ -68,6 +69,34 @@ void require_device(const Device& d) {
                  "missing or too old); use --device cpu");
   GRIDNN_REQUIRE(d.index >= 0 && d.index < n, "device ", d.str(), " does not exist; this machine has ", n,
                  " CUDA device(s): cuda:0..cuda:", n - 1);
+}
+
+int64_t available_memory_bytes(const Device& d) {
+  if (d.is_cpu() || device_standin()) {
+    std::ifstream meminfo("/proc/meminfo");
+    std::string key;
+    int64_t kib = 0;
+    while (meminfo >> key >> kib)
+      if (key == "MemAvailable:")
+        return kib * 1024;
+      else
+        meminfo.ignore(256, '\n');
+    return 0;
+  }
+#if GRIDNN_HAVE_CUDA
+  require_device(d);
+  int previous = 0;
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaGetDevice(&previous) != cudaSuccess || cudaSetDevice(d.index) != cudaSuccess ||
+      cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  cudaSetDevice(previous);
+  return int64_t(free_bytes);
+#else
+  return 0;
+#endif
 }
 
 void synchronize(const Device& d) {

@@ -1,6 +1,7 @@
 // Where a tensor lives: the host (CPU) or CUDA device i.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace gridnn {
@@ -40,5 +41,8 @@ int cuda_device_count();
 void require_device(const Device& d);
 // Waits until all work queued on `d` is done (a no-op for the CPU, whose ops are synchronous).
 void synchronize(const Device& d);
+// The bytes `d` can still give: a GPU's free memory (cudaMemGetInfo), the host's MemAvailable
+// (/proc/meminfo) for the CPU and the device stand-in; 0 when it cannot be read.
+int64_t available_memory_bytes(const Device& d);
 
 }  // namespace gridnn

@@ -93,6 +93,14 @@ struct Process {
 std::unique_ptr<parallel::ProcessGrid> create_grid(const parallel::GridShape& shape, train::TrainOptions& options,
                                                    const Process& process);
 
+// --memory-limit's bytes (docs/design.md §6a): a size as plan::parse_bytes reads it, or "auto",
+// the default on a GPU (`text` empty there): what the process's device can still give less a
+// margin (a tenth, at least 512 MiB: the CUDA context and the libraries' own buffers, which the
+// allocators do not see), on the CPU the host's available memory shared by the node's ranks;
+// the smallest over the job's ranks, so that every rank plans alike. 0 (no limit): `text`
+// empty on the CPU, or auto where no rank can read its memory. Collective over the job.
+int64_t memory_limit(const std::string& text, const train::TrainOptions& options, const Process& process);
+
 // Runs `body` as the main() of a program that may run under mpiexec: in MPI builds inside
 // an MpiSession (an exception on any rank ends the job with "gridnn: rank R failed: <why>";
 // alone, "gridnn: error: <why>" and exit status 1), without MPI as one process with the

@@ -13,7 +13,6 @@
 #include "models/train/checkpoint.h"
 #include "parallel/process_grid.h"
 #include "parallel/progress_board.h"
-#include "plan/memory_model.h"
 #include "tools/cli.h"
 
 namespace {
@@ -24,7 +23,7 @@ struct Cli {
   predict::PredictOptions p;
   train::TrainOptions flags;  // only the flags given are applied over the checkpoint's options
   std::string checkpoint, input = "32x32x32";
-  std::string memory_limit;  // a size (plan::parse_bytes); empty: none
+  std::string memory_limit;  // a size, or auto (cli::memory_limit); empty: none on the CPU, auto on a GPU
   cli::Attention attention = cli::Attention::both;
 };
 
@@ -70,8 +69,9 @@ void add_flags(CLI::App& app, Cli& c) {
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e9));
   app.add_option("--memory-limit", c.memory_limit,
-                 "each rank's memory at most (6GiB, 512MiB or bytes): nothing runs when a rank's predicted peak "
-                 "is larger, and the allocators enforce it");
+                 "each rank's memory at most (6GiB, 512MiB, bytes, or auto: the device's free memory less a "
+                 "margin, the default on a GPU): nothing runs when a rank's predicted peak is larger, and the "
+                 "allocators enforce it");
 }
 
 // The run's options: the checkpoint's (or the defaults), then every flag given.
@@ -129,7 +129,6 @@ train::TrainOptions options(const CLI::App& app, Cli& c) {
   o.comm_backend = f.comm_backend;
   o.precision = f.precision;
   o.comm_timeout = f.comm_timeout;
-  o.memory_limit = c.memory_limit.empty() ? 0 : plan::parse_bytes(c.memory_limit, "--memory-limit");
   o.init_from.clear();
   o.resume = false;
   o.checkpoint_dir.clear();
@@ -158,6 +157,7 @@ int main(int argc, char** argv) {
     c.p.run = options(app, c);
     train::validate(c.p.run);
     parallel::set_comm_timeout(c.p.run.comm_timeout);
+    c.p.run.memory_limit = cli::memory_limit(c.memory_limit, c.p.run, process);
     auto grid = cli::create_grid(parallel::GridShape::parse(c.p.run.grid), c.p.run, process);
     const predict::PredictResult r = predict::predict(c.p, *grid, process.rank == 0 ? stdout : nullptr);
     if (process.rank == 0) {

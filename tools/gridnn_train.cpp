@@ -18,7 +18,6 @@
 #include "models/train/trainer.h"
 #include "parallel/process_grid.h"
 #include "parallel/progress_board.h"
-#include "plan/memory_model.h"
 #include "tools/cli.h"
 
 namespace {
@@ -31,7 +30,7 @@ struct Cli {
   cli::Attention attention = cli::Attention::both;
   std::string batch_file, dump_step;
   double weight_decay = -1;
-  std::string memory_limit;  // a size (plan::parse_bytes); empty: none
+  std::string memory_limit;  // a size, or auto (cli::memory_limit); empty: none on the CPU, auto on a GPU
 };
 
 void add_flags(CLI::App& app, Cli& c) {
@@ -105,8 +104,9 @@ void add_flags(CLI::App& app, Cli& c) {
                  "or a placement file (gridnn-place --out)");
   app.add_flag("--comm-report", o.comm_report, "print the communication per layer at the end");
   app.add_option("--memory-limit", c.memory_limit,
-                 "each rank's memory at most (6GiB, 512MiB or bytes): nothing runs when a rank's predicted peak "
-                 "is larger, and the allocators enforce it; with --grid auto, the fastest grid that fits");
+                 "each rank's memory at most (6GiB, 512MiB, bytes, or auto: the device's free memory less a "
+                 "margin, the default on a GPU): nothing runs when a rank's predicted peak is larger, and the "
+                 "allocators enforce it; with --grid auto, the fastest grid that fits");
   cli::add_enum_option(app, "--recompute", o.recompute,
                        "activation recomputation: none, or blocks (the stem and each residual and attention block "
                        "keep only their input and run their forward again before their backward: less memory, "
@@ -191,7 +191,6 @@ int run(Cli& c, parallel::ProcessGrid& grid) {
 // K x Pr x Pc (a PsxPrxPc grid gives the stages itself).
 parallel::GridShape grid_shape(Cli& c, int procs, bool report) {
   const int stages = c.o.stages;
-  if (!c.memory_limit.empty()) c.o.memory_limit = plan::parse_bytes(c.memory_limit, "--memory-limit");
   parallel::GridShape shape;
   if (c.o.grid != train::kAutoGrid) {
     shape = parallel::GridShape::parse(c.o.grid);
@@ -253,6 +252,7 @@ int main(int argc, char** argv) {
   install_stop_signals();  // before MPI starts: a signal from now on waits for a step boundary
   return cli::run_mpi_program(&argc, &argv, [&](const cli::Process& process) {
     parallel::set_comm_timeout(c.o.comm_timeout);
+    c.o.memory_limit = cli::memory_limit(c.memory_limit, c.o, process);
     auto grid = cli::create_grid(grid_shape(c, process.size, process.rank == 0), c.o, process);
     if (process.size > 1 && process.rank == 0)
       std::printf("%s\n", grid->describe_placement(process.node_of_rank).c_str());

@@ -80,6 +80,18 @@ TEST_F(Cli, BadInputsFailWithAMessage) {
   }
 }
 
+// --memory-limit auto on the CPU: the host's available memory less a margin. A small job
+// trains under it; one whose predicted peak is far beyond any host's memory (~850 GiB) is
+// refused before anything runs.
+TEST_F(Cli, MemoryLimitAutoIsTheAvailableMemory) {
+  const Result small = run(std::string(kTiny) + " --steps 1 --memory-limit auto");
+  EXPECT_EQ(small.code, 0) << small.output;
+  const Result huge = run("--input 512x512x512 --batch 64 --steps 1 --no-progress --memory-limit auto");
+  EXPECT_EQ(huge.code, 1) << huge.output;
+  for (const char* want : {"--memory-limit ", "would need", "Nothing was run or written"})
+    EXPECT_NE(huge.output.find(want), std::string::npos) << want << " in: " << huge.output;
+}
+
 TEST_F(Cli, GridAutoOnOneProcessIsOneByOne) {
   const Result r = run(std::string(kTiny) + " --steps 1 --grid auto");
   EXPECT_EQ(r.code, 0) << r.output;
