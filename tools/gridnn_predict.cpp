@@ -42,7 +42,19 @@ void add_flags(CLI::App& app, Cli& c) {
   app.add_option("--out", p.out, "predictions CSV (metrics, ROC beside it)")->capture_default_str();
   auto* explain =
       app.add_option("--explain", p.explain_dir, "write Grad-CAM heatmaps (NIfTI in each scan's grid, PNG) here");
-  app.add_option("--explain-layer", p.explain_layer, "the layer Grad-CAM explains (default: the last attention block)")
+  app.add_option("--explain-layer", p.explain_layer,
+                 "the layers explained: a block (att4), a group (layer3), a list (att3,att4), or NAME+ for it and "
+                 "every block after it; several are fused (the mean of their normalized maps). Default: the last "
+                 "attention block")
+      ->needs(explain);
+  cli::add_enum_option(app, "--explain-method", p.explain_method, "the class activation map")
+      ->capture_default_str()
+      ->needs(explain);
+  app.add_option("--explain-tta", p.explain_tta,
+                 "average the heatmap over N test-time transforms, mapped back exactly: the scan, its left-right "
+                 "mirror, then small shifts (each with its mirror)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 10))
       ->needs(explain);
   app.add_option("--explain-class", p.explain_class, "the class to explain (default: each scan's predicted class)")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 20))
@@ -144,6 +156,8 @@ const char* const kDescription =
     "                 # AUC, the confusion matrix (test_metrics.json) and the ROC curve (test_roc.csv/.png)\n"
     "  gridnn-predict --checkpoint ckpt --data scan.nii.gz --explain heat\n"
     "                 # heat/scan_gradcam.nii.gz (the scan's grid) and heat/scan_gradcam.png\n"
+    "  gridnn-predict ... --explain heat --explain-method hirescam --explain-layer layer3+ --explain-tta 4\n"
+    "                 # element-wise maps of layer3.0 to att4 fused, over the scan, its mirror and two shifts\n"
     "  mpiexec -n 2 gridnn-predict --grid 2x1 ...   # each volume's depth split over 2 ranks\n";
 
 }  // namespace

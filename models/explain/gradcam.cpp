@@ -1,4 +1,4 @@
-// 3D Grad-CAM on one rank of a process grid (gradcam.h).
+// Class activation maps on one rank of a process grid (gradcam.h).
 #include "models/explain/gradcam.h"
 
 #include <algorithm>
@@ -62,73 +62,174 @@ size_t layer_index(const nn::BlockNetwork& net, const std::string& name) {
   throw Error("--explain-layer '" + name + "' is not a layer Grad-CAM can explain; choose one of: " + valid);
 }
 
-CoarseCam grad_cam(nn::Module& model, nn::BlockNetwork& net, size_t layer, const Tensor& x, int64_t target,
-                   parallel::Communicator& row) {
-  const nn::BlockInfo& info = net.blocks().at(layer);
-  GRIDNN_REQUIRE(is_volume(info), "Grad-CAM: block ", info.name, " does not output a volume");
-  model.eval();
-  const size_t count = net.block_count();
-  const Tensor a_live = net.forward_blocks(0, layer + 1, x);
-  const Tensor a = a_live.to(Device::cpu());  // the blocks above may reuse their input
-  Tensor logits = net.forward_blocks(layer + 1, count, a_live);
-  CoarseCam cam;
-  cam.logits = logits.to(Device::cpu());
-  const int64_t batch = cam.logits.size(0), classes = cam.logits.size(1);
-
-  // Seed: 1 at each sample's class.
-  Tensor seed = Tensor::zeros(Shape{batch, classes});
-  for (int64_t b = 0; b < batch; ++b) {
-    const float* l = cam.logits.data<float>() + b * classes;
-    const int64_t c = target >= 0 ? target : int64_t(std::max_element(l, l + classes) - l);
-    GRIDNN_REQUIRE(c < classes, "--explain-class ", c, " is not a class of this model (", classes, " classes)");
-    cam.target.push_back(c);
-    seed.data<float>()[b * classes + c] = 1.0f;
+std::vector<size_t> parse_layers(const nn::BlockNetwork& net, const std::string& spec) {
+  if (spec.empty()) return {layer_index(net, default_layer(net))};
+  const auto& blocks = net.blocks();
+  std::vector<bool> chosen(blocks.size(), false);
+  size_t from = 0;
+  for (size_t end = 0; from <= spec.size(); from = end + 1) {
+    end = std::min(spec.find(',', from), spec.size());
+    std::string item = spec.substr(from, end - from);
+    const bool onwards = !item.empty() && item.back() == '+';
+    if (onwards) item.pop_back();
+    // A block by name, else the blocks of a group ("layer3": "layer3.0", "layer3.1", ...).
+    std::vector<size_t> named;
+    for (size_t i = 0; i < blocks.size(); ++i)
+      if (is_volume(blocks[i]) && (blocks[i].name == item || blocks[i].name.rfind(item + ".", 0) == 0))
+        named.push_back(i);
+    if (named.empty()) (void)layer_index(net, item);  // throws, listing the valid names
+    for (size_t i = named.front(); i <= (onwards ? blocks.size() - 1 : named.back()); ++i)
+      if (is_volume(blocks[i]) && (onwards || std::find(named.begin(), named.end(), i) != named.end()))
+        chosen[i] = true;
   }
-  const Tensor g = net.backward_blocks(layer + 1, count, seed.to(logits.device())).to(Device::cpu());
-  model.zero_grad();
-  GRIDNN_REQUIRE(g.shape() == a.shape(), "Grad-CAM: the gradient of ", info.name, " is ", g.str(),
-                 " but its output is ", a.str());
+  std::vector<size_t> layers;
+  for (size_t i = 0; i < chosen.size(); ++i)
+    if (chosen[i]) layers.push_back(i);
+  return layers;
+}
 
-  // alpha: the gradient's sum over the voxels (over the row's slabs when split) / their count.
-  const int64_t channels = a.size(1), local = a.size(2) * a.size(3) * a.size(4);
-  const std::array<int64_t, 3>& whole = info.output_size;
-  const bool split = nn::depth_is_split(whole[0], row.size());
-  std::vector<double> sums(size_t(batch * channels), 0.0);
+namespace {
+
+// Per (sample, channel) of a [B, C, local] slab: sum over its voxels of f(a, g), in double.
+template <class F>
+std::vector<double> voxel_sums(const Tensor& a, const Tensor& g, F f) {
+  const int64_t rows = a.size(0) * a.size(1), local = a.size(2) * a.size(3) * a.size(4);
+  const float* ap = a.data<float>();
   const float* gp = g.data<float>();
-  for (int64_t bk = 0; bk < batch * channels; ++bk) {
+  std::vector<double> sums(size_t(rows), 0.0);
+  for (int64_t bk = 0; bk < rows; ++bk) {
     double s = 0;
-    for (int64_t v = 0; v < local; ++v) s += double(gp[bk * local + v]);
+    for (int64_t v = 0; v < local; ++v) s += f(double(ap[bk * local + v]), double(gp[bk * local + v]), bk);
     sums[size_t(bk)] = s;
   }
-  if (split) sums = sum_over_row(sums, row);
-  const double voxels = double(whole[0] * whole[1] * whole[2]);
-  cam.weights = Tensor::empty(Shape{batch, channels});
-  for (int64_t bk = 0; bk < batch * channels; ++bk) cam.weights.data<float>()[bk] = float(sums[size_t(bk)] / voxels);
+  return sums;
+}
 
-  // map = ReLU(sum_k alpha_k A_k), channels in order, in double.
-  Tensor slab = Tensor::empty(Shape{batch, a.size(2), a.size(3), a.size(4)});
+// This rank's slab of the map [B, d, h, w] of one block, and the channel weights (none for
+// hirescam), from its output `a` and gradient `g` (CPU, [B, C, d, h, w]).
+struct SlabCam {
+  Tensor weights, slab;
+};
+
+SlabCam slab_cam(const Tensor& a, const Tensor& g, const std::array<int64_t, 3>& whole, bool split,
+                 parallel::Communicator& row, CamMethod method) {
+  const int64_t batch = a.size(0), channels = a.size(1), local = a.size(2) * a.size(3) * a.size(4);
+  auto over_row = [&](std::vector<double> partial) { return split ? sum_over_row(partial, row) : partial; };
+  std::vector<double> w;  // per (sample, channel), in double
+  if (method == CamMethod::gradcam) {
+    w = over_row(voxel_sums(a, g, [](double, double gv, int64_t) { return gv; }));
+    const double voxels = double(whole[0] * whole[1] * whole[2]);
+    for (double& x : w) x /= voxels;
+  } else if (method == CamMethod::gradcam_pp) {
+    const std::vector<double> s = over_row(voxel_sums(a, g, [](double av, double, int64_t) { return av; }));
+    w = over_row(voxel_sums(a, g, [&s](double, double gv, int64_t bk) {
+      const double g2 = gv * gv, denominator = 2 * g2 + s[size_t(bk)] * g2 * gv;
+      return g2 / ((denominator != 0 ? denominator : 1.0) + 1e-7) * std::max(gv, 0.0);
+    }));
+  }
+  SlabCam out;
+  if (!w.empty()) {
+    out.weights = Tensor::empty(Shape{batch, channels});
+    for (int64_t bk = 0; bk < batch * channels; ++bk) out.weights.data<float>()[bk] = float(w[size_t(bk)]);
+  }
+  // map = ReLU(sum_k w_k A_k), or for hirescam ReLU(sum_k g_k A_k); channels in order, in double.
+  out.slab = Tensor::empty(Shape{batch, a.size(2), a.size(3), a.size(4)});
   const float* ap = a.data<float>();
+  const float* gp = g.data<float>();
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t v = 0; v < local; ++v) {
       double m = 0;
-      for (int64_t k = 0; k < channels; ++k)
-        m += sums[size_t(b * channels + k)] / voxels * double(ap[(b * channels + k) * local + v]);
-      slab.data<float>()[b * local + v] = float(std::max(m, 0.0));
+      for (int64_t k = 0; k < channels; ++k) {
+        const int64_t at = (b * channels + k) * local + v;
+        m += (w.empty() ? double(gp[at]) : w[size_t(b * channels + k)]) * double(ap[at]);
+      }
+      out.slab.data<float>()[b * local + v] = float(std::max(m, 0.0));
     }
-  if (!split) {
-    cam.maps = slab;
-    return cam;
-  }
-  // The slabs of each sample gathered over the row (balanced depth ranges, docs/design.md §4).
+  return out;
+}
+
+// The whole maps [B, D, H, W] of a block's slabs, gathered over the row (balanced depth
+// ranges, docs/design.md §4) when split.
+Tensor whole_maps(const Tensor& slab, const std::array<int64_t, 3>& whole, bool split, parallel::Communicator& row) {
+  if (!split) return slab;
   std::vector<int64_t> depths;
-  depths.reserve(row.size());
+  depths.reserve(size_t(row.size()));
   for (int r = 0; r < row.size(); ++r) depths.push_back(parallel::balanced_range(whole[0], row.size(), r).size());
-  cam.maps = Tensor::empty(Shape{batch, whole[0], whole[1], whole[2]});
+  const int64_t batch = slab.size(0);
+  Tensor maps = Tensor::empty(Shape{batch, whole[0], whole[1], whole[2]});
   for (int64_t b = 0; b < batch; ++b) {
-    Tensor out = cam.maps.narrow(b, 1).reshape(Shape{whole[0], whole[1], whole[2]});
-    row.all_gatherv(slab.narrow(b, 1).reshape(Shape{a.size(2), a.size(3), a.size(4)}), out, depths);
+    Tensor out = maps.narrow(b, 1).reshape(Shape{whole[0], whole[1], whole[2]});
+    row.all_gatherv(slab.narrow(b, 1).reshape(Shape{slab.size(1), slab.size(2), slab.size(3)}), out, depths);
   }
-  return cam;
+  return maps;
+}
+
+}  // namespace
+
+std::vector<CoarseCam> class_activation_maps(nn::Module& model, nn::BlockNetwork& net,
+                                             const std::vector<size_t>& layers, const Tensor& x,
+                                             const std::vector<int64_t>& classes, parallel::Communicator& row,
+                                             CamMethod method) {
+  GRIDNN_REQUIRE(!layers.empty() && std::is_sorted(layers.begin(), layers.end()) &&
+                     std::adjacent_find(layers.begin(), layers.end()) == layers.end(),
+                 "class_activation_maps: the layers must be given once each, in network order");
+  for (size_t layer : layers)
+    GRIDNN_REQUIRE(is_volume(net.blocks().at(layer)), "class activation maps: block ", net.blocks()[layer].name,
+                   " does not output a volume");
+  model.eval();
+  const size_t count = net.block_count();
+  // Forward, keeping each target block's output on the CPU (the blocks above may reuse their input).
+  std::vector<Tensor> outputs;
+  Tensor h = x;
+  size_t done = 0;
+  for (size_t layer : layers) {
+    h = net.forward_blocks(done, layer + 1, h);
+    outputs.push_back(h.to(Device::cpu()));
+    done = layer + 1;
+  }
+  const Tensor logits = net.forward_blocks(done, count, h).to(Device::cpu());
+  const int64_t batch = logits.size(0), n_classes = logits.size(1);
+  GRIDNN_REQUIRE(classes.empty() || int64_t(classes.size()) == batch, "class_activation_maps: ", classes.size(),
+                 " classes given for ", batch, " samples");
+
+  // Seed: 1 at each sample's class.
+  std::vector<int64_t> target;
+  Tensor seed = Tensor::zeros(Shape{batch, n_classes});
+  for (int64_t b = 0; b < batch; ++b) {
+    const float* l = logits.data<float>() + b * n_classes;
+    const int64_t c = classes.empty() ? int64_t(std::max_element(l, l + n_classes) - l) : classes[size_t(b)];
+    GRIDNN_REQUIRE(c >= 0 && c < n_classes, "--explain-class ", c, " is not a class of this model (", n_classes,
+                   " classes)");
+    target.push_back(c);
+    seed.data<float>()[b * n_classes + c] = 1.0f;
+  }
+
+  // Backward from the head down to the lowest target, each target's gradient kept on the CPU.
+  std::vector<CoarseCam> cams(layers.size());
+  Tensor dy = seed.to(x.device());
+  size_t top = count;
+  for (size_t i = layers.size(); i-- > 0;) {
+    dy = net.backward_blocks(layers[i] + 1, top, std::move(dy));
+    top = layers[i] + 1;
+    const Tensor g = dy.to(Device::cpu());
+    const nn::BlockInfo& info = net.blocks()[layers[i]];
+    GRIDNN_REQUIRE(g.shape() == outputs[i].shape(), "class activation maps: the gradient of ", info.name, " is ",
+                   g.str(), " but its output is ", outputs[i].str());
+    const bool split = nn::depth_is_split(info.output_size[0], row.size());
+    SlabCam s = slab_cam(outputs[i], g, info.output_size, split, row, method);
+    cams[i] = {logits, target, std::move(s.weights), whole_maps(s.slab, info.output_size, split, row)};
+  }
+  model.zero_grad();
+  return cams;
+}
+
+CoarseCam grad_cam(nn::Module& model, nn::BlockNetwork& net, size_t layer, const Tensor& x, int64_t target,
+                   parallel::Communicator& row, CamMethod method) {
+  const int64_t batch = x.size(0);
+  return class_activation_maps(model, net, {layer}, x,
+                               target >= 0 ? std::vector<int64_t>(size_t(batch), target) : std::vector<int64_t>{}, row,
+                               method)
+      .front();
 }
 
 Tensor upsample_map(const Tensor& map, const std::array<int64_t, 3>& size) {

@@ -14,7 +14,7 @@
 #include "models/data/nifti_dataset.h"
 #include "models/data/nifti_volume.h"
 #include "models/data/orientation.h"
-#include "models/explain/gradcam.h"
+#include "models/explain/explanation.h"
 #include "models/explain/montage.h"
 #include "models/predict/reports.h"
 #include "models/train/grid_batch.h"
@@ -33,6 +33,8 @@ void check(const PredictOptions& o, const parallel::ProcessGrid& grid) {
                  grid.shape().str());
   GRIDNN_REQUIRE(o.run.model == train::Model::resattnet3d, "gridnn-predict needs a ResAttNet3D model (volumes in)");
   GRIDNN_REQUIRE(o.run.batch >= 1, "--batch must be at least 1");
+  GRIDNN_REQUIRE(o.explain_tta >= 1, "--explain-tta ", o.explain_tta,
+                 ": give at least 1 transform (1: the scan itself; 2 adds its mirror image; more add shifts)");
   GRIDNN_REQUIRE(o.explain_class < o.run.classes, "--explain-class ", o.explain_class,
                  " is not a class of this model (", o.run.classes, " classes: 0 to ", o.run.classes - 1, ")");
 }
@@ -97,26 +99,23 @@ std::array<double, 3> network_spacing(const data::Scan& scan) {
   return s;
 }
 
-// Grad-CAM's settings for a run with --explain.
+// The heatmaps' settings for a run with --explain.
 struct Explanations {
   std::string dir;
-  size_t layer = 0;                // the block it explains
+  explain::ExplainOptions options;
   std::vector<std::string> names;  // per scan (explanation_names)
   bool canonical = false;          // volumes in RAS+ order: the montage may letter its axes
 };
 
-// Writes a scan's heatmap (NIfTI in its stored grid, PNG montage) from its coarse map, as
-// <dir>/<name>_gradcam.*; returns the files.
+// Writes a scan's heatmap `heat` (network space, [0, 1]; NIfTI in its stored grid, PNG
+// montage) as <dir>/<name>_gradcam.*; returns the files.
 std::vector<std::string> write_explanation(const Explanations& e, const std::string& name, const data::Scan& scan,
-                                           const Tensor& coarse, int64_t cls) {
-  const std::array<int64_t, 3> input{scan.volume.size(0), scan.volume.size(1), scan.volume.size(2)};
-  bool flat = false;
-  const Tensor heat = explain::normalize_map(explain::upsample_map(coarse, input), &flat);
+                                           const Tensor& heat, bool flat, int64_t cls) {
   if (flat)
     std::fprintf(stderr,
-                 "gridnn-predict: %s: the Grad-CAM map of class %lld is zero everywhere (no positive "
-                 "evidence at this layer); its heatmap is all zeros\n",
-                 scan.stored.path.c_str(), static_cast<long long>(cls));
+                 "gridnn-predict: %s: the %s map of class %lld is zero everywhere (no positive "
+                 "evidence at these layers); its heatmap is all zeros\n",
+                 scan.stored.path.c_str(), enum_name(e.options.method), static_cast<long long>(cls));
   const std::string stem = (fs::path(e.dir) / name).string() + "_gradcam";
   data::write_nifti_like(stem + ".nii.gz", data::map_to_stored(heat, scan.to_stored, scan.stored.dims),
                          scan.stored.path);
@@ -150,16 +149,18 @@ Tensor predict_batches(const PredictOptions& o, const data::NiftiDataset& datase
     }
     Tensor logits = Tensor::empty(Shape{0, classes});
     if (mine.size() > 0 && explanations) {
+      Tensor volumes = Tensor::empty(Shape{mine.size(), input[0], input[1], input[2]});
+      for (int64_t k = 0; k < mine.size(); ++k)
+        volumes.narrow(k, 1).copy_from(local[size_t(k)].volume.reshape(Shape{1, input[0], input[1], input[2]}));
       auto& net = dynamic_cast<nn::BlockNetwork&>(model.model());
-      const explain::CoarseCam cam = explain::grad_cam(model.model(), net, explanations->layer,
-                                                       batch.x.to(model.device()), o.explain_class, grid.row());
-      logits = cam.logits;
+      const explain::BatchExplanation e =
+          explain::explain_batch(model.model(), net, volumes, depth, model.device(), explanations->options, grid.row());
+      logits = e.logits;
       for (int64_t k = 0; grid.row_rank() == 0 && k < mine.size(); ++k) {
-        const Tensor coarse =
-            cam.maps.narrow(k, 1).reshape(Shape{cam.maps.size(1), cam.maps.size(2), cam.maps.size(3)});
+        const Tensor heat = e.heat.narrow(k, 1).reshape(Shape{input[0], input[1], input[2]});
         const size_t index = size_t(good[start + size_t(mine.begin + k)]);
-        for (auto& f : write_explanation(*explanations, explanations->names[index], local[size_t(k)], coarse,
-                                         cam.target[size_t(k)]))
+        for (auto& f : write_explanation(*explanations, explanations->names[index], local[size_t(k)], heat,
+                                         e.flat[size_t(k)], e.target[size_t(k)]))
           files.push_back(std::move(f));
       }
     } else if (mine.size() > 0) {
@@ -169,6 +170,19 @@ Tensor predict_batches(const PredictOptions& o, const data::NiftiDataset& datase
     all_logits.narrow(int64_t(start), rows).copy_from(train::gather_rows(grid, logits));
   }
   return all_logits;
+}
+
+// ", gradcam++ of layer3.0 and att4 over 4 transforms into DIR"
+std::string explained_text(const Explanations& e, const nn::BlockNetwork& net) {
+  std::string layers;
+  for (size_t i = 0; i < e.options.layers.size(); ++i)
+    layers += (i == 0                             ? ""
+               : i + 1 == e.options.layers.size() ? " and "
+                                                  : ", ") +
+              net.blocks()[e.options.layers[i]].name;
+  const std::string over =
+      e.options.tta > 1 ? " over " + std::to_string(e.options.tta) + " test-time transforms" : std::string();
+  return ", " + std::string(enum_name(e.options.method)) + " of " + layers + over + " into " + e.dir;
 }
 
 // --memory-limit's pre-flight check (models/train/memory_plan.h) for this job, before any
@@ -215,19 +229,18 @@ PredictResult predict(const PredictOptions& o, parallel::ProcessGrid& grid, std:
   check_memory(o, model, grid);
   std::optional<Explanations> explanations;
   if (!o.explain_dir.empty()) {
-    explanations = Explanations{
-        o.explain_dir,
-        explain::layer_index(*net, o.explain_layer.empty() ? explain::default_layer(*net) : o.explain_layer),
-        explanation_names(scans), o.run.data.orientation == data::Orientation::canonical};
+    explanations =
+        Explanations{o.explain_dir,
+                     {o.explain_method, explain::parse_layers(*net, o.explain_layer), o.explain_tta, o.explain_class},
+                     explanation_names(scans),
+                     o.run.data.orientation == data::Orientation::canonical};
     if (grid.row_rank() == 0) fs::create_directories(o.explain_dir);
   }
   if (leader && fs::path(o.out).has_parent_path()) fs::create_directories(fs::path(o.out).parent_path());
   if (out)
     std::fprintf(out, "predicting %zu scan%s on %s, grid %s%s\n", scans.size(), scans.size() == 1 ? "" : "s",
                  model.device().str().c_str(), grid.shape().str().c_str(),
-                 explanations
-                     ? (", Grad-CAM of " + net->blocks()[explanations->layer].name + " into " + o.explain_dir).c_str()
-                     : "");
+                 explanations ? explained_text(*explanations, *net).c_str() : "");
 
   const Readable readable = find_readable(dataset, scans.size(), grid);
   result.failed = readable.failed;

@@ -1,6 +1,8 @@
 // Inference with a trained model (gridnn-predict, docs/design.md §8): class probabilities
 // for every scan of a manifest, a NIfTI file or a folder of them, with metrics when the
-// scans are labelled, and optionally 3D Grad-CAM heatmaps (models/explain/gradcam.h).
+// scans are labelled, and optionally heatmaps: class activation maps (Grad-CAM, Grad-CAM++,
+// HiResCAM) of one or more blocks, averaged over test-time transforms
+// (models/explain/explanation.h).
 //
 // The scans are read as training reads its validation set (models/data/nifti_dataset.h:
 // orientation, spacing, fit, z-score; no augmentation) and run in evaluation mode, batch by
@@ -15,7 +17,7 @@
 //                          sensitivity, specificity, AUC), the confusion matrix (rows: label,
 //                          columns: predicted)
 //   <out stem>_roc.csv/.png  with labels and two classes: the ROC curve of class 1
-//   <explain>/<name>_gradcam.nii.gz  the heatmap in [0, 1], in the scan's own voxel grid and
+//   <explain>/<name>_gradcam.nii.gz  the heatmap in [0, 1] (whatever the method), in the scan's own voxel grid and
 //                          geometry (overlays in FSLeyes, MRIcron, ITK-SNAP)
 //   <explain>/<name>_gradcam.png     axial, coronal and sagittal slices through the heatmap's
 //                          peak, heat over the scan as the network saw it (orientation letters
@@ -36,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "models/explain/gradcam.h"
 #include "models/predict/scans.h"
 #include "models/train/metrics.h"
 #include "models/train/options.h"
@@ -49,8 +52,10 @@ struct PredictOptions {
   std::string data;                      // a CSV manifest, a NIfTI file or a folder of them
   SplitFilter split = SplitFilter::all;  // the manifest rows to predict
   std::string out = "predictions.csv";
-  std::string explain_dir;     // empty: no Grad-CAM
-  std::string explain_layer;   // empty: the last attention block
+  std::string explain_dir;    // empty: no heatmaps
+  std::string explain_layer;  // blocks (explain::parse_layers); empty: the last attention block
+  explain::CamMethod explain_method = explain::CamMethod::gradcam;
+  int64_t explain_tta = 1;     // test-time transforms (models/explain/explanation.h)
   int64_t explain_class = -1;  // -1: each scan's predicted class
 };
 

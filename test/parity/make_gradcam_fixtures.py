@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
-"""Writes test/parity/fixtures/gradcam.safetensors: 3D Grad-CAM (Selvaraju et al. 2017) of a
-small ResAttNet3D in PyTorch, float64 on the CPU, stored as float32, for gridnn's Grad-CAM
-(models/explain/gradcam.h) to match (test/models/explain/test_gradcam.cpp; within 1e-4).
+"""Writes test/parity/fixtures/gradcam.safetensors: 3D class activation maps (Grad-CAM,
+Grad-CAM++, HiResCAM) of a small ResAttNet3D in PyTorch, float64 on the CPU, stored as float32,
+for gridnn's (models/explain/gradcam.h) to match (test/models/explain/test_gradcam.cpp; within
+1e-4).
 
 Definition, as MONAI's GradCAM computes it: the model in eval mode; y_c = the logit of class
 c (before softmax); A = the output of the target layer; alpha[b, k] = the mean over voxels of
 dy_c/dA[b, k]; coarse map = ReLU(sum_k alpha[b, k] * A[b, k]); upsampled to the input size
 with trilinear interpolation, align_corners=False (F.interpolate).
+Grad-CAM++ as MONAI's GradCAMpp computes it (alpha = g^2 / (2 g^2 + sum_v(A) g^3), a zero
+denominator counting as 1, plus 1e-7; weights = sum over voxels of alpha * ReLU(exp(y_c) g)),
+stored divided by exp(y_c), the one positive factor per sample that gridnn leaves out.
+HiResCAM (Draelos & Carin 2020): ReLU(sum_k g_k * A_k) voxel by voxel.
 
 Tensors:
   init.<name>             weights and buffers (PyTorch names); random BatchNorm affine
@@ -17,6 +22,8 @@ Tensors:
   <layer>.weights         [2, C]: alpha
   <layer>.coarse          [2, d, h, w]
   <layer>.upsampled       [2, 64, 72, 56]
+  <layer>.gradcam++.weights, <layer>.gradcam++.coarse, <layer>.hirescam.coarse
+                          the other methods, for the same class
 for the layers "att4" (the predicted class), "layer3.1" and "stem" (each the class whose map
 is positive on the share of voxels nearest one half, so that the ReLU is exercised).
 
@@ -61,7 +68,23 @@ def grad_cam(model, x, layer, cls):
     weights = g.mean(dim=(2, 3, 4))
     coarse = torch.relu((weights[:, :, None, None, None] * a).sum(dim=1))
     up = F.interpolate(coarse[:, None], size=x.shape[2:], mode="trilinear", align_corners=False)[:, 0]
-    return logits.detach(), classes, weights.detach(), coarse.detach(), up.detach()
+    others = {"gradcam++": grad_cam_pp(a, g, logits.gather(1, classes[:, None])[:, 0]),
+              "hirescam": (None, torch.relu((g * a).sum(dim=1)).detach())}
+    return logits.detach(), classes, weights.detach(), coarse.detach(), up.detach(), others
+
+
+def grad_cam_pp(a, g, score):
+    g2 = g.pow(2)
+    g3 = g2 * g
+    sum_acts = a.sum(dim=(2, 3, 4), keepdim=True)
+    denominator = 2 * g2 + sum_acts * g3
+    denominator = torch.where(denominator != 0.0, denominator, torch.ones_like(denominator))
+    alpha = g2 / (denominator + 1e-7)
+    scale = score.exp()[:, None, None, None, None]
+    weights = (alpha * torch.relu(scale * g)).sum(dim=(2, 3, 4))
+    coarse = torch.relu((weights[:, :, None, None, None] * a).sum(dim=1))
+    factor = score.exp()
+    return (weights / factor[:, None]).detach(), (coarse / factor[:, None, None, None]).detach()
 
 
 def setup(seed):
@@ -93,10 +116,14 @@ def main():
     out["x"] = x
     for layer in LAYERS:
         cls = None if layer == "att4" else min(range(MODEL["classes"]), key=lambda c: abs(shares[layer][c] - 0.5))
-        logits, classes, weights, coarse, up = grad_cam(model, x, layer, cls)
+        logits, classes, weights, coarse, up, others = grad_cam(model, x, layer, cls)
         out["expect.logits"] = logits
         out[f"{layer}.class"], out[f"{layer}.weights"] = classes, weights
         out[f"{layer}.coarse"] = coarse
+        for method, (w, c) in others.items():
+            if w is not None:
+                out[f"{layer}.{method}.weights"] = w
+            out[f"{layer}.{method}.coarse"] = c
         if layer == "att4":
             out["att4.upsampled"] = up[0]
         positive = (coarse > 0).double().mean().item()
