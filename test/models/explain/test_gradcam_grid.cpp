@@ -1,7 +1,7 @@
-// Grad-CAM on every PrxPc grid of the job (label mpi): the target block's output depth-split
-// over the row (att4's 2 planes on Pr = 2; the stem's 12 on any Pr) or replicated (att4 on
-// Pr = 3), the batch over the columns; every rank returns its samples' whole maps, equal to
-// the single process's within 1e-5, and the same bits on every rank of a row.
+// Class activation maps (every method) on every PrxPc grid of the job (label mpi): the target block's output
+// depth-split over the row (att4's 2 planes on Pr = 2; the stem's 12 on any Pr) or replicated (att4 on Pr = 3), the
+// batch over the columns; every rank returns its samples' whole maps, equal to the single process's within 1e-5, and
+// the same bits on every rank of a row.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -67,22 +67,27 @@ TEST(GradCamGrid, EveryGridGivesTheSingleProcessMaps) {
     const Range rows = parallel::balanced_range(x.size(0), shape.cols, grid->col_rank());
     const Range planes = parallel::balanced_range(x.size(2), shape.rows, grid->row_rank());
     if (rows.size() == 0) continue;  // 2 samples over 3 batch shards: this column has none
-    for (const std::string layer : {"att4", "stem"}) {
-      SCOPED_TRACE(layer);
-      const explain::CoarseCam ref = explain::grad_cam(*reference, *reference, explain::layer_index(*reference, layer),
-                                                       slab(x, rows, {0, x.size(2)}), -1, single->row());
-      const explain::CoarseCam cam = explain::grad_cam(*model, *model, explain::layer_index(*model, layer),
-                                                       slab(x, rows, planes), -1, grid->row());
-      EXPECT_EQ(cam.target, ref.target);
-      EXPECT_LE(test::max_relative_error(cam.logits, ref.logits), 1e-5);
-      EXPECT_LE(test::max_relative_error(cam.weights, ref.weights), 1e-5);
-      ASSERT_EQ(cam.maps.shape(), ref.maps.shape());
-      EXPECT_LE(test::max_relative_error(cam.maps, ref.maps), 1e-5);
-      // The same bits on every rank of the row: the first rank's maps broadcast and compared.
-      Tensor first = cam.maps.clone();
-      grid->row().broadcast(first, 0);
-      EXPECT_TRUE(test::tensors_equal(cam.maps, first));
-    }
+    for (const std::string layer : {"att4", "stem"})
+      for (const explain::CamMethod method :
+           {explain::CamMethod::gradcam, explain::CamMethod::gradcam_pp, explain::CamMethod::hirescam}) {
+        SCOPED_TRACE(layer + " " + enum_name(method));
+        const explain::CoarseCam ref =
+            explain::grad_cam(*reference, *reference, explain::layer_index(*reference, layer),
+                              slab(x, rows, {0, x.size(2)}), -1, single->row(), method);
+        const explain::CoarseCam cam = explain::grad_cam(*model, *model, explain::layer_index(*model, layer),
+                                                         slab(x, rows, planes), -1, grid->row(), method);
+        EXPECT_EQ(cam.target, ref.target);
+        EXPECT_LE(test::max_relative_error(cam.logits, ref.logits), 1e-5);
+        if (method != explain::CamMethod::hirescam) {
+          EXPECT_LE(test::max_relative_error(cam.weights, ref.weights), 1e-5);
+        }
+        ASSERT_EQ(cam.maps.shape(), ref.maps.shape());
+        EXPECT_LE(test::max_relative_error(cam.maps, ref.maps), 1e-5);
+        // The same bits on every rank of the row: the first rank's maps broadcast and compared.
+        Tensor first = cam.maps.clone();
+        grid->row().broadcast(first, 0);
+        EXPECT_TRUE(test::tensors_equal(cam.maps, first));
+      }
   }
 }
 
