@@ -56,6 +56,10 @@ void add_flags(CLI::App& app, Cli& c) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t(1), int64_t(1) << 10))
       ->needs(explain);
+  app.add_option("--explain-mask", p.explain_mask,
+                 "outline this region mask on each montage: a NIfTI file in the scan's own voxel grid, or a path "
+                 "where {name} stands for the scan's name (masks/{name}_region.nii.gz)")
+      ->needs(explain);
   app.add_option("--explain-class", p.explain_class, "the class to explain (default: each scan's predicted class)")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 20))
       ->needs(explain);
@@ -157,7 +161,7 @@ const char* const kDescription =
     "  gridnn-predict --checkpoint ckpt --data scan.nii.gz --explain heat\n"
     "                 # heat/scan_gradcam.nii.gz (the scan's grid) and heat/scan_gradcam.png\n"
     "  gridnn-predict ... --explain heat --explain-method hirescam --explain-layer layer3+ --explain-tta 4\n"
-    "                 # element-wise maps of layer3.0 to att4 fused, over the scan, its mirror and two shifts\n"
+    "                 # element-wise maps of layer3.0 to att4 fused; the scan, its mirror, a shift, its mirror\n"
     "  mpiexec -n 2 gridnn-predict --grid 2x1 ...   # each volume's depth split over 2 ranks\n";
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "models/data/orientation.h"
 #include "models/explain/explanation.h"
 #include "models/explain/montage.h"
+#include "models/explain/region_mask.h"
 #include "models/predict/reports.h"
 #include "models/train/grid_batch.h"
 #include "models/train/memory_plan.h"
@@ -103,9 +104,17 @@ std::array<double, 3> network_spacing(const data::Scan& scan) {
 struct Explanations {
   std::string dir;
   explain::ExplainOptions options;
+  std::string mask;                // a region mask file, "{name}" standing for the scan's name; empty: none
   std::vector<std::string> names;  // per scan (explanation_names)
   bool canonical = false;          // volumes in RAS+ order: the montage may letter its axes
 };
+
+// The mask file of scan `name`: every "{name}" in `pattern` replaced by it.
+std::string mask_path(std::string pattern, const std::string& name) {
+  for (size_t at = pattern.find("{name}"); at != std::string::npos; at = pattern.find("{name}", at + name.size()))
+    pattern.replace(at, 6, name);
+  return pattern;
+}
 
 // Writes a scan's heatmap `heat` (network space, [0, 1]; NIfTI in its stored grid, PNG
 // montage) as <dir>/<name>_gradcam.*; returns the files.
@@ -120,8 +129,9 @@ std::vector<std::string> write_explanation(const Explanations& e, const std::str
   data::write_nifti_like(stem + ".nii.gz", data::map_to_stored(heat, scan.to_stored, scan.stored.dims),
                          scan.stored.path);
   const bool letters = e.canonical && scan.stored.source != data::AffineSource::none;
-  write_png(stem + ".png",
-            explain::render_montage(scan.volume, heat, explain::peak_voxel(heat), network_spacing(scan), 0, letters));
+  const Tensor region = e.mask.empty() ? Tensor() : explain::region_in_network_space(mask_path(e.mask, name), scan);
+  write_png(stem + ".png", explain::render_montage(scan.volume, heat, explain::peak_voxel(heat), network_spacing(scan),
+                                                   0, letters, region));
   return {stem + ".nii.gz", stem + ".png"};
 }
 
@@ -232,6 +242,7 @@ PredictResult predict(const PredictOptions& o, parallel::ProcessGrid& grid, std:
     explanations =
         Explanations{o.explain_dir,
                      {o.explain_method, explain::parse_layers(*net, o.explain_layer), o.explain_tta, o.explain_class},
+                     o.explain_mask,
                      explanation_names(scans),
                      o.run.data.orientation == data::Orientation::canonical};
     if (grid.row_rank() == 0) fs::create_directories(o.explain_dir);

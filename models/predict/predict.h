@@ -21,7 +21,9 @@
 //                          geometry (overlays in FSLeyes, MRIcron, ITK-SNAP)
 //   <explain>/<name>_gradcam.png     axial, coronal and sagittal slices through the heatmap's
 //                          peak, heat over the scan as the network saw it (orientation letters
-//                          when it is in canonical RAS+ order)
+//                          when it is in canonical RAS+ order), a colour bar, and with
+//                          explain_mask the outline of the region (models/explain/region_mask.h;
+//                          "{name}" in it is replaced by the scan's name)
 //   <name> is the scan's explanation name (scans.h).
 // The metrics JSON also counts the scans that failed ("failed"); the ROC needs both classes
 // among the readable labelled scans (else a note says why it is missing); its first point
@@ -56,6 +58,7 @@ struct PredictOptions {
   std::string explain_layer;  // blocks (explain::parse_layers); empty: the last attention block
   explain::CamMethod explain_method = explain::CamMethod::gradcam;
   int64_t explain_tta = 1;     // test-time transforms (models/explain/explanation.h)
+  std::string explain_mask;    // a region mask outlined on each montage: a file, or a path with {name}
   int64_t explain_class = -1;  // -1: each scan's predicted class
 };
 

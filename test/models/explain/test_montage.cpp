@@ -1,7 +1,9 @@
 // models/explain/montage.h and roc_plot.h: where the heat and the anatomy land in the
-// montage (orientation, scaling), and the ROC curve against hand-computed points.
+// montage (orientation, scaling), its colour bar and region outline, and the ROC curve
+// against hand-computed points.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -184,6 +186,136 @@ TEST(Montage, RejectsBadInputsWithClearMessages) {
             }).find("is empty"),
             std::string::npos);
   EXPECT_NE(error_message([&] { peak_voxel(volume(2, 2, 2, std::nanf(""))); }).find("NaN"), std::string::npos);
+}
+
+// The bar: jet(1) = (128, 0, 0) in the top row (red's tent at half height, rounded up),
+// jet(0) = (0, 0, 128) dimmed to a quarter, (0, 0, 32), in the bottom row; full brightness
+// (some channel at least 128) from 0.2 up, at most 64 below; white labels beside it.
+TEST(Montage, ColourBarShowsJetWithTheUndrawnPartDimmedAndTicks) {
+  const int64_t D = 20, H = 24, W = 28;
+  const Tensor anatomy = volume(D, H, W, 0.5f);
+  const RgbImage image = render_montage(anatomy, volume(D, H, W, 0.0f), {10, 12, 14});
+  const MontageLayout layout = montage_layout(anatomy.shape(), {1, 1, 1});
+  const PanelRect& bar = layout.bar;
+  const PanelRect& sagittal = layout.panels[2];
+  EXPECT_EQ(bar.x, sagittal.x + sagittal.width + 2 * layout.margin);
+  EXPECT_EQ(bar.y, layout.margin);
+  EXPECT_EQ(bar.width, layout.margin);
+  EXPECT_EQ(bar.height, layout.zoom * H);  // the tallest panel: the axial, h upwards
+  EXPECT_EQ(layout.width, bar.x + bar.width + 4 * layout.font_scale + (3 * 6 - 1) * layout.font_scale + layout.margin);
+  ASSERT_EQ(image.width, layout.width);
+
+  EXPECT_EQ(image.pixel(bar.x, bar.y), (Rgb{128, 0, 0}));
+  EXPECT_EQ(image.pixel(bar.x + bar.width - 1, bar.y + bar.height - 1), (Rgb{0, 0, 32}));
+  for (int64_t row = 0; row < bar.height; ++row) {
+    const double value = double(bar.height - 1 - row) / double(bar.height - 1);
+    const Rgb c = image.pixel(bar.x + bar.width / 2, bar.y + row);
+    EXPECT_EQ(c, image.pixel(bar.x, bar.y + row)) << "row " << row;
+    const int brightest = std::max({int(c.r), int(c.g), int(c.b)});
+    if (value >= 0.2) {
+      EXPECT_GE(brightest, 128) << "row " << row;
+    } else {
+      EXPECT_LE(brightest, 64) << "row " << row;
+    }
+  }
+  // Each label's glyphs, drawn alone at its place: right of a 2-scale tick and a 2-scale gap,
+  // centred on the row of its value.
+  const int s = layout.font_scale;
+  const struct {
+    double value;
+    std::string text;
+  } labels[] = {{1, "1"}, {0.2, "0.2"}, {0, "0"}};
+  for (const auto& label : labels) {
+    SCOPED_TRACE(label.text);
+    const int64_t row = bar.y + std::llround((1 - label.value) * double(bar.height - 1));
+    EXPECT_EQ(image.pixel(bar.x + bar.width, row), (Rgb{255, 255, 255}));  // the tick
+    RgbImage alone = RgbImage::filled(image.width, image.height, Rgb{0, 0, 0});
+    draw_text(alone, bar.x + bar.width + 4 * s, row - 7 * s / 2, label.text, Rgb{255, 255, 255}, s);
+    int64_t lit = 0;
+    for (int64_t y = 0; y < image.height; ++y)
+      for (int64_t x = bar.x + bar.width + 2 * s; x < image.width; ++x)
+        if (alone.pixel(x, y) == Rgb{255, 255, 255}) {
+          ++lit;
+          EXPECT_EQ(image.pixel(x, y), (Rgb{255, 255, 255})) << x << ", " << y;
+        }
+    EXPECT_GT(lit, 0);
+  }
+}
+
+// A cube region (d 7..12, h 5..14, w 9..16) in a 20 x 24 x 28 volume: in the axial panel
+// through its centre the magenta pixels are exactly the cube's cross-section's pixels within
+// line_width of its border; the coronal panel through d = 3 (outside the cube) has none.
+TEST(Montage, RegionOutlineLiesOnTheCubesBorder) {
+  const int64_t D = 20, H = 24, W = 28;
+  Tensor anatomy = volume(D, H, W, 0.0f);
+  for (int64_t d = 0; d < D; ++d)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t w = 0; w < W; ++w) at(anatomy, d, h, w) = float((d * 7 + h * 3 + w) % 11);
+  Tensor heat = volume(D, H, W, 0.0f);
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t w = 0; w < W; ++w) at(heat, 10, h, w) = float(w) / float(W - 1);  // the whole jet range
+  Tensor region = volume(D, H, W, 0.0f);
+  const int64_t d0 = 7, d1 = 12, h0 = 5, h1 = 14, w0 = 9, w1 = 16;
+  for (int64_t d = d0; d <= d1; ++d)
+    for (int64_t h = h0; h <= h1; ++h)
+      for (int64_t w = w0; w <= w1; ++w) at(region, d, h, w) = 1.0f;
+  const Rgb magenta{255, 0, 255};
+
+  const RgbImage plain = render_montage(anatomy, heat, {10, 3, 14});
+  const RgbImage image = render_montage(anatomy, heat, {10, 3, 14}, {1, 1, 1}, 0, true, region);
+  const MontageLayout layout = montage_layout(anatomy.shape(), {1, 1, 1});
+  ASSERT_EQ(layout.zoom, 13);  // round(300 / 24)
+  ASSERT_EQ(layout.line_width, 2);
+  const int64_t z = layout.zoom, t = layout.line_width;
+  // Axial (fixed d = 10): w to the right, h upwards; the cube spans these pixels.
+  const PanelRect& axial = layout.panels[0];
+  const int64_t left = axial.x + w0 * z, right = axial.x + (w1 + 1) * z;            // [left, right)
+  const int64_t top = axial.y + (H - 1 - h1) * z, bottom = axial.y + (H - h0) * z;  // [top, bottom)
+  int64_t outline = 0;
+  for (int64_t y = axial.y; y < axial.y + axial.height; ++y)
+    for (int64_t x = axial.x; x < axial.x + axial.width; ++x) {
+      const bool in_cube = x >= left && x < right && y >= top && y < bottom;
+      const bool border = in_cube && (x < left + t || x >= right - t || y < top + t || y >= bottom - t);
+      const Rgb c = image.pixel(x, y);
+      if (border) {
+        ++outline;
+        EXPECT_EQ(c, magenta) << x << ", " << y;
+      } else {
+        EXPECT_EQ(c, plain.pixel(x, y)) << x << ", " << y;
+        EXPECT_NE(c, magenta) << x << ", " << y;
+      }
+    }
+  EXPECT_EQ(outline, 2 * t * ((right - left) + (bottom - top)) - 4 * t * t);
+  // Coronal through h = 3 and sagittal through w = 14: the first misses the cube, the second
+  // cuts it (h 5..14 across, d 7..12 up).
+  const PanelRect& coronal = layout.panels[1];
+  for (int64_t y = coronal.y; y < coronal.y + coronal.height; ++y)
+    for (int64_t x = coronal.x; x < coronal.x + coronal.width; ++x)
+      ASSERT_EQ(image.pixel(x, y), plain.pixel(x, y)) << x << ", " << y;
+  const PanelRect& sagittal = layout.panels[2];
+  EXPECT_EQ(image.pixel(sagittal.x + h0 * z, sagittal.y + (D - 1 - d0) * z + z / 2), magenta);
+  EXPECT_EQ(image.pixel(sagittal.x + h0 * z + z / 2, sagittal.y + (D - 1 - 10) * z),
+            plain.pixel(sagittal.x + h0 * z + z / 2, sagittal.y + (D - 1 - 10) * z));
+
+  // A region touching the volume's edge is outlined along the slice's edge too.
+  Tensor edge = volume(D, H, W, 0.0f);
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t w = 0; w < W; ++w) at(edge, 10, h, w) = 1.0f;
+  const RgbImage framed = render_montage(anatomy, heat, {10, 3, 14}, {1, 1, 1}, 0, true, edge);
+  EXPECT_EQ(framed.pixel(axial.x, axial.y + axial.height / 2), magenta);
+  EXPECT_EQ(framed.pixel(axial.x + axial.width / 2, axial.y + axial.height / 2),
+            plain.pixel(axial.x + axial.width / 2, axial.y + axial.height / 2));
+
+  const std::string wrong_shape = error_message([&] {
+    render_montage(anatomy, heat, {10, 3, 14}, {1, 1, 1}, 0, true, volume(D, H, W - 1, 0.0f));
+  });
+  EXPECT_NE(wrong_shape.find("[20, 24, 27]"), std::string::npos) << wrong_shape;
+  EXPECT_NE(wrong_shape.find("[20, 24, 28]"), std::string::npos) << wrong_shape;
+  const std::string wrong_dtype = error_message([&] {
+    render_montage(anatomy, heat, {10, 3, 14}, {1, 1, 1}, 0, true, Tensor::zeros(Shape{D, H, W}, DType::i64));
+  });
+  EXPECT_NE(wrong_dtype.find("must be a CPU f32 mask of the anatomy's shape [20, 24, 28]"), std::string::npos)
+      << wrong_dtype;
 }
 
 TEST(RocCurve, MatchesHandComputedPointsWithTies) {

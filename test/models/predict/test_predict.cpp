@@ -21,6 +21,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
+std::string read_file(const fs::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
 std::vector<std::string> lines_of(const std::string& path) {
   std::ifstream f(path);
   std::vector<std::string> lines;
@@ -212,6 +219,58 @@ TEST_F(Predict, ExplainWritesHeatmapsInEachScansGridAndNamesBadLayers) {
     const Tensor map = data::read_nifti_volume(heat.string());
     EXPECT_EQ(map.shape(), (Shape{12, 13, 11}));  // the scan's stored grid, not the network's 12^3
     for (float v : map.to_vector<float>()) ASSERT_TRUE(v >= 0.0f && v <= 1.0f) << v;
+  }
+}
+
+// --explain-mask outlines each scan's own region ("{name}" in the path) on its montage; a
+// mask in another voxel grid is refused naming both grids, and so is --explain-tta 0.
+TEST_F(Predict, ExplainMasksAreOutlinedAndAMaskInAnotherGridIsRefused) {
+  const train::TrainOptions o = options(write_manifest());
+  train(o);
+  predict::PredictOptions p = predict_options(o);
+  p.split = predict::SplitFilter::val;
+  p.explain_layer = "layer2";
+  fs::create_directories(dir_ / "masks");
+  for (int i = 8; i < 12; ++i) {
+    test::NiftiSpec spec;
+    spec.dims = {11, 13, 12};
+    std::vector<double> v(11 * 13 * 12, 0.0);
+    for (size_t k = 0; k < v.size(); ++k) v[k] = (k % 11 > 2 && k % 11 < 8 && k / 11 % 13 > 3 && k / 143 > 2) ? 1 : 0;
+    test::write_nifti1((dir_ / "masks" / ("scan" + std::to_string(i) + "_region.nii")).string(), spec, v);
+  }
+  auto grid = parallel::ProcessGrid::single();
+  p.explain_dir = (dir_ / "plain").string();
+  predict::predict(p, *grid, null_);
+  p.explain_dir = (dir_ / "outlined").string();
+  p.explain_mask = (dir_ / "masks" / "{name}_region.nii").string();
+  predict::predict(p, *grid, null_);
+  for (int i = 8; i < 12; ++i) {
+    const std::string png = "scan" + std::to_string(i) + "_gradcam.png";
+    EXPECT_NE(read_file(dir_ / "plain" / png), read_file(dir_ / "outlined" / png)) << png << " has no outline";
+    EXPECT_EQ(read_file(dir_ / "plain" / ("scan" + std::to_string(i) + "_gradcam.nii.gz")),
+              read_file(dir_ / "outlined" / ("scan" + std::to_string(i) + "_gradcam.nii.gz")));
+  }
+
+  test::NiftiSpec other;
+  other.dims = {11, 13, 13};
+  test::write_nifti1((dir_ / "masks" / "other.nii").string(), other, std::vector<double>(11 * 13 * 13, 1.0));
+  p.explain_mask = (dir_ / "masks" / "other.nii").string();
+  try {
+    predict::predict(p, *grid, null_);
+    FAIL() << "a mask in another grid must be refused";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("is not in the voxel grid of the scan"), std::string::npos) << m;
+    EXPECT_NE(m.find("[13, 13, 11]"), std::string::npos) << m;
+    EXPECT_NE(m.find("[12, 13, 11]"), std::string::npos) << m;
+  }
+  p.explain_mask.clear();
+  p.explain_tta = 0;
+  try {
+    predict::predict(p, *grid, null_);
+    FAIL() << "--explain-tta 0 must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--explain-tta 0: give at least 1"), std::string::npos) << e.what();
   }
 }
 
