@@ -114,7 +114,7 @@ struct SlabCam {
 SlabCam slab_cam(const Tensor& a, const Tensor& g, const std::array<int64_t, 3>& whole, bool split,
                  parallel::Communicator& row, CamMethod method) {
   const int64_t batch = a.size(0), channels = a.size(1), local = a.size(2) * a.size(3) * a.size(4);
-  auto over_row = [&](std::vector<double> partial) { return split ? sum_over_row(partial, row) : partial; };
+  auto over_row = [&](const std::vector<double>& partial) { return split ? sum_over_row(partial, row) : partial; };
   std::vector<double> w;  // per (sample, channel), in double
   if (method == CamMethod::gradcam) {
     w = over_row(voxel_sums(a, g, [](double, double gv, int64_t) { return gv; }));
@@ -209,7 +209,7 @@ std::vector<CoarseCam> class_activation_maps(nn::Module& model, nn::BlockNetwork
   Tensor dy = seed.to(x.device());
   size_t top = count;
   for (size_t i = layers.size(); i-- > 0;) {
-    dy = net.backward_blocks(layers[i] + 1, top, std::move(dy));
+    dy = net.backward_blocks(layers[i] + 1, top, dy);
     top = layers[i] + 1;
     const Tensor g = dy.to(Device::cpu());
     const nn::BlockInfo& info = net.blocks()[layers[i]];
