@@ -15,7 +15,7 @@ constexpr double kHeatThreshold = 0.2;
 constexpr Rgb kLetterColour{255, 255, 255};
 constexpr Rgb kOutlineColour{255, 0, 255};
 constexpr double kBelowThresholdDimming = 0.25;  // the colour bar below the threshold
-constexpr int kTickLength = 2, kTickGap = 2;     // before a label, times font_scale
+constexpr int kTickLength = 2, kTickGap = 5;     // before a label, times font_scale (montage.h)
 
 // Each panel's axes (0 = d, 1 = h, 2 = w): the one along the image's width, the one up it;
 // the third stays at the centre's index.

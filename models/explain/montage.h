@@ -36,8 +36,8 @@
 // axial, coronal, sagittal, on black, centred vertically in one row, each with a margin on
 // every side and one margin's gap between two. The colour bar follows one margin's gap after
 // the sagittal panel's right margin: one margin wide, as tall as the tallest panel, its top
-// level with the panels' row; then 2 * font_scale of tick, 2 * font_scale of space, the
-// widest label ("0.2") and a margin end the image.
+// level with the panels' row; then 2 * font_scale of tick, 5 * font_scale of space (so that a
+// tick does not read as a minus sign), the widest label ("0.2") and a margin end the image.
 #pragma once
 
 #include <array>

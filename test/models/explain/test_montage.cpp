@@ -202,7 +202,7 @@ TEST(Montage, ColourBarShowsJetWithTheUndrawnPartDimmedAndTicks) {
   EXPECT_EQ(bar.y, layout.margin);
   EXPECT_EQ(bar.width, layout.margin);
   EXPECT_EQ(bar.height, layout.zoom * H);  // the tallest panel: the axial, h upwards
-  EXPECT_EQ(layout.width, bar.x + bar.width + 4 * layout.font_scale + (3 * 6 - 1) * layout.font_scale + layout.margin);
+  EXPECT_EQ(layout.width, bar.x + bar.width + 7 * layout.font_scale + (3 * 6 - 1) * layout.font_scale + layout.margin);
   ASSERT_EQ(image.width, layout.width);
 
   EXPECT_EQ(image.pixel(bar.x, bar.y), (Rgb{128, 0, 0}));
@@ -218,7 +218,7 @@ TEST(Montage, ColourBarShowsJetWithTheUndrawnPartDimmedAndTicks) {
       EXPECT_LE(brightest, 64) << "row " << row;
     }
   }
-  // Each label's glyphs, drawn alone at its place: right of a 2-scale tick and a 2-scale gap,
+  // Each label's glyphs, drawn alone at its place: right of a 2-scale tick and a 5-scale gap,
   // centred on the row of its value.
   const int s = layout.font_scale;
   const struct {
@@ -230,7 +230,7 @@ TEST(Montage, ColourBarShowsJetWithTheUndrawnPartDimmedAndTicks) {
     const int64_t row = bar.y + std::llround((1 - label.value) * double(bar.height - 1));
     EXPECT_EQ(image.pixel(bar.x + bar.width, row), (Rgb{255, 255, 255}));  // the tick
     RgbImage alone = RgbImage::filled(image.width, image.height, Rgb{0, 0, 0});
-    draw_text(alone, bar.x + bar.width + 4 * s, row - 7 * s / 2, label.text, Rgb{255, 255, 255}, s);
+    draw_text(alone, bar.x + bar.width + 7 * s, row - 7 * s / 2, label.text, Rgb{255, 255, 255}, s);
     int64_t lit = 0;
     for (int64_t y = 0; y < image.height; ++y)
       for (int64_t x = bar.x + bar.width + 2 * s; x < image.width; ++x)
