@@ -14,7 +14,9 @@
 # Defaults: 200 subjects (120 train, 40 val, 40 test) with hippocampal-region loss of 30-50%
 # (the generator's own default, 15-35%, is milder and harder to learn from 120 scans);
 # ResAttNet3D-18 width 8 on 96x112x96, AdamW 1e-3 with a cosine schedule, 25 epochs, batch 4,
-# no augmentation (the flips of every axis made 120 subjects too few), samples cached.
+# no augmentation (the flips of every axis made 120 subjects too few), samples cached; the
+# heatmaps HiResCAM of layer2.0 to att4 fused, over 4 test-time transforms (finer than att4's
+# 3x4x3 Grad-CAM, and the method that passes scripts/explain_sanity.py; bench/RESULTS.md).
 #
 # The dataset is generated again only when OUT/data does not hold one of the same size and
 # seed. Extra arguments after -- go to gridnn-train.
@@ -22,7 +24,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 out=runs/atrophy subjects=200 severity=0.3,0.5 epochs=25 width=8 grid=1x1 seed=0 lr=0.001 batch=4
-method=gradcam layer=att4 tta=1
+method=hirescam layer=layer2+ tta=4
 train_extra=()
 while (($#)); do
   case "$1" in
