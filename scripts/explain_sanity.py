@@ -63,6 +63,8 @@ try:
 except ImportError as e:  # pragma: no cover
     sys.exit(f"explain_sanity: {e}; install python3-nibabel and python3-scipy (scripts/setup.sh)")
 
+from atrophy_lift import stem  # noqa: E402  (this folder's: a scan file's name without .nii/.nii.gz)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_PREDICT = os.path.join("build", "default", "tools", "gridnn-predict")
 BUFFERS = ("running_mean", "running_var", "num_batches_tracked")
@@ -74,14 +76,6 @@ DTYPES = {"F64": np.dtype("<f8"), "F32": np.dtype("<f4"), "F16": np.dtype("<f2")
 def fail(msg):
     print(f"explain_sanity: {msg}", file=sys.stderr)
     sys.exit(1)
-
-
-def stem(path):
-    name = os.path.basename(path)
-    for ext in (".nii.gz", ".nii"):
-        if name.endswith(ext):
-            return name[: -len(ext)]
-    return name
 
 
 # --- safetensors ----------------------------------------------------------------------------

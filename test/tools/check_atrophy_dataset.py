@@ -14,35 +14,12 @@ import subprocess
 import sys
 import time
 
-TEMPLATES = "/usr/share/mricron/templates"
+from atrophy_check_support import check, failures, require_tools
 
-
-def missing(what):
-    if os.environ.get("GRIDNN_REQUIRE_PARITY", "0") == "1":
-        print(f"error: GRIDNN_REQUIRE_PARITY=1 but the atrophy dataset test cannot run ({what}); "
-              "run scripts/setup.sh", file=sys.stderr)
-        sys.exit(1)
-    print(f"skipping: {what}; run scripts/setup.sh to enable this test", file=sys.stderr)
-    sys.exit(77)
-
-
-try:
-    import numpy as np
-    import nibabel as nib
-    from scipy import ndimage as ndi
-except ImportError as e:
-    missing(f"{sys.executable} cannot import numpy, scipy and nibabel ({e})")
-for f in ("ch2bet.nii.gz", "aal.nii.gz", "aal.nii.txt"):
-    if not os.path.exists(os.path.join(TEMPLATES, f)):
-        missing(f"{TEMPLATES}/{f} not found (Debian package mricron-data)")
-
-failures = []
-
-
-def check(cond, msg):
-    print(("ok:   " if cond else "FAIL: ") + msg)
-    if not cond:
-        failures.append(msg)
+require_tools("atrophy dataset")
+import numpy as np
+import nibabel as nib
+from scipy import ndimage as ndi
 
 
 def main():
