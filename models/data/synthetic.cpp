@@ -3,9 +3,11 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/philox.h"
+#include "models/data/gaussian_noise.h"
 
 namespace gridnn::data {
 
@@ -53,16 +55,36 @@ Anatomy draw_anatomy(const SyntheticOptions& o, int64_t id, int64_t label, const
 
 double squared(double v) { return v * v; }
 
-// Brightness of voxel p: shell 1.0, interior 0.6, cavities 0.15, outside 0.
-float voxel(const Anatomy& a, const double p[3]) {
-  double rho = 0;
-  for (int d = 0; d < 3; ++d) rho += squared((p[d] - a.center[d]) / a.radius[d]);
-  if (rho >= 1.0) return 0.0f;
-  for (double side : {-1.0, 1.0}) {
-    const double c = squared((p[0] - a.center[0]) / a.cavity[0]) + squared((p[1] - a.center[1]) / a.cavity[1]) +
-                     squared((p[2] - a.center[2] - side * a.cavity_offset) / a.cavity[2]);
-    if (c < 1.0) return 0.15f;
+// The anatomy along each axis, so that a voxel costs three sums: for every plane d, row h and
+// column w the squared distance to the head's center and to the cavities' centers, each in
+// units of its radius.
+struct AxisTerms {
+  std::vector<double> head[3];      // ((p - center) / radius)^2
+  std::vector<double> cavity[2];    // ((p - center) / cavity)^2 along D and H
+  std::vector<double> cavity_w[2];  // the same along W, for the cavity at -offset and at +offset
+};
+
+AxisTerms axis_terms(const Anatomy& a, const Shape& size) {
+  AxisTerms t;
+  for (int d = 0; d < 3; ++d)
+    for (int64_t i = 0; i < size[d]; ++i) {
+      t.head[d].push_back(squared((double(i) - a.center[d]) / a.radius[d]));
+      if (d < 2) t.cavity[d].push_back(squared((double(i) - a.center[d]) / a.cavity[d]));
+    }
+  for (int s = 0; s < 2; ++s) {
+    const double side = s == 0 ? -1.0 : 1.0;
+    for (int64_t i = 0; i < size[2]; ++i)
+      t.cavity_w[s].push_back(squared((double(i) - a.center[2] - side * a.cavity_offset) / a.cavity[2]));
   }
+  return t;
+}
+
+// Brightness of voxel (d, h, w): shell 1.0, interior 0.6, cavities 0.15, outside 0.
+float voxel(const Anatomy& a, const AxisTerms& t, int64_t d, int64_t h, int64_t w) {
+  const double rho = t.head[0][d] + t.head[1][h] + t.head[2][w];
+  if (rho >= 1.0) return 0.0f;
+  const double cavity_dh = t.cavity[0][d] + t.cavity[1][h];
+  if (cavity_dh + t.cavity_w[0][w] < 1.0 || cavity_dh + t.cavity_w[1][w] < 1.0) return 0.15f;
   return std::sqrt(rho) > 1.0 - a.shell ? 1.0f : 0.6f;
 }
 
@@ -102,16 +124,15 @@ int64_t SyntheticDataset::load(int64_t index, Tensor& x, const Augment& augment,
   // Fresh noise per epoch when augmenting; the sample's own noise otherwise.
   const uint64_t noise_seed =
       augment.enabled ? augment.seed ^ (augment.epoch + 1) * 0x9E3779B97F4A7C15ull : options_.seed;
+  const AxisTerms terms = axis_terms(a, options_.size);
   float* out = x.data<float>();
   for (int64_t d = r.begin; d < r.end; ++d)
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t w = 0; w < W; ++w) {
-        const double p[3] = {double(d), double(h), double(w)};
-        const uint64_t flat = uint64_t((d * H + h) * W + w);
-        const float v = a.contrast * voxel(a, p) +
-                        options_.noise * philox_normal(noise_seed, kNoiseStream, uint64_t(id) * volume + flat);
-        out[((d - r.begin) * H + h) * W + w] = v;
-      }
+    for (int64_t h = 0; h < H; ++h) {
+      float* row = out + ((d - r.begin) * H + h) * W;
+      for (int64_t w = 0; w < W; ++w) row[w] = a.contrast * voxel(a, terms, d, h, w);
+    }
+  add_gaussian_noise(noise_seed, kNoiseStream, uint64_t(id) * volume + uint64_t(r.begin * H * W),
+                     (r.end - r.begin) * H * W, options_.noise, out);
   // Every channel the same volume.
   const int64_t plane = (r.end - r.begin) * H * W;
   for (int64_t c = 1; c < options_.channels; ++c) std::copy(out, out + plane, out + c * plane);

@@ -6,8 +6,8 @@
 // 1.6x at k = K - 1) and thins the shell (to 0.55x), as atrophy does; on top of that each
 // sample varies in head size and position (a random shift of up to 10% of each axis),
 // cavity size (±15%), contrast, and carries Gaussian noise (sigma 0.15 of the shell's
-// brightness). Labels alternate (sample i has class i mod K), so any index range is
-// balanced.
+// brightness; the normal quantized to 65536 levels, models/data/gaussian_noise.h). Labels
+// alternate (sample i has class i mod K), so any index range is balanced.
 //
 // Deterministic: sample i is a function of (seed, i) only; with Augment enabled it is
 // shifted by up to one more voxel per axis and its noise redrawn, keyed by (augment.seed,

@@ -1,12 +1,15 @@
-// The synthetic dataset (determinism, slabs, labels, what distinguishes the classes) and
-// the batch loader (seeded order, shards, seek, prefetch, errors from the background).
+// The synthetic dataset (determinism, slabs, labels, what distinguishes the classes, its
+// quantized normal noise) and the batch loader (seeded order, shards, seek, prefetch,
+// errors from the background).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <numeric>
 #include <set>
 
+#include "models/data/gaussian_noise.h"
 #include "models/data/loader.h"
 #include "models/data/synthetic.h"
 #include "test/support/error_message.h"
@@ -94,6 +97,69 @@ TEST(SyntheticData, BadOptionsAndOutputs) {
   EXPECT_NE(error_message([&] { d.load(0, wrong, {}); }).find("must be a CPU f32 tensor [1, 12, 10, 14]"),
             std::string::npos);
   EXPECT_NE(error_message([&] { d.label(24); }).find("out of range"), std::string::npos);
+}
+
+TEST(GaussianNoise, TheTableIsTheNormalQuantiles) {
+  // Reference: Phi^-1 by bisection on erfc, independent of the table's rational approximation.
+  auto quantile = [](double p) {
+    double lo = -10, hi = 10;
+    for (int i = 0; i < 80; ++i) {
+      const double mid = 0.5 * (lo + hi);
+      (0.5 * std::erfc(-mid / std::sqrt(2.0)) < p ? lo : hi) = mid;
+    }
+    return 0.5 * (lo + hi);
+  };
+  const float* z = data::normal_quantiles();
+  for (int k = 0; k < data::kNormalLevels; k += 7) {
+    const double ref = quantile((k + 0.5) / data::kNormalLevels);
+    ASSERT_NEAR(z[k], ref, 1e-6 * std::max(1.0, std::abs(ref))) << "level " << k;
+  }
+  for (int k = 0; k + 1 < data::kNormalLevels; ++k) ASSERT_LT(z[k], z[k + 1]) << "level " << k;
+  for (int k = 0; k < data::kNormalLevels; ++k) ASSERT_EQ(z[k], -z[data::kNormalLevels - 1 - k]);
+}
+
+TEST(GaussianNoise, ItsMomentsAreTheNormalsAndASubRangeDrawsTheSameValues) {
+  const int64_t n = 1 << 20;
+  std::vector<float> x(n, 0.0f);
+  data::add_gaussian_noise(11, 22, 1000, n, 1.0f, x.data());
+  double m1 = 0, m2 = 0, m4 = 0, tail = 0;
+  for (float v : x) {
+    m1 += v;
+    m2 += double(v) * v;
+    m4 += double(v) * v * v * v;
+    tail += std::abs(v) > 1.959964f;
+  }
+  m1 /= n, m2 /= n, m4 /= n, tail /= n;
+  EXPECT_NEAR(m1, 0.0, 5.0 / std::sqrt(double(n)));
+  EXPECT_NEAR(m2, 1.0, 0.01);
+  EXPECT_NEAR(m4, 3.0, 0.05);
+  EXPECT_NEAR(tail, 0.05, 0.002);
+  // Elements 1000 + 4093 ... (not a multiple of the 8 per draw) added, scaled, onto ones.
+  std::vector<float> y(1001, 1.0f);
+  data::add_gaussian_noise(11, 22, 1000 + 4093, int64_t(y.size()), 0.5f, y.data());
+  for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], 1.0f + 0.5f * x[4093 + i]) << i;
+  std::vector<float> other(64, 0.0f);
+  data::add_gaussian_noise(12, 22, 1000, 64, 1.0f, other.data());
+  EXPECT_NE(std::vector<float>(x.begin(), x.begin() + 64), other);
+}
+
+TEST(SyntheticData, TheNoiseIsTheSampleLessItsAnatomy) {
+  auto o = small();
+  o.size = Shape{40, 40, 40};
+  o.noise = 0.15f;
+  auto clean = o;
+  clean.noise = 0;
+  const auto noisy = load(data::SyntheticDataset(o), 5).to_vector<float>();
+  const auto anatomy = load(data::SyntheticDataset(clean), 5).to_vector<float>();
+  double m1 = 0, m2 = 0;
+  for (size_t i = 0; i < noisy.size(); ++i) {
+    const double e = (noisy[i] - anatomy[i]) / 0.15;
+    m1 += e;
+    m2 += e * e;
+  }
+  m1 /= double(noisy.size()), m2 /= double(noisy.size());
+  EXPECT_NEAR(m1, 0.0, 0.02);
+  EXPECT_NEAR(m2 - m1 * m1, 1.0, 0.02);
 }
 
 TEST(Loader, EpochOrderIsASeededPermutation) {
