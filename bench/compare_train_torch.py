@@ -18,8 +18,8 @@ the median. This is the trainer's whole step: synthetic data generation (on the 
 background prefetch thread, overlapped), forward, loss, backward, optimizer. With
 --gridnn-data fixed it trains instead on one batch kept in memory (--train-samples B
 --no-augment --cache-data), the same work as the torch side, which steps on one fixed batch:
-on a 2-core machine the generation thread (about 30 ms per 64^3 volume) competes with the
-training threads. Then the PyTorch
+on a 2-core machine the generation thread (about 2-3 ms per 64^3 volume, bench_data) competes
+with the training threads. Then the PyTorch
 module, in a child process of its own (this script again, in a hidden --torch-worker mode that
 prints JSON), with torch.set_num_threads at the same count: forward on a random batch of the
 same shape, F.cross_entropy, zero_grad, backward, SGD step; WARMUP steps, then the median of
@@ -29,7 +29,15 @@ runs at the same time. The timing table has three columns per thread count T:
     case | gridnn s/step Tt | torch s/step Tt | torch/gridnn Tt | ...   (ratio > 1: gridnn faster)
 
 followed, per thread count, by the geometric mean of the ratios and the smallest ratio (with
-its case). Then the memory table, the peak resident set (RSS) of each run's process, in MiB:
+its case). Then the throughput table: the step's convolution and linear FLOPs, counted from
+the network by the torch worker (forward hooks on every Conv3d and Linear; 3 x forward per
+step, 2 x for the stem, whose input needs no gradient), over each side's step time, and on the
+same line this machine's one-thread sgemm rate (torch.mm of 2048^3 at one thread, the best of
+5, measured by the torch worker right after its steps) with gridnn's share of it:
+
+    case | GFLOP/step | gridnn GFLOP/s Tt | torch GFLOP/s Tt | sgemm 1t GFLOP/s | gridnn/sgemm Tt | ...
+
+Then the memory table, the peak resident set (RSS) of each run's process, in MiB:
 
     case | gridnn MiB Tt | torch MiB Tt | torch/gridnn Tt | ...
 
@@ -42,13 +50,14 @@ these are host memory only; the torch worker also records torch.cuda.max_memory_
 (in --json).
 
     /usr/bin/python3 bench/compare_train_torch.py [--gridnn PATH] [--quick] [--threads 2,1]
-        [--extra | --cases default|extra|all] [--json FILE] [--device cuda]
+        [--extra | --cases default|extra|all | --case W:DxHxW:B ...] [--json FILE] [--device cuda]
 
 Cases (ResAttNet3D-18, width / input / batch): by default w8 32^3 b8 (the README's default
 job), w16 64^3 b8 and w32 64^3 b4; --device cuda adds w16 128^3 b4 and w32 128^3 b4. --extra
 (or --cases all) adds non-cubic volumes with small batches: w16 96x112x96 b1 and w24 64x80x64
 b2; --cases extra runs only those. Steps: 3 warm-up + 8 timed on the CPU (20 on the GPU); the
 --extra cases 2 warm-up + 5 timed on the CPU; --warmup and --steps set them for every case.
+--case W:DxHxW:B (repeatable) measures cases of your own instead, with the --extra cases' steps.
 --quick runs the first selected case only, with fewer steps (2 + 4; 1 + 3 for the --extra
 cases) and, unless --threads is given, the first thread count only. --filter keeps the cases
 whose name contains a string.
@@ -270,11 +279,68 @@ def torch_worker(spec):
         sync()
         if i >= spec["warmup"]:
             times.append(time.perf_counter() - t0)
+    flops = step_flops(model, x)
+    sgemm = sgemm_gflops() if dev == "cpu" else None
     print(json.dumps({
-        "median_s": statistics.median(times), "step_s": times,
+        "median_s": statistics.median(times), "step_s": times, "step_flops": flops, "sgemm_1t_gflops": sgemm,
         "threads": torch.get_num_threads(), "rss_after_import_kib": after_import,
         "vmhwm_kib": resident_kib("VmHWM"),
         "cuda_max_allocated_bytes": torch.cuda.max_memory_allocated() if dev == "cuda" else None}))
+
+
+def step_flops(model, x):
+    """The convolution and linear FLOPs of one training step, counted from the network.
+
+    A forward pass with hooks counts 2 x (multiply-adds) of every Conv3d and Linear; the step
+    is each layer's forward, its weight gradient and its input gradient, 3 x forward, except
+    for the stem (its input is the data, which needs no gradient): 2 x. Attention's matrix
+    products, batch norm, pooling and the element-wise work are not counted."""
+    total = [0.0]
+
+    def hook(module, inputs, output):
+        if isinstance(module, torch.nn.Conv3d):
+            taps = module.kernel_size[0] * module.kernel_size[1] * module.kernel_size[2]
+            forward = 2.0 * output.numel() * (module.in_channels // module.groups) * taps
+        else:
+            forward = 2.0 * output.numel() * module.in_features
+        total[0] += forward * (2 if inputs[0] is x else 3)
+
+    handles = [m.register_forward_hook(hook) for m in model.modules()
+               if isinstance(m, (torch.nn.Conv3d, torch.nn.Linear))]
+    with torch.no_grad():
+        model(x)
+    for h in handles:
+        h.remove()
+    return total[0]
+
+
+def sgemm_gflops(n=2048, reps=5):
+    """This machine's one-thread fp32 GEMM rate (torch.mm, n x n x n; the best of reps)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    torch.mm(a, b)
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        torch.mm(a, b)
+        best = min(best, time.perf_counter() - t0)
+    torch.set_num_threads(threads)
+    return 2.0 * n ** 3 / best * 1e-9
+
+
+def parse_case(text):
+    """W:DxHxW:B -> (W, (D, H, W), B)."""
+    try:
+        width, dhw, batch = text.split(":")
+        dims = tuple(int(v) for v in dhw.split("x"))
+        width, batch = int(width), int(batch)
+        if len(dims) != 3 or min(dims) < 8 or width < 1 or batch < 1:
+            raise ValueError
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--case wants WIDTH:DxHxW:BATCH with every side >= 8, e.g. "
+                                         f"12:72x88x64:3; got {text!r}")
+    return width, dims, batch
 
 
 def parse_threads(text):
@@ -307,6 +373,9 @@ def main():
                     help="timed steps for every case (default 8 on the CPU, --extra cases 5; 20 on "
                          "the GPU; 4 and 3 with --quick)")
     ap.add_argument("--filter", default="", help="only cases whose name contains this")
+    ap.add_argument("--case", action="append", default=[], metavar="W:DxHxW:B", type=parse_case,
+                    help="a case of your own (width, input, batch), e.g. 12:72x88x64:3; repeatable; "
+                         "replaces the built-in cases")
     ap.add_argument("--threads", default=None,
                     help="comma list of CPU thread counts, each case measured at each: "
                          "torch.set_num_threads, and OMP_NUM_THREADS and OPENBLAS_NUM_THREADS for "
@@ -346,6 +415,8 @@ def main():
     selection = "all" if args.extra and args.cases == "default" else args.cases
     cases = [(c, False) for c in base] if selection in ("default", "all") else []
     cases += [(c, True) for c in EXTRA_CASES] if selection in ("extra", "all") else []
+    if args.case:
+        cases = [(c, True) for c in args.case]
     if args.quick:
         cases = cases[:1]
     cases = [c for c in cases if args.filter in case_name(*c[0])]
@@ -398,10 +469,12 @@ def main():
     def fmt(s):
         return f"{s:.4f}" if s < 1 else f"{s:.3f}"
 
-    def table(title_cols, cells):
-        """Markdown table: a case column, then three columns per thread count."""
-        heads = ["case"] + [c.format(t=t) for t in thread_counts for c in title_cols]
-        rows = [[r["name"]] + [cell for run in r["runs"] for cell in cells(run)] for r in results]
+    def table(title_cols, cells, first=None):
+        """Markdown table: a case column (and first = (head, cell of a case)), then the columns
+        of title_cols per thread count."""
+        heads = ["case"] + ([first[0]] if first else []) + [c.format(t=t) for t in thread_counts for c in title_cols]
+        rows = [[r["name"]] + ([first[1](r)] if first else []) + [cell for run in r["runs"] for cell in cells(run)]
+                for r in results]
         widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(heads)]
         print("| " + " | ".join(h.ljust(w) if i == 0 else h.rjust(w)
                                 for i, (h, w) in enumerate(zip(heads, widths))) + " |")
@@ -422,6 +495,23 @@ def main():
         summary[t] = {"geomean_ratio": geo, "min_ratio": low[0], "min_ratio_case": low[1]}
         print(f"{t} thread{'s' if t > 1 else ''}: geometric mean of torch/gridnn over {len(ratios)} "
               f"case{'s' if len(ratios) > 1 else ''} {geo:.2f}, minimum {low[0]:.2f} ({low[1]})")
+
+    if all(run["torch"].get("step_flops") for r in results for run in r["runs"]):
+        print()
+        print("throughput: the step's convolution and linear FLOPs (counted from the network, "
+              "3 x forward; 2 x for the stem) per second of step; sgemm 1t: this machine's "
+              "one-thread fp32 GEMM rate (torch.mm 2048^3), measured right after that case")
+        for r in results:
+            r["gflop_per_step"] = r["runs"][0]["torch"]["step_flops"] * 1e-9
+            for run in r["runs"]:
+                run["gridnn"]["gflops"] = r["gflop_per_step"] / run["gridnn"]["median_s"]
+                run["torch"]["gflops"] = r["gflop_per_step"] / run["torch"]["median_s"]
+        sgemm = lambda run: run["torch"].get("sgemm_1t_gflops")
+        table(["gridnn GFLOP/s {t}t", "torch GFLOP/s {t}t", "sgemm 1t GFLOP/s", "gridnn/sgemm {t}t"],
+              lambda run: [f"{run['gridnn']['gflops']:.1f}", f"{run['torch']['gflops']:.1f}",
+                           f"{sgemm(run):.1f}" if sgemm(run) else "-",
+                           f"{100 * run['gridnn']['gflops'] / sgemm(run):.0f}%" if sgemm(run) else "-"],
+              first=("GFLOP/step", lambda r: f"{r['gflop_per_step']:.3g}"))
 
     print()
     print("peak resident memory, MiB (the whole process; torch/gridnn > 1: gridnn smaller)")
