@@ -18,6 +18,7 @@
 
 #include "core/allocator.h"
 #include "core/error.h"
+#include "core/profile.h"
 #include "kernels/conv3d.h"
 #endif
 
@@ -336,13 +337,19 @@ void execute(Plan& p, const Tensors& tensors) {
       o.user.set_data_handle(handle(tensor_of(tensors, o.arg)));
       if (!o.copy) continue;
       o.inner.set_data_handle(ts.buffers[o.slot].reserve(o.inner.get_desc().get_size()));
-      if (!o.is_output) o.to_inner.execute(ts.stream, o.user, o.inner);
+      if (!o.is_output) {
+        const ProfileScope profile(ProfileKind::reorder);
+        o.to_inner.execute(ts.stream, o.user, o.inner);
+      }
     }
     const size_t scratch = p.scratchpad.get_desc().get_size();
     if (scratch > 0) p.scratchpad.set_data_handle(ts.buffers[kScratchpad].reserve(scratch));
     p.primitive.execute(ts.stream, p.args);
     for (Operand& o : p.operands)
-      if (o.copy && o.is_output) o.to_user.execute(ts.stream, o.inner, o.user);
+      if (o.copy && o.is_output) {
+        const ProfileScope profile(ProfileKind::reorder);
+        o.to_user.execute(ts.stream, o.inner, o.user);
+      }
     ts.stream.wait();
   } catch (const dnnl::error& e) {
     throw Error(std::string("conv3d (oneDNN ") + p.impl + "): " + e.what());

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/profile.h"
 
 namespace gridnn::train {
 
@@ -112,6 +113,8 @@ void GradientSync::unpack(Bucket& b) {
 }
 
 void GradientSync::reduce() {
+  if (buckets_.empty()) return;
+  const ProfileScope profile(ProfileKind::gradient_sync);
   parallel::CommLayerScope scope("gradients");
   for (Bucket& b : buckets_) {
     pack(b);
@@ -151,6 +154,7 @@ void GradientSync::begin() {
 
 void GradientSync::on_backward_done(nn::Module& module) {
   if (!overlapping_ || buckets_.empty()) return;
+  const ProfileScope profile(ProfileKind::gradient_sync);
   const auto t0 = Clock::now();
   auto it = module_slots_.find(&module);
   if (it != module_slots_.end())
@@ -172,12 +176,15 @@ void GradientSync::finish() {
   GRIDNN_REQUIRE(overlapping_, "GradientSync::finish without begin");
   const auto t0 = Clock::now();
   overlapping_ = false;
-  for (Bucket& b : buckets_)  // whatever no notification covered (in bucket order on every rank)
-    if (!b.pending) start(b);
-  for (Bucket& b : buckets_) {
-    b.pending->wait();
-    b.pending.reset();
-    unpack(b);
+  if (!buckets_.empty()) {
+    const ProfileScope profile(ProfileKind::gradient_sync);
+    for (Bucket& b : buckets_)  // whatever no notification covered (in bucket order on every rank)
+      if (!b.pending) start(b);
+    for (Bucket& b : buckets_) {
+      b.pending->wait();
+      b.pending.reset();
+      unpack(b);
+    }
   }
   seconds_in_finish_ = since(t0);
 }

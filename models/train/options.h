@@ -89,6 +89,7 @@ struct TrainOptions {
   int micro_batches = 1;
   std::string placement;
   bool comm_report = false;    // print the per-layer communication table at the end
+  bool profile = false;        // print where the steps' time went, by kind of work (core/profile.h), at the end
   std::string device = "cpu";  // cpu, cuda (under mpiexec: each rank of a node its own GPU) or cuda:N
   parallel::CommBackend comm_backend = parallel::CommBackend::automatic;
   ops::MathMode precision = ops::MathMode::fp32;

@@ -42,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "core/profile.h"
 #include "core/safetensors.h"
 #include "models/data/loader.h"
 #include "models/layers/loss.h"
@@ -82,7 +83,10 @@ class PipelinedModel {
   // range are a gridnn::Error before anything runs.
   Tensor forward_backward(const data::Batch& shard, int64_t global_rows, Tensor* logits);
   // The optimizer step of this rank's partition, the same on every rank of a stage.
-  void update(double lr) { optimizer_->step(lr); }
+  void update(double lr) {
+    const ProfileScope profile(ProfileKind::optimizer);
+    optimizer_->step(lr);
+  }
   // Evaluation-mode forward of the shard (one micro-batch); returns the summed loss of this
   // rank's rows (none: 0, and empty logits), and `logits` gets them, on every stage.
   double evaluate(const data::Batch& shard, Tensor* logits);

@@ -6,8 +6,10 @@
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/error.h"
+#include "core/profile.h"
 #include "core/stop_signal.h"
 #include "core/transfers.h"
 #include "models/train/grid_batch.h"
@@ -267,11 +269,30 @@ Metrics Trainer::run(int64_t stop_at_step) {
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   Metrics last;
   bool evaluated_now = false;
+  // --profile: every step after this run's first (which builds plans and grows buffers).
+  Profiler profiler(model_->device());
+  double profiled_seconds = 0;
+  int64_t profiled_steps = 0;
   while (state_.step < end) {
     parallel::set_progress_step(state_.step + 1);
     const double lr = schedule_->lr(state_.step);
-    const data::Batch batch = loader_->next();
-    const Tensor loss = train_step(batch);
+    const bool profiled = options_.profile && state_.step > first_step;
+    const auto step_start = std::chrono::steady_clock::now();
+    Tensor loss;
+    {
+      std::optional<ProfilerScope> on;
+      if (profiled) on.emplace(profiler);
+      const data::Batch batch = [&] {
+        const ProfileScope profile(ProfileKind::data);
+        return loader_->next();
+      }();
+      loss = train_step(batch);
+      if (profiled) synchronize(model_->device());
+    }
+    if (profiled) {
+      profiled_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
+      ++profiled_steps;
+    }
     ++state_.step;
     if (state_.step == first_step + 1) report_memory(false);
     state_.epoch = loader_->position().epoch;
@@ -332,6 +353,15 @@ Metrics Trainer::run(int64_t stop_at_step) {
   log_json(summary.dump());
   say(summary.dump());
   report_memory(true);
+  if (options_.profile && profiled_steps > 0) {
+    say("time per step by kind of work, rank 0, the " + std::to_string(profiled_steps) +
+        " steps after the first (core/profile.h):\n" + profiler.table(profiled_seconds, profiled_steps));
+    Json by_kind = Json::object();
+    for (const EnumName<ProfileKind>& k : kProfileKindNames) by_kind[k.name] = profiler.seconds()[size_t(k.value)];
+    log_json(
+        Json{{"event", "profile"}, {"steps", profiled_steps}, {"step_seconds", profiled_seconds}, {"seconds", by_kind}}
+            .dump());
+  }
   if (options_.comm_report) {
     say(parallel::comm_log().report());
     // docs/design.md §2: a step moves its batch up and nothing down; the losses are read

@@ -61,6 +61,7 @@ const char* const kPipelinedMlpRun =
 void expect_unrecorded_defaults(const TrainOptions& o) {
   const TrainOptions d;
   EXPECT_EQ(o.comm_report, d.comm_report);
+  EXPECT_EQ(o.profile, d.profile);
   EXPECT_EQ(o.checkpoint_dir, d.checkpoint_dir);
   EXPECT_EQ(o.save_every, d.save_every);
   EXPECT_EQ(o.keep_checkpoints, d.keep_checkpoints);

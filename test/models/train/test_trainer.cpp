@@ -1,15 +1,18 @@
 // The trainer: a run stopped and resumed from its checkpoint ends bitwise where the
 // uninterrupted run ends; a NaN loss stops the run with a message and saves nothing; the
-// metrics file; option errors; the AUC against counting pairs.
+// metrics file and the profile; option errors; the AUC against counting pairs.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <vector>
 
+#include "core/profile.h"
 #include "core/stop_signal.h"
 #include "core/transfers.h"
 #include "kernels/elementwise.h"
@@ -24,6 +27,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using test::error_message;
+using Json = nlohmann::json;
 
 train::TrainOptions tiny(const fs::path& dir) {
   train::TrainOptions o;
@@ -174,6 +178,42 @@ TEST_F(TrainerTest, MetricsFileHasALinePerStepAndValidation) {
   EXPECT_EQ(train_lines, 5);
   EXPECT_EQ(validation_lines, 3);  // steps 2, 4 and the last
   EXPECT_EQ(done, 1);
+}
+
+TEST_F(TrainerTest, ProfileReportsEveryKindOfTheStepsAfterTheFirst) {
+  auto o = tiny(dir_);
+  o.checkpoint_dir.clear();
+  o.steps = 4;
+  o.profile = true;
+  o.metrics_path = temp_.file("metrics.jsonl");
+  const std::string out_path = temp_.file("out.txt");
+  std::FILE* out = std::fopen(out_path.c_str(), "w");
+  train::Trainer(o, out).run();
+  std::fclose(out);
+  std::ifstream in(o.metrics_path);
+  Json profile;
+  for (std::string line; std::getline(in, line);)
+    if (line.find("\"event\":\"profile\"") != std::string::npos) profile = Json::parse(line);
+  ASSERT_FALSE(profile.is_null());
+  EXPECT_EQ(profile["steps"], 3);
+  double counted = 0;
+  for (const EnumName<ProfileKind>& k : kProfileKindNames) {
+    ASSERT_TRUE(profile["seconds"].contains(k.name)) << k.name;
+    counted += profile["seconds"][k.name].get<double>();
+  }
+  // The step's work is mostly in named kinds (no optimizer-free, convolution-free step), and
+  // the kinds are a part of the steps' time.
+  EXPECT_GT(profile["seconds"]["convolution"].get<double>(), 0.0);
+  EXPECT_GT(profile["seconds"]["batchnorm_relu"].get<double>(), 0.0);
+  EXPECT_GT(profile["seconds"]["pooling"].get<double>(), 0.0);
+  EXPECT_GT(profile["seconds"]["attention"].get<double>(), 0.0);
+  EXPECT_GT(profile["seconds"]["optimizer"].get<double>(), 0.0);
+  EXPECT_EQ(profile["seconds"]["gradient_sync"].get<double>(), 0.0);  // one process
+  EXPECT_LE(counted, profile["step_seconds"].get<double>());
+  std::ifstream printed(out_path);
+  const std::string text((std::istreambuf_iterator<char>(printed)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("time per step by kind of work, rank 0, the 3 steps after the first"), std::string::npos) << text;
+  EXPECT_NE(text.find("| step | "), std::string::npos) << text;
 }
 
 TEST_F(TrainerTest, OptionErrorsNameTheFlag) {

@@ -1,0 +1,88 @@
+// Where a training step's time goes, by kind of work: gridnn-train --profile.
+//
+//   Profiler profiler(device);                   // off until installed
+//   { ProfilerScope on(profiler); ...steps... }   // installed on this thread
+//   ProfileScope scope(ProfileKind::convolution);  // in a layer or kernel: a no-op when off
+//
+// Each scope's time is exclusive: a scope opened inside another (a reorder inside a
+// convolution, a gradient bucket started inside a layer's backward) counts for its own kind
+// only, and the outer scope's kind gets the rest. Time outside every scope is the caller's
+// to name (the trainer reports it as "other": losses, residual adds, linear layers, the
+// step's bookkeeping). Only the installing thread is profiled; the loader's background
+// thread shows as the "data" wait on it. On a GPU each scope boundary synchronizes the
+// device, so that kernels count where they are queued; that slows the step (CPU: two clock
+// reads per scope).
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/device.h"
+#include "core/names.h"
+
+namespace gridnn {
+
+enum class ProfileKind { convolution, reorder, batchnorm_relu, pooling, attention, optimizer, gradient_sync, data };
+inline constexpr EnumName<ProfileKind> kProfileKindNames[] = {
+    {ProfileKind::convolution, "convolution", "conv3d passes (oneDNN, vol2col + GEMM or cuDNN), halo exchange"},
+    {ProfileKind::reorder, "reorder", "copies to and from oneDNN's blocked layouts"},
+    {ProfileKind::batchnorm_relu, "batchnorm_relu", "batch norm (fused with its ReLU or not) and ReLU"},
+    {ProfileKind::pooling, "pooling", "max, average and global pooling"},
+    {ProfileKind::attention, "attention", "self-attention blocks"},
+    {ProfileKind::optimizer, "optimizer", "the parameter update"},
+    {ProfileKind::gradient_sync, "gradient_sync", "gradient buckets: packing, all-reduce, waiting"},
+    {ProfileKind::data, "data", "waiting for the next batch"}};
+constexpr EnumNames<ProfileKind> enum_names(ProfileKind) { return {"profile kind", kProfileKindNames}; }
+constexpr size_t kProfileKinds = std::size(kProfileKindNames);
+
+class Profiler {
+ public:
+  explicit Profiler(Device device = Device::cpu()) : device_(device) {}
+  // Exclusive seconds by kind (index: size_t(kind)) since construction or reset().
+  const std::array<double, kProfileKinds>& seconds() const { return seconds_; }
+  void reset() { seconds_ = {}; }
+  // A table of the kinds' seconds per step and shares of `total_seconds` (the time the
+  // profiled steps took, `steps` of them); the rest of it is "other".
+  std::string table(double total_seconds, int64_t steps) const;
+  // The profiler installed on this thread, or null.
+  static Profiler* current();
+
+ private:
+  friend class ProfileScope;
+  Device device_;
+  std::array<double, kProfileKinds> seconds_{};
+};
+
+// Installs `profiler` on this thread for the scope's lifetime (the previous one after).
+class ProfilerScope {
+ public:
+  explicit ProfilerScope(Profiler& profiler);
+  ~ProfilerScope();
+  ProfilerScope(const ProfilerScope&) = delete;
+  ProfilerScope& operator=(const ProfilerScope&) = delete;
+
+ private:
+  Profiler* previous_;
+};
+
+// Times its lifetime as `kind` on this thread's profiler (nothing without one).
+class ProfileScope {
+ public:
+  explicit ProfileScope(ProfileKind kind);
+  ~ProfileScope();
+  ProfileScope(const ProfileScope&) = delete;
+  ProfileScope& operator=(const ProfileScope&) = delete;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  Profiler* profiler_;
+  ProfileKind kind_;
+  ProfileScope* outer_ = nullptr;
+  Clock::time_point start_;
+  double inner_seconds_ = 0;  // of the scopes opened inside this one
+};
+
+}  // namespace gridnn
