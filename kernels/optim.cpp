@@ -40,10 +40,9 @@ void expect_finite(const char* op, const char* name, double value) {
   GRIDNN_REQUIRE(std::isfinite(value), op, ": ", name, " must be finite, got ", value);
 }
 
-}  // namespace
-
-void sgd_update(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const SgdSpec& spec) {
-  const char* op = "sgd_update";
+// Checks one parameter's SGD tensors and the spec; the update's float constants.
+SgdConstants sgd_constants(const char* op, const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
+                           const SgdSpec& spec) {
   expect_like_param(op, "param", param, param);
   expect_like_param(op, "grad", param, grad);
   for (const auto& [name, v] : Hyper{{"lr", spec.lr},
@@ -59,7 +58,6 @@ void sgd_update(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, cons
     GRIDNN_REQUIRE(!spec.nesterov, op, ": nesterov needs momentum > 0");
     expect_no_aliasing(op, {{"param", &param}, {"grad", &grad}});
   }
-  if (param.numel() == 0) return;
   SgdConstants s;
   s.neg_lr = float(-spec.lr);
   s.weight_decay = float(spec.weight_decay);
@@ -67,13 +65,12 @@ void sgd_update(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, cons
   s.one_minus_dampening = float(1.0 - spec.dampening);
   s.nesterov = spec.nesterov;
   s.first_step = spec.first_step;
-  GRIDNN_BACKEND_CALL(param.device(), sgd_update, s, param, grad, momentum_buffer);
+  return s;
 }
 
-double adam_bias_correction(double beta, int64_t step) { return 1.0 - std::pow(beta, double(step)); }
-
-void adam_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamSpec& spec) {
-  const char* op = "adam_update";
+// Checks one parameter's Adam tensors and the spec; the update's float constants.
+AdamConstants adam_constants(const char* op, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                             const Tensor& exp_avg_sq, const AdamSpec& spec) {
   expect_like_param(op, "param", param, param);
   expect_like_param(op, "grad", param, grad);
   expect_like_param(op, "exp_avg", param, exp_avg);
@@ -88,7 +85,6 @@ void adam_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp
   GRIDNN_REQUIRE(spec.bias_correction1 > 0.0 && spec.bias_correction2 > 0.0, op,
                  ": bias corrections must be > 0 (1 - beta^t at step t >= 1, beta < 1), got ", spec.bias_correction1,
                  " and ", spec.bias_correction2);
-  if (param.numel() == 0) return;
   AdamConstants s;
   s.decoupled = spec.decoupled;
   s.weight_decay = spec.decoupled ? 0.0f : float(spec.weight_decay);
@@ -100,7 +96,55 @@ void adam_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp
   s.neg_step_size = float(-(spec.lr / spec.bias_correction1));
   s.bias_correction2_sqrt = float(std::sqrt(spec.bias_correction2));
   s.eps = float(spec.eps);
+  return s;
+}
+
+// True when every entry's parameter is on the CPU (the list forms' one pass); otherwise
+// each entry runs alone on its device.
+template <class Entry>
+bool all_on_cpu(const std::vector<Entry>& tensors) {
+  for (const Entry& t : tensors)
+    if (!t.param->device().is_cpu()) return false;
+  return true;
+}
+
+}  // namespace
+
+void sgd_update(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const SgdSpec& spec) {
+  const SgdConstants s = sgd_constants("sgd_update", param, grad, momentum_buffer, spec);
+  if (param.numel() == 0) return;
+  GRIDNN_BACKEND_CALL(param.device(), sgd_update, s, param, grad, momentum_buffer);
+}
+
+void sgd_update(const std::vector<SgdTensors>& tensors, const SgdSpec& spec) {
+  SgdConstants s{};
+  for (const SgdTensors& t : tensors) s = sgd_constants("sgd_update", *t.param, *t.grad, *t.momentum_buffer, spec);
+  if (tensors.empty()) return;
+  if (!all_on_cpu(tensors)) {
+    for (const SgdTensors& t : tensors) sgd_update(*t.param, *t.grad, *t.momentum_buffer, spec);
+    return;
+  }
+  kernels::cpu::sgd_update(s, tensors);
+}
+
+double adam_bias_correction(double beta, int64_t step) { return 1.0 - std::pow(beta, double(step)); }
+
+void adam_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamSpec& spec) {
+  const AdamConstants s = adam_constants("adam_update", param, grad, exp_avg, exp_avg_sq, spec);
+  if (param.numel() == 0) return;
   GRIDNN_BACKEND_CALL(param.device(), adam_update, s, param, grad, exp_avg, exp_avg_sq);
+}
+
+void adam_update(const std::vector<AdamTensors>& tensors, const AdamSpec& spec) {
+  AdamConstants s{};
+  for (const AdamTensors& t : tensors)
+    s = adam_constants("adam_update", *t.param, *t.grad, *t.exp_avg, *t.exp_avg_sq, spec);
+  if (tensors.empty()) return;
+  if (!all_on_cpu(tensors)) {
+    for (const AdamTensors& t : tensors) adam_update(*t.param, *t.grad, *t.exp_avg, *t.exp_avg_sq, spec);
+    return;
+  }
+  kernels::cpu::adam_update(s, tensors);
 }
 
 }  // namespace gridnn::ops

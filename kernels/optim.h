@@ -1,5 +1,7 @@
-// Fused optimizer updates: one pass (one CUDA launch) per parameter does the whole update
-// in place, the parameter, its grad and its buffers read and written once. The formulas
+// Fused optimizer updates: one pass per parameter does the whole update in place, the
+// parameter, its grad and its buffers read and written once. The list forms update many
+// parameters with one spec: on the CPU in one parallel pass over all their elements (one
+// OpenMP region per step instead of one per parameter); on a GPU one launch per parameter. The formulas
 // are PyTorch 1.13's (torch.optim.SGD, Adam, AdamW; single-tensor path), written out in
 // kernels/optim_bodies.h. Every tensor is f32 (the fp32 master weights and their state),
 // of one shape and on one device; no two of them may share memory.
@@ -10,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
 #include "kernels/optim_bodies.h"
@@ -32,6 +35,16 @@ struct SgdSpec {
 // momentum == 0; on the first step its old values are not read.
 void sgd_update(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const SgdSpec& spec);
 
+// One parameter's tensors for the list form; momentum_buffer as above (it may point to an
+// undefined tensor when momentum == 0).
+struct SgdTensors {
+  Tensor* param;
+  const Tensor* grad;
+  Tensor* momentum_buffer;
+};
+// sgd_update on every entry, bit for bit; each entry checked as sgd_update checks it.
+void sgd_update(const std::vector<SgdTensors>& tensors, const SgdSpec& spec);
+
 struct AdamSpec {
   double lr = 1e-3;
   double beta1 = 0.9;
@@ -53,11 +66,23 @@ double adam_bias_correction(double beta, int64_t step);
 // exp_avg and exp_avg_sq start as zeros.
 void adam_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamSpec& spec);
 
+struct AdamTensors {
+  Tensor* param;
+  const Tensor* grad;
+  Tensor* exp_avg;
+  Tensor* exp_avg_sq;
+};
+// adam_update on every entry, bit for bit; each entry checked as adam_update checks it.
+void adam_update(const std::vector<AdamTensors>& tensors, const AdamSpec& spec);
+
 }  // namespace gridnn::ops
 
 namespace gridnn::kernels::cpu {
 void sgd_update(const SgdConstants& s, Tensor& param, const Tensor& grad, Tensor& momentum_buffer);
 void adam_update(const AdamConstants& s, Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq);
+// The list forms: every entry's elements in one parallel pass.
+void sgd_update(const SgdConstants& s, const std::vector<ops::SgdTensors>& tensors);
+void adam_update(const AdamConstants& s, const std::vector<ops::AdamTensors>& tensors);
 }  // namespace gridnn::kernels::cpu
 namespace gridnn::kernels::cuda {
 void sgd_update(const SgdConstants& s, Tensor& param, const Tensor& grad, Tensor& momentum_buffer);

@@ -2,6 +2,7 @@
 #include "models/optim/adam.h"
 
 #include <cmath>
+#include <vector>
 
 #include "kernels/optim.h"
 
@@ -34,6 +35,7 @@ void Adam::step(double lr) {
   spec.decoupled = decoupled_;
   spec.bias_correction1 = ops::adam_bias_correction(options_.beta1, t);
   spec.bias_correction2 = ops::adam_bias_correction(options_.beta2, t);
+  std::vector<ops::AdamTensors> tensors;
   for (size_t i = 0; i < params_.size(); ++i) {
     nn::Parameter& p = *params_[i].second;
     if (!p.grad.defined()) continue;
@@ -41,8 +43,9 @@ void Adam::step(double lr) {
       exp_avg_[i] = Tensor::zeros(p.value.shape(), DType::f32, p.value.device());
       exp_avg_sq_[i] = Tensor::zeros(p.value.shape(), DType::f32, p.value.device());
     }
-    ops::adam_update(p.value, p.grad, exp_avg_[i], exp_avg_sq_[i], spec);
+    tensors.push_back({&p.value, &p.grad, &exp_avg_[i], &exp_avg_sq_[i]});
   }
+  ops::adam_update(tensors, spec);
   ++steps_;
 }
 

@@ -1,5 +1,6 @@
-// Optimizers: PyTorch's update formulas and defaults (torch.optim.SGD, Adam, AdamW), one
-// fused update per parameter (kernels/optim.h: CPU loop, CUDA kernel).
+// Optimizers: PyTorch's update formulas and defaults (torch.optim.SGD, Adam, AdamW), fused
+// per element (kernels/optim.h): on the CPU one parallel pass over all the parameters per
+// step, on a GPU one kernel per parameter.
 //
 //   auto opt = optim::make_optimizer(optim::OptimizerOptions{...}, model.named_parameters());
 //   loss.backward ... model.backward(dlogits);

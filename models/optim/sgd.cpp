@@ -2,6 +2,7 @@
 #include "models/optim/sgd.h"
 
 #include <cmath>
+#include <vector>
 
 #include "kernels/optim.h"
 
@@ -24,20 +25,26 @@ Sgd::Sgd(OptimizerOptions options, ParameterList params)
 void Sgd::step(double lr) {
   detail::check_learning_rate("SGD", lr);
   const bool with_momentum = options_.momentum != 0.0;
+  // One list per kind of update: the parameters whose momentum buffer starts now (it takes
+  // the first step's d) and the others.
+  std::vector<ops::SgdTensors> fresh, later;
   for (size_t i = 0; i < params_.size(); ++i) {
     nn::Parameter& p = *params_[i].second;
     if (!p.grad.defined()) continue;
     Tensor& buf = momentum_buffers_[i];
-    ops::SgdSpec spec;
-    spec.lr = lr;
-    spec.momentum = options_.momentum;
-    spec.dampening = options_.dampening;
-    spec.weight_decay = options_.weight_decay;
-    spec.nesterov = options_.nesterov;
-    spec.first_step = !buf.defined();
+    (buf.defined() ? later : fresh).push_back({&p.value, &p.grad, &buf});
     if (with_momentum && !buf.defined()) buf = Tensor::empty(p.value.shape(), DType::f32, p.value.device());
-    ops::sgd_update(p.value, p.grad, buf, spec);
   }
+  ops::SgdSpec spec;
+  spec.lr = lr;
+  spec.momentum = options_.momentum;
+  spec.dampening = options_.dampening;
+  spec.weight_decay = options_.weight_decay;
+  spec.nesterov = options_.nesterov;
+  spec.first_step = true;
+  ops::sgd_update(fresh, spec);
+  spec.first_step = false;
+  ops::sgd_update(later, spec);
   ++steps_;
 }
 

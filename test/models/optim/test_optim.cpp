@@ -230,6 +230,71 @@ TEST(OptimKernels, ChecksSayWhatToChange) {
   EXPECT_ERROR_SAYS([&] { ops::adam_update(p, g, m, v, a); }, "bias corrections must be > 0");
 }
 
+// The list forms (one parallel pass over all the parameters) against the one-parameter
+// calls: bit for bit, on sizes around the chunk (16384) and the serial threshold, for SGD
+// (first and later steps) and Adam and AdamW over three steps; and the same checks.
+TEST(OptimKernels, TheListFormIsEachParameterAloneBitForBit) {
+  const std::vector<int64_t> sizes = {0, 1, 7, 16383, 16384, 16385, 50001, 131072};
+  auto draw = [&](uint64_t seed, float lo = -1.0f) {
+    std::vector<Tensor> out;
+    for (size_t i = 0; i < sizes.size(); ++i) out.push_back(random_tensor({sizes[i]}, seed * 100 + i, lo));
+    return out;
+  };
+  auto clones = [](const std::vector<Tensor>& v) {
+    std::vector<Tensor> out;
+    for (const Tensor& t : v) out.push_back(t.clone());
+    return out;
+  };
+  const std::vector<Tensor> params = draw(1), grads = draw(2), buffers = draw(3), squares = draw(4, 0.0f);
+  ops::SgdSpec sgd;
+  sgd.lr = 0.05;
+  sgd.momentum = 0.9;
+  sgd.weight_decay = 0.01;
+  sgd.nesterov = true;
+  std::vector<Tensor> p1 = clones(params), b1 = clones(buffers), p2 = clones(params), b2 = clones(buffers);
+  for (int step = 0; step < 3; ++step) {
+    sgd.first_step = step == 0;
+    std::vector<ops::SgdTensors> list;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      ops::sgd_update(p1[i], grads[i], b1[i], sgd);
+      list.push_back({&p2[i], &grads[i], &b2[i]});
+    }
+    ops::sgd_update(list, sgd);
+  }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    EXPECT_TRUE(tensors_equal(p1[i], p2[i])) << "SGD parameter of " << sizes[i];
+    EXPECT_TRUE(tensors_equal(b1[i], b2[i])) << "SGD momentum of " << sizes[i];
+  }
+  for (bool decoupled : {false, true}) {
+    std::vector<Tensor> q1 = clones(params), m1 = clones(buffers), v1 = clones(squares);
+    std::vector<Tensor> q2 = clones(params), m2 = clones(buffers), v2 = clones(squares);
+    for (int step = 1; step <= 3; ++step) {
+      ops::AdamSpec adam;
+      adam.lr = 1e-2;
+      adam.weight_decay = 0.05;
+      adam.decoupled = decoupled;
+      adam.bias_correction1 = ops::adam_bias_correction(adam.beta1, step);
+      adam.bias_correction2 = ops::adam_bias_correction(adam.beta2, step);
+      std::vector<ops::AdamTensors> list;
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        ops::adam_update(q1[i], grads[i], m1[i], v1[i], adam);
+        list.push_back({&q2[i], &grads[i], &m2[i], &v2[i]});
+      }
+      ops::adam_update(list, adam);
+    }
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      EXPECT_TRUE(tensors_equal(q1[i], q2[i])) << (decoupled ? "AdamW" : "Adam") << " parameter of " << sizes[i];
+      EXPECT_TRUE(tensors_equal(m1[i], m2[i]) && tensors_equal(v1[i], v2[i])) << "moments of " << sizes[i];
+    }
+  }
+  Tensor p = Tensor::zeros({3}), g4 = Tensor::zeros({4}), m = Tensor::zeros({3});
+  EXPECT_ERROR_SAYS(
+      [&] {
+        ops::sgd_update(std::vector<ops::SgdTensors>{{&p, &g4, &m}}, sgd);
+      },
+      "'grad' is f32[4] on cpu but the parameter is f32[3] on cpu");
+}
+
 // ---- PyTorch parity (test/parity/make_optim_fixtures.py) -----------------------------------
 
 const SafetensorsFile& fixtures() {
