@@ -165,6 +165,23 @@ void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeome
   GRIDNN_CONV3D_CALL(x.device(), conv3d_backward_filter, x, dy, g, dw, math);
 }
 
+void conv3d_backward(const Tensor& x, const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx,
+                     Tensor& dw, MathMode math) {
+  const char* op = "conv3d_backward";
+  const int64_t n = batch_of(op, "x", x, g);
+  expect_operands(op, g,
+                  {{"x", x, input_shape(g, n)}, {"dy", dy, conv3d_output_shape(g, n)}, {"w", w, weight_shape(g)}},
+                  {"dw", dw, weight_shape(g)});
+  if (dx.defined()) expect_operands(op, g, {{"dy", dy, conv3d_output_shape(g, n)}}, {"dx", dx, input_shape(g, n)});
+  if (n == 0) return;
+  if (x.device().is_cpu()) {
+    kernels::cpu::conv3d_backward(x, dy, w, g, dx, dw, math);
+    return;
+  }
+  if (dx.defined()) GRIDNN_CONV3D_CALL(dy.device(), conv3d_backward_data, dy, w, g, dx, math);
+  GRIDNN_CONV3D_CALL(x.device(), conv3d_backward_filter, x, dy, g, dw, math);
+}
+
 void conv3d_backward_bias(const Tensor& dy, Tensor& db) {
   const char* op = "conv3d_backward_bias";
   expect_defined(op, "dy", dy);

@@ -55,6 +55,11 @@ void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometr
 // dw += dL/dw (accumulates).
 void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw,
                             MathMode math = MathMode::fp32);
+// One layer's backward: backward data (when dx is defined) then backward filter, as the two
+// calls above, bit for bit; on the CPU with oneDNN the blocked copy of dy is made once for
+// both passes instead of once each.
+void conv3d_backward(const Tensor& x, const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx,
+                     Tensor& dw, MathMode math = MathMode::fp32);
 // db[o] += sum of dy[:, o] (accumulates).
 void conv3d_backward_bias(const Tensor& dy, Tensor& db);
 
@@ -89,6 +94,8 @@ void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
                     ops::MathMode math);
 void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx, ops::MathMode math);
 void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw, ops::MathMode math);
+void conv3d_backward(const Tensor& x, const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx,
+                     Tensor& dw, ops::MathMode math);  // dx may be undefined
 void conv3d_backward_bias(const Tensor& dy, Tensor& db);
 // The column buffer's size limit in floats (default 2^24); returns the previous one. Tests
 // set it tiny to run the slab loop over one output depth plane at a time.

@@ -170,6 +170,16 @@ void conv3d_backward_filter(const Tensor& x_in, const Tensor& dy_in, const Conv3
   }
 }
 
+void conv3d_backward(const Tensor& x_in, const Tensor& dy_in, const Tensor& w_in, const Conv3dGeometry& g, Tensor& dx,
+                     Tensor& dw, ops::MathMode math) {
+  if (use_onednn()) {
+    const Tensor x = rounded_operand(x_in, math), dy = rounded_operand(dy_in, math), w = rounded_operand(w_in, math);
+    if (onednn::backward(x, dy, w, g, dx.defined() ? &dx : nullptr, dw)) return;
+  }
+  if (dx.defined()) cpu::conv3d_backward_data(dy_in, w_in, g, dx, math);
+  cpu::conv3d_backward_filter(x_in, dy_in, g, dw, math);
+}
+
 void conv3d_backward_bias(const Tensor& dy, Tensor& db) {
   const int64_t N = dy.size(0), O = dy.size(1), P = dy.numel() / (N * O);
   const float* d = dy.data<float>();

@@ -31,6 +31,7 @@ std::string implementation(const Conv3dGeometry&, int64_t, Pass) { return ""; }
 bool forward(const Tensor&, const Tensor&, const Tensor&, const Conv3dGeometry&, Tensor&) { return false; }
 bool backward_data(const Tensor&, const Tensor&, const Conv3dGeometry&, Tensor&) { return false; }
 bool backward_filter(const Tensor&, const Tensor&, const Conv3dGeometry&, Tensor&) { return false; }
+bool backward(const Tensor&, const Tensor&, const Tensor&, const Conv3dGeometry&, Tensor*, Tensor&) { return false; }
 Workspace workspace(const Conv3dGeometry&, int64_t, Pass, bool) { return {}; }
 
 #else
@@ -330,14 +331,16 @@ const Tensor& tensor_of(const Tensors& tensors, int arg) {
   throw Error("conv3d (oneDNN): no tensor for argument " + std::to_string(arg));
 }
 
-void execute(Plan& p, const Tensors& tensors) {
+// `ready`: an input argument whose blocked copy the previous execute on this thread left in
+// its workspace buffer (0: none).
+void execute(Plan& p, const Tensors& tensors, int ready = 0) {
   ThreadState& ts = state();
   try {
     for (Operand& o : p.operands) {
       o.user.set_data_handle(handle(tensor_of(tensors, o.arg)));
       if (!o.copy) continue;
       o.inner.set_data_handle(ts.buffers[o.slot].reserve(o.inner.get_desc().get_size()));
-      if (!o.is_output) {
+      if (!o.is_output && o.arg != ready) {
         const ProfileScope profile(ProfileKind::reorder);
         o.to_inner.execute(ts.stream, o.user, o.inner);
       }
@@ -391,6 +394,27 @@ bool backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g,
   Plan& p = plan(g, x.size(0), Pass::backward_filter, false);
   if (p.impl.empty()) return false;
   execute(p, {{DNNL_ARG_SRC, &x}, {DNNL_ARG_DIFF_DST, &dy}, {DNNL_ARG_DIFF_WEIGHTS, &dw}});
+  return true;
+}
+
+bool backward(const Tensor& x, const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor* dx, Tensor& dw) {
+  Plan& filter = plan(g, x.size(0), Pass::backward_filter, false);
+  Plan* data = dx ? &plan(g, x.size(0), Pass::backward_data, false) : nullptr;
+  if (filter.impl.empty() || (data && data->impl.empty())) return false;
+  int ready = 0;
+  if (data) {
+    execute(*data, {{DNNL_ARG_DIFF_DST, &dy}, {DNNL_ARG_WEIGHTS, &w}, {DNNL_ARG_DIFF_SRC, dx}});
+    // Backward data left dy's blocked copy in the destination buffer; backward filter reads
+    // it there when it wants the same layout (both plans take the forward's as their hint).
+    const auto dy_of = [](const Plan& p) -> const Operand& {
+      for (const Operand& o : p.operands)
+        if (o.arg == DNNL_ARG_DIFF_DST) return o;
+      throw Error("conv3d (oneDNN): a backward plan without dy");
+    };
+    const Operand &a = dy_of(*data), &b = dy_of(filter);
+    if (a.copy && b.copy && a.slot == b.slot && a.inner.get_desc() == b.inner.get_desc()) ready = DNNL_ARG_DIFF_DST;
+  }
+  execute(filter, {{DNNL_ARG_SRC, &x}, {DNNL_ARG_DIFF_DST, &dy}, {DNNL_ARG_DIFF_WEIGHTS, &dw}}, ready);
   return true;
 }
 

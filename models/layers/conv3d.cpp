@@ -105,11 +105,8 @@ Tensor Conv3d::do_backward(const Tensor& dy) {
                 "dy " + (dy.defined() ? dy.str() : std::string("undefined")) + " does not match the output " +
                     want.str() + " of the last forward (input " + input_.shape().str() + ")");
   Tensor dx;
-  if (input_gradient_) {
-    dx = Tensor::empty(input_.shape(), input_.dtype(), input_.device());
-    ops::conv3d_backward_data(dy, weight_->value, geometry_, dx, math_mode());
-  }
-  ops::conv3d_backward_filter(input_, dy, geometry_, weight_->grad, math_mode());
+  if (input_gradient_) dx = Tensor::empty(input_.shape(), input_.dtype(), input_.device());
+  ops::conv3d_backward(input_, dy, weight_->value, geometry_, dx, weight_->grad, math_mode());
   if (bias_) ops::conv3d_backward_bias(dy, bias_->grad);
   input_ = Tensor();  // used: freed now, not at the next forward
   return dx;

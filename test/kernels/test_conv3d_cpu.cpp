@@ -1,8 +1,8 @@
 // The CPU's two convolution implementations (kernels/conv3d.h, CpuConv): oneDNN against
 // vol2col + GEMM on every shared geometry and on the network's own layers (forward with and
 // without bias, backward data, backward filter accumulating), each repeated bit for bit,
-// and the choice reported per pass. Both are also checked against double loops by the op
-// harness (test/ops/cases_conv3d.cpp).
+// and the choice reported per pass; a layer's backward pair in one call. Both are also checked against double loops by
+// the op harness (test/ops/cases_conv3d.cpp).
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -122,6 +122,34 @@ TEST(Conv3dCpu, EachImplementationRepeatsBitForBit) {
       EXPECT_TRUE(test::tensors_equal(a.dx, b.dx)) << what;
       EXPECT_TRUE(test::tensors_equal(a.dw, b.dw)) << what;
     }
+  }
+}
+
+// A layer's backward in one call (dy reordered once for both passes) is the two calls, bit
+// for bit, with and without dx, in every precision, on both implementations.
+TEST(Conv3dCpu, TheBackwardPairIsBackwardDataThenFilterBitForBit) {
+  for (CpuConv c : {CpuConv::onednn, CpuConv::vol2col}) {
+    UseConv use(c);
+    for (const Conv3dCase& k : geometries())
+      for (ops::MathMode math : {ops::MathMode::fp32, ops::MathMode::bf16}) {
+        const ops::Conv3dGeometry g = geometry_of(k);
+        const Tensor x = random_tensor({k.n, k.c, k.in[0], k.in[1], k.in[2]}, 1);
+        const Tensor w = random_tensor({k.o, k.c, k.kernel[0], k.kernel[1], k.kernel[2]}, 2);
+        const Tensor dy = random_tensor(ops::conv3d_output_shape(g, k.n), 4);
+        Tensor dx_alone = Tensor::empty(x.shape()), dw_alone = random_tensor(w.shape(), 5);
+        ops::conv3d_backward_data(dy, w, g, dx_alone, math);
+        ops::conv3d_backward_filter(x, dy, g, dw_alone, math);
+        Tensor dx = Tensor::empty(x.shape()), dw = random_tensor(w.shape(), 5);
+        ops::conv3d_backward(x, dy, w, g, dx, dw, math);
+        const std::string what = std::string(k.name) + (c == CpuConv::onednn ? " onednn " : " vol2col ") +
+                                 (math == ops::MathMode::fp32 ? "fp32" : "bf16");
+        EXPECT_TRUE(test::tensors_equal(dx, dx_alone)) << what;
+        EXPECT_TRUE(test::tensors_equal(dw, dw_alone)) << what;
+        Tensor none, dw_only = random_tensor(w.shape(), 5), dw_filter = random_tensor(w.shape(), 5);
+        ops::conv3d_backward(x, dy, w, g, none, dw_only, math);
+        ops::conv3d_backward_filter(x, dy, g, dw_filter, math);
+        EXPECT_TRUE(test::tensors_equal(dw_only, dw_filter)) << what << " without dx";
+      }
   }
 }
 
