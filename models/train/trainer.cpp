@@ -278,18 +278,16 @@ Metrics Trainer::run(int64_t stop_at_step) {
     const double lr = schedule_->lr(state_.step);
     const bool profiled = options_.profile && state_.step > first_step;
     const auto step_start = std::chrono::steady_clock::now();
-    Tensor loss;
-    {
-      std::optional<ProfilerScope> on;
-      if (profiled) on.emplace(profiler);
-      const data::Batch batch = [&] {
-        const ProfileScope profile(ProfileKind::data);
-        return loader_->next();
-      }();
-      loss = train_step(batch);
-      if (profiled) synchronize(model_->device());
-    }
+    std::optional<ProfilerScope> on;
+    if (profiled) on.emplace(profiler);
+    const data::Batch batch = [&] {
+      const ProfileScope profile(ProfileKind::data);
+      return loader_->next();
+    }();
+    const Tensor loss = train_step(batch);
     if (profiled) {
+      synchronize(model_->device());
+      on.reset();
       profiled_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
       ++profiled_steps;
     }
