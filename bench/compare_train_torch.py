@@ -32,10 +32,11 @@ followed, per thread count, by the geometric mean of the ratios and the smallest
 its case). Then the throughput table: the step's convolution and linear FLOPs, counted from
 the network by the torch worker (forward hooks on every Conv3d and Linear; 3 x forward per
 step, 2 x for the stem, whose input needs no gradient), over each side's step time, and on the
-same line this machine's one-thread sgemm rate (torch.mm of 2048^3 at one thread, the best of
-5, measured by the torch worker right after its steps) with gridnn's share of it:
+same line this machine's one-thread sgemm rate (torch.mm of 2048^3, the best of 5, in a child
+process with OMP_NUM_THREADS=OPENBLAS_NUM_THREADS=1, right before the case) and gridnn's
+share of it:
 
-    case | GFLOP/step | gridnn GFLOP/s Tt | torch GFLOP/s Tt | sgemm 1t GFLOP/s | gridnn/sgemm Tt | ...
+    case | GFLOP/step | sgemm 1t GFLOP/s | gridnn GFLOP/s Tt | torch GFLOP/s Tt | gridnn/sgemm Tt | ...
 
 Then the memory table, the peak resident set (RSS) of each run's process, in MiB:
 
@@ -280,9 +281,8 @@ def torch_worker(spec):
         if i >= spec["warmup"]:
             times.append(time.perf_counter() - t0)
     flops = step_flops(model, x)
-    sgemm = sgemm_gflops() if dev == "cpu" else None
     print(json.dumps({
-        "median_s": statistics.median(times), "step_s": times, "step_flops": flops, "sgemm_1t_gflops": sgemm,
+        "median_s": statistics.median(times), "step_s": times, "step_flops": flops,
         "threads": torch.get_num_threads(), "rss_after_import_kib": after_import,
         "vmhwm_kib": resident_kib("VmHWM"),
         "cuda_max_allocated_bytes": torch.cuda.max_memory_allocated() if dev == "cuda" else None}))
@@ -315,9 +315,8 @@ def step_flops(model, x):
 
 
 def sgemm_gflops(n=2048, reps=5):
-    """This machine's one-thread fp32 GEMM rate (torch.mm, n x n x n; the best of reps)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    """--sgemm-worker: this machine's fp32 GEMM rate at the thread count of the environment
+    (torch.mm, n x n x n; the best of reps), in GFLOP/s."""
     a, b = torch.randn(n, n), torch.randn(n, n)
     torch.mm(a, b)
     best = float("inf")
@@ -325,8 +324,19 @@ def sgemm_gflops(n=2048, reps=5):
         t0 = time.perf_counter()
         torch.mm(a, b)
         best = min(best, time.perf_counter() - t0)
-    torch.set_num_threads(threads)
     return 2.0 * n ** 3 / best * 1e-9
+
+
+def time_sgemm(args, tmpdir):
+    """One-thread sgemm in a child process whose OpenMP and BLAS pools have one thread (a
+    torch.set_num_threads(1) inside a process started with more leaves OpenBLAS's pool as it
+    is)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    cmd = [sys.executable, os.path.abspath(__file__), "--sgemm-worker"]
+    rc, out, err, _ = run_measured(cmd, env, args.timeout, tmpdir, "sgemm")
+    if rc != 0:
+        fail("the sgemm worker", cmd, rc, out, err, args.timeout)
+    return float(out.strip().splitlines()[-1])
 
 
 def parse_case(text):
@@ -387,10 +397,14 @@ def main():
                     help="generated: a fresh synthetic batch per step, drawn on the loader's thread; "
                          "fixed: one batch kept in memory (--cache-data), as the torch side uses one")
     ap.add_argument("--torch-worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--sgemm-worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
 
     if args.torch_worker is not None:
         torch_worker(json.loads(args.torch_worker))
+        return
+    if args.sgemm_worker:
+        print(sgemm_gflops())
         return
 
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -454,6 +468,7 @@ def main():
             name = case_name(width, dhw, batch)
             warmup, steps = plan(extra)
             runs = []
+            sgemm = time_sgemm(args, tmpdir) if args.device == "cpu" else None
             for t in thread_counts:
                 g = time_gridnn(binary, width, dhw, batch, warmup, steps, t, args, tmpdir)
                 p = time_torch(width, dhw, batch, warmup, steps, t, args, tmpdir)
@@ -464,16 +479,16 @@ def main():
                       f"{p['median_s']:.4f} s/step ({min(tt):.4f}-{max(tt):.4f}, {len(tt)} steps, "
                       f"peak {mib(p['peak_rss_kib'])} MiB)", file=sys.stderr, flush=True)
             results.append({"name": name, "width": width, "input": list(dhw), "batch": batch,
-                            "warmup": warmup, "steps": steps, "runs": runs})
+                            "warmup": warmup, "steps": steps, "runs": runs, "sgemm_1t_gflops": sgemm})
 
     def fmt(s):
         return f"{s:.4f}" if s < 1 else f"{s:.3f}"
 
-    def table(title_cols, cells, first=None):
-        """Markdown table: a case column (and first = (head, cell of a case)), then the columns
-        of title_cols per thread count."""
-        heads = ["case"] + ([first[0]] if first else []) + [c.format(t=t) for t in thread_counts for c in title_cols]
-        rows = [[r["name"]] + ([first[1](r)] if first else []) + [cell for run in r["runs"] for cell in cells(run)]
+    def table(title_cols, cells, first=()):
+        """Markdown table: a case column and the per-case columns of first ((head, cell of a
+        case) pairs), then the columns of title_cols per thread count."""
+        heads = ["case"] + [h for h, _ in first] + [c.format(t=t) for t in thread_counts for c in title_cols]
+        rows = [[r["name"]] + [cell(r) for _, cell in first] + [c for run in r["runs"] for c in cells(run, r)]
                 for r in results]
         widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(heads)]
         print("| " + " | ".join(h.ljust(w) if i == 0 else h.rjust(w)
@@ -486,7 +501,7 @@ def main():
 
     print("step time (Tt: T threads; torch/gridnn > 1: gridnn faster)")
     table(["gridnn s/step {t}t", "torch s/step {t}t", "torch/gridnn {t}t"],
-          lambda run: [fmt(run["gridnn"]["median_s"]), fmt(run["torch"]["median_s"]), f"{run['ratio']:.2f}"])
+          lambda run, r: [fmt(run["gridnn"]["median_s"]), fmt(run["torch"]["median_s"]), f"{run['ratio']:.2f}"])
     summary = {}
     for i, t in enumerate(thread_counts):
         ratios = [(r["runs"][i]["ratio"], r["name"]) for r in results]
@@ -500,23 +515,24 @@ def main():
         print()
         print("throughput: the step's convolution and linear FLOPs (counted from the network, "
               "3 x forward; 2 x for the stem) per second of step; sgemm 1t: this machine's "
-              "one-thread fp32 GEMM rate (torch.mm 2048^3), measured right after that case")
+              "one-thread fp32 GEMM rate (torch.mm 2048^3 in a one-thread process), measured "
+              "right before that case")
         for r in results:
             r["gflop_per_step"] = r["runs"][0]["torch"]["step_flops"] * 1e-9
             for run in r["runs"]:
                 run["gridnn"]["gflops"] = r["gflop_per_step"] / run["gridnn"]["median_s"]
                 run["torch"]["gflops"] = r["gflop_per_step"] / run["torch"]["median_s"]
-        sgemm = lambda run: run["torch"].get("sgemm_1t_gflops")
-        table(["gridnn GFLOP/s {t}t", "torch GFLOP/s {t}t", "sgemm 1t GFLOP/s", "gridnn/sgemm {t}t"],
-              lambda run: [f"{run['gridnn']['gflops']:.1f}", f"{run['torch']['gflops']:.1f}",
-                           f"{sgemm(run):.1f}" if sgemm(run) else "-",
-                           f"{100 * run['gridnn']['gflops'] / sgemm(run):.0f}%" if sgemm(run) else "-"],
-              first=("GFLOP/step", lambda r: f"{r['gflop_per_step']:.3g}"))
+        sgemm = lambda r: r.get("sgemm_1t_gflops")
+        table(["gridnn GFLOP/s {t}t", "torch GFLOP/s {t}t", "gridnn/sgemm {t}t"],
+              lambda run, r: [f"{run['gridnn']['gflops']:.1f}", f"{run['torch']['gflops']:.1f}",
+                              f"{100 * run['gridnn']['gflops'] / sgemm(r):.0f}%" if sgemm(r) else "-"],
+              first=[("GFLOP/step", lambda r: f"{r['gflop_per_step']:.3g}"),
+                     ("sgemm 1t GFLOP/s", lambda r: f"{sgemm(r):.1f}" if sgemm(r) else "-")])
 
     print()
     print("peak resident memory, MiB (the whole process; torch/gridnn > 1: gridnn smaller)")
     table(["gridnn MiB {t}t", "torch MiB {t}t", "torch/gridnn {t}t"],
-          lambda run: [mib(run["gridnn"]["peak_rss_kib"]), mib(run["torch"]["peak_rss_kib"]),
+          lambda run, r: [mib(run["gridnn"]["peak_rss_kib"]), mib(run["torch"]["peak_rss_kib"]),
                        ratio_text(run["torch"]["peak_rss_kib"], run["gridnn"]["peak_rss_kib"])])
     imported = [run["torch"]["rss_after_import_kib"] for r in results for run in r["runs"]
                 if run["torch"].get("rss_after_import_kib")]
