@@ -1,4 +1,4 @@
-// Max pooling's CPU loop (kernels/cpu/pool3d.cpp updates a whole output row at once) against
+// Max pooling's CPU loop (kernels/cpu/pool3d.cpp runs it separably, per plane) against
 // the shared per-output body it must equal bit for bit (kernels/pool3d_bodies.h, which the
 // GPU runs): values and argmaxes, on inputs full of ties, signed zeros and NaNs, over
 // strides 1-3, padding, clipped windows and non-cubic kernels.
@@ -18,21 +18,23 @@ struct PoolCase {
   ops::Pool3dParams p;
 };
 
-TEST(MaxPool3dCpu, RowLoopEqualsTheSharedBody) {
+TEST(MaxPool3dCpu, SeparableLoopsEqualTheSharedBody) {
   const std::vector<PoolCase> cases = {
       {{2, 3, 9, 8, 11}, {{3, 3, 3}, {2, 2, 2}, {1, 1, 1}}}, {{1, 2, 7, 6, 9}, {{3, 3, 3}, {1, 1, 1}, {1, 1, 1}}},
       {{1, 2, 8, 7, 13}, {{2, 3, 4}, {3, 2, 3}, {1, 1, 2}}}, {{2, 1, 5, 5, 5}, {{2, 2, 2}, {2, 2, 2}, {0, 0, 0}}},
-      {{1, 4, 4, 9, 7}, {{1, 3, 5}, {1, 2, 1}, {0, 1, 2}}},
+      {{1, 4, 4, 9, 7}, {{1, 3, 5}, {1, 2, 1}, {0, 1, 2}}}, {{1, 3, 10, 6, 12}, {{5, 2, 3}, {3, 1, 3}, {2, 1, 1}}},
   };
   uint64_t seed = 11;
   for (const PoolCase& c : cases) {
-    // Few distinct values (ties everywhere), +-0, and a NaN every 37 elements.
+    // Few distinct values (ties everywhere), +-0, a NaN every 37 elements, -inf every 11,
+    // and the last plane all -inf (every window keeps its first element).
     Tensor x = test::random_tensor(c.x, seed++, -3.0f, 3.0f);
     float* v = x.data<float>();
     for (int64_t i = 0; i < x.numel(); ++i) {
       v[i] = std::round(v[i]);
       if (v[i] == 0.0f && i % 2) v[i] = -0.0f;
       if (i % 37 == 5) v[i] = std::nanf("");
+      if (i % 11 == 3 || i >= x.numel() - c.x[2] * c.x[3] * c.x[4]) v[i] = -INFINITY;
     }
     const kernels::Pool3dGeometry g = ops::pool3d_geometry("test", c.x, c.p);
     const Shape y_shape = ops::pool3d_output_shape("test", c.x, c.p);
