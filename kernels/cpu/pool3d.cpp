@@ -18,8 +18,13 @@ namespace gridnn::kernels::cpu {
 // Each stage keeps the first maximum it meets in increasing position (the strict `wins`
 // below), so the maximum found is the first in body::max_pool_window's order (d, then h,
 // then w) and the values and argmaxes are those of the GPU's body. Per output that is
-// kw + kh + kd comparisons where the window has kd*kh*kw elements, in loops over ow that
-// the compiler vectorizes.
+// kw + kh + kd comparisons where the window has kd*kh*kw elements.
+//
+// Stage 1 first splits a depth slice's rows by stride phase (phase r holds the padded row's
+// positions j*sw + r, -inf outside the row), so that tap e of every output is a contiguous
+// load, and runs each tap as one loop over the whole slice that the compiler vectorizes.
+// -inf never wins against the running best, which starts at -inf, so the padding never
+// becomes an argmax, as in the body.
 
 // Whether v replaces the running best `cur`: larger, or NaN over a number. As a mask of
 // all ones or zeros: whether a tap wins is data-dependent and mispredicts as a branch.
@@ -31,43 +36,80 @@ inline void keep_best(float v, int32_t at, float& best, int32_t& best_at) {
   best_at = int32_t((uint32_t(at) & m) | (uint32_t(best_at) & ~m));
 }
 
-// Stage 1 over one input row x[0, w): b[ow], a[ow] (w index) for ow in [0, OW). S is the
-// stride when known at compile time (0: g.sw), so the taps' loads have a constant stride.
+constexpr uint32_t kMinusInfinity = 0xff800000u;  // the padding value
+
+// Per-plane scratch of one thread: stage 1's phases and results for one depth slice
+// ([h rows][j] each), stage 2's ([d][oh][ow]) and stage 3's ([od][oh][ow]).
+struct MaxPoolScratch {
+  std::vector<float> phases, b1, b2, b3;
+  std::vector<int32_t> a1, a2, a3;
+};
+
+// Phase r of one row: ph[j] = x[j*S + r - pw], -inf outside the row, for j < row_len. S is
+// the stride when known at compile time (0: g.sw), so the loads have a constant stride.
 template <class T, int S>
-void max_pool_row_w(const T* x, const Pool3dGeometry& g, const int32_t* w0, float* b, int32_t* a) {
-  const int64_t s = S ? S : g.sw;
-  for (int64_t ow = 0; ow < g.ow; ++ow) {
-    b[ow] = bits_float(0xff800000u);  // -inf: the padding value
-    a[ow] = w0[ow];
-  }
+void phase_of_row(const T* x, const Pool3dGeometry& g, int64_t r, int64_t row_len, float* ph) {
+  const int64_t s = S ? S : g.sw, shift = r - g.pw;
+  // Inside the row: 0 <= j*s + shift < w.
+  const int64_t lo = std::min(row_len, shift >= 0 ? 0 : (-shift + s - 1) / s);
+  const int64_t hi = std::max(lo, std::min(row_len, g.w - shift > 0 ? (g.w - shift + s - 1) / s : 0));
+  for (int64_t j = 0; j < lo; ++j) ph[j] = bits_float(kMinusInfinity);
+  for (int64_t j = lo; j < hi; ++j) ph[j] = to_float(x[j * s + shift]);
+  for (int64_t j = hi; j < row_len; ++j) ph[j] = bits_float(kMinusInfinity);
+}
+
+// Stage 1 on the h rows of one depth slice: b1[row][j], a1[row][j] = the best of the row's
+// w-window of output j, for j < ow (entries up to `row_len` are computed and unused), and
+// the winning tap e (for a window of -inf, its first tap inside the row, e0[j]).
+template <class T>
+void max_pool_w(const T* slice, const Pool3dGeometry& g, int64_t row_len, const int32_t* e0, MaxPoolScratch& s) {
+  const int64_t n = g.h * row_len, S = g.sw;
+  s.phases.resize(size_t(S * n));
+  s.b1.resize(size_t(n));
+  s.a1.resize(size_t(n));
+  for (int64_t r = 0; r < S; ++r)
+    for (int64_t row = 0; row < g.h; ++row) {
+      float* ph = s.phases.data() + r * n + row * row_len;
+      if (S == 2)
+        phase_of_row<T, 2>(slice + row * g.w, g, r, row_len, ph);
+      else if (S == 1)
+        phase_of_row<T, 1>(slice + row * g.w, g, r, row_len, ph);
+      else
+        phase_of_row<T, 0>(slice + row * g.w, g, r, row_len, ph);
+    }
+  float* b = s.b1.data();
+  int32_t* a = s.a1.data();
+  for (int64_t row = 0; row < g.h; ++row)
+    for (int64_t j = 0; j < row_len; ++j) {
+      b[row * row_len + j] = bits_float(kMinusInfinity);
+      a[row * row_len + j] = e0[j];
+    }
   for (int64_t e = 0; e < g.kw; ++e) {
-    // Outputs whose tap e lands inside the row: 0 <= ow*s - pw + e < w.
-    const int64_t first = g.pw - e;
-    const int64_t lo = first <= 0 ? 0 : (first + s - 1) / s;
-    const int64_t hi = std::min(g.ow, (g.w - 1 + g.pw - e) / s + 1);
-    const int64_t shift = e - g.pw;
-    for (int64_t ow = lo; ow < hi; ++ow) keep_best(to_float(x[ow * s + shift]), int32_t(ow * s + shift), b[ow], a[ow]);
+    const float* v = s.phases.data() + (e % S) * n + e / S;
+    const int32_t tap = int32_t(e);
+    for (int64_t f = 0; f < n - e / S; ++f) keep_best(v[f], tap, b[f], a[f]);
   }
 }
 
-// Stages 2 and 3: out[o][ow] = the best of in[i][ow] over the window of o along a dimension
-// of `n` positions (k, s, p), for o < `outs`; the index is i * `step` + the input's.
-void max_pool_stage(const float* in, const int32_t* in_at, int64_t n, int64_t outs, int64_t k, int64_t s, int64_t p,
-                    int64_t row, int64_t step, float* out, int32_t* out_at) {
+// Stages 2 and 3: out[o][j] = the best of in[i][j] (rows `in_row` apart) over the window of
+// o along a dimension of `n` positions (k, s, p), for o < `outs` and j < `row`; its index
+// is i * `step` + col[j] + the input's.
+void max_pool_stage(const float* in, const int32_t* in_at, int64_t in_row, int64_t n, int64_t outs, int64_t k,
+                    int64_t s, int64_t p, int64_t row, int64_t step, const int32_t* col, float* out, int32_t* out_at) {
   for (int64_t o = 0; o < outs; ++o) {
     int64_t i0, i1;
     body::window_of(o, k, s, p, n, &i0, &i1);
     float* b = out + o * row;
     int32_t* a = out_at + o * row;
     for (int64_t j = 0; j < row; ++j) {
-      b[j] = bits_float(0xff800000u);
-      a[j] = int32_t(i0 * step) + in_at[i0 * row + j];
+      b[j] = bits_float(kMinusInfinity);
+      a[j] = int32_t(i0 * step) + col[j] + in_at[i0 * in_row + j];
     }
     for (int64_t i = i0; i < i1; ++i) {
-      const float* v = in + i * row;
-      const int32_t* at = in_at + i * row;
+      const float* v = in + i * in_row;
+      const int32_t* at = in_at + i * in_row;
       const int32_t base = int32_t(i * step);
-      for (int64_t j = 0; j < row; ++j) keep_best(v[j], base + at[j], b[j], a[j]);
+      for (int64_t j = 0; j < row; ++j) keep_best(v[j], base + col[j] + at[j], b[j], a[j]);
     }
   }
 }
@@ -76,47 +118,39 @@ void max_pool3d_forward(const Tensor& x, const Pool3dGeometry& g, Tensor& y, Ten
   if (g.d * g.h * g.w > INT32_MAX)
     throw Error("max_pool3d: a plane of " + std::to_string(g.d * g.h * g.w) +
                 " elements is more than 2^31 - 1; split the volume over the grid's rows");
-  std::vector<int32_t> w0(size_t(g.ow));
+  // Stage 1's row: the outputs, and room for the last output's taps in each phase.
+  const int64_t row_len = g.ow + (g.kw - 1) / g.sw;
+  // e0[j]: output j's first tap inside the row; col[j]: the row position of its tap 0.
+  std::vector<int32_t> e0(size_t(row_len), 0), col(size_t(std::max(g.ow, g.oh * g.ow)), 0);
   for (int64_t ow = 0; ow < g.ow; ++ow) {
-    int64_t b, e;
-    body::window_of(ow, g.kw, g.sw, g.pw, g.w, &b, &e);
-    w0[size_t(ow)] = int32_t(b);
+    e0[size_t(ow)] = int32_t(std::max<int64_t>(0, g.pw - ow * g.sw));
+    col[size_t(ow)] = int32_t(ow * g.sw - g.pw);
   }
+  const std::vector<int32_t> zeros(size_t(g.oh * g.ow), 0);
   GRIDNN_DISPATCH_FLOATING(x.dtype(), "max_pool3d_forward", [&] {
     const scalar_t* in = static_cast<const scalar_t*>(x.raw());
     scalar_t* out = static_cast<scalar_t*>(y.raw());
     int64_t* idx = argmax.data<int64_t>();
-    const int64_t rows_w = g.d * g.h * g.ow, rows_h = g.d * g.oh * g.ow, outs = g.od * g.oh * g.ow;
+    const int64_t outs = g.od * g.oh * g.ow;
     parallel_for(
         g.nc,
         [&](int64_t p) {
-          thread_local std::vector<float> b1, b2, b3;
-          thread_local std::vector<int32_t> a1, a2, a3;
-          b1.resize(size_t(rows_w)), a1.resize(size_t(rows_w));
-          b2.resize(size_t(rows_h)), a2.resize(size_t(rows_h));
-          b3.resize(size_t(outs)), a3.resize(size_t(outs));
-          const scalar_t* plane = in + p * g.d * g.h * g.w;
-          for (int64_t r = 0; r < g.d * g.h; ++r) {
-            const scalar_t* row = plane + r * g.w;
-            float* b = b1.data() + r * g.ow;
-            int32_t* a = a1.data() + r * g.ow;
-            if (g.sw == 2)
-              max_pool_row_w<scalar_t, 2>(row, g, w0.data(), b, a);
-            else if (g.sw == 1)
-              max_pool_row_w<scalar_t, 1>(row, g, w0.data(), b, a);
-            else
-              max_pool_row_w<scalar_t, 0>(row, g, w0.data(), b, a);
+          thread_local MaxPoolScratch s;
+          s.b2.resize(size_t(g.d * g.oh * g.ow)), s.a2.resize(size_t(g.d * g.oh * g.ow));
+          s.b3.resize(size_t(outs)), s.a3.resize(size_t(outs));
+          for (int64_t id = 0; id < g.d; ++id) {
+            max_pool_w(in + (p * g.d + id) * g.h * g.w, g, row_len, e0.data(), s);
+            const int64_t out_at = id * g.oh * g.ow;
+            max_pool_stage(s.b1.data(), s.a1.data(), row_len, g.h, g.oh, g.kh, g.sh, g.ph, g.ow, g.w, col.data(),
+                           s.b2.data() + out_at, s.a2.data() + out_at);
           }
-          for (int64_t id = 0; id < g.d; ++id)
-            max_pool_stage(b1.data() + id * g.h * g.ow, a1.data() + id * g.h * g.ow, g.h, g.oh, g.kh, g.sh, g.ph, g.ow,
-                           g.w, b2.data() + id * g.oh * g.ow, a2.data() + id * g.oh * g.ow);
-          max_pool_stage(b2.data(), a2.data(), g.d, g.od, g.kd, g.sd, g.pd, g.oh * g.ow, g.h * g.w, b3.data(),
-                         a3.data());
+          max_pool_stage(s.b2.data(), s.a2.data(), g.oh * g.ow, g.d, g.od, g.kd, g.sd, g.pd, g.oh * g.ow, g.h * g.w,
+                         zeros.data(), s.b3.data(), s.a3.data());
           scalar_t* yp = out + p * outs;
           int64_t* ap = idx + p * outs;
           for (int64_t o = 0; o < outs; ++o) {
-            yp[o] = from_float<scalar_t>(b3[size_t(o)]);
-            ap[o] = a3[size_t(o)];
+            yp[o] = from_float<scalar_t>(s.b3[size_t(o)]);
+            ap[o] = s.a3[size_t(o)];
           }
         },
         g.d * g.h * g.w * (g.kw + g.kh + g.kd));
