@@ -113,7 +113,8 @@ void run_conv(benchmark::State& state, Device device, int64_t batch, const ConvC
 // ---- layers (forward, or backward after one forward) ----------------------------------
 
 // Through the timing harness (models/train/timing.h): one forward first (warm-up, and the
-// state backward needs), then the timed calls.
+// state backward needs), then the timed calls. A backward is timed after an untimed forward
+// of its own: a layer may free what its backward used (max pooling's argmax).
 void run_layer(benchmark::State& state, Device device, nn::Module& layer, const Shape& in_shape, bool backward,
                double per_iteration, const char* counter) {
   layer.train();
@@ -121,6 +122,12 @@ void run_layer(benchmark::State& state, Device device, nn::Module& layer, const 
   run.forward();
   if (backward) run.backward();
   for (auto _ : state) {
+    if (backward) {
+      state.PauseTiming();
+      run.forward();
+      synchronize(device);
+      state.ResumeTiming();
+    }
     Tensor out = backward ? run.backward() : run.forward();
     benchmark::DoNotOptimize(out);
   }
