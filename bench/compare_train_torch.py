@@ -32,9 +32,10 @@ followed, per thread count, by the geometric mean of the ratios and the smallest
 its case). Then the throughput table: the step's convolution and linear FLOPs, counted from
 the network by the torch worker (forward hooks on every Conv3d and Linear; 3 x forward per
 step, 2 x for the stem, whose input needs no gradient), over each side's step time, and on the
-same line this machine's one-thread sgemm rate (torch.mm of 2048^3, the best of 5, in a child
-process with OMP_NUM_THREADS=OPENBLAS_NUM_THREADS=1, right before the case) and gridnn's
-share of it:
+same line this machine's one-thread sgemm rate (2048^3, the best of 5, in a child process with
+OMP_NUM_THREADS=OPENBLAS_NUM_THREADS=1, right before the case: the faster of torch.mm, which
+runs the BLAS torch links, and oneDNN's dnnl_sgemm through ctypes; OpenBLAS picks its kernel
+by CPU model and falls back to SSE3 on models it does not know) and gridnn's share of it:
 
     case | GFLOP/step | sgemm 1t GFLOP/s | gridnn GFLOP/s Tt | torch GFLOP/s Tt | gridnn/sgemm Tt | ...
 
@@ -79,6 +80,7 @@ on, bf16 runs the torch step under torch.autocast(dtype=torch.bfloat16).
 """
 
 import argparse
+import ctypes
 import json
 import math
 import os
@@ -314,17 +316,39 @@ def step_flops(model, x):
     return total[0]
 
 
-def sgemm_gflops(n=2048, reps=5):
-    """--sgemm-worker: this machine's fp32 GEMM rate at the thread count of the environment
-    (torch.mm, n x n x n; the best of reps), in GFLOP/s."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    torch.mm(a, b)
+def best_rate(gemm, n, reps):
+    """GFLOP/s of the fastest of reps calls of gemm(), an n x n x n product (after one warm-up)."""
+    gemm()
     best = float("inf")
     for _ in range(reps):
         t0 = time.perf_counter()
-        torch.mm(a, b)
+        gemm()
         best = min(best, time.perf_counter() - t0)
     return 2.0 * n ** 3 / best * 1e-9
+
+
+def sgemm_gflops(n=2048, reps=5):
+    """--sgemm-worker: this machine's fp32 GEMM rates at the thread count of the environment,
+    n x n x n, the best of reps, in GFLOP/s: torch.mm (the BLAS torch links; Debian's is
+    OpenBLAS, which picks its kernel by CPU model and runs its SSE3 one on models it does not
+    know) and oneDNN's dnnl_sgemm (libdnnl.so.2, which picks by instruction set; None when
+    it does not load). The machine's rate is the larger."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    rates = {"torch_mm": best_rate(lambda: torch.mm(a, b), n, reps), "onednn": None}
+    try:
+        dnnl = ctypes.CDLL("libdnnl.so.2")
+    except OSError:
+        return rates
+    c = torch.empty(n, n)
+    f = ctypes.c_float
+    ptr = lambda t: ctypes.c_void_p(t.data_ptr())
+    dnnl.dnnl_sgemm.argtypes = [ctypes.c_char, ctypes.c_char, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, f,
+                                ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, f,
+                                ctypes.c_void_p, ctypes.c_int64]
+    call = lambda: dnnl.dnnl_sgemm(b"N", b"N", n, n, n, 1.0, ptr(a), n, ptr(b), n, 0.0, ptr(c), n)
+    if call() == 0:
+        rates["onednn"] = best_rate(call, n, reps)
+    return rates
 
 
 def time_sgemm(args, tmpdir):
@@ -336,7 +360,14 @@ def time_sgemm(args, tmpdir):
     rc, out, err, _ = run_measured(cmd, env, args.timeout, tmpdir, "sgemm")
     if rc != 0:
         fail("the sgemm worker", cmd, rc, out, err, args.timeout)
-    return float(out.strip().splitlines()[-1])
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def sgemm_text(result):
+    """'152.3 (30.1 / 152.3)': the machine's one-thread sgemm rate, torch.mm's and oneDNN's."""
+    rates = result.get("sgemm_1t_by_library") or {}
+    each = " / ".join(f"{rates[k]:.1f}" if rates.get(k) else "-" for k in ("torch_mm", "onednn"))
+    return f"{result['sgemm_1t_gflops']:.1f} ({each})"
 
 
 def parse_case(text):
@@ -404,7 +435,7 @@ def main():
         torch_worker(json.loads(args.torch_worker))
         return
     if args.sgemm_worker:
-        print(sgemm_gflops())
+        print(json.dumps(sgemm_gflops()))
         return
 
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -468,7 +499,8 @@ def main():
             name = case_name(width, dhw, batch)
             warmup, steps = plan(extra)
             runs = []
-            sgemm = time_sgemm(args, tmpdir) if args.device == "cpu" else None
+            rates = time_sgemm(args, tmpdir) if args.device == "cpu" else None
+            sgemm = max(r for r in rates.values() if r) if rates else None
             for t in thread_counts:
                 g = time_gridnn(binary, width, dhw, batch, warmup, steps, t, args, tmpdir)
                 p = time_torch(width, dhw, batch, warmup, steps, t, args, tmpdir)
@@ -479,7 +511,8 @@ def main():
                       f"{p['median_s']:.4f} s/step ({min(tt):.4f}-{max(tt):.4f}, {len(tt)} steps, "
                       f"peak {mib(p['peak_rss_kib'])} MiB)", file=sys.stderr, flush=True)
             results.append({"name": name, "width": width, "input": list(dhw), "batch": batch,
-                            "warmup": warmup, "steps": steps, "runs": runs, "sgemm_1t_gflops": sgemm})
+                            "warmup": warmup, "steps": steps, "runs": runs, "sgemm_1t_gflops": sgemm,
+                            "sgemm_1t_by_library": rates})
 
     def fmt(s):
         return f"{s:.4f}" if s < 1 else f"{s:.3f}"
@@ -515,8 +548,8 @@ def main():
         print()
         print("throughput: the step's convolution and linear FLOPs (counted from the network, "
               "3 x forward; 2 x for the stem) per second of step; sgemm 1t: this machine's "
-              "one-thread fp32 GEMM rate (torch.mm 2048^3 in a one-thread process), measured "
-              "right before that case")
+              "one-thread fp32 GEMM rate (2048^3 in a one-thread process, the faster of torch.mm and "
+              "oneDNN's dnnl_sgemm; torch.mm / dnnl_sgemm in brackets), measured right before that case")
         for r in results:
             r["gflop_per_step"] = r["runs"][0]["torch"]["step_flops"] * 1e-9
             for run in r["runs"]:
@@ -527,7 +560,7 @@ def main():
               lambda run, r: [f"{run['gridnn']['gflops']:.1f}", f"{run['torch']['gflops']:.1f}",
                               f"{100 * run['gridnn']['gflops'] / sgemm(r):.0f}%" if sgemm(r) else "-"],
               first=[("GFLOP/step", lambda r: f"{r['gflop_per_step']:.3g}"),
-                     ("sgemm 1t GFLOP/s", lambda r: f"{sgemm(r):.1f}" if sgemm(r) else "-")])
+                     ("sgemm 1t GFLOP/s", lambda r: sgemm_text(r) if sgemm(r) else "-")])
 
     print()
     print("peak resident memory, MiB (the whole process; torch/gridnn > 1: gridnn smaller)")
