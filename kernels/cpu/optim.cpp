@@ -55,22 +55,27 @@ void for_each_chunk(const std::vector<Entry>& tensors, int64_t work_per_item, F&
 
 }  // namespace
 
+// The chunk loops read the constants from a local copy: through a reference the compiler
+// must assume a store to the parameters may change them, reloads them every element and
+// does not vectorize the loop.
 void sgd_update(const SgdConstants& s, const std::vector<ops::SgdTensors>& tensors) {
   for_each_chunk(tensors, 4, [&s](const ops::SgdTensors& t, int64_t begin, int64_t end) {
+    const SgdConstants c = s;
     float* p = t.param->data<float>();
     const float* g = t.grad->data<float>();
-    float* buf = s.momentum != 0.0f ? t.momentum_buffer->data<float>() : nullptr;
-    for (int64_t i = begin; i < end; ++i) body::sgd_at(s, p, g, buf, i);
+    float* buf = c.momentum != 0.0f ? t.momentum_buffer->data<float>() : nullptr;
+    for (int64_t i = begin; i < end; ++i) body::sgd_at(c, p, g, buf, i);
   });
 }
 
 void adam_update(const AdamConstants& s, const std::vector<ops::AdamTensors>& tensors) {
   for_each_chunk(tensors, 8, [&s](const ops::AdamTensors& t, int64_t begin, int64_t end) {
+    const AdamConstants c = s;
     float* p = t.param->data<float>();
     const float* g = t.grad->data<float>();
     float* m = t.exp_avg->data<float>();
     float* v = t.exp_avg_sq->data<float>();
-    for (int64_t i = begin; i < end; ++i) body::adam_at(s, p, g, m, v, i);
+    for (int64_t i = begin; i < end; ++i) body::adam_at(c, p, g, m, v, i);
   });
 }
 
