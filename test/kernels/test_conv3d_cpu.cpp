@@ -44,6 +44,11 @@ std::vector<Conv3dCase> geometries() {
   all.push_back({"residual", 2, 16, 16, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {8, 10, 12}});
   all.push_back({"downsample", 3, 12, 24, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {9, 8, 10}});
   all.push_back({"shortcut", 2, 12, 24, {1, 1, 1}, {2, 2, 2}, {0, 0, 0}, {9, 8, 10}});
+  // Unit-stride kernels larger than the input (ResAttNet3D's layer4 on small volumes):
+  // oneDNN runs these.
+  all.push_back({"k3_on_2_planes", 2, 32, 32, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {2, 2, 2}});
+  all.push_back({"k3_on_1_2_3_planes", 3, 16, 24, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 2, 3}});
+  all.push_back({"k5_on_3_planes", 2, 8, 16, {5, 3, 5}, {1, 1, 1}, {2, 1, 2}, {3, 4, 2}});
   // Where oneDNN 2.6's backward filter is wrong or never returns (kernels/cpu/conv3d_onednn.cpp
   // keeps them on vol2col): strided kernels spanning about the whole depth, batch > 1.
   all.push_back({"k7_stride2_on_6_planes", 2, 2, 3, {7, 7, 7}, {2, 2, 2}, {3, 3, 3}, {6, 7, 6}});
