@@ -130,7 +130,19 @@ memory::desc f32(const Dims& d, Tag tag) { return memory::desc(d, memory::data_t
 
 struct Shapes {
   Dims src, weights, bias, dst, strides, dilation, pad_l, pad_r;
+  Tag activations;  // the layout the passes get src and dst (and their gradients) in
 };
+
+// Channels last (ndhwc) when a channel count other than the input's 1 is not a multiple of
+// 16, else oneDNN's choice (`any`: nCdhw16c on AVX-512, nCdhw8c on AVX2). With 12 or 20
+// channels oneDNN 2.6 pads the blocked layout and runs up to 3x slower than on ndhwc (its
+// brgemm forward; a GEMM backward filter for 12), with 16, 32 or 80 the two are within ~10%,
+// and the stem's single input channel runs its forward 2x faster blocked (bench/RESULTS.md).
+// A rule of the geometry alone, so every run picks the same kernels.
+Tag activation_layout(const Conv3dGeometry& g) {
+  const bool padded = g.in_channels % 16 != 0 || g.out_channels % 16 != 0;
+  return padded && g.in_channels > 1 ? Tag::ndhwc : Tag::any;
+}
 
 Shapes shapes_of(const Conv3dGeometry& g, int64_t n) {
   Shapes s;
@@ -142,6 +154,7 @@ Shapes shapes_of(const Conv3dGeometry& g, int64_t n) {
   s.dilation = dims({0, 0, 0});  // oneDNN counts dilation from 0
   // The right padding that makes (in + pad_l + pad_r - k) / s + 1 == out exactly: the input
   // planes a stride leaves over are not read, as in gridnn's own loops.
+  s.activations = activation_layout(g);
   s.pad_l = dims({g.padding[0], g.padding[1], g.padding[2]});
   s.pad_r = s.pad_l;
   for (int d = 0; d < 3; ++d)
@@ -189,14 +202,15 @@ bool is_reference(const std::string& impl) { return impl.rfind("ref", 0) == 0; }
 // The forward pd (also the hint of both backward pds).
 dnnl::convolution_forward::primitive_desc forward_pd(const Shapes& s, bool bias) {
   const auto any = [](const Dims& d) { return f32(d, Tag::any); };
+  const auto act = [&s](const Dims& d) { return f32(d, s.activations); };
   using dnnl::algorithm;
   using dnnl::prop_kind;
   const auto desc =
-      bias ? dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, any(s.src),
-                                             any(s.weights), f32(s.bias, Tag::x), any(s.dst), s.strides, s.dilation,
+      bias ? dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, act(s.src),
+                                             any(s.weights), f32(s.bias, Tag::x), act(s.dst), s.strides, s.dilation,
                                              s.pad_l, s.pad_r)
-           : dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, any(s.src),
-                                             any(s.weights), any(s.dst), s.strides, s.dilation, s.pad_l, s.pad_r);
+           : dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, act(s.src),
+                                             any(s.weights), act(s.dst), s.strides, s.dilation, s.pad_l, s.pad_r);
   return dnnl::convolution_forward::primitive_desc(desc, user_scratchpad(), engine());
 }
 
@@ -207,6 +221,7 @@ Plan build(const Conv3dGeometry& g, int64_t n, Pass pass, bool bias) {
   const memory::desc src = f32(s.src, Tag::ncdhw), weights = f32(s.weights, Tag::oidhw), dst = f32(s.dst, Tag::ncdhw);
   using dnnl::algorithm;
   const auto any = [](const Dims& d) { return f32(d, Tag::any); };
+  const auto act = [&s](const Dims& d) { return f32(d, s.activations); };
   const auto fwd = forward_pd(s, bias && pass == Pass::forward);
   Plan p;
   if (pass == Pass::forward) {
@@ -218,8 +233,8 @@ Plan build(const Conv3dGeometry& g, int64_t n, Pass pass, bool bias) {
     if (bias) p.operands.push_back(operand(DNNL_ARG_BIAS, f32(s.bias, Tag::x), fwd.bias_desc(), kBias, false));
     p.scratchpad = memory(fwd.scratchpad_desc(), engine(), DNNL_MEMORY_NONE);
   } else if (pass == Pass::backward_data) {
-    const dnnl::convolution_backward_data::desc desc(algorithm::convolution_direct, any(s.src), any(s.weights),
-                                                     any(s.dst), s.strides, s.dilation, s.pad_l, s.pad_r);
+    const dnnl::convolution_backward_data::desc desc(algorithm::convolution_direct, act(s.src), any(s.weights),
+                                                     act(s.dst), s.strides, s.dilation, s.pad_l, s.pad_r);
     const dnnl::convolution_backward_data::primitive_desc pd(desc, user_scratchpad(), engine(), fwd);
     p.impl = pd.impl_info_str();
     p.primitive = dnnl::convolution_backward_data(pd);
@@ -228,8 +243,8 @@ Plan build(const Conv3dGeometry& g, int64_t n, Pass pass, bool bias) {
                   operand(DNNL_ARG_DIFF_SRC, src, pd.diff_src_desc(), kSource, true)};
     p.scratchpad = memory(pd.scratchpad_desc(), engine(), DNNL_MEMORY_NONE);
   } else {
-    const dnnl::convolution_backward_weights::desc desc(algorithm::convolution_direct, any(s.src), any(s.weights),
-                                                        any(s.dst), s.strides, s.dilation, s.pad_l, s.pad_r);
+    const dnnl::convolution_backward_weights::desc desc(algorithm::convolution_direct, act(s.src), any(s.weights),
+                                                        act(s.dst), s.strides, s.dilation, s.pad_l, s.pad_r);
     const dnnl::convolution_backward_weights::primitive_desc pd(desc, user_scratchpad(), engine(), fwd);
     p.impl = pd.impl_info_str();
     p.primitive = dnnl::convolution_backward_weights(pd);

@@ -3,7 +3,8 @@
 //
 // gridnn's tensors stay plain at the op boundary (x ncdhw, w oidhw, bias x). Each call
 // reorders its operands into the layouts oneDNN chose for the geometry (format `any`:
-// blocked, e.g. nCdhw16c, on AVX-512), runs the JIT kernel, and reorders the result back.
+// blocked, e.g. nCdhw16c, on AVX-512; activations channels last, ndhwc, where a channel
+// count is not a multiple of 16), runs the JIT kernel, and reorders the result back.
 // The blocked copies live in one workspace per thread shared by every convolution, grown
 // to the largest layer on the first step, so a training step allocates nothing after it;
 // it comes from gridnn's host allocator, so the allocator's peak and limit include it.
