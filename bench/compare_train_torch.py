@@ -51,7 +51,7 @@ import, before the model; printed under the table) and the model's training step
 these are host memory only; the torch worker also records torch.cuda.max_memory_allocated
 (in --json).
 
-    /usr/bin/python3 bench/compare_train_torch.py [--gridnn PATH] [--quick] [--threads 2,1]
+    /usr/bin/python3 bench/compare_train_torch.py [--gridnn PATH] [--quick] [--threads 2,1] [--rounds R]
         [--extra | --cases default|extra|all | --case W:DxHxW:B ...] [--json FILE] [--device cuda]
 
 Cases (ResAttNet3D-18, width / input / batch): by default w8 32^3 b8 (the README's default
@@ -60,6 +60,8 @@ job), w16 64^3 b8 and w32 64^3 b4; --device cuda adds w16 128^3 b4 and w32 128^3
 b2; --cases extra runs only those. Steps: 3 warm-up + 8 timed on the CPU (20 on the GPU); the
 --extra cases 2 warm-up + 5 timed on the CPU; --warmup and --steps set them for every case.
 --case W:DxHxW:B (repeatable) measures cases of your own instead, with the --extra cases' steps.
+--rounds R runs each case and thread count R times, gridnn and torch alternately, and takes
+each side's median of its runs' medians: on a shared host a slow spell then hits both.
 --quick runs the first selected case only, with fewer steps (2 + 4; 1 + 3 for the --extra
 cases) and, unless --threads is given, the first thread count only. --filter keeps the cases
 whose name contains a string.
@@ -363,6 +365,17 @@ def time_sgemm(args, tmpdir):
     return json.loads(out.strip().splitlines()[-1])
 
 
+def combine_rounds(rounds):
+    """One side's timings over --rounds runs: the median of the runs' medians (one run slowed
+    by the host moves it less than pooling the steps would), every step, the largest peak."""
+    out = dict(rounds[0])
+    out["round_median_s"] = [r["median_s"] for r in rounds]
+    out["median_s"] = statistics.median(out["round_median_s"])
+    out["step_s"] = [t for r in rounds for t in r["step_s"]]
+    out["peak_rss_kib"] = max(r["peak_rss_kib"] for r in rounds)
+    return out
+
+
 def sgemm_text(result):
     """'152.3 (30.1 / 152.3)': the machine's one-thread sgemm rate, torch.mm's and oneDNN's."""
     rates = result.get("sgemm_1t_by_library") or {}
@@ -413,6 +426,9 @@ def main():
     ap.add_argument("--steps", type=int, default=None,
                     help="timed steps for every case (default 8 on the CPU, --extra cases 5; 20 on "
                          "the GPU; 4 and 3 with --quick)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="runs per case and thread count, gridnn and torch alternately; each side's "
+                         "step time is the median of its runs' medians (default 1)")
     ap.add_argument("--filter", default="", help="only cases whose name contains this")
     ap.add_argument("--case", action="append", default=[], metavar="W:DxHxW:B", type=parse_case,
                     help="a case of your own (width, input, batch), e.g. 12:72x88x64:3; repeatable; "
@@ -445,6 +461,8 @@ def main():
         sys.exit(2)
     if args.device == "cpu" and args.precision != "fp32":
         sys.exit("compare_train_torch: --precision applies to --device cuda only")
+    if args.rounds < 1:
+        sys.exit(f"compare_train_torch: --rounds {args.rounds}: give 1 or more runs per case")
     binary = args.gridnn or find_gridnn(args.device)
     if not os.access(binary, os.X_OK):
         sys.exit(f"compare_train_torch: {binary} is not an executable")
@@ -490,7 +508,8 @@ def main():
         for extra, (w, s) in sorted(plans.items()) if not extra or plans.get(False) != (w, s))
     print(f"# {shown} vs torch {torch.__version__}, device {args.device}{gpu}, {args.precision}, "
           f"threads {','.join(map(str, thread_counts))}, OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']} "
-          f"for both ({policy_from}); SGD momentum 0.9; gridnn data {args.gridnn_data}; {steps_text}, medians; "
+          f"for both ({policy_from}); SGD momentum 0.9; gridnn data {args.gridnn_data}; {steps_text}, medians"
+          f"{f' of {args.rounds} alternating runs' if args.rounds > 1 else ''}; "
           f"load average at start {load()}", flush=True)
 
     results, start = [], time.perf_counter()
@@ -502,8 +521,11 @@ def main():
             rates = time_sgemm(args, tmpdir) if args.device == "cpu" else None
             sgemm = max(r for r in rates.values() if r) if rates else None
             for t in thread_counts:
-                g = time_gridnn(binary, width, dhw, batch, warmup, steps, t, args, tmpdir)
-                p = time_torch(width, dhw, batch, warmup, steps, t, args, tmpdir)
+                g, p = [], []
+                for _ in range(args.rounds):  # alternately, so a slow spell of the host hits both
+                    g.append(time_gridnn(binary, width, dhw, batch, warmup, steps, t, args, tmpdir))
+                    p.append(time_torch(width, dhw, batch, warmup, steps, t, args, tmpdir))
+                g, p = combine_rounds(g), combine_rounds(p)
                 runs.append({"threads": t, "gridnn": g, "torch": p, "ratio": p["median_s"] / g["median_s"]})
                 gt, tt = g["step_s"], p["step_s"]
                 print(f"  {name}, {t} thread{'s' if t > 1 else ''}: gridnn {g['median_s']:.4f} s/step ({min(gt):.4f}-"
