@@ -347,6 +347,22 @@ const Tensor& tensor_of(const Tensors& tensors, int arg) {
   throw Error("conv3d (oneDNN): no tensor for argument " + std::to_string(arg));
 }
 
+// A copy between gridnn's layout and oneDNN's. One under kSerialReorderBytes runs on the
+// calling thread alone: it takes microseconds, and waking the pool's sleeping threads for
+// it (OMP_WAIT_POLICY=passive) costs more than it saves; with two threads the reorders of a
+// w16 64^3 step took 2x their one-thread time (bench/RESULTS.md). A copy gives the same
+// bytes on any number of threads.
+constexpr size_t kSerialReorderBytes = size_t(1) << 20;
+
+void reorder(dnnl::reorder& r, dnnl::stream& stream, dnnl::memory& from, dnnl::memory& to) {
+  const ProfileScope profile(ProfileKind::reorder);
+  const int threads = omp_get_max_threads();
+  const bool serial = threads > 1 && from.get_desc().get_size() < kSerialReorderBytes;
+  if (serial) omp_set_num_threads(1);
+  r.execute(stream, from, to);
+  if (serial) omp_set_num_threads(threads);
+}
+
 // `ready`: an input argument whose blocked copy the previous execute on this thread left in
 // its workspace buffer (0: none).
 void execute(Plan& p, const Tensors& tensors, int ready = 0) {
@@ -357,8 +373,7 @@ void execute(Plan& p, const Tensors& tensors, int ready = 0) {
       if (!o.copy) continue;
       o.inner.set_data_handle(ts.buffers[o.slot].reserve(o.inner.get_desc().get_size()));
       if (!o.is_output && o.arg != ready) {
-        const ProfileScope profile(ProfileKind::reorder);
-        o.to_inner.execute(ts.stream, o.user, o.inner);
+        reorder(o.to_inner, ts.stream, o.user, o.inner);
       }
     }
     const size_t scratch = p.scratchpad.get_desc().get_size();
@@ -366,8 +381,7 @@ void execute(Plan& p, const Tensors& tensors, int ready = 0) {
     p.primitive.execute(ts.stream, p.args);
     for (Operand& o : p.operands)
       if (o.copy && o.is_output) {
-        const ProfileScope profile(ProfileKind::reorder);
-        o.to_user.execute(ts.stream, o.inner, o.user);
+        reorder(o.to_user, ts.stream, o.inner, o.user);
       }
     ts.stream.wait();
   } catch (const dnnl::error& e) {
