@@ -152,9 +152,9 @@ Shapes shapes_of(const Conv3dGeometry& g, int64_t n) {
   s.dst = dims({n, g.out_channels, g.out_size[0], g.out_size[1], g.out_size[2]});
   s.strides = dims({g.stride[0], g.stride[1], g.stride[2]});
   s.dilation = dims({0, 0, 0});  // oneDNN counts dilation from 0
+  s.activations = activation_layout(g);
   // The right padding that makes (in + pad_l + pad_r - k) / s + 1 == out exactly: the input
   // planes a stride leaves over are not read, as in gridnn's own loops.
-  s.activations = activation_layout(g);
   s.pad_l = dims({g.padding[0], g.padding[1], g.padding[2]});
   s.pad_r = s.pad_l;
   for (int d = 0; d < 3; ++d)
@@ -354,13 +354,26 @@ const Tensor& tensor_of(const Tensors& tensors, int arg) {
 // bytes on any number of threads.
 constexpr size_t kSerialReorderBytes = size_t(1) << 20;
 
+// The calling thread's OpenMP thread count set to 1 for a scope, when `serial`.
+class SerialScope {
+ public:
+  explicit SerialScope(bool serial) : threads_(serial ? omp_get_max_threads() : 0) {
+    if (threads_ > 1) omp_set_num_threads(1);
+  }
+  ~SerialScope() {
+    if (threads_ > 1) omp_set_num_threads(threads_);
+  }
+  SerialScope(const SerialScope&) = delete;
+  SerialScope& operator=(const SerialScope&) = delete;
+
+ private:
+  int threads_;
+};
+
 void reorder(dnnl::reorder& r, dnnl::stream& stream, dnnl::memory& from, dnnl::memory& to) {
   const ProfileScope profile(ProfileKind::reorder);
-  const int threads = omp_get_max_threads();
-  const bool serial = threads > 1 && from.get_desc().get_size() < kSerialReorderBytes;
-  if (serial) omp_set_num_threads(1);
+  const SerialScope serial(from.get_desc().get_size() < kSerialReorderBytes);
   r.execute(stream, from, to);
-  if (serial) omp_set_num_threads(threads);
 }
 
 // `ready`: an input argument whose blocked copy the previous execute on this thread left in
