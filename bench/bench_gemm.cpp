@@ -1,4 +1,4 @@
-// GEMM throughput: C[m, n] = A[m, k] B[k, n] for square sizes, on the CPU (OpenBLAS) and,
+// GEMM throughput: C[m, n] = A[m, k] B[k, n] for square sizes, on the CPU (oneDNN's sgemm) and,
 // when a CUDA device is present, on the GPU (cuBLAS) in fp32, tf32, bf16 and f16.
 //
 //   build/default/bench/bench_gemm [--benchmark_filter=cpu] [--benchmark_min_time=0.2]

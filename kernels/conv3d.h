@@ -4,7 +4,7 @@
 // cross-correlation as in PyTorch's Conv3d. Shapes, for a batch of N:
 //   x [N, C, D, H, W]   w [O, C, kd, kh, kw]   bias [O]   y [N, O, Do, Ho, Wo]
 // Backends: on the CPU oneDNN's JIT kernels (kernels/cpu/conv3d_onednn.h) where oneDNN has
-// one for the geometry, else vol2col + OpenBLAS GEMM (kernels/cpu/conv3d.cpp), the path the
+// one for the geometry, else vol2col + GEMM (kernels/cpu/conv3d.cpp), the path the
 // tests also compare against; cuDNN on the GPU (kernels/cuda/conv3d_cudnn.cpp, algorithm
 // chosen once per shape and math mode and cached). All are deterministic for a fixed
 // thread count (oneDNN's backward filter changes with the thread count). Activation gradients overwrite (dx); parameter
@@ -66,7 +66,7 @@ void conv3d_backward_bias(const Tensor& dy, Tensor& db);
 // Which implementation runs the CPU's convolutions:
 //   onednn   oneDNN where it has a kernel for the geometry and pass (the default), else
 //            vol2col + GEMM with a one-time notice on stderr
-//   vol2col  always vol2col + OpenBLAS GEMM
+//   vol2col  always vol2col + GEMM
 // The environment variable GRIDNN_CPU_CONV=onednn|vol2col sets it at startup; a build
 // without oneDNN always runs vol2col.
 enum class CpuConv { onednn, vol2col };

@@ -1,7 +1,8 @@
 // Matrix products: C = alpha * op(A) * op(B) + beta * C, row-major, op = transpose or not.
 //
-// Backends: OpenBLAS (cblas_sgemm) on the CPU; cuBLAS (cublasGemmStridedBatchedEx) on the
-// GPU. f16 and bf16 operands accumulate in f32 (on the CPU they are widened to f32 first).
+// Backends: oneDNN's dnnl_sgemm on the CPU (OpenBLAS's cblas_sgemm in a build without
+// oneDNN); cuBLAS (cublasGemmStridedBatchedEx) on the GPU. f16 and bf16 operands accumulate
+// in f32 (on the CPU they are widened to f32 first).
 //
 // Precision of f32 products (GemmOptions::math, kernels/math_mode.h): fp32 by default;
 // tf32 and bf16 only when asked for (docs/design.md §3). bf16 on the GPU casts A and B into bf16

@@ -1,5 +1,5 @@
 // CPU backend of kernels/conv3d.h: oneDNN where it has a kernel for the geometry
-// (kernels/cpu/conv3d_onednn.h), else vol2col + OpenBLAS GEMM (kernels/conv3d_bodies.h):
+// (kernels/cpu/conv3d_onednn.h), else vol2col + GEMM (kernels/conv3d_bodies.h, kernels/gemm.h):
 //
 // Per sample n, and per slab of output depth planes [od0, od1) (so the column buffer stays
 // under column_budget floats however large the volume):
@@ -8,7 +8,7 @@
 //   backward filter  dW [O, K]    += dy_n[:, slab] * col^T
 // A 1x1x1 kernel with stride 1 and no padding skips vol2col: x_n [C, P] is the column
 // matrix. Samples and slabs run in order and col2vol works per input row, so every
-// result is deterministic; the loops inside use parallel_for and OpenBLAS's threads.
+// result is deterministic; the loops inside use parallel_for and the GEMM's threads.
 // tf32 and bf16 math (kernels/math_mode.h) are emulated: each op first rounds its two
 // operands into scratch copies (rounded_operand, kernels/gemm.h), then runs the fp32 path.
 #include "kernels/conv3d.h"

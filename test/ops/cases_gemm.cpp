@@ -2,7 +2,7 @@
 // each operand batched or shared, an empty inner dimension, beta = 0 overwriting a NaN C,
 // views inside larger buffers, sizes where TF32 would show (fp32 must not silently be TF32),
 // and the tf32/bf16 math modes against a reference that rounds the operands itself.
-// OpenBLAS and cuBLAS sum in different orders: the backends agree within a tolerance.
+// The CPU sgemm and cuBLAS sum in different orders: the backends agree within a tolerance.
 #include <cmath>
 
 #include "kernels/elementwise.h"

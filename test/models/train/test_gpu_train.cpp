@@ -1,7 +1,7 @@
 // A training step on cuda:0 against the same step on the CPU: --dump-step of a small
 // ResAttNet3D (logits, loss, every gradient, every updated parameter and buffer) and three
 // trainer steps; fp32 on both sides, cuDNN's convolutions summing in another order than
-// vol2col + OpenBLAS, hence relative error up to 1e-3 per tensor instead of bitwise.
+// oneDNN on the CPU, hence relative error up to 1e-3 per tensor instead of bitwise.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
