@@ -2,27 +2,11 @@
 #include "kernels/optim.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "kernels/cpu/parallel_for.h"
 
 namespace gridnn::kernels::cpu {
-
-void sgd_update(const SgdConstants& s, Tensor& param, const Tensor& grad, Tensor& momentum_buffer) {
-  float* p = param.data<float>();
-  const float* g = grad.data<float>();
-  float* buf = s.momentum != 0.0f ? momentum_buffer.data<float>() : nullptr;
-  parallel_for(
-      param.numel(), [&](int64_t i) { body::sgd_at(s, p, g, buf, i); }, 4);
-}
-
-void adam_update(const AdamConstants& s, Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq) {
-  float* p = param.data<float>();
-  const float* g = grad.data<float>();
-  float* m = exp_avg.data<float>();
-  float* v = exp_avg_sq.data<float>();
-  parallel_for(
-      param.numel(), [&](int64_t i) { body::adam_at(s, p, g, m, v, i); }, 8);
-}
 
 namespace {
 
@@ -77,6 +61,15 @@ void adam_update(const AdamConstants& s, const std::vector<ops::AdamTensors>& te
     float* v = t.exp_avg_sq->data<float>();
     for (int64_t i = begin; i < end; ++i) body::adam_at(c, p, g, m, v, i);
   });
+}
+
+// One parameter: the list form with one entry.
+void sgd_update(const SgdConstants& s, Tensor& param, const Tensor& grad, Tensor& momentum_buffer) {
+  sgd_update(s, std::vector<ops::SgdTensors>{{&param, &grad, &momentum_buffer}});
+}
+
+void adam_update(const AdamConstants& s, Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq) {
+  adam_update(s, std::vector<ops::AdamTensors>{{&param, &grad, &exp_avg, &exp_avg_sq}});
 }
 
 }  // namespace gridnn::kernels::cpu

@@ -121,12 +121,12 @@ void max_pool3d_forward(const Tensor& x, const Pool3dGeometry& g, Tensor& y, Ten
   // Stage 1's row: the outputs, and room for the last output's taps in each phase.
   const int64_t row_len = g.ow + (g.kw - 1) / g.sw;
   // e0[j]: output j's first tap inside the row; col[j]: the row position of its tap 0.
-  std::vector<int32_t> e0(size_t(row_len), 0), col(size_t(std::max(g.ow, g.oh * g.ow)), 0);
+  std::vector<int32_t> e0(size_t(row_len), 0), col(size_t(g.ow));
   for (int64_t ow = 0; ow < g.ow; ++ow) {
     e0[size_t(ow)] = int32_t(std::max<int64_t>(0, g.pw - ow * g.sw));
     col[size_t(ow)] = int32_t(ow * g.sw - g.pw);
   }
-  const std::vector<int32_t> zeros(size_t(g.oh * g.ow), 0);
+  const std::vector<int32_t> zeros(size_t(g.oh * g.ow), 0);  // stage 3 adds no offset within a slice
   GRIDNN_DISPATCH_FLOATING(x.dtype(), "max_pool3d_forward", [&] {
     const scalar_t* in = static_cast<const scalar_t*>(x.raw());
     scalar_t* out = static_cast<scalar_t*>(y.raw());
