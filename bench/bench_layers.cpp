@@ -61,13 +61,16 @@ struct ConvCase {
   int64_t in_size_64;  // the input's cubic size for a 64^3 network input (doubles for 128^3)
 };
 
-// Stem conv1; then conv1 of the first block of each stage (layer2..4: the strided one).
+// Stem conv1; then conv1 of the first block of each stage (layer2..4: the strided one), and
+// one of layer4's unit-stride convs.
 const ConvCase kConvCases[] = {
     {"stem", 1, kWidth, 7, 2, 3, 64},
     {"layer1", kWidth, kWidth, 3, 1, 1, 16},
     {"layer2", kWidth, 2 * kWidth, 3, 2, 1, 16},
     {"layer3", 2 * kWidth, 4 * kWidth, 3, 2, 1, 8},
     {"layer4", 4 * kWidth, 8 * kWidth, 3, 2, 1, 4},
+    // layer4's unit-stride conv: a 3^3 kernel on a 2^3 input (larger than the input).
+    {"layer4_residual", 8 * kWidth, 8 * kWidth, 3, 1, 1, 2},
 };
 
 enum class ConvOp { forward, backward_data, backward_filter };

@@ -230,7 +230,8 @@ Conv3dCpuMemory conv3d_cpu_memory(const Conv3dGeometry& g, int64_t n, bool bias,
     if (cpu_conv() == CpuConv::onednn) w = cpu::onednn::workspace(g, n, cpu::onednn::Pass(int(pass)), bias);
     const bool by_onednn =
         cpu_conv() == CpuConv::onednn && !cpu::onednn::implementation(g, n, cpu::onednn::Pass(int(pass))).empty();
-    if (!by_onednn) m.scratch = std::max(m.scratch, kernels::cpu::conv3d_column_bytes(g));
+    if (!by_onednn)
+      m.scratch = std::max(m.scratch, kernels::cpu::conv3d_column_bytes(g, n, pass == ConvPass::backward_filter));
     for (size_t s = 0; s < w.size(); ++s) m.workspace[s] = std::max(m.workspace[s], w[s]);
   }
   return m;

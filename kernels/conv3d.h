@@ -100,8 +100,11 @@ void conv3d_backward_bias(const Tensor& dy, Tensor& db);
 // The column buffer's size limit in floats (default 2^24); returns the previous one. Tests
 // set it tiny to run the slab loop over one output depth plane at a time.
 int64_t conv3d_set_column_budget(int64_t floats);
-// The bytes of vol2col's column buffer for g (0 for a pointwise kernel, which needs none).
-int64_t conv3d_column_bytes(const Conv3dGeometry& g);
+// The bytes of vol2col's buffers for one pass of g on batch n: the column buffer, or backward
+// filter's column and dy buffers when samples share a GEMM (0 for a pointwise kernel).
+int64_t conv3d_column_bytes(const Conv3dGeometry& g, int64_t n, bool backward_filter);
+// How many samples backward filter's vol2col + GEMM puts into one GEMM (1: one per sample).
+int64_t conv3d_filter_samples_per_gemm(const Conv3dGeometry& g, int64_t n);
 }  // namespace gridnn::kernels::cpu
 namespace gridnn::kernels::cuda {  // cuDNN builds only (GRIDNN_HAVE_CUDNN)
 void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g, Tensor& y,

@@ -6,6 +6,9 @@
 //   forward          y_n[:, slab]  = W [O, K] * col [K, slab]             (K = C kd kh kw)
 //   backward data    dcol          = W^T [K, O] * dy_n[:, slab];  dx_n += col2vol(dcol)
 //   backward filter  dW [O, K]    += dy_n[:, slab] * col^T
+// A sample whose output is under kGroupBelow voxels (ResAttNet3D's layer4 on small inputs:
+// 8) would give backward filter a GEMM too short to run well, so up to the column budget's
+// worth of such samples share one: dW += [dy_n0 .. dy_n1] * [col_n0 .. col_n1]^T.
 // A 1x1x1 kernel with stride 1 and no padding skips vol2col: x_n [C, P] is the column
 // matrix. Samples and slabs run in order and col2vol works per input row, so every
 // result is deterministic; the loops inside use parallel_for and the GEMM's threads.
@@ -67,10 +70,26 @@ void vol2col(const float* xn, const Conv3dGeometry& g, int64_t od0, int64_t od1,
       g.col_rows(), [&](int64_t row) { body::vol2col_row(xn, g, row, od0, od1, col + row * cols); }, cols);
 }
 
+// Backward filter's group of samples, and the bytes of its column and dy buffers.
+constexpr int64_t kGroupBelow = 1024;
+
+int64_t group_bytes(const Conv3dGeometry& g, int64_t samples) {
+  return int64_t(sizeof(float)) * (g.col_rows() + g.out_channels) * samples * g.out_volume();
+}
+
 }  // namespace
 
-int64_t conv3d_column_bytes(const Conv3dGeometry& g) {
-  return g.is_pointwise() ? 0 : int64_t(sizeof(float)) * g.col_rows() * planes_per_slab(g) * g.out_plane();
+int64_t conv3d_filter_samples_per_gemm(const Conv3dGeometry& g, int64_t n) {
+  const int64_t P = g.out_volume();
+  if (g.is_pointwise() || P >= kGroupBelow || planes_per_slab(g) < g.out_size[0]) return 1;
+  return std::clamp<int64_t>(column_budget / (g.col_rows() * P), 1, n);
+}
+
+int64_t conv3d_column_bytes(const Conv3dGeometry& g, int64_t n, bool backward_filter) {
+  if (g.is_pointwise()) return 0;
+  const int64_t group = backward_filter ? conv3d_filter_samples_per_gemm(g, n) : 1;
+  if (group > 1) return group_bytes(g, group);
+  return int64_t(sizeof(float)) * g.col_rows() * planes_per_slab(g) * g.out_plane();
 }
 
 int64_t conv3d_set_column_budget(int64_t floats) {
@@ -155,6 +174,30 @@ void conv3d_backward_filter(const Tensor& x_in, const Tensor& dy_in, const Conv3
   if (use_onednn() && onednn::backward_filter(x, dy, g, dw)) return;
   const int64_t N = x.size(0), O = g.out_channels, K = g.col_rows(), P = g.out_volume();
   const int64_t in_sample = g.in_channels * g.in_volume(), plane = g.out_plane();
+  const int64_t group = conv3d_filter_samples_per_gemm(g, N);
+  if (group > 1) {
+    Tensor col = Tensor::empty({K * group * P}), dys = Tensor::empty({O * group * P});
+    const float *xp = x.data<float>(), *dyp = dy.data<float>();
+    float *c = col.data<float>(), *d = dys.data<float>();
+    for (int64_t n0 = 0; n0 < N; n0 += group) {
+      const int64_t samples = std::min(group, N - n0), cols = samples * P;
+      parallel_for(
+          K,
+          [&](int64_t row) {
+            for (int64_t j = 0; j < samples; ++j)
+              body::vol2col_row(xp + (n0 + j) * in_sample, g, row, 0, g.out_size[0], c + row * cols + j * P);
+          },
+          cols);
+      parallel_for(
+          O,
+          [&](int64_t o) {
+            for (int64_t j = 0; j < samples; ++j) std::copy_n(dyp + ((n0 + j) * O + o) * P, P, d + o * cols + j * P);
+          },
+          cols);
+      gemm_at(dys, cols, false, col, cols, true, dw, K, O, K, cols, 1.0f);
+    }
+    return;
+  }
   const int64_t slab = planes_per_slab(g);
   Tensor col = g.is_pointwise() ? Tensor() : Tensor::empty({K * slab * plane});
   for (int64_t n = 0; n < N; ++n) {

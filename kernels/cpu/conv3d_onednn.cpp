@@ -316,6 +316,15 @@ const char* unsupported(const Conv3dGeometry& g, Pass pass) {
   return nullptr;
 }
 
+// oneDNN 2.6's GEMM backward filter (its only one when the kernel is larger than the input)
+// runs one GEMM per sample, as long as the sample's output: 8 voxels for ResAttNet3D's layer4
+// on small inputs. Where vol2col + GEMM puts several samples into one GEMM, that runs it
+// instead, by choice and without a notice (bench/RESULTS.md: 1.4 ms against 0.3 for batch 6).
+bool short_gemm_per_sample(const Plan& p, const Conv3dGeometry& g, int64_t n, Pass pass) {
+  return pass == Pass::backward_filter && p.impl.find("gemm") != std::string::npos &&
+         conv3d_filter_samples_per_gemm(g, n) > 1;
+}
+
 Plan& plan(const Conv3dGeometry& g, int64_t n, Pass pass, bool bias) {
   std::unique_ptr<Plan>& slot = state().plans[key_of(g, n, pass, bias)];
   if (!slot) {
@@ -326,6 +335,7 @@ Plan& plan(const Conv3dGeometry& g, int64_t n, Pass pass, bool bias) {
       try {
         *slot = build(g, n, pass, bias);
         if (slot->impl.empty()) notice_fallback(g, n, pass, "oneDNN has only its reference kernel for it");
+        if (short_gemm_per_sample(*slot, g, n, pass)) *slot = Plan{};
       } catch (const dnnl::error& e) {
         notice_fallback(g, n, pass, std::string("oneDNN cannot build it (") + e.what() + ")");
         *slot = Plan{};
