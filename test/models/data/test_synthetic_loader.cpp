@@ -9,6 +9,7 @@
 #include <numeric>
 #include <set>
 
+#include "core/philox.h"
 #include "models/data/gaussian_noise.h"
 #include "models/data/loader.h"
 #include "models/data/synthetic.h"
@@ -138,6 +139,20 @@ TEST(GaussianNoise, ItsMomentsAreTheNormalsAndASubRangeDrawsTheSameValues) {
   std::vector<float> y(1001, 1.0f);
   data::add_gaussian_noise(11, 22, 1000 + 4093, int64_t(y.size()), 0.5f, y.data());
   for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], 1.0f + 0.5f * x[4093 + i]) << i;
+  const float* z = data::normal_quantiles();
+  // Each element is the table's level from its 16 bits of Philox word (seed, stream, i / 8):
+  // a stream id above 2^32, counters crossing 2^32, starts and ends off the 8-element groups.
+  for (const uint64_t first : {uint64_t(0), uint64_t(5), (uint64_t(1) << 35) - 101}) {
+    const uint64_t seed = 0x0123456789ABCDEFull, stream = 0xFEDCBA9876543210ull;
+    std::vector<float> v(300 + first % 7, 2.0f);
+    data::add_gaussian_noise(seed, stream, first, int64_t(v.size()), 0.25f, v.data());
+    for (size_t j = 0; j < v.size(); ++j) {
+      const uint64_t i = first + j;
+      const uint32_t word = philox_words(seed, stream, i / 8).v[(i % 8) / 2];
+      const float level = z[(i % 2 ? word >> 16 : word) & 0xFFFFu];
+      ASSERT_EQ(v[j], 2.0f + 0.25f * level) << "element " << i;
+    }
+  }
   std::vector<float> other(64, 0.0f);
   data::add_gaussian_noise(12, 22, 1000, 64, 1.0f, other.data());
   EXPECT_NE(std::vector<float>(x.begin(), x.begin() + 64), other);
