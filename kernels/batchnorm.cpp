@@ -121,21 +121,31 @@ void batchnorm_relu_gate(const Tensor& x, const Tensor& dy, const Tensor& mean, 
   GRIDNN_BACKEND_CALL(x.device(), batchnorm_relu_gate, x, dy, mean, invstd, weight, bias, g, gated);
 }
 
-void batchnorm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
-                             Tensor& sums) {
+namespace {
+void expect_gate(const char* op, const BnBackwardGate& gate, int64_t channels, const Tensor& x) {
+  expect_channel(op, "gate weight", gate.weight, channels, x, true);
+  expect_channel(op, "gate bias", gate.bias, channels, x, true);
+}
+}  // namespace
+
+void batchnorm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd, Tensor& sums,
+                             const BnBackwardGate& gate) {
   const char* op = "batchnorm_backward_sums";
   BatchNormGeometry g = geometry_of(op, x);
   expect_like(op, "dy", dy, x);
   expect_channel(op, "mean", mean, g.c, x);
   expect_channel(op, "invstd", invstd, g.c, x);
   expect_sums(op, sums, g.c, x);
-  GRIDNN_BACKEND_CALL(x.device(), batchnorm_backward_sums, x, dy, mean, invstd, g, sums);
+  expect_gate(op, gate, g.c, x);
+  GRIDNN_BACKEND_CALL(x.device(), batchnorm_backward_sums, x, dy, mean, invstd, gate, g, sums);
 }
 
 void batchnorm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
-                              const Tensor& weight, const Tensor& sums, int64_t count, bool training, Tensor& dx) {
+                              const Tensor& weight, const Tensor& sums, int64_t count, bool training, Tensor& dx,
+                              const BnBackwardGate& gate) {
   const char* op = "batchnorm_backward_input";
   BatchNormGeometry g = geometry_of(op, x);
+  expect_gate(op, gate, g.c, x);
   expect_like(op, "dy", dy, x);
   expect_like(op, "dx", dx, x);
   expect_disjoint(op, x, dx);
@@ -147,7 +157,8 @@ void batchnorm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& m
     expect_sums(op, sums, g.c, x);
     GRIDNN_REQUIRE(count >= 1, op, ": count must be >= 1 in training, got ", count);
   }
-  GRIDNN_BACKEND_CALL(x.device(), batchnorm_backward_input, x, dy, mean, invstd, weight, sums, count, training, g, dx);
+  GRIDNN_BACKEND_CALL(x.device(), batchnorm_backward_input, x, dy, mean, invstd, weight, sums, count, training, gate, g,
+                      dx);
 }
 
 }  // namespace gridnn::ops

@@ -15,12 +15,25 @@
 // Evaluation forward: mean = running_mean, batchnorm_invstd(running_var, eps, invstd),
 // batchnorm_normalize.
 // Backward: batchnorm_backward_sums(x, dy, mean, invstd, sums)* -> sum(dy), sum(dy * xhat);
-// weight.grad += sums[1], bias.grad += sums[0]; batchnorm_backward_input(...) -> dx.
+// weight.grad += sums[1], bias.grad += sums[0]; batchnorm_backward_input(...) -> dx. Fused
+// with the ReLU after it, both read dy through the ReLU's gate (BnBackwardGate).
 // All sums are accumulated in double in a fixed order (kernels/batchnorm_bodies.h).
 #pragma once
 
 #include "core/tensor.h"
 #include "kernels/batchnorm_bodies.h"
+
+namespace gridnn::kernels {
+// What the backward steps read as dy: the gradient of the batch norm's output (activation
+// none), or of the ReLU fused after it (relu: dy where batchnorm_normalize(x, mean, invstd,
+// weight, bias) > 0, else 0, the bits batchnorm_relu_gate writes, gated element by element as
+// it is read, so no gated copy is written and read back). weight, bias: the layer's (either
+// may be undefined: 1 and 0).
+struct BnBackwardGate {
+  BnActivation activation = BnActivation::none;
+  Tensor weight, bias;
+};
+}  // namespace gridnn::kernels
 
 namespace gridnn::ops {
 
@@ -37,6 +50,7 @@ void batchnorm_invstd(const Tensor& var, double eps, Tensor& invstd);
 void batchnorm_update_running(const Tensor& mean, const Tensor& var, int64_t count, double momentum,
                               Tensor& running_mean, Tensor& running_var, Tensor& num_batches_tracked);
 using kernels::BnActivation;
+using kernels::BnBackwardGate;
 
 // y = (x - mean) * invstd * weight + bias, then `activation`; weight and bias may be
 // undefined (1 and 0). y may be x.
@@ -46,12 +60,16 @@ void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invs
 // batchnorm_normalize(x, ...) > 0, else 0 (kernels/batchnorm_bodies.h). gated may be dy.
 void batchnorm_relu_gate(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
                          const Tensor& weight, const Tensor& bias, Tensor& gated);
-// sums[0] = sum(dy), sums[1] = sum(dy * xhat) per channel, xhat = (x - mean) * invstd.
-void batchnorm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd, Tensor& sums);
-// dx (overwritten). training: the batch-statistics gradient, using the backward sums over
-// `count` values per channel; otherwise dx = dy * weight * invstd (sums and count unused).
+// sums[0] = sum(dy), sums[1] = sum(dy * xhat) per channel, xhat = (x - mean) * invstd; dy
+// through `gate`.
+void batchnorm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd, Tensor& sums,
+                             const BnBackwardGate& gate = {});
+// dx (overwritten; may be dy). training: the batch-statistics gradient, using the backward
+// sums over `count` values per channel; otherwise dx = dy * weight * invstd (sums and count
+// unused); dy through `gate`.
 void batchnorm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
-                              const Tensor& weight, const Tensor& sums, int64_t count, bool training, Tensor& dx);
+                              const Tensor& weight, const Tensor& sums, int64_t count, bool training, Tensor& dx,
+                              const BnBackwardGate& gate = {});
 
 }  // namespace gridnn::ops
 
@@ -60,7 +78,7 @@ void batchnorm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& m
 namespace gridnn::kernels::cpu {
 void batchnorm_channel_sums(const Tensor& x, const Tensor& shift, BatchNormGeometry g, Tensor& sums);
 void batchnorm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
-                             BatchNormGeometry g, Tensor& sums);
+                             const BnBackwardGate& gate, BatchNormGeometry g, Tensor& sums);
 void batchnorm_moments(const Tensor& sums, const Tensor& shift, int64_t count, Tensor& mean, Tensor& var);
 void batchnorm_invstd(const Tensor& var, double eps, Tensor& invstd);
 void batchnorm_update_running(const Tensor& mean, const Tensor& var, int64_t count, double momentum,
@@ -71,12 +89,12 @@ void batchnorm_relu_gate(const Tensor& x, const Tensor& dy, const Tensor& mean, 
                          const Tensor& weight, const Tensor& bias, BatchNormGeometry g, Tensor& gated);
 void batchnorm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
                               const Tensor& weight, const Tensor& sums, int64_t count, bool training,
-                              BatchNormGeometry g, Tensor& dx);
+                              const BnBackwardGate& gate, BatchNormGeometry g, Tensor& dx);
 }  // namespace gridnn::kernels::cpu
 namespace gridnn::kernels::cuda {
 void batchnorm_channel_sums(const Tensor& x, const Tensor& shift, BatchNormGeometry g, Tensor& sums);
 void batchnorm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
-                             BatchNormGeometry g, Tensor& sums);
+                             const BnBackwardGate& gate, BatchNormGeometry g, Tensor& sums);
 void batchnorm_moments(const Tensor& sums, const Tensor& shift, int64_t count, Tensor& mean, Tensor& var);
 void batchnorm_invstd(const Tensor& var, double eps, Tensor& invstd);
 void batchnorm_update_running(const Tensor& mean, const Tensor& var, int64_t count, double momentum,
@@ -87,5 +105,5 @@ void batchnorm_relu_gate(const Tensor& x, const Tensor& dy, const Tensor& mean, 
                          const Tensor& weight, const Tensor& bias, BatchNormGeometry g, Tensor& gated);
 void batchnorm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
                               const Tensor& weight, const Tensor& sums, int64_t count, bool training,
-                              BatchNormGeometry g, Tensor& dx);
+                              const BnBackwardGate& gate, BatchNormGeometry g, Tensor& dx);
 }  // namespace gridnn::kernels::cuda

@@ -102,16 +102,6 @@ GRIDNN_HD GRIDNN_INLINE void bn_stat_lane(const T* x, BatchNormSegment seg, doub
   *b = sb;
 }
 
-template <class T>
-GRIDNN_HD GRIDNN_INLINE void bn_grad_lane(const T* x, const T* dy, BatchNormSegment seg, double mean, int lane,
-                                          int lanes, double* a, double* b) {
-  double sa = 0.0, sb = 0.0;
-  for (int64_t i = seg.begin + lane; i < seg.end; i += lanes)
-    bn_grad_step(sa, sb, to_float(x[i]), to_float(dy[i]), mean);
-  *a = sa;
-  *b = sb;
-}
-
 // One step of the pairwise tree over lanes: lanes [0, width) take lanes [width, 2 width).
 GRIDNN_HD GRIDNN_INLINE void bn_tree_step(double* a, double* b, int lane, int width) {
   a[lane] += a[lane + width];
@@ -196,7 +186,33 @@ GRIDNN_HD GRIDNN_INLINE float bn_activate(float v, BnActivation a) {
 
 template <class T>
 GRIDNN_HD GRIDNN_INLINE float bn_relu_gate(float x, float dy, BnNormalizeCoeffs k) {
-  return to_float(from_float<T>(bn_normalize_value(x, k))) > 0.0f ? dy : 0.0f;  // nn::ReLU's backward rule
+  // nn::ReLU's backward rule, dy where the output is > 0 else +0, as a bit mask rather than a
+  // branch: the same bits, and a loop over it vectorizes.
+  const bool open = to_float(from_float<T>(bn_normalize_value(x, k))) > 0.0f;
+  return bits_float(float_bits(dy) & (0u - uint32_t(open)));
+}
+
+// dy as the backward of a batch norm fused with the ReLU after it reads it: gated on the
+// forward's output as bn_relu_gate gates it, element by element as it is read (no gated copy
+// is written first), or as it is when `gate` is null (no ReLU). The same bits as reading
+// batchnorm_relu_gate's output: a gated element is dy or 0, both exact in T.
+template <class T>
+GRIDNN_HD GRIDNN_INLINE float bn_gated_dy(float x, float dy, const BnNormalizeCoeffs* gate) {
+  return gate ? bn_relu_gate<T>(x, dy, *gate) : dy;
+}
+
+// Lane `lane` of `lanes` of segment `seg` of the backward sums, dy gated by `gate` (may be
+// null; bn_gated_dy): the CUDA thread's loop, as bn_stat_lane.
+template <class T>
+GRIDNN_HD GRIDNN_INLINE void bn_grad_lane(const T* x, const T* dy, BatchNormSegment seg, double mean,
+                                          const BnNormalizeCoeffs* gate, int lane, int lanes, double* a, double* b) {
+  double sa = 0.0, sb = 0.0;
+  for (int64_t i = seg.begin + lane; i < seg.end; i += lanes) {
+    const float xv = to_float(x[i]);
+    bn_grad_step(sa, sb, xv, bn_gated_dy<T>(xv, to_float(dy[i]), gate), mean);
+  }
+  *a = sa;
+  *b = sb;
 }
 
 // One output element: normalized, rounded to T, then (on the rounded value, as the unfused
@@ -247,14 +263,18 @@ GRIDNN_HD GRIDNN_INLINE float bn_input_grad_training(float x, float dy, BnInputG
 
 GRIDNN_HD GRIDNN_INLINE float bn_input_grad_eval(float dy, BnInputGradCoeffs k) { return dy * k.scale; }
 
+// dx[i]; with `relu`, dy gated on the forward's output (gate_weight, gate_bias: the layer's,
+// either may be null; bn_gated_dy).
 template <class T>
 GRIDNN_HD GRIDNN_INLINE void bn_backward_input_at(int64_t i, const T* x, const T* dy, BatchNormGeometry g,
                                                   const float* mean, const float* invstd, const float* weight,
-                                                  const float* grad_sums, int64_t count, bool training, T* dx) {
-  const BnInputGradCoeffs k =
-      bn_input_grad_coeffs((i / g.s) % g.c, g.c, mean, invstd, weight, grad_sums, count, training);
-  const float d = to_float(dy[i]);
-  dx[i] = from_float<T>(training ? bn_input_grad_training(to_float(x[i]), d, k) : bn_input_grad_eval(d, k));
+                                                  const float* grad_sums, int64_t count, bool training, bool relu,
+                                                  const float* gate_weight, const float* gate_bias, T* dx) {
+  const int64_t c = (i / g.s) % g.c;
+  const BnInputGradCoeffs k = bn_input_grad_coeffs(c, g.c, mean, invstd, weight, grad_sums, count, training);
+  const BnNormalizeCoeffs gate = bn_normalize_coeffs(c, mean, invstd, gate_weight, gate_bias);
+  const float xv = to_float(x[i]), d = bn_gated_dy<T>(xv, to_float(dy[i]), relu ? &gate : nullptr);
+  dx[i] = from_float<T>(training ? bn_input_grad_training(xv, d, k) : bn_input_grad_eval(d, k));
 }
 
 }  // namespace body

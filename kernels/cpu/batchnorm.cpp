@@ -16,6 +16,7 @@
 
 #include <omp.h>
 
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/parallel_for.h"
@@ -118,20 +119,30 @@ void batchnorm_channel_sums(const Tensor& x, const Tensor& shift, BatchNormGeome
 }
 
 void batchnorm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
-                             BatchNormGeometry g, Tensor& sums) {
-  const float* m = mean.data<float>();
+                             const BnBackwardGate& gate, BatchNormGeometry g, Tensor& sums) {
+  const float *m = mean.data<float>(), *is = invstd.data<float>(), *w = ptr(gate.weight), *b = ptr(gate.bias);
   GRIDNN_DISPATCH_FLOATING(x.dtype(), "batchnorm_backward_sums", [&] {
     const scalar_t* in = static_cast<const scalar_t*>(x.raw());
     const scalar_t* d = static_cast<const scalar_t*>(dy.raw());
-    channel_sums(
-        g,
-        [&](BatchNormSegment seg) {
-          const double mc = double(m[seg.channel]);
-          return [in, d, mc](int64_t i, double& a, double& b) {
-            body::bn_grad_step(a, b, to_float(in[i]), to_float(d[i]), mc);
-          };
-        },
-        invstd.data<float>(), sums.data<float>());
+    // dy through the gate (body::bn_gated_dy), the gate a constant of each instance so that
+    // both loops vectorize.
+    const auto run = [&](auto gated) {
+      channel_sums(
+          g,
+          [&](BatchNormSegment seg) {
+            const double mc = double(m[seg.channel]);
+            const body::BnNormalizeCoeffs k = body::bn_normalize_coeffs(seg.channel, m, is, w, b);
+            return [in, d, mc, k](int64_t i, double& sa, double& sb) {
+              const float xv = to_float(in[i]), dv = to_float(d[i]);
+              body::bn_grad_step(sa, sb, xv, decltype(gated)::value ? body::bn_relu_gate<scalar_t>(xv, dv, k) : dv, mc);
+            };
+          },
+          is, sums.data<float>());
+    };
+    if (gate.activation == BnActivation::relu)
+      run(std::true_type{});
+    else
+      run(std::false_type{});
   });
 }
 
@@ -190,20 +201,35 @@ void batchnorm_relu_gate(const Tensor& x, const Tensor& dy, const Tensor& mean, 
 
 void batchnorm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
                               const Tensor& weight, const Tensor& sums, int64_t count, bool training,
-                              BatchNormGeometry g, Tensor& dx) {
+                              const BnBackwardGate& gate, BatchNormGeometry g, Tensor& dx) {
   const float *m = mean.data<float>(), *is = invstd.data<float>(), *w = ptr(weight), *s = ptr(sums);
+  const float *gw = ptr(gate.weight), *gb = ptr(gate.bias);
+  const bool relu = gate.activation == BnActivation::relu;
   GRIDNN_DISPATCH_FLOATING(x.dtype(), "batchnorm_backward_input", [&] {
     const scalar_t* in = static_cast<const scalar_t*>(x.raw());
     const scalar_t* d = static_cast<const scalar_t*>(dy.raw());
     scalar_t* out = static_cast<scalar_t*>(dx.raw());
     for_each_plane_run(g, [&](int64_t c, int64_t begin, int64_t end) {
       const body::BnInputGradCoeffs k = body::bn_input_grad_coeffs(c, g.c, m, is, w, s, count, training);
-      if (training)
-        for (int64_t i = begin; i < end; ++i)
-          out[i] = from_float<scalar_t>(body::bn_input_grad_training(to_float(in[i]), to_float(d[i]), k));
+      const body::BnNormalizeCoeffs kg = body::bn_normalize_coeffs(c, m, is, gw, gb);
+      // dy through the gate (body::bn_gated_dy), one loop per case so that each vectorizes.
+      const auto dy_at = [&](int64_t i, float xv, auto gated) {
+        return gated ? body::bn_relu_gate<scalar_t>(xv, to_float(d[i]), kg) : to_float(d[i]);
+      };
+      const auto run = [&](auto gated) {
+        if (training)
+          for (int64_t i = begin; i < end; ++i) {
+            const float xv = to_float(in[i]);
+            out[i] = from_float<scalar_t>(body::bn_input_grad_training(xv, dy_at(i, xv, gated), k));
+          }
+        else
+          for (int64_t i = begin; i < end; ++i)
+            out[i] = from_float<scalar_t>(body::bn_input_grad_eval(dy_at(i, to_float(in[i]), gated), k));
+      };
+      if (relu)
+        run(std::true_type{});
       else
-        for (int64_t i = begin; i < end; ++i)
-          out[i] = from_float<scalar_t>(body::bn_input_grad_eval(to_float(d[i]), k));
+        run(std::false_type{});
     });
   });
 }

@@ -22,13 +22,23 @@ namespace {
 const float* ptr(const Tensor& t) { return t.defined() ? static_cast<const float*>(t.raw()) : nullptr; }
 float* ptr(Tensor& t) { return t.defined() ? static_cast<float*>(t.raw()) : nullptr; }
 
-// Backward false: statistics sums of x around shift_or_mean (dy unused). Backward true:
-// sums of dy and dy * (x - mean) with mean = shift_or_mean. Segment i's two sums go to
-// seg_a[i], seg_b[i].
+// A BnBackwardGate as device pointers (relu false: none).
+struct BnGatePointers {
+  bool relu = false;
+  const float *invstd = nullptr, *weight = nullptr, *bias = nullptr;
+};
+
+BnGatePointers pointers_of(const BnBackwardGate& gate, const Tensor& invstd) {
+  return {gate.activation == BnActivation::relu, ptr(invstd), ptr(gate.weight), ptr(gate.bias)};
+}
+
+// Backward false: statistics sums of x around shift_or_mean (dy and gate unused). Backward
+// true: sums of dy and dy * (x - mean) with mean = shift_or_mean, dy through the gate.
+// Segment i's two sums go to seg_a[i], seg_b[i].
 template <class T>
 __global__ void __launch_bounds__(kReduceLanes)
-    segment_sums_kernel(bool backward, const T* x, const T* dy, const float* shift_or_mean, BatchNormGeometry g,
-                        int64_t segments, double* seg_a, double* seg_b) {
+    segment_sums_kernel(bool backward, const T* x, const T* dy, const float* shift_or_mean, BnGatePointers gate,
+                        BatchNormGeometry g, int64_t segments, double* seg_a, double* seg_b) {
   __shared__ double a[kReduceLanes];
   __shared__ double b[kReduceLanes];
   const int lane = int(threadIdx.x);
@@ -37,10 +47,13 @@ __global__ void __launch_bounds__(kReduceLanes)
     const BatchNormSegment seg = bn_segment(g, i);
     const double k = shift_or_mean ? double(shift_or_mean[seg.channel]) : 0.0;
     if (lane < lanes) {
-      if (backward)
-        body::bn_grad_lane(x, dy, seg, k, lane, lanes, &a[lane], &b[lane]);
-      else
+      if (backward) {
+        body::BnNormalizeCoeffs kg{};
+        if (gate.relu) kg = body::bn_normalize_coeffs(seg.channel, shift_or_mean, gate.invstd, gate.weight, gate.bias);
+        body::bn_grad_lane(x, dy, seg, k, gate.relu ? &kg : nullptr, lane, lanes, &a[lane], &b[lane]);
+      } else {
         body::bn_stat_lane(x, seg, k, lane, lanes, &a[lane], &b[lane]);
+      }
     }
     __syncthreads();
     for (int width = lanes / 2; width > 0; width /= 2) {
@@ -101,14 +114,15 @@ __global__ void relu_gate_kernel(const T* x, const T* dy, BatchNormGeometry g, c
 template <class T>
 __global__ void backward_input_kernel(const T* x, const T* dy, BatchNormGeometry g, const float* mean,
                                       const float* invstd, const float* weight, const float* sums, int64_t count,
-                                      bool training, T* dx, int64_t n) {
+                                      bool training, BnGatePointers gate, T* dx, int64_t n) {
   for (int64_t i = detail::grid_first(); i < n; i += detail::grid_stride())
-    body::bn_backward_input_at(i, x, dy, g, mean, invstd, weight, sums, count, training, dx);
+    body::bn_backward_input_at(i, x, dy, g, mean, invstd, weight, sums, count, training, gate.relu, gate.weight,
+                               gate.bias, dx);
 }
 
 template <class T>
 void launch_channel_sums(bool backward, const T* x, const T* dy, const float* k, const float* invstd,
-                         BatchNormGeometry g, Tensor& sums, ::gridnn::cuda::DeviceContext& ctx) {
+                         BnGatePointers gate, BatchNormGeometry g, Tensor& sums, ::gridnn::cuda::DeviceContext& ctx) {
   const int64_t segments = bn_segment_count(g);
   // The segments' sums, [a; b] in double: an i64 tensor of the same size holds them (there
   // is no f64 dtype); from the caching allocator, so no cudaMalloc in a training step.
@@ -121,7 +135,7 @@ void launch_channel_sums(bool backward, const T* x, const T* dy, const float* k,
     const unsigned blocks = detail::grid_for(ctx, segments, 1);  // one segment per block
     // A thread per lane (one warp at least): small planes do not idle most of a block.
     const int threads = bn_lanes(g.s) > 32 ? bn_lanes(g.s) : 32;
-    segment_sums_kernel<<<blocks, threads, 0, ctx.stream>>>(backward, x, dy, k, g, segments, seg_a, seg_b);
+    segment_sums_kernel<<<blocks, threads, 0, ctx.stream>>>(backward, x, dy, k, gate, g, segments, seg_a, seg_b);
     GRIDNN_CHECK_LAUNCH("segment_sums_kernel");
   }
   fold_kernel<<<detail::grid_for(ctx, g.c), detail::kThreads, 0, ctx.stream>>>(seg_a, seg_b, g, invstd,
@@ -136,17 +150,17 @@ void batchnorm_channel_sums(const Tensor& x, const Tensor& shift, BatchNormGeome
   auto& ctx = detail::context_of(x);
   GRIDNN_DISPATCH_FLOATING(x.dtype(), "batchnorm_channel_sums", [&] {
     const scalar_t* in = static_cast<const scalar_t*>(x.raw());
-    launch_channel_sums<scalar_t>(false, in, nullptr, ptr(shift), nullptr, g, sums, ctx);
+    launch_channel_sums<scalar_t>(false, in, nullptr, ptr(shift), nullptr, BnGatePointers{}, g, sums, ctx);
   });
 }
 
 void batchnorm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
-                             BatchNormGeometry g, Tensor& sums) {
+                             const BnBackwardGate& gate, BatchNormGeometry g, Tensor& sums) {
   if (g.c == 0) return;
   auto& ctx = detail::context_of(x);
   GRIDNN_DISPATCH_FLOATING(x.dtype(), "batchnorm_backward_sums", [&] {
     launch_channel_sums<scalar_t>(true, static_cast<const scalar_t*>(x.raw()), static_cast<const scalar_t*>(dy.raw()),
-                                  ptr(mean), ptr(invstd), g, sums, ctx);
+                                  ptr(mean), ptr(invstd), pointers_of(gate, invstd), g, sums, ctx);
   });
 }
 
@@ -205,14 +219,14 @@ void batchnorm_relu_gate(const Tensor& x, const Tensor& dy, const Tensor& mean, 
 
 void batchnorm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
                               const Tensor& weight, const Tensor& sums, int64_t count, bool training,
-                              BatchNormGeometry g, Tensor& dx) {
+                              const BnBackwardGate& gate, BatchNormGeometry g, Tensor& dx) {
   const int64_t n = x.numel();
   if (n == 0) return;
   auto& ctx = detail::context_of(x);
   GRIDNN_DISPATCH_FLOATING(x.dtype(), "batchnorm_backward_input", [&] {
     backward_input_kernel<<<detail::grid_for(ctx, n), detail::kThreads, 0, ctx.stream>>>(
         static_cast<const scalar_t*>(x.raw()), static_cast<const scalar_t*>(dy.raw()), g, ptr(mean), ptr(invstd),
-        ptr(weight), ptr(sums), count, training, static_cast<scalar_t*>(dx.raw()), n);
+        ptr(weight), ptr(sums), count, training, pointers_of(gate, invstd), static_cast<scalar_t*>(dx.raw()), n);
     GRIDNN_CHECK_LAUNCH("backward_input_kernel");
   });
 }

@@ -138,18 +138,15 @@ Tensor BatchNorm3d::do_backward(const Tensor& dy) {
                     input_.shape().str());
   // dx over dy when nothing but Module::backward's argument holds it (the caller gave it up).
   Tensor dx = dy.sole_handle() ? dy : Tensor::empty(dy.shape(), dy.dtype(), dy.device());
-  const Tensor* grad = &dy;  // dL/d(bn(x))
-  if (activation_ == ops::BnActivation::relu) {
-    ops::batchnorm_relu_gate(input_, dy, mean_, invstd_, weight_->value, bias_->value, dx);
-    grad = &dx;
-  }
-  ops::batchnorm_backward_sums(input_, *grad, mean_, invstd_, sums_);
+  // With the fused ReLU both passes read dy through its gate: dL/d(bn(x)) is never written.
+  const ops::BnBackwardGate gate{activation_, weight_->value, bias_->value};
+  ops::batchnorm_backward_sums(input_, dy, mean_, invstd_, sums_, gate);
   // This rank's share of the parameter gradients, added before the sums are reduced: the
   // stage-wide gradient all-reduce of a distributed run then sums the shares once.
   ops::axpy(1.0f, sums_.narrow(1, 1).reshape({channels_}), weight_->grad);
   ops::axpy(1.0f, sums_.narrow(0, 1).reshape({channels_}), bias_->grad);
   if (batch_statistics_) reduce_sums(sums_);
-  ops::batchnorm_backward_input(input_, *grad, mean_, invstd_, weight_->value, sums_, count_, batch_statistics_, dx);
+  ops::batchnorm_backward_input(input_, dy, mean_, invstd_, weight_->value, sums_, count_, batch_statistics_, dx, gate);
   input_ = Tensor();  // used: freed now, not at the next forward
   return dx;
 }

@@ -377,7 +377,7 @@ std::vector<float> sums_in_stated_order(const Tensor& x, const Tensor& dy, const
     std::vector<double> a(static_cast<size_t>(lanes)), b(a.size());
     for (int l = 0; l < lanes; ++l) {
       if (dy.defined())
-        body::bn_grad_lane(x.data<float>(), dy.data<float>(), seg, k, l, lanes, &a[size_t(l)], &b[size_t(l)]);
+        body::bn_grad_lane(x.data<float>(), dy.data<float>(), seg, k, nullptr, l, lanes, &a[size_t(l)], &b[size_t(l)]);
       else
         body::bn_stat_lane(x.data<float>(), seg, k, l, lanes, &a[size_t(l)], &b[size_t(l)]);
     }
@@ -423,6 +423,8 @@ TEST(BatchNorm3d, PerElementStepsMatchTheBodiesOnOneAndTwoThreads) {
   Tensor weight = test::random_tensor({c}, 64, 0.5f, 2.0f), bias = test::random_tensor({c}, 65);
   Tensor sums = test::random_tensor({2, c}, 66, -100.0f, 100.0f);
   std::vector<float> y(size_t(shape.numel())), y_relu(y.size()), gated(y.size()), dx_train(y.size()), dx_eval(y.size());
+  std::vector<float> dx_train_relu(y.size()), dx_eval_relu(y.size());
+  const float *w = weight.data<float>(), *b = bias.data<float>();
   for (int64_t i = 0; i < shape.numel(); ++i) {
     body::bn_normalize_at(i, x.data<float>(), g, mean.data<float>(), invstd.data<float>(), weight.data<float>(),
                           bias.data<float>(), BnActivation::none, y.data());
@@ -430,10 +432,12 @@ TEST(BatchNorm3d, PerElementStepsMatchTheBodiesOnOneAndTwoThreads) {
                           bias.data<float>(), BnActivation::relu, y_relu.data());
     body::bn_relu_gate_at(i, x.data<float>(), dy.data<float>(), g, mean.data<float>(), invstd.data<float>(),
                           weight.data<float>(), bias.data<float>(), gated.data());
-    body::bn_backward_input_at(i, x.data<float>(), dy.data<float>(), g, mean.data<float>(), invstd.data<float>(),
-                               weight.data<float>(), sums.data<float>(), count, true, dx_train.data());
-    body::bn_backward_input_at(i, x.data<float>(), dy.data<float>(), g, mean.data<float>(), invstd.data<float>(),
-                               weight.data<float>(), nullptr, count, false, dx_eval.data());
+    for (const bool relu : {false, true}) {
+      body::bn_backward_input_at(i, x.data<float>(), dy.data<float>(), g, mean.data<float>(), invstd.data<float>(), w,
+                                 sums.data<float>(), count, true, relu, w, b, (relu ? dx_train_relu : dx_train).data());
+      body::bn_backward_input_at(i, x.data<float>(), dy.data<float>(), g, mean.data<float>(), invstd.data<float>(), w,
+                                 nullptr, count, false, relu, w, b, (relu ? dx_eval_relu : dx_eval).data());
+    }
   }
   for (int t : {1, 2}) {
     SCOPED_TRACE("threads " + std::to_string(t));
@@ -449,7 +453,47 @@ TEST(BatchNorm3d, PerElementStepsMatchTheBodiesOnOneAndTwoThreads) {
     EXPECT_EQ(out.to_vector<float>(), dx_train);
     ops::batchnorm_backward_input(x, dy, mean, invstd, weight, Tensor(), count, false, out);
     EXPECT_EQ(out.to_vector<float>(), dx_eval);
+    const ops::BnBackwardGate gate{BnActivation::relu, weight, bias};
+    ops::batchnorm_backward_input(x, dy, mean, invstd, weight, sums, count, true, out, gate);
+    EXPECT_EQ(out.to_vector<float>(), dx_train_relu);
+    ops::batchnorm_backward_input(x, dy, mean, invstd, weight, Tensor(), count, false, out, gate);
+    EXPECT_EQ(out.to_vector<float>(), dx_eval_relu);
   }
+}
+
+// The backward of batch norm + ReLU reading dy through the gate is, bit for bit, the gated
+// gradient written first (batchnorm_relu_gate) and read by the plain steps; in training and
+// evaluation, with and without weight and bias, in f32 and bf16, with dx over dy.
+TEST(BatchNorm3d, TheGatedBackwardStepsEqualGatingFirst) {
+  const Shape shape{2, 3, 5, 7, 9};
+  const int64_t c = shape[1], count = shape.numel() / c;
+  for (const DType dtype : {DType::f32, DType::bf16})
+    for (const bool affine : {true, false})
+      for (const bool training : {true, false}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + (affine ? " affine" : " plain") +
+                     (training ? " training" : " eval"));
+        const Tensor x = test::random_tensor(shape, 70, -1.0f, 1.5f, dtype);
+        const Tensor dy = test::random_tensor(shape, 71, -1.0f, 1.0f, dtype);
+        const Tensor mean = test::random_tensor({c}, 72, -0.2f, 0.2f),
+                     invstd = test::random_tensor({c}, 73, 0.5f, 1.5f);
+        const Tensor weight = affine ? test::random_tensor({c}, 74, -1.0f, 2.0f) : Tensor();
+        const Tensor bias = affine ? test::random_tensor({c}, 75, -0.5f, 0.5f) : Tensor();
+        Tensor gated = Tensor::empty(shape, dtype), sums_ref = Tensor::empty({2, c}),
+               dx_ref = Tensor::empty(shape, dtype);
+        ops::batchnorm_relu_gate(x, dy, mean, invstd, weight, bias, gated);
+        ops::batchnorm_backward_sums(x, gated, mean, invstd, sums_ref);
+        ops::batchnorm_backward_input(x, gated, mean, invstd, weight, sums_ref, count, training, dx_ref);
+        const ops::BnBackwardGate gate{ops::BnActivation::relu, weight, bias};
+        Tensor sums = Tensor::empty({2, c}), dx = dy.clone();
+        ops::batchnorm_backward_sums(x, dy, mean, invstd, sums, gate);
+        EXPECT_TRUE(test::tensors_equal(sums, sums_ref));
+        ops::batchnorm_backward_input(x, dx, mean, invstd, weight, sums, count, training, dx, gate);  // dx over dy
+        EXPECT_TRUE(test::tensors_equal(dx, dx_ref));
+        // The gate does something here: some elements are cut, so the ungated sums differ.
+        Tensor ungated = Tensor::empty({2, c});
+        ops::batchnorm_backward_sums(x, dy, mean, invstd, ungated);
+        EXPECT_FALSE(test::tensors_equal(ungated, sums_ref));
+      }
 }
 
 TEST(BatchNorm3d, ErrorsNameTheLayerAndShapes) {
