@@ -319,7 +319,8 @@ const char* unsupported(const Conv3dGeometry& g, Pass pass) {
 // oneDNN 2.6's GEMM backward filter (its only one when the kernel is larger than the input)
 // runs one GEMM per sample, as long as the sample's output: 8 voxels for ResAttNet3D's layer4
 // on small inputs. Where vol2col + GEMM puts several samples into one GEMM, that runs it
-// instead, by choice and without a notice (bench/RESULTS.md: 1.4 ms against 0.3 for batch 6).
+// instead, by choice and without a notice (bench/RESULTS.md: 0.75 ms against 0.35-0.44 for
+// bench_layers' layer4_residual, batch 2).
 bool short_gemm_per_sample(const Plan& p, const Conv3dGeometry& g, int64_t n, Pass pass) {
   return pass == Pass::backward_filter && p.impl.find("gemm") != std::string::npos &&
          conv3d_filter_samples_per_gemm(g, n) > 1;
