@@ -25,6 +25,10 @@ namespace gridnn::kernels::cpu {
 // load, and runs each tap as one loop over the whole slice that the compiler vectorizes.
 // -inf never wins against the running best, which starts at -inf, so the padding never
 // becomes an argmax, as in the body.
+//
+// Stages 2 and 3 run on rows padded to a multiple of kRowAlign outputs: the lanes past ow
+// compute values nobody reads, so that no row ends in a scalar remainder loop (ow is 12 for
+// the stem of a 48-wide input, and 8 + 4 scalar steps cost about what three vectors do).
 
 // Whether v replaces the running best `cur`: larger, or NaN over a number. As a mask of
 // all ones or zeros: whether a tap wins is data-dependent and mispredicts as a branch.
@@ -37,6 +41,7 @@ inline void keep_best(float v, int32_t at, float& best, int32_t& best_at) {
 }
 
 constexpr uint32_t kMinusInfinity = 0xff800000u;  // the padding value
+constexpr int64_t kRowAlign = 16;                 // floats in an AVX-512 vector
 
 // Per-plane scratch of one thread: stage 1's phases and results for one depth slice
 // ([h rows][j] each), stage 2's ([d][oh][ow]) and stage 3's ([od][oh][ow]).
@@ -118,15 +123,19 @@ void max_pool3d_forward(const Tensor& x, const Pool3dGeometry& g, Tensor& y, Ten
   if (g.d * g.h * g.w > INT32_MAX)
     throw Error("max_pool3d: a plane of " + std::to_string(g.d * g.h * g.w) +
                 " elements is more than 2^31 - 1; split the volume over the grid's rows");
-  // Stage 1's row: the outputs, and room for the last output's taps in each phase.
-  const int64_t row_len = g.ow + (g.kw - 1) / g.sw;
-  // e0[j]: output j's first tap inside the row; col[j]: the row position of its tap 0.
-  std::vector<int32_t> e0(size_t(row_len), 0), col(size_t(g.ow));
+  // Stages 2 and 3's row: ow outputs padded to kRowAlign. Stage 1's row: that, and room for
+  // the last output's taps in each phase.
+  const int64_t ow_pad = (g.ow + kRowAlign - 1) / kRowAlign * kRowAlign;
+  const int64_t row_len = std::max(ow_pad, g.ow + (g.kw - 1) / g.sw);
+  // e0[j]: output j's first tap inside the row; col[j]: the row position of its tap 0 (the
+  // padding lanes' are 0: their argmaxes are never read).
+  std::vector<int32_t> e0(size_t(row_len), 0), col(size_t(ow_pad), 0);
   for (int64_t ow = 0; ow < g.ow; ++ow) {
     e0[size_t(ow)] = int32_t(std::max<int64_t>(0, g.pw - ow * g.sw));
     col[size_t(ow)] = int32_t(ow * g.sw - g.pw);
   }
-  const std::vector<int32_t> zeros(size_t(g.oh * g.ow), 0);  // stage 3 adds no offset within a slice
+  const int64_t plane_pad = g.oh * ow_pad;                 // stage 2's output per depth slice
+  const std::vector<int32_t> zeros(size_t(plane_pad), 0);  // stage 3 adds no offset within a slice
   GRIDNN_DISPATCH_FLOATING(x.dtype(), "max_pool3d_forward", [&] {
     const scalar_t* in = static_cast<const scalar_t*>(x.raw());
     scalar_t* out = static_cast<scalar_t*>(y.raw());
@@ -136,22 +145,23 @@ void max_pool3d_forward(const Tensor& x, const Pool3dGeometry& g, Tensor& y, Ten
         g.nc,
         [&](int64_t p) {
           thread_local MaxPoolScratch s;
-          s.b2.resize(size_t(g.d * g.oh * g.ow)), s.a2.resize(size_t(g.d * g.oh * g.ow));
-          s.b3.resize(size_t(outs)), s.a3.resize(size_t(outs));
+          s.b2.resize(size_t(g.d * plane_pad)), s.a2.resize(size_t(g.d * plane_pad));
+          s.b3.resize(size_t(g.od * plane_pad)), s.a3.resize(size_t(g.od * plane_pad));
           for (int64_t id = 0; id < g.d; ++id) {
             max_pool_w(in + (p * g.d + id) * g.h * g.w, g, row_len, e0.data(), s);
-            const int64_t out_at = id * g.oh * g.ow;
-            max_pool_stage(s.b1.data(), s.a1.data(), row_len, g.h, g.oh, g.kh, g.sh, g.ph, g.ow, g.w, col.data(),
+            const int64_t out_at = id * plane_pad;
+            max_pool_stage(s.b1.data(), s.a1.data(), row_len, g.h, g.oh, g.kh, g.sh, g.ph, ow_pad, g.w, col.data(),
                            s.b2.data() + out_at, s.a2.data() + out_at);
           }
-          max_pool_stage(s.b2.data(), s.a2.data(), g.oh * g.ow, g.d, g.od, g.kd, g.sd, g.pd, g.oh * g.ow, g.h * g.w,
+          max_pool_stage(s.b2.data(), s.a2.data(), plane_pad, g.d, g.od, g.kd, g.sd, g.pd, plane_pad, g.h * g.w,
                          zeros.data(), s.b3.data(), s.a3.data());
           scalar_t* yp = out + p * outs;
           int64_t* ap = idx + p * outs;
-          for (int64_t o = 0; o < outs; ++o) {
-            yp[o] = from_float<scalar_t>(s.b3[size_t(o)]);
-            ap[o] = s.a3[size_t(o)];
-          }
+          for (int64_t r = 0; r < g.od * g.oh; ++r)  // the rows' first ow lanes
+            for (int64_t j = 0; j < g.ow; ++j) {
+              yp[r * g.ow + j] = from_float<scalar_t>(s.b3[size_t(r * ow_pad + j)]);
+              ap[r * g.ow + j] = s.a3[size_t(r * ow_pad + j)];
+            }
         },
         g.d * g.h * g.w * (g.kw + g.kh + g.kd));
   });
