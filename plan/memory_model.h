@@ -4,8 +4,8 @@
 // Each module states, beside its forward and backward (nn::Module::describe), the tensors its
 // forward allocates and keeps for backward, the scratch it needs for a moment, and the input
 // gradient its backward allocates (LayerMemory, in bytes, as this rank runs the layer). The
-// step adds what lives across steps (parameters, gradients, optimizer state, gradient
-// buckets, the batch and the loader's prefetched batch, per-thread convolution workspaces).
+// step adds what lives across steps (parameters, gradients, optimizer state, the batch and
+// the loader's prefetched batch, per-thread convolution workspaces).
 // simulate_memory replays the step: every layer's forward in order, then every backward in
 // reverse, each tensor counted once however many hold it, each freed when its last holder
 // lets go (a layer's saved tensors when its backward ends). The peak of bytes in use is what

@@ -1,5 +1,5 @@
-// GradientSync: buckets by communicator, packed into a flat tensor, one all-reduce each,
-// after backward or overlapping it.
+// GradientSync: buckets by communicator, each a flat tensor the gradients are views of, one
+// all-reduce each, after backward or overlapping it.
 #include "models/train/gradient_sync.h"
 
 #include <algorithm>
@@ -29,6 +29,7 @@ GradientSync::GradientSync(nn::Module& model, std::vector<std::pair<std::string,
   }
   assign(ordered);
   index_slots();
+  for (Bucket& b : buckets_) bind(b);
 }
 
 GradientSync::GradientSync(nn::Module& model, int64_t bucket_bytes)
@@ -37,18 +38,18 @@ GradientSync::GradientSync(nn::Module& model, int64_t bucket_bytes)
 void GradientSync::assign(const std::vector<CommOf>& ordered) {
   buckets_.clear();
   for (auto& [p, comm] : ordered) {
-    const int64_t bytes = p->grad.numel() * int64_t(sizeof(float));
+    const int64_t bytes = p->value.numel() * int64_t(sizeof(float));
     Bucket* open = nullptr;
     for (auto& b : buckets_)
       if (b.comm == comm && b.elements * int64_t(sizeof(float)) + bytes <= bucket_bytes_ &&
-          b.params.front()->grad.device() == p->grad.device())
+          b.params.front()->value.device() == p->value.device())
         open = &b;
     if (!open || open != &buckets_.back()) {  // keep buckets contiguous in the order given
       buckets_.push_back({comm, {}, 0, {}, 0, nullptr});
       open = &buckets_.back();
     }
     open->params.push_back(p);
-    open->elements += p->grad.numel();
+    open->elements += p->value.numel();
   }
 }
 
@@ -88,27 +89,35 @@ void GradientSync::rebuild_in_ready_order() {
   for (const CommOf& pc : old_order)
     if (!ready.count(pc.first)) ordered.push_back(pc);
   if (ordered == old_order) return;
+  // The gradients are zero (on_zero_grad): the old buckets go first and the new ones start
+  // at zero, so the rebuild never holds the gradients twice.
+  for (Bucket& b : buckets_)
+    for (nn::Parameter* p : b.params) p->grad = Tensor();
+  buckets_.clear();
   assign(ordered);
   index_slots();
+  for (Bucket& b : buckets_) bind(b);
+}
+
+void GradientSync::on_zero_grad() {
+  if (rebuilt_ || ready_order_.empty()) return;
+  rebuilt_ = true;  // every rank alike: the order comes from the module structure
+  rebuild_in_ready_order();
 }
 
 GradientSync::~GradientSync() = default;  // a pending all-reduce waits for itself
 
-void GradientSync::pack(Bucket& b) {
-  const Device device = b.params.front()->grad.device();
-  if (!b.flat.defined()) b.flat = Tensor::empty({b.elements}, DType::f32, device);
+void GradientSync::bind(Bucket& b) {
+  const Device device = b.params.front()->value.device();
+  if (!b.flat.defined() || b.flat.device() != device) b.flat = Tensor::zeros({b.elements}, DType::f32, device);
   int64_t offset = 0;
   for (nn::Parameter* p : b.params) {
-    b.flat.narrow(offset, p->grad.numel()).reshape(p->grad.shape()).copy_from(p->grad);
-    offset += p->grad.numel();
-  }
-}
-
-void GradientSync::unpack(Bucket& b) {
-  int64_t offset = 0;
-  for (nn::Parameter* p : b.params) {
-    p->grad.copy_from(b.flat.narrow(offset, p->grad.numel()).reshape(p->grad.shape()));
-    offset += p->grad.numel();
+    Tensor view = b.flat.narrow(offset, p->value.numel()).reshape(p->value.shape());
+    if (!p->grad.defined() || p->grad.raw() != view.raw()) {  // not bound yet, or replaced since
+      if (p->grad.defined()) view.copy_from(p->grad);
+      p->grad = std::move(view);
+    }
+    offset += p->value.numel();
   }
 }
 
@@ -117,15 +126,14 @@ void GradientSync::reduce() {
   const ProfileScope profile(ProfileKind::gradient_sync);
   parallel::CommLayerScope scope("gradients");
   for (Bucket& b : buckets_) {
-    pack(b);
+    bind(b);
     b.comm->all_reduce(b.flat);
-    unpack(b);
   }
 }
 
 void GradientSync::start(Bucket& b) {
   parallel::CommLayerScope scope("gradients");
-  pack(b);
+  bind(b);
   b.pending = b.comm->start_all_reduce(b.flat);
   start_order_.push_back(int64_t(&b - buckets_.data()));
 }
@@ -136,10 +144,6 @@ void GradientSync::advance() {
 }
 
 void GradientSync::begin() {
-  if (!rebuilt_ && !ready_order_.empty()) {  // the order the first overlapped step observed
-    rebuilt_ = true;                         // every rank alike: the order comes from the module structure
-    rebuild_in_ready_order();
-  }
   for (Bucket& b : buckets_) {
     b.pending.reset();
     b.waiting = int64_t(b.params.size());
@@ -183,7 +187,6 @@ void GradientSync::finish() {
     for (Bucket& b : buckets_) {
       b.pending->wait();
       b.pending.reset();
-      unpack(b);
     }
   }
   seconds_in_finish_ = since(t0);

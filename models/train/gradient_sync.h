@@ -5,8 +5,12 @@
 // rank's optimizer then takes the same step. Parameters without one (one process) and groups
 // of one rank are left alone.
 //
-// Gradients travel in buckets of about `bucket_bytes`, packed into one flat tensor per
-// bucket, one all-reduce per bucket. Counted in the comm log under the layer "gradients".
+// Gradients live in buckets of about `bucket_bytes`: each bucket is one flat tensor and each
+// of its parameters' `grad` a view of its part (bound when the buckets are made, as Megatron
+// maps main_grad into its buffer), so backward accumulates straight into the bucket and one
+// all-reduce per bucket sums it in place: no packing or unpacking. A gradient replaced since
+// (Module::to) is copied in and bound again before its bucket's all-reduce. Counted in the
+// comm log under the layer "gradients".
 // Buckets first follow reverse registration order (about the order backward finishes the
 // parameters); after the first overlapped step they are rebuilt in the order backward
 // really finished them (as PyTorch DDP does), so that a bucket is not held back by a
@@ -16,16 +20,15 @@
 // bitwise the same whatever the buckets, with NCCL they may differ in rounding.
 //
 // Two ways to run it:
-//   reduce()   after the whole backward: every bucket packed, all-reduced and unpacked in
-//              turn (blocking).
+//   reduce()   after the whole backward: every bucket all-reduced in turn (blocking).
 //   overlap    begin(); backward under a BackwardObserverScope of this object; finish().
 //              Each module that finishes its backward (Module::backward) marks its
 //              parameters, and its descendants', ready; a bucket whose parameters are all
-//              ready is packed and its all-reduce started (non-blocking, in the order the
+//              ready has its all-reduce started (non-blocking, in the order the
 //              buckets become ready, which is the same on every rank); each later
 //              notification advances the started ones, so they proceed while backward goes
-//              on. finish() starts what is left, waits for all and unpacks. The result is
-//              bitwise that of reduce().
+//              on. finish() starts what is left and waits for all. The result is bitwise
+//              that of reduce().
 #pragma once
 
 #include <cstdint>
@@ -53,17 +56,24 @@ class GradientSync : public nn::BackwardObserver {
   // Sums every gradient over its communicator (nothing on one process), after backward.
   void reduce();
 
+  // Right after the gradients are zeroed for a step: after the first overlapped step, the
+  // buckets are rebuilt here in backward's order, the one moment that needs no copy.
+  void on_zero_grad();
+
   // Overlapped (see above): before backward; notifications (as an observer); after it.
   void begin();
   void on_backward_done(nn::Module& module) override;
   void finish();
 
   int64_t buckets() const { return int64_t(buckets_.size()); }
+  // Bucket i's flat tensor and its parameters, whose gradients are views of it in this order.
+  const Tensor& bucket_gradients(int64_t i) const { return buckets_.at(size_t(i)).flat; }
+  const std::vector<nn::Parameter*>& bucket_parameters(int64_t i) const { return buckets_.at(size_t(i)).params; }
   // Of the last overlapped step: the buckets' indices in the order their all-reduces
   // started (0, 1, 2, ... once the buckets follow backward's order).
   const std::vector<int64_t>& start_order() const { return start_order_; }
   // Of the last overlapped step: the buckets started during backward (before finish()),
-  // and the seconds spent in begin/notifications (packing, starting, advancing) and in
+  // and the seconds spent in begin/notifications (starting, advancing) and in
   // finish (the exposed wait after backward).
   int64_t buckets_started_in_backward() const { return started_in_backward_; }
   double seconds_in_backward() const { return seconds_in_backward_; }
@@ -74,7 +84,7 @@ class GradientSync : public nn::BackwardObserver {
     parallel::Communicator* comm;
     std::vector<nn::Parameter*> params;
     int64_t elements = 0;
-    Tensor flat;          // allocated on first use, on the parameters' device
+    Tensor flat;          // the parameters' gradients, one after another (bind)
     int64_t waiting = 0;  // overlap: parameters not ready yet
     std::unique_ptr<parallel::PendingAllReduce> pending;
   };
@@ -83,11 +93,12 @@ class GradientSync : public nn::BackwardObserver {
   // one device each; then the slots that overlap needs (when a model is known).
   void assign(const std::vector<CommOf>& ordered);
   void index_slots();
-  // After the first overlapped step: the buckets again, in the order the parameters became
-  // ready (ready_order_), those never notified last in their old order.
+  // After the first overlapped step, with the gradients zero: the buckets again, in the order
+  // the parameters became ready (ready_order_), those never notified last in their old order.
   void rebuild_in_ready_order();
-  void pack(Bucket& b);
-  void unpack(Bucket& b);
+  // Makes each parameter's grad a view of its part of b.flat (allocated on first use, on the
+  // parameters' device), copying in any gradient that is not one yet.
+  void bind(Bucket& b);
   void start(Bucket& b);
   void advance();
 

@@ -93,13 +93,13 @@ plan::MemoryStep memory_step(const TrainOptions& o, nn::Module& model, const par
 
   plan::MemoryStep step;
   // Resident: every stage builds the whole network; only its own part is optimized and synced.
-  int64_t parameters = 0, buffers = 0, optimized = 0, bucketed = 0;
+  // A synced gradient is a view of its bucket (GradientSync): counted once, as a gradient.
+  int64_t parameters = 0, buffers = 0, optimized = 0;
   for (auto& [name, p] : model.named_parameters()) {
     parameters += tensor_bytes(p->value) + tensor_bytes(p->grad);
     const size_t b = net.block_of(name);
     if (b < span.begin || b >= span.end) continue;
     optimized += tensor_bytes(p->value);
-    if (p->layout.grad_sum_over && p->layout.grad_sum_over->size() > 1) bucketed += tensor_bytes(p->grad);
   }
   for (auto& [name, b] : model.named_buffers()) buffers += tensor_bytes(*b);
   const int64_t batch_bytes = activation_bytes(batch) + rows * int64_t(sizeof(int64_t));
@@ -113,7 +113,6 @@ plan::MemoryStep memory_step(const TrainOptions& o, nn::Module& model, const par
   switch (job) {
     case MemoryJob::training:
       step.resident.push_back({"optimizer state", optimizer_copies(o.optimizer) * optimized});
-      step.resident.push_back({"gradient buckets", bucketed});
       // The loader's batch and the one it prefetches (host memory: on a GPU, its copy on the
       // device instead).
       if (on_cpu)

@@ -1,7 +1,7 @@
 // The per-rank memory of a training step, from the live network (plan/memory_model.h,
 // docs/design.md §6a): the layers' own statements for the blocks a rank runs, and what lives
-// across steps (parameters, gradients, optimizer state, gradient buckets, the batch and the
-// loader's prefetched batch). What --memory-report, --memory-limit's pre-flight check and
+// across steps (parameters, gradients, optimizer state, the batch and the loader's
+// prefetched batch). What --memory-report, --memory-limit's pre-flight check and
 // gridnn-plan --memory-per-rank predict, and what test_memory compares with the allocators.
 #pragma once
 

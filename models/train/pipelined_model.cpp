@@ -190,6 +190,7 @@ Tensor PipelinedModel::forward_backward(const data::Batch& shard, int64_t global
   // recomputed from their stashed inputs with the buffers put back afterwards. The
   // gradient buckets start during the last backward (the first micro-batch's).
   model_->zero_grad();
+  sync_->on_zero_grad();
   std::vector<std::pair<std::string, Tensor*>> buffers;
   for (auto& [name, b] : model_->named_buffers())
     if (mine(name)) buffers.emplace_back(name, b);

@@ -9,6 +9,7 @@
 
 #include <cmath>
 
+#include "kernels/elementwise.h"
 #include "models/train/pipelined_model.h"
 #include "parallel/process_grid.h"
 #include "test/support/grid_invariance.h"
@@ -147,6 +148,48 @@ TEST(GradOverlap, BucketsFollowBackwardOrderAfterTheFirstStep) {
         EXPECT_TRUE(test::tensors_equal(p->grad, blocking[i++]))
             << shape.str() << " step " << step << ": grad." << name;
     }
+  }
+}
+
+// Each synced gradient is a view of its bucket, the bucket's parameters back to back, before
+// and after the buckets are rebuilt in backward's order; a gradient replaced by another
+// tensor (as Module::to replaces it) is copied in and bound again, and the step's gradients
+// stay bitwise those of the blocking sync.
+TEST(GradOverlap, GradientsAreViewsOfTheirBuckets) {
+  const int n = test::world_size();
+  if (n == 1) GTEST_SKIP() << "one process synchronizes nothing";
+  const parallel::GridShape shape{1, 1, n};
+  auto grid = parallel::ProcessGrid::create(shape);
+  train::PipelinedModel net(tiny(), *grid);
+  const data::Batch batch = test::tiny_batch_shard(*grid);
+  Tensor logits;
+  net.set_gradient_sync(false, 1024);
+  net.forward_backward(batch, 8, &logits);
+  const std::vector<Tensor> blocking = gradients(net);
+  net.set_gradient_sync(true, 1024);
+  const train::GradientSync& sync = net.gradient_sync();
+  const auto expect_bound = [&](const std::string& when) {
+    ASSERT_GT(sync.buckets(), 2) << when;
+    for (int64_t b = 0; b < sync.buckets(); ++b) {
+      const char* at = static_cast<const char*>(sync.bucket_gradients(b).raw());
+      for (const nn::Parameter* p : sync.bucket_parameters(b)) {
+        EXPECT_EQ(static_cast<const char*>(p->grad.raw()), at) << when << ", bucket " << b;
+        at += p->grad.nbytes();
+      }
+    }
+  };
+  expect_bound("built");
+  for (int step = 0; step < 3; ++step) {
+    if (step == 2) {  // replace one synced gradient (the step zeroes it first)
+      nn::Parameter* p = sync.bucket_parameters(1).front();
+      p->grad = Tensor::empty(p->value.shape());
+      ops::fill(p->grad, 7.0);
+    }
+    net.forward_backward(batch, 8, &logits);
+    expect_bound("after step " + std::to_string(step));
+    size_t i = 0;
+    for (auto& [name, p] : net.model().named_parameters())
+      EXPECT_TRUE(test::tensors_equal(p->grad, blocking[i++])) << "step " << step << ": grad." << name;
   }
 }
 
