@@ -33,7 +33,7 @@ inline constexpr EnumName<ProfileKind> kProfileKindNames[] = {
     {ProfileKind::pooling, "pooling", "max, average and global pooling"},
     {ProfileKind::attention, "attention", "self-attention blocks"},
     {ProfileKind::optimizer, "optimizer", "the parameter update"},
-    {ProfileKind::gradient_sync, "gradient_sync", "gradient buckets: packing, all-reduce, waiting"},
+    {ProfileKind::gradient_sync, "gradient_sync", "gradient buckets: starting, all-reduce, waiting"},
     {ProfileKind::data, "data", "waiting for the next batch"}};
 constexpr EnumNames<ProfileKind> enum_names(ProfileKind) { return {"profile kind", kProfileKindNames}; }
 constexpr size_t kProfileKinds = std::size(kProfileKindNames);
