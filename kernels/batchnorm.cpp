@@ -26,6 +26,12 @@ void expect_channel(const char* op, const char* name, const Tensor& t, int64_t c
   expect_same_device(op, t, x);
 }
 
+// The ReLU gate's weight and bias (either may be undefined).
+void expect_gate(const char* op, const BnBackwardGate& gate, int64_t c, const Tensor& x) {
+  expect_channel(op, "gate weight", gate.weight, c, x, true);
+  expect_channel(op, "gate bias", gate.bias, c, x, true);
+}
+
 void expect_sums(const char* op, const Tensor& sums, int64_t c, const Tensor& x) {
   expect_defined(op, "sums", sums);
   GRIDNN_REQUIRE(sums.dtype() == DType::f32 && sums.shape() == (Shape{2, c}), op, ": sums ", sums.str(),
@@ -120,13 +126,6 @@ void batchnorm_relu_gate(const Tensor& x, const Tensor& dy, const Tensor& mean, 
   expect_channel(op, "bias", bias, g.c, x, true);
   GRIDNN_BACKEND_CALL(x.device(), batchnorm_relu_gate, x, dy, mean, invstd, weight, bias, g, gated);
 }
-
-namespace {
-void expect_gate(const char* op, const BnBackwardGate& gate, int64_t channels, const Tensor& x) {
-  expect_channel(op, "gate weight", gate.weight, channels, x, true);
-  expect_channel(op, "gate bias", gate.bias, channels, x, true);
-}
-}  // namespace
 
 void batchnorm_backward_sums(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd, Tensor& sums,
                              const BnBackwardGate& gate) {

@@ -322,8 +322,8 @@ const char* unsupported(const Conv3dGeometry& g, Pass pass) {
 // instead, by choice and without a notice (bench/RESULTS.md: 0.75 ms against 0.35-0.44 for
 // bench_layers' layer4_residual, batch 2).
 bool short_gemm_per_sample(const Plan& p, const Conv3dGeometry& g, int64_t n, Pass pass) {
-  return pass == Pass::backward_filter && p.impl.find("gemm") != std::string::npos &&
-         conv3d_filter_samples_per_gemm(g, n) > 1;
+  const bool gemm_kernel = p.impl.rfind("gemm:", 0) == 0 || p.impl.rfind("x64:gemm:", 0) == 0;  // not brgemm
+  return pass == Pass::backward_filter && gemm_kernel && conv3d_filter_samples_per_gemm(g, n) > 1;
 }
 
 Plan& plan(const Conv3dGeometry& g, int64_t n, Pass pass, bool bias) {

@@ -44,7 +44,7 @@ constexpr uint32_t kMinusInfinity = 0xff800000u;  // the padding value
 constexpr int64_t kRowAlign = 16;                 // floats in an AVX-512 vector
 
 // Per-plane scratch of one thread: stage 1's phases and results for one depth slice
-// ([h rows][j] each), stage 2's ([d][oh][ow]) and stage 3's ([od][oh][ow]).
+// ([h rows][j] each), stage 2's ([d][oh][ow padded]) and stage 3's ([od][oh][ow padded]).
 struct MaxPoolScratch {
   std::vector<float> phases, b1, b2, b3;
   std::vector<int32_t> a1, a2, a3;
