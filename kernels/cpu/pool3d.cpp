@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -24,11 +25,14 @@ namespace gridnn::kernels::cpu {
 // positions j*sw + r, -inf outside the row), so that tap e of every output is a contiguous
 // load, and runs each tap as one loop over the whole slice that the compiler vectorizes.
 // -inf never wins against the running best, which starts at -inf, so the padding never
-// becomes an argmax, as in the body.
+// becomes an argmax, as in the body. Where the rows split evenly into phases (the stem's
+// even widths), the split and the taps run over the whole slice at once
+// (max_pool_w_slice), not row by row.
 //
 // Stages 2 and 3 run on rows padded to a multiple of kRowAlign outputs: the lanes past ow
 // compute values nobody reads, so that no row ends in a scalar remainder loop (ow is 12 for
 // the stem of a 48-wide input, and 8 + 4 scalar steps cost about what three vectors do).
+// bench/RESULTS.md has the timings.
 
 // Whether v replaces the running best `cur`: larger, or NaN over a number. As a mask of
 // all ones or zeros: whether a tap wins is data-dependent and mispredicts as a branch.
@@ -96,25 +100,76 @@ void max_pool_w(const T* slice, const Pool3dGeometry& g, int64_t row_len, const 
   }
 }
 
+// Stage 1 over a whole slice, where every row splits evenly into the stride's phases
+// (w % sw == 0) and its outputs fit in one phase's row (ow <= w / sw): the same b1 and a1 as
+// max_pool_w, with rows of w / sw entries, from long loops over the slice instead of short
+// ones per row. Phase r holds the slice's positions q*S + r in flat order (row `row`: its
+// entries [row * w/S, (row + 1) * w/S)). Tap e of output j reads row position j*S + e - pw:
+// phase r, entry j + q of the row; where that is outside the row (column j < -q or
+// j >= w/S - q) it reads -inf instead, as the padding does in max_pool_w. Each tap is one
+// loop over all the slice's outputs (`column` and `first`: each output's column and first
+// tap inside its row, e0).
+template <class T>
+void max_pool_w_slice(const T* slice, const Pool3dGeometry& g, const int32_t* first, const int32_t* column,
+                      MaxPoolScratch& s) {
+  const int64_t S = g.sw, n_row = g.w / S, n = g.h * n_row;
+  s.phases.resize(size_t(S * n));
+  s.b1.resize(size_t(n + kRowAlign));  // stage 2 reads ow padded to kRowAlign of the last row
+  s.a1.resize(size_t(n + kRowAlign));
+  float* ph = s.phases.data();
+  for (int64_t r = 0; r < S; ++r)
+    if (S == 2)
+      for (int64_t q = 0; q < n; ++q) ph[r * n + q] = to_float(slice[q * 2 + r]);
+    else
+      for (int64_t q = 0; q < n; ++q) ph[r * n + q] = to_float(slice[q * S + r]);
+  float* b = s.b1.data();
+  int32_t* a = s.a1.data();
+  for (int64_t f = 0; f < n; ++f) {
+    b[f] = bits_float(kMinusInfinity);
+    a[f] = first[f];
+  }
+  for (int64_t e = 0; e < g.kw; ++e) {
+    const int64_t off = e - g.pw, r = ((off % S) + S) % S, q = (off - r) / S;
+    const float* v = ph + r * n + q;
+    const int32_t tap = int32_t(e), lo = int32_t(-q), hi = int32_t(n_row - q);
+    const int64_t f0 = std::max<int64_t>(0, -q), f1 = std::min(n, n - q);  // v[f] inside the phase
+    if (q == 0) {
+      for (int64_t f = f0; f < f1; ++f) keep_best(v[f], tap, b[f], a[f]);
+    } else {
+      for (int64_t f = f0; f < f1; ++f) {
+        const uint32_t inside = -uint32_t((column[f] >= lo) & (column[f] < hi));
+        keep_best(bits_float((float_bits(v[f]) & inside) | (kMinusInfinity & ~inside)), tap, b[f], a[f]);
+      }
+    }
+  }
+}
+
 // Stages 2 and 3: out[o][j] = the best of in[i][j] (rows `in_row` apart) over the window of
-// o along a dimension of `n` positions (k, s, p), for o < `outs` and j < `row`; its index
-// is i * `step` + col[j] + the input's.
+// o along a dimension of `n` positions (k, s, p), for o < `outs` and j < `row` (a multiple
+// of kRowAlign); its index is i * `step` + col[j] + the input's. Each vector of kRowAlign
+// lanes keeps its best in registers through the window and is stored once: stored and
+// loaded again per window row, the blended (masked) store of the argmax stalled the next
+// load of it.
 void max_pool_stage(const float* in, const int32_t* in_at, int64_t in_row, int64_t n, int64_t outs, int64_t k,
                     int64_t s, int64_t p, int64_t row, int64_t step, const int32_t* col, float* out, int32_t* out_at) {
   for (int64_t o = 0; o < outs; ++o) {
     int64_t i0, i1;
     body::window_of(o, k, s, p, n, &i0, &i1);
-    float* b = out + o * row;
-    int32_t* a = out_at + o * row;
-    for (int64_t j = 0; j < row; ++j) {
-      b[j] = bits_float(kMinusInfinity);
-      a[j] = int32_t(i0 * step) + col[j] + in_at[i0 * in_row + j];
-    }
-    for (int64_t i = i0; i < i1; ++i) {
-      const float* v = in + i * in_row;
-      const int32_t* at = in_at + i * in_row;
-      const int32_t base = int32_t(i * step);
-      for (int64_t j = 0; j < row; ++j) keep_best(v[j], base + col[j] + at[j], b[j], a[j]);
+    for (int64_t j0 = 0; j0 < row; j0 += kRowAlign) {
+      float b[kRowAlign];
+      int32_t a[kRowAlign];
+      for (int64_t l = 0; l < kRowAlign; ++l) {
+        b[l] = bits_float(kMinusInfinity);
+        a[l] = int32_t(i0 * step) + col[j0 + l] + in_at[i0 * in_row + j0 + l];
+      }
+      for (int64_t i = i0; i < i1; ++i) {
+        const float* v = in + i * in_row + j0;
+        const int32_t* at = in_at + i * in_row + j0;
+        const int32_t base = int32_t(i * step);
+        for (int64_t l = 0; l < kRowAlign; ++l) keep_best(v[l], base + col[j0 + l] + at[l], b[l], a[l]);
+      }
+      std::memcpy(out + o * row + j0, b, sizeof b);  // a loop here stored lane by lane
+      std::memcpy(out_at + o * row + j0, a, sizeof a);
     }
   }
 }
@@ -127,15 +182,27 @@ void max_pool3d_forward(const Tensor& x, const Pool3dGeometry& g, Tensor& y, Ten
   // the last output's taps in each phase.
   const int64_t ow_pad = (g.ow + kRowAlign - 1) / kRowAlign * kRowAlign;
   const int64_t row_len = std::max(ow_pad, g.ow + (g.kw - 1) / g.sw);
+  // Stage 1 over whole slices (max_pool_w_slice) where the rows split evenly into phases.
+  const bool whole_slice = g.w % g.sw == 0 && g.ow <= g.w / g.sw;
   // e0[j]: output j's first tap inside the row; col[j]: the row position of its tap 0 (the
   // padding lanes' are 0: their argmaxes are never read).
-  std::vector<int32_t> e0(size_t(row_len), 0), col(size_t(ow_pad), 0);
+  std::vector<int32_t> e0(size_t(std::max(row_len, g.w / g.sw)), 0), col(size_t(ow_pad), 0);
   for (int64_t ow = 0; ow < g.ow; ++ow) {
     e0[size_t(ow)] = int32_t(std::max<int64_t>(0, g.pw - ow * g.sw));
     col[size_t(ow)] = int32_t(ow * g.sw - g.pw);
   }
   const int64_t plane_pad = g.oh * ow_pad;                 // stage 2's output per depth slice
   const std::vector<int32_t> zeros(size_t(plane_pad), 0);  // stage 3 adds no offset within a slice
+  // max_pool_w_slice's column of each output of a slice and that output's first tap inside
+  // the row (e0).
+  std::vector<int32_t> column, first;
+  if (whole_slice) {
+    const int64_t n_row = g.w / g.sw;
+    for (int64_t f = 0; f < g.h * n_row; ++f) {
+      column.push_back(int32_t(f % n_row));
+      first.push_back(e0[size_t(f % n_row)]);
+    }
+  }
   GRIDNN_DISPATCH_FLOATING(x.dtype(), "max_pool3d_forward", [&] {
     const scalar_t* in = static_cast<const scalar_t*>(x.raw());
     scalar_t* out = static_cast<scalar_t*>(y.raw());
@@ -148,10 +215,14 @@ void max_pool3d_forward(const Tensor& x, const Pool3dGeometry& g, Tensor& y, Ten
           s.b2.resize(size_t(g.d * plane_pad)), s.a2.resize(size_t(g.d * plane_pad));
           s.b3.resize(size_t(g.od * plane_pad)), s.a3.resize(size_t(g.od * plane_pad));
           for (int64_t id = 0; id < g.d; ++id) {
-            max_pool_w(in + (p * g.d + id) * g.h * g.w, g, row_len, e0.data(), s);
+            const scalar_t* slice = in + (p * g.d + id) * g.h * g.w;
+            if (whole_slice)
+              max_pool_w_slice(slice, g, first.data(), column.data(), s);
+            else
+              max_pool_w(slice, g, row_len, e0.data(), s);
             const int64_t out_at = id * plane_pad;
-            max_pool_stage(s.b1.data(), s.a1.data(), row_len, g.h, g.oh, g.kh, g.sh, g.ph, ow_pad, g.w, col.data(),
-                           s.b2.data() + out_at, s.a2.data() + out_at);
+            max_pool_stage(s.b1.data(), s.a1.data(), whole_slice ? g.w / g.sw : row_len, g.h, g.oh, g.kh, g.sh, g.ph,
+                           ow_pad, g.w, col.data(), s.b2.data() + out_at, s.a2.data() + out_at);
           }
           max_pool_stage(s.b2.data(), s.a2.data(), plane_pad, g.d, g.od, g.kd, g.sd, g.pd, plane_pad, g.h * g.w,
                          zeros.data(), s.b3.data(), s.a3.data());

@@ -30,6 +30,15 @@ TEST(MaxPool3dCpu, SeparableLoopsEqualTheSharedBody) {
       {{1, 2, 5, 4, 32}, {{3, 3, 3}, {2, 2, 2}, {1, 1, 1}}},
       {{1, 2, 6, 5, 37}, {{3, 3, 3}, {2, 2, 2}, {1, 1, 1}}},
       {{2, 1, 3, 4, 40}, {{2, 3, 3}, {1, 1, 1}, {1, 1, 1}}},
+      // Rows that split evenly into the stride's phases with ow <= w / sw (stage 1 over whole
+      // slices): the stem's 3/2/1 on even rows, no padding, stride 3, a wide padded kernel,
+      // windows that cross both ends of a short row, and ow = w / sw + 1 (per row again).
+      {{1, 2, 6, 7, 24}, {{3, 3, 3}, {2, 2, 2}, {1, 1, 1}}},
+      {{2, 1, 4, 5, 12}, {{2, 2, 2}, {2, 2, 2}, {0, 0, 0}}},
+      {{1, 2, 5, 6, 18}, {{3, 3, 3}, {3, 3, 3}, {1, 0, 1}}},
+      {{1, 2, 4, 5, 20}, {{3, 2, 5}, {2, 1, 2}, {1, 0, 2}}},
+      {{1, 3, 3, 4, 4}, {{2, 3, 5}, {1, 1, 1}, {1, 1, 2}}},
+      {{1, 2, 4, 3, 10}, {{2, 2, 2}, {2, 2, 2}, {1, 1, 1}}},
   };
   uint64_t seed = 11;
   for (const PoolCase& c : cases) {
