@@ -239,11 +239,24 @@ void max_pool3d_forward(const Tensor& x, const Pool3dGeometry& g, Tensor& y, Ten
 }
 
 // Max pooling backward on the CPU scatters instead of gathering: per (n, c) plane, each
-// output's dy is added to its argmax in increasing output order, into a float buffer. That
-// is exactly the order (and fp32 accumulation) in which the CUDA backend's gather,
-// body::max_pool_backward_at, adds the same terms, so both give the same bits, and the CPU
-// makes one pass over the outputs instead of a window search per input element
-// (bench/RESULTS.md: 17.6 ms -> 0.21 ms for the 64^3 stem).
+// output's dy is added to its argmax in increasing output order, into a float buffer (dx
+// itself when it is float, else a scratch plane converted after). That is exactly the order
+// (and fp32 accumulation) in which the CUDA backend's gather, body::max_pool_backward_at,
+// adds the same terms, so both give the same bits, and the CPU makes one pass over the
+// outputs instead of a window search per input element (bench/RESULTS.md: 17.6 ms ->
+// 0.21 ms for the 64^3 stem).
+template <class T>
+void scatter_plane(const int64_t* at, const T* dy, int64_t outs, int64_t ins, T* dx) {
+  thread_local std::vector<float> acc;
+  acc.assign(size_t(ins), 0.0f);
+  for (int64_t o = 0; o < outs; ++o) acc[size_t(at[o])] += to_float(dy[o]);
+  for (int64_t i = 0; i < ins; ++i) dx[i] = from_float<T>(acc[size_t(i)]);
+}
+void scatter_plane(const int64_t* at, const float* dy, int64_t outs, int64_t ins, float* dx) {
+  std::fill_n(dx, ins, 0.0f);
+  for (int64_t o = 0; o < outs; ++o) dx[at[o]] += dy[o];
+}
+
 void max_pool3d_backward(const Tensor& dy, const Tensor& argmax, const Pool3dGeometry& g, Tensor& dx) {
   const int64_t in_plane = g.d * g.h * g.w, out_plane = g.od * g.oh * g.ow;
   if (dx.numel() == 0) return;
@@ -254,13 +267,9 @@ void max_pool3d_backward(const Tensor& dy, const Tensor& argmax, const Pool3dGeo
     parallel_for(
         g.nc,
         [&](int64_t p) {
-          thread_local std::vector<float> acc;
-          acc.assign(size_t(in_plane), 0.0f);
           const int64_t* at = idx + p * out_plane;
           const scalar_t* dyp = d + p * out_plane;
-          for (int64_t o = 0; o < out_plane; ++o) acc[size_t(at[o])] += to_float(dyp[o]);
-          scalar_t* dxp = out + p * in_plane;
-          for (int64_t i = 0; i < in_plane; ++i) dxp[i] = from_float<scalar_t>(acc[size_t(i)]);
+          scatter_plane(at, dyp, out_plane, in_plane, out + p * in_plane);
         },
         in_plane + out_plane);
   });
