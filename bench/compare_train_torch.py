@@ -33,9 +33,12 @@ its case). Then the throughput table: the step's convolution and linear FLOPs, c
 the network by the torch worker (forward hooks on every Conv3d and Linear; 3 x forward per
 step, 2 x for the stem, whose input needs no gradient), over each side's step time, and on the
 same line this machine's one-thread sgemm rate (2048^3, the best of 5, in a child process with
-OMP_NUM_THREADS=OPENBLAS_NUM_THREADS=1, right before the case: the faster of torch.mm, which
-runs the BLAS torch links, and oneDNN's dnnl_sgemm through ctypes; OpenBLAS picks its kernel
-by CPU model and falls back to SSE3 on models it does not know) and gridnn's share of it:
+OMP_NUM_THREADS=OPENBLAS_NUM_THREADS=1: the faster of torch.mm, which runs the BLAS torch
+links, and oneDNN's dnnl_sgemm through ctypes; OpenBLAS picks its kernel by CPU model and falls
+back to SSE3 on models it does not know) and gridnn's share of it. The sgemm runs right before
+every gridnn run, and a share is the median over the rounds of each round's rate over the
+sgemm just before it, so that a slow spell of a shared host moves both sides of a share; the
+sgemm column is the median of the case's sgemm runs:
 
     case | GFLOP/step | sgemm 1t GFLOP/s | gridnn GFLOP/s Tt | torch GFLOP/s Tt | gridnn/sgemm Tt | ...
 
@@ -376,6 +379,11 @@ def combine_rounds(rounds):
     return out
 
 
+def fastest(rates):
+    """The faster library's rate of one sgemm run (time_sgemm's dict)."""
+    return max(r for r in rates.values() if r)
+
+
 def sgemm_text(result):
     """'152.3 (30.1 / 152.3)': the machine's one-thread sgemm rate, torch.mm's and oneDNN's."""
     rates = result.get("sgemm_1t_by_library") or {}
@@ -517,21 +525,26 @@ def main():
         for (width, dhw, batch), extra in cases:
             name = case_name(width, dhw, batch)
             warmup, steps = plan(extra)
-            runs = []
-            rates = time_sgemm(args, tmpdir) if args.device == "cpu" else None
-            sgemm = max(r for r in rates.values() if r) if rates else None
+            runs, all_rates = [], []
             for t in thread_counts:
-                g, p = [], []
+                g, p, rates = [], [], []
                 for _ in range(args.rounds):  # alternately, so a slow spell of the host hits both
+                    if args.device == "cpu":
+                        rates.append(time_sgemm(args, tmpdir))
                     g.append(time_gridnn(binary, width, dhw, batch, warmup, steps, t, args, tmpdir))
                     p.append(time_torch(width, dhw, batch, warmup, steps, t, args, tmpdir))
                 g, p = combine_rounds(g), combine_rounds(p)
-                runs.append({"threads": t, "gridnn": g, "torch": p, "ratio": p["median_s"] / g["median_s"]})
+                runs.append({"threads": t, "gridnn": g, "torch": p, "ratio": p["median_s"] / g["median_s"],
+                             "sgemm_1t_gflops_by_round": [fastest(r) for r in rates]})
+                all_rates += rates
                 gt, tt = g["step_s"], p["step_s"]
                 print(f"  {name}, {t} thread{'s' if t > 1 else ''}: gridnn {g['median_s']:.4f} s/step ({min(gt):.4f}-"
                       f"{max(gt):.4f}, {len(gt)} steps, peak {mib(g['peak_rss_kib'])} MiB), torch "
                       f"{p['median_s']:.4f} s/step ({min(tt):.4f}-{max(tt):.4f}, {len(tt)} steps, "
                       f"peak {mib(p['peak_rss_kib'])} MiB)", file=sys.stderr, flush=True)
+            # The case's sgemm: the median run (the lower middle one of an even count).
+            rates = sorted(all_rates, key=fastest)[(len(all_rates) - 1) // 2] if all_rates else None
+            sgemm = fastest(rates) if rates else None
             results.append({"name": name, "width": width, "input": list(dhw), "batch": batch,
                             "warmup": warmup, "steps": steps, "runs": runs, "sgemm_1t_gflops": sgemm,
                             "sgemm_1t_by_library": rates})
@@ -571,16 +584,21 @@ def main():
         print("throughput: the step's convolution and linear FLOPs (counted from the network, "
               "3 x forward; 2 x for the stem) per second of step; sgemm 1t: this machine's "
               "one-thread fp32 GEMM rate (2048^3 in a one-thread process, the faster of torch.mm and "
-              "oneDNN's dnnl_sgemm; torch.mm / dnnl_sgemm in brackets), measured right before that case")
+              "oneDNN's dnnl_sgemm; torch.mm / dnnl_sgemm in brackets), the median of the case's runs, "
+              "one right before each gridnn run; gridnn/sgemm: the median over the rounds of each round's "
+              "rate over the sgemm run just before it")
         for r in results:
             r["gflop_per_step"] = r["runs"][0]["torch"]["step_flops"] * 1e-9
             for run in r["runs"]:
                 run["gridnn"]["gflops"] = r["gflop_per_step"] / run["gridnn"]["median_s"]
                 run["torch"]["gflops"] = r["gflop_per_step"] / run["torch"]["median_s"]
+                paired = zip(run["gridnn"]["round_median_s"], run["sgemm_1t_gflops_by_round"])
+                shares = [r["gflop_per_step"] / step / rate for step, rate in paired]
+                run["gridnn_sgemm_share"] = statistics.median(shares) if shares else None
         sgemm = lambda r: r.get("sgemm_1t_gflops")
         table(["gridnn GFLOP/s {t}t", "torch GFLOP/s {t}t", "gridnn/sgemm {t}t"],
               lambda run, r: [f"{run['gridnn']['gflops']:.1f}", f"{run['torch']['gflops']:.1f}",
-                              f"{100 * run['gridnn']['gflops'] / sgemm(r):.0f}%" if sgemm(r) else "-"],
+                              f"{100 * run['gridnn_sgemm_share']:.0f}%" if run["gridnn_sgemm_share"] else "-"],
               first=[("GFLOP/step", lambda r: f"{r['gflop_per_step']:.3g}"),
                      ("sgemm 1t GFLOP/s", lambda r: sgemm_text(r) if sgemm(r) else "-")])
 
