@@ -195,13 +195,11 @@ void max_pool3d_forward(const Tensor& x, const Pool3dGeometry& g, Tensor& y, Ten
   const std::vector<int32_t> zeros(size_t(plane_pad), 0);  // stage 3 adds no offset within a slice
   // max_pool_w_slice's column of each output of a slice and that output's first tap inside
   // the row (e0).
-  std::vector<int32_t> column, first;
-  if (whole_slice) {
-    const int64_t n_row = g.w / g.sw;
-    for (int64_t f = 0; f < g.h * n_row; ++f) {
-      column.push_back(int32_t(f % n_row));
-      first.push_back(e0[size_t(f % n_row)]);
-    }
+  const int64_t slice_outs = whole_slice ? g.h * (g.w / g.sw) : 0;
+  std::vector<int32_t> column(static_cast<size_t>(slice_outs)), first(static_cast<size_t>(slice_outs));
+  for (int64_t f = 0; f < slice_outs; ++f) {
+    column[size_t(f)] = int32_t(f % (g.w / g.sw));
+    first[size_t(f)] = e0[size_t(column[size_t(f)])];
   }
   GRIDNN_DISPATCH_FLOATING(x.dtype(), "max_pool3d_forward", [&] {
     const scalar_t* in = static_cast<const scalar_t*>(x.raw());

@@ -3,6 +3,8 @@
 // bit), to catch indexing errors that a handful of hand-picked shapes miss.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -95,7 +97,8 @@ void expect_near_all(const std::vector<double>& got, const std::vector<double>& 
 // Every pass of the CPU's convolution on random geometries (kernels up to 5, strides up to
 // 3, any padding below the kernel, non-cubic everything, batches up to 4; nearly all with
 // small outputs, where the backward filter groups samples into one GEMM), on the default
-// implementation and on vol2col + GEMM, one case in four with a one-plane column budget.
+// implementation and on vol2col + GEMM, about one case in four of the latter with a
+// one-plane column budget (the slab loop).
 TEST(Sweep, Conv3dRandomGeometriesAgainstDoubleLoops) {
   int64_t ran = 0;
   for (uint64_t t = 0; ran < 150 && t < 2000; ++t) {
