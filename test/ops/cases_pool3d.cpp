@@ -1,8 +1,9 @@
 // kernels/pool3d.h: max pooling (y and argmax), average pooling and global average pooling,
 // forward and backward, on odd sizes, strides 1 and 2, mixed kernels and strides, padding
 // at the edges, overlapping windows, a kernel as large as the padded input and a volume
-// with more outputs than the CUDA grid has threads; f16 and bf16 on the former GPU test's
-// geometries; and the layers MaxPool3d, AvgPool3d and GlobalAvgPool3d. References:
+// with more outputs than the CUDA grid has threads, even rows; f16 and bf16 on the former
+// GPU test's geometries and the even rows; and the layers MaxPool3d, AvgPool3d and
+// GlobalAvgPool3d. References:
 // test/ops/reference_conv_pool_norm.h, at the tolerances of the layers' test. The bodies
 // (kernels/pool3d_bodies.h) only compare, add in a fixed order and divide, the same code on
 // both backends (no FMA contraction): the backends agree bit for bit.
@@ -35,6 +36,8 @@ const std::vector<PoolGeometry>& geometries() {
       {"overlapping_s1", {2, 1, 4, 4, 4}, {{3, 3, 3}, {1, 1, 1}, {1, 1, 1}}, false},
       {"kernel_equals_padded_input", {1, 2, 3, 2, 3}, {{5, 4, 5}, {1, 1, 1}, {1, 1, 1}}, false},
       {"more_outputs_than_grid_threads", {2, 8, 32, 33, 31}, {{3, 3, 3}, {2, 2, 2}, {1, 1, 1}}, true},
+      // Even rows (the CPU's max pooling runs its w stage over whole slices) in 16 bits too.
+      {"k3_s2_p1_even_rows", {2, 2, 5, 6, 8}, {{3, 3, 3}, {2, 2, 2}, {1, 1, 1}}, true},
   };
   return all;
 }
