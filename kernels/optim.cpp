@@ -99,12 +99,12 @@ AdamConstants adam_constants(const char* op, const Tensor& param, const Tensor& 
   return s;
 }
 
-// True when every entry's parameter is on the CPU (the list forms' one pass); otherwise
-// each entry runs alone on its device.
+// True when every entry's parameter is on one device (the list forms' one pass on the CPU,
+// few launches on a GPU); otherwise each entry runs alone on its device.
 template <class Entry>
-bool all_on_cpu(const std::vector<Entry>& tensors) {
+bool on_one_device(const std::vector<Entry>& tensors) {
   for (const Entry& t : tensors)
-    if (!t.param->device().is_cpu()) return false;
+    if (t.param->device() != tensors.front().param->device()) return false;
   return true;
 }
 
@@ -120,11 +120,11 @@ void sgd_update(const std::vector<SgdTensors>& tensors, const SgdSpec& spec) {
   SgdConstants s{};
   for (const SgdTensors& t : tensors) s = sgd_constants("sgd_update", *t.param, *t.grad, *t.momentum_buffer, spec);
   if (tensors.empty()) return;
-  if (!all_on_cpu(tensors)) {
+  if (!on_one_device(tensors)) {
     for (const SgdTensors& t : tensors) sgd_update(*t.param, *t.grad, *t.momentum_buffer, spec);
     return;
   }
-  kernels::cpu::sgd_update(s, tensors);
+  GRIDNN_BACKEND_CALL(tensors.front().param->device(), sgd_update, s, tensors);
 }
 
 double adam_bias_correction(double beta, int64_t step) { return 1.0 - std::pow(beta, double(step)); }
@@ -140,11 +140,11 @@ void adam_update(const std::vector<AdamTensors>& tensors, const AdamSpec& spec) 
   for (const AdamTensors& t : tensors)
     s = adam_constants("adam_update", *t.param, *t.grad, *t.exp_avg, *t.exp_avg_sq, spec);
   if (tensors.empty()) return;
-  if (!all_on_cpu(tensors)) {
+  if (!on_one_device(tensors)) {
     for (const AdamTensors& t : tensors) adam_update(*t.param, *t.grad, *t.exp_avg, *t.exp_avg_sq, spec);
     return;
   }
-  kernels::cpu::adam_update(s, tensors);
+  GRIDNN_BACKEND_CALL(tensors.front().param->device(), adam_update, s, tensors);
 }
 
 }  // namespace gridnn::ops

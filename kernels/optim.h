@@ -1,8 +1,9 @@
 // Fused optimizer updates: one pass per parameter does the whole update in place, the
 // parameter, its grad and its buffers read and written once. The list forms update many
 // parameters with one spec: on the CPU in one parallel pass over all their elements (one
-// OpenMP region per step instead of one per parameter); on a GPU one launch per parameter. The formulas
-// are PyTorch 1.13's (torch.optim.SGD, Adam, AdamW; single-tensor path), written out in
+// OpenMP region per step instead of one per parameter); on a GPU in one launch per group of
+// parameters, each thread walking their concatenated elements. The formulas are PyTorch
+// 1.13's (torch.optim.SGD, Adam, AdamW; single-tensor path), written out in
 // kernels/optim_bodies.h. Every tensor is f32 (the fp32 master weights and their state),
 // of one shape and on one device; no two of them may share memory.
 //
@@ -87,4 +88,7 @@ void adam_update(const AdamConstants& s, const std::vector<ops::AdamTensors>& te
 namespace gridnn::kernels::cuda {
 void sgd_update(const SgdConstants& s, Tensor& param, const Tensor& grad, Tensor& momentum_buffer);
 void adam_update(const AdamConstants& s, Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq);
+// The list forms, every entry on the first's device: a launch per group of entries.
+void sgd_update(const SgdConstants& s, const std::vector<ops::SgdTensors>& tensors);
+void adam_update(const AdamConstants& s, const std::vector<ops::AdamTensors>& tensors);
 }  // namespace gridnn::kernels::cuda

@@ -7,6 +7,11 @@
 // (2e-6 of the parameters' scale, which is 1 here). The updates work in place, so `run`
 // updates copies of the inputs and returns the parameter and its state. Both backends
 // compile the same bodies without FMA contraction: bit for bit. No backward.
+//
+// The list forms run the same updates with the parameter cut into many tensors (an empty one
+// among them; more than a GPU launch takes at once on the large size): element by element
+// the same update, so the reference is the same.
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/optim.h"
@@ -24,6 +29,39 @@ int64_t gradient_rows(int64_t n) { return n > 100000 ? 1 : kSteps; }
 Tensor gradient(const Tensor& grads, int k) { return grads.narrow(k % grads.size(0), 1).reshape({grads.size(1)}); }
 double sgd_lr(int k) { return 0.03 / (1 + k); }  // a decaying schedule: each step its own rate
 
+// The list forms' pieces of n elements: a repeating pattern of sizes, the last piece cut short.
+std::vector<int64_t> list_pieces(int64_t n) {
+  const int64_t pattern[] = {7, 0, 1, 300, 33, 5000, 70000};
+  std::vector<int64_t> sizes;
+  for (int64_t at = 0, k = 0; at < n; ++k) {
+    sizes.push_back(std::min(pattern[k % 7], n - at));
+    at += sizes.back();
+  }
+  return sizes;
+}
+
+// One flat parameter (or state) as the list form's tensors: a copy of each piece.
+struct Pieces {
+  std::vector<Tensor> parts;
+  Pieces(const Tensor& flat, const std::vector<int64_t>& sizes) {
+    int64_t at = 0;
+    for (int64_t len : sizes) {
+      parts.push_back(flat.narrow(at, len).clone());
+      at += len;
+    }
+  }
+  // The pieces back in one flat tensor shaped and placed like `like`.
+  Tensor joined(const Tensor& like) const {
+    Tensor flat = Tensor::empty(like.shape(), like.dtype(), like.device());
+    int64_t at = 0;
+    for (const Tensor& p : parts) {
+      flat.narrow(at, p.numel()).copy_from(p);
+      at += p.numel();
+    }
+    return flat;
+  }
+};
+
 struct SgdVariant {
   const char* name;
   double momentum, dampening, weight_decay;
@@ -32,9 +70,9 @@ struct SgdVariant {
 
 // Inputs: param, grads [rows, n], and with momentum the buffer (random: the first step
 // must not read it). Outputs: param, and with momentum the buffer.
-OpCase sgd_case(const SgdVariant& v, int64_t n) {
+OpCase sgd_case(const SgdVariant& v, int64_t n, bool list) {
   OpCase c;
-  c.op = "sgd_update";
+  c.op = list ? "sgd_update_list" : "sgd_update";
   c.params = std::string(v.name) + " " + std::to_string(n);
   const std::string key = c.op + c.params;
   const bool with_buffer = v.momentum != 0;
@@ -45,6 +83,8 @@ OpCase sgd_case(const SgdVariant& v, int64_t n) {
   };
   c.run = [=](const Tensors& in) {
     Tensor param = in[0].clone(), buffer = with_buffer ? in[2].clone() : Tensor();
+    const std::vector<int64_t> sizes = list_pieces(list ? n : 0);
+    Pieces params(param, sizes), buffers(with_buffer ? buffer : param, sizes);
     for (int k = 0; k < kSteps; ++k) {
       ops::SgdSpec s;
       s.lr = sgd_lr(k);
@@ -53,7 +93,19 @@ OpCase sgd_case(const SgdVariant& v, int64_t n) {
       s.weight_decay = v.weight_decay;
       s.nesterov = v.nesterov;
       s.first_step = k == 0;
-      ops::sgd_update(param, gradient(in[1], k), buffer, s);
+      if (!list) {
+        ops::sgd_update(param, gradient(in[1], k), buffer, s);
+        continue;
+      }
+      const Pieces grads(gradient(in[1], k), sizes);
+      std::vector<ops::SgdTensors> entries;
+      for (size_t i = 0; i < sizes.size(); ++i)
+        entries.push_back({&params.parts[i], &grads.parts[i], with_buffer ? &buffers.parts[i] : &buffer});
+      ops::sgd_update(entries, s);
+    }
+    if (list) {
+      param = params.joined(param);
+      if (with_buffer) buffer = buffers.joined(buffer);
     }
     return with_buffer ? Tensors{param, buffer} : Tensors{param};
   };
@@ -86,9 +138,9 @@ struct AdamVariant {
 
 // Inputs: param, grads [rows, n], exp_avg and exp_avg_sq (zeros, as they start); steps
 // t = 1, 2, 3. Outputs: param, exp_avg, exp_avg_sq.
-OpCase adam_case(const AdamVariant& v, int64_t n) {
+OpCase adam_case(const AdamVariant& v, int64_t n, bool list) {
   OpCase c;
-  c.op = "adam_update";
+  c.op = list ? "adam_update_list" : "adam_update";
   c.params = std::string(v.name) + " " + std::to_string(n);
   const std::string key = c.op + c.params;
   const double lr = 1e-2, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
@@ -102,6 +154,8 @@ OpCase adam_case(const AdamVariant& v, int64_t n) {
   };
   c.run = [=](const Tensors& in) {
     Tensor param = in[0].clone(), m = in[2].clone(), s = in[3].clone();
+    const std::vector<int64_t> sizes = list_pieces(list ? n : 0);
+    Pieces params(param, sizes), ms(m, sizes), ss(s, sizes);
     for (int t = 1; t <= kSteps; ++t) {
       ops::AdamSpec spec;
       spec.lr = lr;
@@ -112,8 +166,17 @@ OpCase adam_case(const AdamVariant& v, int64_t n) {
       spec.decoupled = v.decoupled;
       spec.bias_correction1 = ops::adam_bias_correction(beta1, t);
       spec.bias_correction2 = ops::adam_bias_correction(beta2, t);
-      ops::adam_update(param, gradient(in[1], t - 1), m, s, spec);
+      if (!list) {
+        ops::adam_update(param, gradient(in[1], t - 1), m, s, spec);
+        continue;
+      }
+      const Pieces grads(gradient(in[1], t - 1), sizes);
+      std::vector<ops::AdamTensors> entries;
+      for (size_t i = 0; i < sizes.size(); ++i)
+        entries.push_back({&params.parts[i], &grads.parts[i], &ms.parts[i], &ss.parts[i]});
+      ops::adam_update(entries, spec);
     }
+    if (list) return Tensors{params.joined(param), ms.joined(m), ss.joined(s)};
     return Tensors{param, m, s};
   };
   c.reference = [=](const Tensors& in) {
@@ -151,10 +214,11 @@ void add_optim_cases(OpCases& cases) {
                             {"nesterov 0.9 weight decay", 0.9, 0, 0.01, true}};
   const AdamVariant adam[] = {
       {"adam", 0, false}, {"adam weight decay 0.05", 0.05, false}, {"adamw weight decay 0.05", 0.05, true}};
-  for (int64_t n : kSizes) {
-    for (const SgdVariant& v : sgd) cases.push_back(sgd_case(v, n));
-    for (const AdamVariant& v : adam) cases.push_back(adam_case(v, n));
-  }
+  for (int64_t n : kSizes)
+    for (bool list : {false, true}) {
+      for (const SgdVariant& v : sgd) cases.push_back(sgd_case(v, n, list));
+      for (const AdamVariant& v : adam) cases.push_back(adam_case(v, n, list));
+    }
 }
 
 }  // namespace gridnn::test
