@@ -43,6 +43,7 @@ std::vector<int64_t> list_pieces(int64_t n) {
 // One flat parameter (or state) as the list form's tensors: a copy of each piece.
 struct Pieces {
   std::vector<Tensor> parts;
+  Pieces() = default;
   Pieces(const Tensor& flat, const std::vector<int64_t>& sizes) {
     int64_t at = 0;
     for (int64_t len : sizes) {
@@ -84,7 +85,7 @@ OpCase sgd_case(const SgdVariant& v, int64_t n, bool list) {
   c.run = [=](const Tensors& in) {
     Tensor param = in[0].clone(), buffer = with_buffer ? in[2].clone() : Tensor();
     const std::vector<int64_t> sizes = list_pieces(list ? n : 0);
-    Pieces params(param, sizes), buffers(with_buffer ? buffer : param, sizes);
+    Pieces params(param, sizes), buffers = with_buffer ? Pieces(buffer, sizes) : Pieces();
     for (int k = 0; k < kSteps; ++k) {
       ops::SgdSpec s;
       s.lr = sgd_lr(k);
