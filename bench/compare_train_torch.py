@@ -546,12 +546,12 @@ def main():
                       f"{p['median_s']:.4f} s/step ({min(tt):.4f}-{max(tt):.4f}, {len(tt)} steps, "
                       f"peak {mib(p['peak_rss_kib'])} MiB)", file=sys.stderr, flush=True)
             # The case's sgemm: the median run (the lower middle one of an even count).
-            rates = sorted(all_rates, key=fastest)[(len(all_rates) - 1) // 2] if all_rates else None
-            sgemm = fastest(rates) if rates else None
+            median_run = sorted(all_rates, key=fastest)[(len(all_rates) - 1) // 2] if all_rates else None
+            sgemm = fastest(median_run) if median_run else None
             sgemm_best = max(map(fastest, all_rates)) if all_rates else None
             results.append({"name": name, "width": width, "input": list(dhw), "batch": batch,
                             "warmup": warmup, "steps": steps, "runs": runs, "sgemm_1t_gflops": sgemm,
-                            "sgemm_1t_best_gflops": sgemm_best, "sgemm_1t_by_library": rates})
+                            "sgemm_1t_best_gflops": sgemm_best, "sgemm_1t_by_library": median_run})
 
     def fmt(s):
         return f"{s:.4f}" if s < 1 else f"{s:.3f}"
