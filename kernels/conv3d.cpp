@@ -79,6 +79,38 @@ Conv3dGeometry conv3d_geometry(const std::string& who, int64_t in_channels, int6
   return g;
 }
 
+bool ConvTaps::all(const Conv3dGeometry& g) const {
+  for (int d = 0; d < 3; ++d)
+    if (count[size_t(d)] != g.kernel[d]) return false;
+  return true;
+}
+
+bool ConvTaps::none() const { return volume() == 0; }
+
+ConvTaps conv3d_reaching_taps(const Conv3dGeometry& g) {
+  ConvTaps t;
+  t.geometry = g;
+  for (int d = 0; d < 3; ++d) {
+    // Tap k reads input index o * stride + k - padding for output o.
+    int64_t first = g.kernel[d], last = -1;
+    for (int64_t k = 0; k < g.kernel[d]; ++k)
+      for (int64_t o = 0; o < g.out_size[d]; ++o) {
+        const int64_t i = o * g.stride[d] + k - g.padding[d];
+        if (i >= g.in_size[d]) break;
+        if (i < 0) continue;
+        first = std::min(first, k);
+        last = std::max(last, k);
+        break;
+      }
+    const size_t D = size_t(d);
+    t.first[D] = last < first ? 0 : first;
+    t.count[D] = last < first ? 0 : last - first + 1;
+    t.geometry.kernel[d] = t.count[D];
+    t.geometry.padding[d] = g.padding[d] - t.first[D];
+  }
+  return t;
+}
+
 std::string str(const Conv3dGeometry& g) {
   std::ostringstream os;
   os << "C " << g.in_channels << " -> O " << g.out_channels << ", kernel " << triple_str(g.kernel) << ", stride "
@@ -215,8 +247,11 @@ CpuConv cpu_conv() { return cpu_conv_choice().load(); }
 CpuConv set_cpu_conv(CpuConv c) { return cpu_conv_choice().exchange(c); }
 
 std::string conv3d_cpu_implementation(const Conv3dGeometry& g, int64_t n, ConvPass pass) {
+  const ConvTaps t = conv3d_reaching_taps(g);
+  if (t.none()) return "none (every output voxel is padding alone)";
+  const Conv3dGeometry& reaching = t.geometry;
   if (cpu_conv() == CpuConv::onednn) {
-    const std::string impl = cpu::onednn::implementation(g, n, cpu::onednn::Pass(int(pass)));
+    const std::string impl = cpu::onednn::implementation(reaching, n, cpu::onednn::Pass(int(pass)));
     if (!impl.empty()) return "onednn " + impl;
   }
   return "vol2col+gemm";
@@ -224,16 +259,21 @@ std::string conv3d_cpu_implementation(const Conv3dGeometry& g, int64_t n, ConvPa
 
 Conv3dCpuMemory conv3d_cpu_memory(const Conv3dGeometry& g, int64_t n, bool bias, bool input_gradient) {
   Conv3dCpuMemory m;
+  const ConvTaps t = conv3d_reaching_taps(g);
+  if (t.none()) return m;
+  const Conv3dGeometry& r = t.geometry;  // what the passes run
   for (const ConvPass pass : {ConvPass::forward, ConvPass::backward_data, ConvPass::backward_filter}) {
     if (pass == ConvPass::backward_data && !input_gradient) continue;
     cpu::onednn::Workspace w{};
-    if (cpu_conv() == CpuConv::onednn) w = cpu::onednn::workspace(g, n, cpu::onednn::Pass(int(pass)), bias);
+    if (cpu_conv() == CpuConv::onednn) w = cpu::onednn::workspace(r, n, cpu::onednn::Pass(int(pass)), bias);
     const bool by_onednn =
-        cpu_conv() == CpuConv::onednn && !cpu::onednn::implementation(g, n, cpu::onednn::Pass(int(pass))).empty();
+        cpu_conv() == CpuConv::onednn && !cpu::onednn::implementation(r, n, cpu::onednn::Pass(int(pass))).empty();
     if (!by_onednn)
-      m.scratch = std::max(m.scratch, kernels::cpu::conv3d_column_bytes(g, n, pass == ConvPass::backward_filter));
+      m.scratch = std::max(m.scratch, kernels::cpu::conv3d_column_bytes(r, n, pass == ConvPass::backward_filter));
     for (size_t s = 0; s < w.size(); ++s) m.workspace[s] = std::max(m.workspace[s], w[s]);
   }
+  // On fewer taps: the copy of the weights on them, and in backward their gradient beside it.
+  if (!t.all(g)) m.scratch += 2 * int64_t(sizeof(float)) * r.out_channels * r.col_rows();
   return m;
 }
 

@@ -43,6 +43,21 @@ Conv3dGeometry conv3d_geometry(const std::string& who, int64_t in_channels, int6
                                Triple stride, Triple padding, Triple in_size);
 // "C 3 -> O 8, kernel [3, 3, 3], stride [1, 1, 1], padding [1, 1, 1], input [5, 6, 7] -> output [5, 6, 7]"
 std::string str(const Conv3dGeometry& g);
+
+// The taps of g's kernel that read the input from at least one output voxel: per dimension
+// the range [first, first + count); the taps outside it meet padding alone. A kernel wider
+// than its input reaches with few: ResAttNet3D's layer4 3^3 on a 1x2x1 input with 3 of its
+// 27 taps. `geometry` is g on that range (kernel = count, padding - first, the same output
+// voxels): every product it leaves out has a padding zero as its input. The CPU backend
+// runs its convolutions on it (docs/design.md §3).
+struct ConvTaps {
+  Triple first{}, count{};
+  Conv3dGeometry geometry;
+  bool all(const Conv3dGeometry& g) const;  // every tap reaches the input
+  bool none() const;                        // no tap does: every output voxel is padding alone
+  int64_t volume() const { return count[0] * count[1] * count[2]; }
+};
+ConvTaps conv3d_reaching_taps(const Conv3dGeometry& g);
 // The output shape [N, O, Do, Ho, Wo] for a batch of n.
 Shape conv3d_output_shape(const Conv3dGeometry& g, int64_t n);
 
@@ -79,7 +94,9 @@ std::string conv3d_cpu_implementation(const Conv3dGeometry& g, int64_t n, ConvPa
 // What the CPU's convolution of g on a batch of n allocates besides its operands (the per-rank
 // memory model's part of a convolution): the per-thread workspace buffers oneDNN's passes ask
 // for (the largest per buffer over the passes that run), and the column buffer vol2col
-// allocates for the length of a pass (the largest over the passes it runs).
+// allocates for the length of a pass (the largest over the passes it runs), with, for a
+// kernel of which only some taps reach the input, the copies of the weights on those taps
+// and of their gradient.
 struct Conv3dCpuMemory {
   std::array<int64_t, 5> workspace{};  // kernels/cpu/conv3d_onednn.h, by buffer
   int64_t scratch = 0;

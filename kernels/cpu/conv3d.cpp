@@ -1,5 +1,7 @@
 // CPU backend of kernels/conv3d.h: oneDNN where it has a kernel for the geometry
-// (kernels/cpu/conv3d_onednn.h), else vol2col + GEMM (kernels/conv3d_bodies.h, kernels/gemm.h):
+// (kernels/cpu/conv3d_onednn.h), else vol2col + GEMM (kernels/conv3d_bodies.h, kernels/gemm.h),
+// each on the kernel's taps that reach the input (ops::conv3d_reaching_taps): the weights on
+// those taps are copied out, and their gradient added back into dw.
 //
 // Per sample n, and per slab of output depth planes [od0, od1) (so the column buffer stays
 // under column_budget floats however large the volume):
@@ -98,8 +100,12 @@ int64_t conv3d_set_column_budget(int64_t floats) {
   return previous;
 }
 
-void conv3d_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const Conv3dGeometry& g, Tensor& y,
-                    ops::MathMode math) {
+namespace {
+
+// The four passes on every tap of g; the entry points at the end of the file hand them g on
+// the taps that reach the input.
+void forward_all_taps(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const Conv3dGeometry& g, Tensor& y,
+                      ops::MathMode math) {
   const Tensor x = rounded_operand(x_in, math), w = rounded_operand(w_in, math);
   if (use_onednn() && onednn::forward(x, w, bias, g, y)) return;
   const int64_t N = x.size(0), O = g.out_channels, K = g.col_rows(), P = g.out_volume();
@@ -131,8 +137,8 @@ void conv3d_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, 
       P);
 }
 
-void conv3d_backward_data(const Tensor& dy_in, const Tensor& w_in, const Conv3dGeometry& g, Tensor& dx,
-                          ops::MathMode math) {
+void backward_data_all_taps(const Tensor& dy_in, const Tensor& w_in, const Conv3dGeometry& g, Tensor& dx,
+                            ops::MathMode math) {
   const Tensor dy = rounded_operand(dy_in, math), w = rounded_operand(w_in, math);
   if (use_onednn() && onednn::backward_data(dy, w, g, dx)) return;
   const int64_t N = dy.size(0), O = g.out_channels, K = g.col_rows(), P = g.out_volume();
@@ -168,8 +174,8 @@ void conv3d_backward_data(const Tensor& dy_in, const Tensor& w_in, const Conv3dG
   }
 }
 
-void conv3d_backward_filter(const Tensor& x_in, const Tensor& dy_in, const Conv3dGeometry& g, Tensor& dw,
-                            ops::MathMode math) {
+void backward_filter_all_taps(const Tensor& x_in, const Tensor& dy_in, const Conv3dGeometry& g, Tensor& dw,
+                              ops::MathMode math) {
   const Tensor x = rounded_operand(x_in, math), dy = rounded_operand(dy_in, math);
   if (use_onednn() && onednn::backward_filter(x, dy, g, dw)) return;
   const int64_t N = x.size(0), O = g.out_channels, K = g.col_rows(), P = g.out_volume();
@@ -213,14 +219,99 @@ void conv3d_backward_filter(const Tensor& x_in, const Tensor& dy_in, const Conv3
   }
 }
 
-void conv3d_backward(const Tensor& x_in, const Tensor& dy_in, const Tensor& w_in, const Conv3dGeometry& g, Tensor& dx,
-                     Tensor& dw, ops::MathMode math) {
+void backward_all_taps(const Tensor& x_in, const Tensor& dy_in, const Tensor& w_in, const Conv3dGeometry& g, Tensor& dx,
+                       Tensor& dw, ops::MathMode math) {
   if (use_onednn()) {
     const Tensor x = rounded_operand(x_in, math), dy = rounded_operand(dy_in, math), w = rounded_operand(w_in, math);
     if (onednn::backward(x, dy, w, g, dx.defined() ? &dx : nullptr, dw)) return;
   }
-  if (dx.defined()) cpu::conv3d_backward_data(dy_in, w_in, g, dx, math);
-  cpu::conv3d_backward_filter(x_in, dy_in, g, dw, math);
+  if (dx.defined()) backward_data_all_taps(dy_in, w_in, g, dx, math);
+  backward_filter_all_taps(x_in, dy_in, g, dw, math);
+}
+
+Shape weight_shape(const Conv3dGeometry& g) {
+  return {g.out_channels, g.in_channels, g.kernel[0], g.kernel[1], g.kernel[2]};
+}
+
+// Calls f(full, narrow, count) for each row of kw taps that t keeps, in every (o, c) pair:
+// its first element's offset in g's weights and in t.geometry's, and how many it holds.
+template <class F>
+void for_each_tap_row(const Conv3dGeometry& g, const ops::ConvTaps& t, F&& f) {
+  const Conv3dGeometry& n = t.geometry;
+  parallel_for(
+      g.out_channels * g.in_channels,
+      [&](int64_t oc) {
+        for (int64_t a = 0; a < n.kernel[0]; ++a)
+          for (int64_t b = 0; b < n.kernel[1]; ++b)
+            f(((oc * g.kernel[0] + t.first[0] + a) * g.kernel[1] + t.first[1] + b) * g.kernel[2] + t.first[2],
+              ((oc * n.kernel[0] + a) * n.kernel[1] + b) * n.kernel[2], n.kernel[2]);
+      },
+      g.kernel_volume());
+}
+
+// The weights w [O, C, kd, kh, kw] of g on the taps t keeps, as a tensor of t.geometry's.
+Tensor weights_on_taps(const Tensor& w, const Conv3dGeometry& g, const ops::ConvTaps& t) {
+  Tensor out = Tensor::empty(weight_shape(t.geometry));
+  const float* from = w.data<float>();
+  float* to = out.data<float>();
+  for_each_tap_row(g, t, [&](int64_t full, int64_t narrow, int64_t count) {
+    for (int64_t e = 0; e < count; ++e) to[narrow + e] = from[full + e];
+  });
+  return out;
+}
+
+// dw += dw_taps, the gradient on the taps t keeps (the others' is zero).
+void add_taps(const Tensor& dw_taps, const Conv3dGeometry& g, const ops::ConvTaps& t, Tensor& dw) {
+  const float* from = dw_taps.data<float>();
+  float* to = dw.data<float>();
+  for_each_tap_row(g, t, [&](int64_t full, int64_t narrow, int64_t count) {
+    for (int64_t e = 0; e < count; ++e) to[full + e] += from[narrow + e];
+  });
+}
+
+}  // namespace
+
+// The entry points: each pass on the taps that reach the input (ops::conv3d_reaching_taps).
+void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g, Tensor& y,
+                    ops::MathMode math) {
+  const ops::ConvTaps t = ops::conv3d_reaching_taps(g);
+  if (t.all(g)) return forward_all_taps(x, w, bias, g, y, math);
+  if (!t.none()) return forward_all_taps(x, weights_on_taps(w, g, t), bias, t.geometry, y, math);
+  const int64_t O = g.out_channels, P = g.out_volume();  // every output voxel is padding alone
+  float* yp = y.data<float>();
+  for (int64_t r = 0; r < y.numel() / P; ++r)
+    std::fill_n(yp + r * P, P, bias.defined() ? bias.data<float>()[r % O] : 0.0f);
+}
+
+void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx, ops::MathMode math) {
+  const ops::ConvTaps t = ops::conv3d_reaching_taps(g);
+  if (t.all(g)) return backward_data_all_taps(dy, w, g, dx, math);
+  if (!t.none()) return backward_data_all_taps(dy, weights_on_taps(w, g, t), t.geometry, dx, math);
+  std::fill_n(dx.data<float>(), dx.numel(), 0.0f);
+}
+
+void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw,
+                            ops::MathMode math) {
+  const ops::ConvTaps t = ops::conv3d_reaching_taps(g);
+  if (t.all(g)) return backward_filter_all_taps(x, dy, g, dw, math);
+  if (t.none()) return;
+  Tensor dw_taps = Tensor::zeros(weight_shape(t.geometry));
+  backward_filter_all_taps(x, dy, t.geometry, dw_taps, math);
+  add_taps(dw_taps, g, t, dw);
+}
+
+void conv3d_backward(const Tensor& x, const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx,
+                     Tensor& dw, ops::MathMode math) {
+  const ops::ConvTaps t = ops::conv3d_reaching_taps(g);
+  if (t.all(g)) return backward_all_taps(x, dy, w, g, dx, dw, math);
+  if (t.none()) {
+    if (dx.defined()) std::fill_n(dx.data<float>(), dx.numel(), 0.0f);
+    return;
+  }
+  const Tensor w_taps = weights_on_taps(w, g, t);
+  Tensor dw_taps = Tensor::zeros(w_taps.shape());
+  backward_all_taps(x, dy, w_taps, t.geometry, dx, dw_taps, math);
+  add_taps(dw_taps, g, t, dw);
 }
 
 void conv3d_backward_bias(const Tensor& dy, Tensor& db) {

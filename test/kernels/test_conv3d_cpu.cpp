@@ -177,6 +177,50 @@ TEST(Conv3dCpu, ReportsWhatRunsEachPass) {
   }
 }
 
+// The taps kept per dimension are the first to the last that read an input voxel from some
+// output voxel, found here by trying every output; the narrowed geometry has the same
+// output. Over kernels up to 7, strides up to 3, paddings up to 3 and inputs up to 6.
+TEST(Conv3dCpu, NarrowsAKernelToTheTapsThatReachTheInput) {
+  int narrowed = 0, none = 0;
+  for (int64_t k = 1; k <= 7; ++k)
+    for (int64_t s = 1; s <= 3; ++s)
+      for (int64_t p = 0; p <= 3; ++p)
+        for (int64_t in = 1; in <= 6; ++in) {
+          if (k > in + 2 * p) continue;
+          const ops::Conv3dGeometry g = ops::conv3d_geometry("test", 2, 3, {k, 3, 1}, {s, 1, 1}, {p, 1, 0}, {in, 4, 5});
+          int64_t first = -1, last = -1;
+          for (int64_t tap = 0; tap < k; ++tap)
+            for (int64_t o = 0; o < g.out_size[0]; ++o) {
+              const int64_t i = o * s + tap - p;
+              if (i >= 0 && i < in) {
+                if (first < 0) first = tap;
+                last = tap;
+              }
+            }
+          const ops::ConvTaps t = ops::conv3d_reaching_taps(g);
+          const std::string what = "k " + std::to_string(k) + " s " + std::to_string(s) + " p " + std::to_string(p) +
+                                   " in " + std::to_string(in);
+          EXPECT_EQ(t.count[0], first < 0 ? 0 : last - first + 1) << what;
+          if (first >= 0) {
+            EXPECT_EQ(t.first[0], first) << what;
+          }
+          EXPECT_EQ(t.count[1], 3) << what;  // the other two dimensions reach with every tap
+          EXPECT_EQ(t.count[2], 1) << what;
+          EXPECT_EQ(t.none(), first < 0) << what;
+          EXPECT_EQ(t.all(g), first == 0 && last == k - 1) << what;
+          if (t.none()) {
+            ++none;
+            continue;
+          }
+          narrowed += !t.all(g);
+          EXPECT_EQ(t.geometry.kernel[0], t.count[0]) << what;
+          EXPECT_EQ(t.geometry.padding[0], p - first) << what;
+          EXPECT_EQ(t.geometry.out_size[0], g.out_size[0]) << what;
+        }
+  EXPECT_GT(narrowed, 20);
+  EXPECT_GT(none, 0);
+}
+
 // A plan is made per thread count: results from 1 and from 2 threads both match vol2col
 // (they need not match each other bit for bit: backward filter splits its sums by thread).
 TEST(Conv3dCpu, OneDnnMatchesOnOneAndTwoThreads) {

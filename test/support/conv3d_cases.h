@@ -2,8 +2,9 @@
 // (test/ops/cases_conv3d.cpp) both run: pointwise (the GEMM-only path), 1x1x1 with
 // stride 2 (inputs never read), 3x3x3 with padding 1, the stem's 7x7x7 stride 2 padding 3
 // on a small volume, a non-cubic kernel with mixed strides, stride 2 on odd sizes, a kernel
-// exactly as large as the padded input (one output voxel), and one large enough that the
-// CPU loops run on several OpenMP threads.
+// exactly as large as the padded input (one output voxel), one large enough that the
+// CPU loops run on several OpenMP threads, and kernels of which only some taps reach the
+// input (ops::conv3d_reaching_taps), or none.
 #pragma once
 
 #include <vector>
@@ -29,6 +30,9 @@ inline const std::vector<Conv3dCase>& conv3d_cases() {
       {"stride2_odd", 3, 3, 2, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {7, 5, 9}},
       {"kernel_fills_padded_input", 1, 2, 2, {4, 3, 3}, {1, 1, 1}, {0, 1, 0}, {4, 1, 3}},
       {"large_enough_for_threads", 2, 4, 5, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {12, 10, 11}},
+      {"taps_reach_1x2x1", 2, 3, 4, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 2, 1}},
+      {"strided_taps_reach_2x3x2", 3, 2, 3, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {2, 3, 2}},
+      {"no_tap_reaches", 2, 2, 3, {1, 2, 1}, {3, 1, 1}, {2, 1, 0}, {1, 2, 3}},
   };
   return all;
 }

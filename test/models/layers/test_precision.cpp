@@ -147,8 +147,9 @@ TEST(PrecisionConv3d, Bf16IsFp32OnRoundedOperands) {
     EXPECT_TRUE(tensors_close(dx, backward_data(rdy, rw, MathMode::fp32), kSame)) << "backward data";
     EXPECT_TRUE(tensors_close(dw, backward_filter(rx, rdy, MathMode::fp32), kSame)) << "backward filter";
     EXPECT_EQ(dw.dtype(), DType::f32);
-    // Against the unrounded operands. (The backward-filter change is measured without dw0,
-    // which would hide it in a large sum.)
+    // Against the unrounded operands, where any product reaches an output. (The backward-filter
+    // change is measured without dw0, which would hide it in a large sum.)
+    if (ops::conv3d_reaching_taps(g).none()) continue;
     EXPECT_GT(max_relative_error(y, forward(x, w, MathMode::fp32)), kRoundingShows) << "forward";
     EXPECT_GT(max_relative_error(dx, backward_data(dy, w, MathMode::fp32)), kRoundingShows) << "backward data";
     dw0 = Tensor::zeros(w.shape());
