@@ -1,6 +1,9 @@
 // CPU backend of kernels/elementwise.h: OpenMP loops over the shared element bodies.
 #include "kernels/elementwise.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "kernels/cpu/parallel_for.h"
 
 namespace gridnn::kernels::cpu {
@@ -14,13 +17,34 @@ void cast_from(const Src* in, Tensor& dst) {
   });
 }
 
+template <class T>
+bool all_zero_bits(const T& v) {
+  unsigned char bytes[sizeof(T)];
+  std::memcpy(bytes, &v, sizeof(T));
+  return std::all_of(bytes, bytes + sizeof(T), [](unsigned char b) { return b == 0; });
+}
+
 }  // namespace
 
+// A value of all zero bits (zero_grad's) is set by memset, a block at a time: the C library's
+// stores skip reading the lines first, 1.5x the rate of a store loop over 16-84 MB
+// (bench/RESULTS.md).
 void fill(Tensor& t, double value) {
   GRIDNN_DISPATCH_ALL(t.dtype(), "fill", [&] {
     const scalar_t v = body::convert<scalar_t>(value);
     scalar_t* p = static_cast<scalar_t*>(t.raw());
-    parallel_for(t.numel(), [&](int64_t i) { p[i] = v; });
+    const int64_t n = t.numel();
+    if (!all_zero_bits(v)) {
+      parallel_for(n, [&](int64_t i) { p[i] = v; });
+      return;
+    }
+    constexpr int64_t kBlock = int64_t(1) << 16;  // elements per memset
+    parallel_for((n + kBlock - 1) / kBlock,
+                 [&](int64_t b) {
+                   std::memset(static_cast<void*>(p + b * kBlock), 0,
+                               sizeof(scalar_t) * size_t(std::min(kBlock, n - b * kBlock)));
+                 },
+                 kBlock);
   });
 }
 

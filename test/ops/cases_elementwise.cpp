@@ -66,6 +66,24 @@ void add_elementwise_cases(OpCases& cases) {
       cases.push_back(c);
     }
 
+  // Zero is all zero bits, which fill sets by memset in blocks of 2^16 elements (a partial
+  // last one on the 3 x (2^16 + 5) shape). The tensor holds another value first.
+  for (const Shape& shape : {kOdd, kLarge, Shape{3, 65541}})
+    for (DType dt : kAll) {
+      OpCase c = map_case(
+          "fill", shape, dt, 1,
+          [](const Tensors& in) {
+            Tensor t = like(in[0]);
+            ops::fill(t, 5.0);
+            ops::fill(t, 0.0);
+            return t;
+          },
+          [](const double*) { return 0.0; });
+      c.params += " zero";
+      c.ref_tol = {0, 0};
+      cases.push_back(c);
+    }
+
   for (DType from : kAll)
     for (DType to : kAll) {
       OpCase c = map_case(
