@@ -123,12 +123,13 @@ Shape conv3d_output_shape(const Conv3dGeometry& g, int64_t n) {
   return Shape{n, g.out_channels, g.out_size[0], g.out_size[1], g.out_size[2]};
 }
 
+Shape conv3d_weight_shape(const Conv3dGeometry& g) {
+  return Shape{g.out_channels, g.in_channels, g.kernel[0], g.kernel[1], g.kernel[2]};
+}
+
 namespace {
 Shape input_shape(const Conv3dGeometry& g, int64_t n) {
   return Shape{n, g.in_channels, g.in_size[0], g.in_size[1], g.in_size[2]};
-}
-Shape weight_shape(const Conv3dGeometry& g) {
-  return Shape{g.out_channels, g.in_channels, g.kernel[0], g.kernel[1], g.kernel[2]};
 }
 int64_t batch_of(const char* op, const char* name, const Tensor& t, const Conv3dGeometry& g) {
   expect_defined(op, name, t);
@@ -173,7 +174,8 @@ void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
                     MathMode math) {
   const char* op = "conv3d_forward";
   const int64_t n = batch_of(op, "x", x, g);
-  expect_operands(op, g, {{"x", x, input_shape(g, n)}, {"w", w, weight_shape(g)}}, {"y", y, conv3d_output_shape(g, n)});
+  expect_operands(op, g, {{"x", x, input_shape(g, n)}, {"w", w, conv3d_weight_shape(g)}},
+                  {"y", y, conv3d_output_shape(g, n)});
   if (bias.defined()) expect_operands(op, g, {{"bias", bias, Shape{g.out_channels}}}, {"y", y, y.shape()});
   if (n == 0) return;
   GRIDNN_CONV3D_CALL(x.device(), conv3d_forward, x, w, bias, g, y, math);
@@ -182,7 +184,7 @@ void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
 void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx, MathMode math) {
   const char* op = "conv3d_backward_data";
   const int64_t n = batch_of(op, "dy", dy, g);
-  expect_operands(op, g, {{"dy", dy, conv3d_output_shape(g, n)}, {"w", w, weight_shape(g)}},
+  expect_operands(op, g, {{"dy", dy, conv3d_output_shape(g, n)}, {"w", w, conv3d_weight_shape(g)}},
                   {"dx", dx, input_shape(g, n)});
   if (n == 0) return;
   GRIDNN_CONV3D_CALL(dy.device(), conv3d_backward_data, dy, w, g, dx, math);
@@ -192,7 +194,7 @@ void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeome
   const char* op = "conv3d_backward_filter";
   const int64_t n = batch_of(op, "x", x, g);
   expect_operands(op, g, {{"x", x, input_shape(g, n)}, {"dy", dy, conv3d_output_shape(g, n)}},
-                  {"dw", dw, weight_shape(g)});
+                  {"dw", dw, conv3d_weight_shape(g)});
   if (n == 0) return;
   GRIDNN_CONV3D_CALL(x.device(), conv3d_backward_filter, x, dy, g, dw, math);
 }
@@ -201,9 +203,9 @@ void conv3d_backward(const Tensor& x, const Tensor& dy, const Tensor& w, const C
                      Tensor& dw, MathMode math) {
   const char* op = "conv3d_backward";
   const int64_t n = batch_of(op, "x", x, g);
-  expect_operands(op, g,
-                  {{"x", x, input_shape(g, n)}, {"dy", dy, conv3d_output_shape(g, n)}, {"w", w, weight_shape(g)}},
-                  {"dw", dw, weight_shape(g)});
+  expect_operands(
+      op, g, {{"x", x, input_shape(g, n)}, {"dy", dy, conv3d_output_shape(g, n)}, {"w", w, conv3d_weight_shape(g)}},
+      {"dw", dw, conv3d_weight_shape(g)});
   if (dx.defined()) expect_operands(op, g, {{"dy", dy, conv3d_output_shape(g, n)}}, {"dx", dx, input_shape(g, n)});
   if (n == 0) return;
   if (x.device().is_cpu()) {

@@ -60,6 +60,8 @@ struct ConvTaps {
 ConvTaps conv3d_reaching_taps(const Conv3dGeometry& g);
 // The output shape [N, O, Do, Ho, Wo] for a batch of n.
 Shape conv3d_output_shape(const Conv3dGeometry& g, int64_t n);
+// The weight shape [O, C, kd, kh, kw].
+Shape conv3d_weight_shape(const Conv3dGeometry& g);
 
 // y = conv(x, w) (+ bias[o] when bias is defined). y is overwritten.
 void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g, Tensor& y,

@@ -229,10 +229,6 @@ void backward_all_taps(const Tensor& x_in, const Tensor& dy_in, const Tensor& w_
   backward_filter_all_taps(x_in, dy_in, g, dw, math);
 }
 
-Shape weight_shape(const Conv3dGeometry& g) {
-  return {g.out_channels, g.in_channels, g.kernel[0], g.kernel[1], g.kernel[2]};
-}
-
 // Calls f(full, narrow, count) for each row of kw taps that t keeps, in every (o, c) pair:
 // its first element's offset in g's weights and in t.geometry's, and how many it holds.
 template <class F>
@@ -251,7 +247,7 @@ void for_each_tap_row(const Conv3dGeometry& g, const ops::ConvTaps& t, F&& f) {
 
 // The weights w [O, C, kd, kh, kw] of g on the taps t keeps, as a tensor of t.geometry's.
 Tensor weights_on_taps(const Tensor& w, const Conv3dGeometry& g, const ops::ConvTaps& t) {
-  Tensor out = Tensor::empty(weight_shape(t.geometry));
+  Tensor out = Tensor::empty(ops::conv3d_weight_shape(t.geometry));
   const float* from = w.data<float>();
   float* to = out.data<float>();
   for_each_tap_row(g, t, [&](int64_t full, int64_t narrow, int64_t count) {
@@ -295,7 +291,7 @@ void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeome
   const ops::ConvTaps t = ops::conv3d_reaching_taps(g);
   if (t.all(g)) return backward_filter_all_taps(x, dy, g, dw, math);
   if (t.none()) return;
-  Tensor dw_taps = Tensor::zeros(weight_shape(t.geometry));
+  Tensor dw_taps = Tensor::zeros(ops::conv3d_weight_shape(t.geometry));
   backward_filter_all_taps(x, dy, t.geometry, dw_taps, math);
   add_taps(dw_taps, g, t, dw);
 }
