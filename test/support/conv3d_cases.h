@@ -4,7 +4,8 @@
 // on a small volume, a non-cubic kernel with mixed strides, stride 2 on odd sizes, a kernel
 // exactly as large as the padded input (one output voxel), one large enough that the
 // CPU loops run on several OpenMP threads, and kernels of which only some taps reach the
-// input (ops::conv3d_reaching_taps), or none.
+// input (ops::conv3d_reaching_taps), or none, and channel counts past 16 that are not
+// multiples of it (oneDNN runs those channels last, docs/design.md §3).
 #pragma once
 
 #include <vector>
@@ -33,6 +34,7 @@ inline const std::vector<Conv3dCase>& conv3d_cases() {
       {"taps_reach_1x2x1", 2, 3, 4, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 2, 1}},
       {"strided_taps_reach_2x3x2", 3, 2, 3, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {2, 3, 2}},
       {"no_tap_reaches", 2, 2, 3, {1, 2, 1}, {3, 1, 1}, {2, 1, 0}, {1, 2, 3}},
+      {"channels_20_to_13", 2, 20, 13, {3, 2, 5}, {1, 1, 1}, {1, 0, 2}, {5, 6, 19}},
   };
   return all;
 }
