@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -17,6 +18,8 @@
 #include "parallel/progress_board.h"
 
 namespace gridnn::train {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -78,6 +81,12 @@ Trainer::Trainer(TrainOptions options, std::FILE* out, parallel::ProcessGrid* gr
     }
   }
   if (!options_.metrics_path.empty() && leader_) {
+    // Its folder is made as the checkpoint folder is (a job's metrics often sit beside its
+    // checkpoints, before the first one is saved).
+    const fs::path folder = fs::path(options_.metrics_path).parent_path();
+    std::error_code ec;
+    if (!folder.empty()) fs::create_directories(folder, ec);
+    GRIDNN_REQUIRE(!ec, "--metrics: cannot create the folder '", folder.string(), "': ", ec.message());
     metrics_.open(options_.metrics_path, state_.step > 0 ? std::ios::app : std::ios::trunc);
     GRIDNN_REQUIRE(metrics_.good(), "--metrics: cannot open '", options_.metrics_path, "' for writing");
   }
