@@ -168,9 +168,13 @@ TEST(Conv3dCpu, ReportsWhatRunsEachPass) {
   for (ConvPass p : {ConvPass::forward, ConvPass::backward_data, ConvPass::backward_filter}) {
     const std::string impl = ops::conv3d_cpu_implementation(g, 2, p);
     if (kernels::cpu::onednn::built()) {
-      // Never oneDNN's reference kernel: that one falls back to vol2col + GEMM.
-      EXPECT_EQ(impl.rfind("onednn ", 0), 0u) << impl;
+      // Never oneDNN's reference kernel: that one falls back to vol2col + GEMM. Without
+      // AVX-512 oneDNN 2.6's backward filter here is its GEMM per sample, which vol2col + GEMM
+      // replaces by choice (conv3d_onednn.cpp: short_gemm_per_sample).
       EXPECT_EQ(impl.find("ref"), std::string::npos) << impl;
+      if (p != ConvPass::backward_filter || impl != "vol2col+gemm") {
+        EXPECT_EQ(impl.rfind("onednn ", 0), 0u) << impl;
+      }
     } else {
       EXPECT_EQ(impl, "vol2col+gemm");
     }
