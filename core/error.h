@@ -17,6 +17,15 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+// An Error that every rank of a job throws alike, at the same point and before the ranks wait
+// for each other (a --grid that does not match the job's size): the job ends with status 1 on
+// every rank and one message, without MPI_Abort, so that a launcher reports the status gridnn
+// chose rather than ranks it killed (parallel/mpi_session.h).
+class AllRanksError : public Error {
+ public:
+  explicit AllRanksError(const std::string& what) : Error(what) {}
+};
+
 class BackendError : public Error {
  public:
   BackendError(const char* library, const std::string& call, const std::string& detail, const char* file, int line);

@@ -103,6 +103,10 @@ int MpiSession::run(int* argc, char*** argv, const std::function<int(MpiSession&
   MpiSession session(argc, argv);
   try {
     return body(session);
+  } catch (const AllRanksError& e) {
+    // Every rank has it: one message, status 1 everywhere, and the session ends normally.
+    if (session.rank() == 0) std::fprintf(stderr, "gridnn: error: %s\n", e.what());
+    return 1;
   } catch (const std::exception& e) {
     // Alone there is nobody to abort: report, finalize and exit 1 like any program.
     if (session.size() == 1) {

@@ -38,7 +38,9 @@ class MpiSession {
 
   // The shape of every gridnn main(): starts MPI, runs `body`, and turns an exception on
   // any rank into fail_job with its message (with a single process: "gridnn: error: ..."
-  // on stderr and exit code 1, no MPI_Abort). Returns body's exit code.
+  // on stderr and exit code 1, no MPI_Abort). An AllRanksError (core/error.h), which every
+  // rank throws alike, is "gridnn: error: ..." from rank 0 and exit code 1 on every rank,
+  // without MPI_Abort. Returns body's exit code.
   static int run(int* argc, char*** argv, const std::function<int(MpiSession&)>& body);
 
  private:

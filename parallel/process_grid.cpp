@@ -9,6 +9,7 @@
 #if GRIDNN_HAVE_MPI
 #include "parallel/mpi_check.h"
 #include "parallel/mpi_communicator.h"
+#include "parallel/slurm.h"
 #endif
 #if GRIDNN_HAVE_NCCL
 #include "core/cuda_context.h"
@@ -261,8 +262,10 @@ std::unique_ptr<ProcessGrid> ProcessGrid::create(const GridShape& shape, CommBac
   int world_rank = 0, world_size = 1;
   GRIDNN_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
   GRIDNN_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
-  GRIDNN_REQUIRE(world_size == shape.size(), "--grid ", shape.str(), " needs ", shape.size(),
-                 " processes, the job has ", world_size, "; start mpiexec -n ", shape.size(), " or change --grid");
+  // Every rank sees the same sizes: the job ends with status 1 on every rank, no abort.
+  if (world_size != shape.size())
+    throw AllRanksError(detail::concat("--grid ", shape.str(), " needs ", shape.size(), " processes, the job has ",
+                                       world_size, "; ", job_size_advice(shape.size(), world_size)));
 
   std::unique_ptr<ProcessGrid> g(new ProcessGrid());
   g->shape_ = shape;

@@ -13,7 +13,7 @@ int world_rank(Grid g, RankOrder order, int r, int c) {
   return parallel::ProcessGrid::world_rank_of({1, g.rows, g.cols}, 0, r, c, order);
 }
 
-void check_cluster(const Cluster& c) {
+void check_cluster(const NodeCluster& c) {
   GRIDNN_REQUIRE(c.nodes >= 1, "the number of nodes must be >= 1, got ", c.nodes, ": change --nodes");
   GRIDNN_REQUIRE(c.ranks_per_node >= 1, "the ranks per node must be >= 1, got ", c.ranks_per_node,
                  ": change --ranks-per-node");
@@ -36,7 +36,7 @@ std::string Crossing::str() const {
   return s.empty() ? "none" : s;
 }
 
-Crossing crossing(const Cluster& cl, Grid g, RankOrder order) {
+Crossing crossing(const NodeCluster& cl, Grid g, RankOrder order) {
   if (g.procs() != cl.procs())
     throw std::invalid_argument("crossing: the grid has " + std::to_string(g.procs()) + " ranks, the cluster " +
                                 std::to_string(cl.procs()));
@@ -50,13 +50,14 @@ Crossing crossing(const Cluster& cl, Grid g, RankOrder order) {
   return x;
 }
 
-Links links_of(const Cluster& cl, Grid g, RankOrder order) {
+Links links_of(const NodeCluster& cl, Grid g, RankOrder order) {
   const Crossing x = crossing(cl, g, order);
   auto link = [&cl](bool crosses) { return crosses ? cl.inter : cl.intra; };
   return {link(x.row), link(x.col), link(x.world)};
 }
 
-std::vector<NodePlan> sweep(const Network& net, int64_t batch, const Cluster& cl, const Machine& m, const Strategy& s) {
+std::vector<NodePlan> sweep(const Network& net, int64_t batch, const NodeCluster& cl, const Machine& m,
+                            const Strategy& s) {
   check_cluster(cl);
   const int P = cl.procs();
   std::vector<NodePlan> plans;

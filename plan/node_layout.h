@@ -31,7 +31,7 @@ namespace gridnn::plan {
 using parallel::RankOrder;
 int world_rank(Grid g, RankOrder order, int r, int c);
 
-struct Cluster {
+struct NodeCluster {
   int nodes = 1;           // N
   int ranks_per_node = 1;  // G
   Link intra, inter;
@@ -39,16 +39,16 @@ struct Cluster {
 };
 // A gridnn::Error that names the flag to change: N or G below 1, α negative, β not positive
 // and finite.
-void check_cluster(const Cluster& c);
+void check_cluster(const NodeCluster& c);
 
 // Which communicators of `g` laid on `c` in `order` span nodes (g.procs() must be c.procs()).
 struct Crossing {
   bool row = false, col = false, world = false;
   std::string str() const;  // "row+col+world", ..., "none"
 };
-Crossing crossing(const Cluster& c, Grid g, RankOrder order);
+Crossing crossing(const NodeCluster& c, Grid g, RankOrder order);
 // Each communicator's α and β: the inter-node link where it crosses, the intra-node one else.
-Links links_of(const Cluster& c, Grid g, RankOrder order);
+Links links_of(const NodeCluster& c, Grid g, RankOrder order);
 
 // One grid in one rank order on a cluster.
 struct NodePlan {
@@ -58,7 +58,8 @@ struct NodePlan {
 };
 // Every factorization Pr x Pc of the cluster's N·G ranks (Pr ascending), each in both orders
 // (rows-in-node first): estimate() with the links of its layout; compute from `m`.
-std::vector<NodePlan> sweep(const Network& net, int64_t batch, const Cluster& c, const Machine& m, const Strategy& s);
+std::vector<NodePlan> sweep(const Network& net, int64_t batch, const NodeCluster& c, const Machine& m,
+                            const Strategy& s);
 // The index of the fastest (total time; ties: the first).
 size_t best_index(const std::vector<NodePlan>& plans);
 

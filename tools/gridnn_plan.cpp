@@ -22,14 +22,21 @@
 // to --alpha, --bandwidth-inter to --bandwidth/--beta (the one link of the flat model stands
 // for the network between nodes); --bandwidth-intra has no default. The line after the table
 // gives the flat model's choice with every communicator at the inter-node link.
+//
+// Inside a Slurm allocation (parallel/slurm.h):
+//   salloc --nodes 2 --ntasks-per-node 4 gridnn-plan --slurm --width 16 --input 64x64x64 --batch 32
+// takes N and G from the allocation, plans gridnn-train's own step (--conv gridnn) at the links
+// --grid auto assumes (the link flags override them), and prints the srun line of the choice.
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "models/train/memory_plan.h"
 #include "models/train/step_plan.h"
+#include "parallel/slurm.h"
 #include "plan/calibration.h"
 #include "plan/cost_model.h"
 #include "plan/node_layout.h"
@@ -63,7 +70,7 @@ std::string json_string(const std::string& s) {
 
 // The two-level sweep's additions to the JSON (absent: the flat model's output).
 struct NodesUse {
-  const Cluster* cluster = nullptr;
+  const NodeCluster* cluster = nullptr;
   const std::vector<NodePlan>* plans = nullptr;
 };
 
@@ -72,7 +79,7 @@ void print_json(const Network& net, const std::vector<PlanCost>& plans, size_t b
   std::printf("{\"model\": \"%s\", \"batch\": %lld, \"alpha\": %g, \"beta\": %g, \"flops\": %g,", net.name.c_str(),
               static_cast<long long>(batch), m.alpha, m.beta, m.flops);
   if (nodes.cluster) {
-    const Cluster& c = *nodes.cluster;
+    const NodeCluster& c = *nodes.cluster;
     std::printf(
         " \"nodes\": %d, \"ranks_per_node\": %d, \"intra\": {\"alpha\": %g, \"beta\": %g}, "
         "\"inter\": {\"alpha\": %g, \"beta\": %g}, \"best_rank_order\": \"%s\",",
@@ -141,9 +148,10 @@ void print_explain(const PlanCost& p, const char* rank_order = nullptr) {
 struct NodeFlags {
   int nodes = 0, ranks_per_node = 0;
   double alpha_intra = 0, bandwidth_intra = 0, alpha_inter = 0, bandwidth_inter = 0;
+  bool slurm = false;               // the nodes and ranks of the Slurm allocation this runs in
   std::vector<CLI::Option*> given;  // every two-level option: any of them asks for the sweep
   CLI::Option *nodes_opt = nullptr, *ranks_opt = nullptr, *alpha_intra_opt = nullptr, *bandwidth_intra_opt = nullptr,
-              *alpha_inter_opt = nullptr, *bandwidth_inter_opt = nullptr;
+              *alpha_inter_opt = nullptr, *bandwidth_inter_opt = nullptr, *slurm_opt = nullptr;
   bool used() const {
     for (const CLI::Option* o : given)
       if (o->count() > 0) return true;
@@ -161,17 +169,45 @@ void add_node_flags(CLI::App& app, NodeFlags& f) {
   f.alpha_inter_opt = app.add_option("--alpha-inter", f.alpha_inter, "latency between nodes, s (default: --alpha)");
   f.bandwidth_inter_opt = app.add_option("--bandwidth-inter", f.bandwidth_inter,
                                          "bytes/s between nodes (default: --bandwidth, or 4 / --beta)");
-  f.given = {f.nodes_opt,           f.ranks_opt,       f.alpha_intra_opt,
-             f.bandwidth_intra_opt, f.alpha_inter_opt, f.bandwidth_inter_opt};
+  f.slurm_opt = app.add_flag("--slurm", f.slurm,
+                             "plan for the Slurm allocation this runs in (SLURM_JOB_NUM_NODES, SLURM_NTASKS_PER_NODE, "
+                             "SLURM_NTASKS): its nodes and tasks per node, gridnn-train's own step (--conv gridnn), "
+                             "links as --grid auto assumes them unless given; prints the srun line to run");
+  f.given = {f.nodes_opt,       f.ranks_opt,           f.alpha_intra_opt, f.bandwidth_intra_opt,
+             f.alpha_inter_opt, f.bandwidth_inter_opt, f.slurm_opt};
 }
 
 // The cluster the flags describe; `flat` gives the defaults, `procs` (given or not) must agree.
-Cluster cluster_of(const NodeFlags& f, const Machine& flat, int procs, bool procs_given) {
+// --slurm: the allocation's nodes and tasks per node, the links given or those --grid auto
+// assumes (gridnn::train::assumed_cluster).
+NodeCluster slurm_cluster(const NodeFlags& f, bool procs_given) {
+  GRIDNN_REQUIRE(f.nodes_opt->count() == 0 && f.ranks_opt->count() == 0 && !procs_given,
+                 "--slurm reads the nodes and tasks from the allocation: leave --nodes, --ranks-per-node and --procs "
+                 "out");
+  const std::optional<gridnn::parallel::SlurmAllocation> slurm = gridnn::parallel::slurm_allocation();
+  GRIDNN_REQUIRE(slurm.has_value(),
+                 "--slurm: no Slurm allocation here (SLURM_JOB_ID is not set); run it inside one (salloc, sbatch) or "
+                 "give --nodes N --ranks-per-node G");
+  const int per_node = slurm->even_tasks_per_node();
+  GRIDNN_REQUIRE(per_node > 0, "--slurm: ", slurm->str(),
+                 " has not the same number of tasks on every node; submit with --ntasks-per-node, or give --nodes "
+                 "and --ranks-per-node");
+  NodeCluster c = gridnn::train::assumed_cluster(slurm->nodes, per_node);
+  if (f.alpha_intra_opt->count() > 0) c.intra.alpha = f.alpha_intra;
+  if (f.bandwidth_intra_opt->count() > 0) c.intra.beta = 4.0 / f.bandwidth_intra;
+  if (f.alpha_inter_opt->count() > 0) c.inter.alpha = f.alpha_inter;
+  if (f.bandwidth_inter_opt->count() > 0) c.inter.beta = 4.0 / f.bandwidth_inter;
+  check_cluster(c);
+  return c;
+}
+
+NodeCluster cluster_of(const NodeFlags& f, const Machine& flat, int procs, bool procs_given) {
+  if (f.slurm) return slurm_cluster(f, procs_given);
   GRIDNN_REQUIRE(f.nodes_opt->count() > 0,
                  "--ranks-per-node, --alpha-intra, --bandwidth-intra, --alpha-inter and "
                  "--bandwidth-inter describe nodes of several ranks: add --nodes N");
   GRIDNN_REQUIRE(f.nodes >= 1, "--nodes must be >= 1, got ", f.nodes);
-  Cluster c;
+  NodeCluster c;
   c.nodes = f.nodes;
   if (f.ranks_opt->count() > 0) {
     GRIDNN_REQUIRE(f.ranks_per_node >= 1, "--ranks-per-node must be >= 1, got ", f.ranks_per_node);
@@ -197,21 +233,6 @@ Cluster cluster_of(const NodeFlags& f, const Machine& flat, int procs, bool proc
              f.bandwidth_inter_opt->count() > 0 ? 4.0 / f.bandwidth_inter : flat.beta};
   check_cluster(c);
   return c;
-}
-
-// --conv gridnn on a cluster: gridnn's own description of every grid the run can use
-// (gridnn::train::usable_grid), in both rank orders.
-std::vector<NodePlan> sweep_gridnn(const gridnn::train::TrainOptions& run, const Cluster& c, const Machine& m) {
-  const int P = c.procs();
-  std::vector<NodePlan> plans;
-  for (int r = 1; r <= P; ++r) {
-    if (P % r != 0 || !gridnn::train::usable_grid(run, r, P / r)) continue;
-    const Grid g{r, P / r};
-    const std::vector<RankStep> steps = gridnn::train::describe_grid(run, {1, g.rows, g.cols});
-    for (RankOrder order : {RankOrder::rows_in_node, RankOrder::cols_in_node})
-      plans.push_back({order, crossing(c, g, order), estimate_ranks(steps, g, m, links_of(c, g, order))});
-  }
-  return plans;
 }
 
 // Where the α, β and compute times came from. `two_level`: the file's α and β are the flat
@@ -325,18 +346,33 @@ CalibrationUse apply_calibration(PlanFlags& f, const Network& net) {
   return cal;
 }
 
-// Every grid on nodes of several ranks (--nodes): both rank orders, the two-level links.
+// --slurm: the line that runs the plan's choice in the allocation (every task, one rank each).
+void print_srun(const PlanFlags& f, const NodePlan& best) {
+  const auto slurm = gridnn::parallel::slurm_allocation();
+  const gridnn::cli::ModelFlags& m = f.model;
+  std::string model;
+  if (m.model == gridnn::cli::PlanModel::mlp)
+    model = "--model mlp";
+  else
+    model = "--depth " + std::to_string(m.run.resattnet.depth) + " --width " + std::to_string(m.run.resattnet.width) +
+            " --input " + m.input;
+  std::printf("%s: run it with\n  srun --mpi=pmi2 gridnn-train --grid %s --rank-order %s %s --batch %lld ...\n",
+              slurm->str().c_str(), grid_name(best.cost.grid).c_str(), gridnn::enum_name(best.order), model.c_str(),
+              static_cast<long long>(f.batch));
+}
+
+// Every grid on nodes of several ranks (--nodes, --slurm): both rank orders, the two-level links.
 void plan_on_nodes(PlanFlags& f, const gridnn::train::TrainOptions& run, const Network& net, const Strategy& strategy,
                    const CalibrationUse* used) {
   const Machine& machine = f.machine;
-  const Cluster cluster = cluster_of(f.nodes, machine, f.procs, f.procs_opt->count() > 0);
+  const NodeCluster cluster = cluster_of(f.nodes, machine, f.procs, f.procs_opt->count() > 0);
   f.procs = cluster.procs();
   Machine at_inter = machine;
   at_inter.alpha = cluster.inter.alpha;
   at_inter.beta = cluster.inter.beta;
   const bool own = f.conv_use == ConvUse::gridnn;
-  const std::vector<NodePlan> nodes =
-      own ? sweep_gridnn(run, cluster, machine) : sweep(net, f.batch, cluster, machine, strategy);
+  const std::vector<NodePlan> nodes = own ? gridnn::train::sweep_grids_on_nodes(run, cluster, machine)
+                                          : sweep(net, f.batch, cluster, machine, strategy);
   GRIDNN_REQUIRE(!nodes.empty(), "no grid of ", f.procs, " processes fits --batch ", f.batch, " and the input depth");
   const std::vector<PlanCost> flat =
       own ? gridnn::train::sweep_grids(run, f.procs, at_inter) : sweep(net, f.batch, f.procs, at_inter, strategy);
@@ -359,6 +395,7 @@ void plan_on_nodes(PlanFlags& f, const gridnn::train::TrainOptions& run, const N
   print_nodes(nodes, best, flat);
   if (f.explain)
     for (const NodePlan& n : nodes) print_explain(n.cost, gridnn::enum_name(n.order));
+  if (f.nodes.slurm) print_srun(f, nodes[best]);
 }
 
 // Every Pr x Pc grid of P processes with one link.
@@ -461,7 +498,9 @@ int main(int argc, char** argv) {
     if (f.bandwidth > 0) f.machine.beta = 4.0 / f.bandwidth;
     const bool paper = f.model.model == gridnn::cli::PlanModel::alexnet;
     const gridnn::train::TrainOptions run = gridnn::cli::model_options(f.model, f.batch);
-    if (f.conv->count() == 0) f.conv_use = paper ? ConvUse::batch : ConvUse::domain;
+    if (f.nodes.slurm && paper)
+      throw gridnn::Error("--slurm plans a gridnn-train run: --model resattnet3d or mlp, not the paper's alexnet");
+    if (f.conv->count() == 0) f.conv_use = paper ? ConvUse::batch : f.nodes.slurm ? ConvUse::gridnn : ConvUse::domain;
     if (f.conv_use == ConvUse::gridnn && paper)
       throw gridnn::Error("--conv gridnn: gridnn runs resattnet3d and mlp, not the paper's alexnet");
     const Network net = paper ? alexnet() : gridnn::train::network_of(run);

@@ -8,7 +8,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/device.h"
 #include "core/error.h"
@@ -18,6 +21,7 @@
 #include "models/train/trainer.h"
 #include "parallel/process_grid.h"
 #include "parallel/progress_board.h"
+#include "parallel/slurm.h"
 #include "tools/cli.h"
 
 namespace {
@@ -30,7 +34,8 @@ struct Cli {
   cli::Attention attention = cli::Attention::both;
   std::string batch_file, dump_step;
   double weight_decay = -1;
-  std::string memory_limit;  // a size, or auto (cli::memory_limit); empty: none on the CPU, auto on a GPU
+  std::string memory_limit;           // a size, or auto (cli::memory_limit); empty: none on the CPU, auto on a GPU
+  CLI::Option* rank_order = nullptr;  // given or not: --grid auto chooses the order only when not
 };
 
 void add_flags(CLI::App& app, Cli& c) {
@@ -149,11 +154,12 @@ void add_flags(CLI::App& app, Cli& c) {
                  "operation and the ranks that had not arrived (exit 124); 0: no limit")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e9));
-  cli::add_enum_option(app, "--rank-order", o.rank_order,
-                       "where grid positions run: rows-in-node (row groups on consecutive ranks, so model/domain "
-                       "traffic stays in a node) or cols-in-node (column groups consecutive); see gridnn-plan "
-                       "--nodes")
-      ->capture_default_str();
+  c.rank_order =
+      cli::add_enum_option(app, "--rank-order", o.rank_order,
+                           "where grid positions run: rows-in-node (row groups on consecutive ranks, so model/domain "
+                           "traffic stays in a node) or cols-in-node (column groups consecutive); see gridnn-plan "
+                           "--nodes")
+          ->capture_default_str();
   app.add_option("--metrics", o.metrics_path, "write one JSON line per step and per validation here");
   app.add_option("--eval-every", o.eval_every, "validate every N steps (default: every epoch)");
   app.add_flag("!--no-progress", o.progress, "no progress output");
@@ -190,10 +196,24 @@ int run(Cli& c, parallel::ProcessGrid& grid) {
   return 0;
 }
 
-// --grid as given, or (auto) the cost model's choice for the job's size; --stages K makes it
-// K x Pr x Pc (a PsxPrxPc grid gives the stages itself).
-parallel::GridShape grid_shape(Cli& c, int procs, bool report) {
+// The job's nodes when the launcher placed its ranks in equal blocks of consecutive ranks (as
+// srun and mpiexec do): {nodes, ranks per node}; {1, procs} otherwise, where the grid is
+// planned as on one node.
+std::pair<int, int> node_blocks(const std::vector<int>& node_of_rank) {
+  const int procs = int(node_of_rank.size());
+  const int nodes = node_of_rank.empty() ? 1 : node_of_rank.back() + 1;
+  if (nodes <= 1 || procs % nodes != 0) return {1, procs};
+  for (int w = 0; w < procs; ++w)
+    if (node_of_rank[size_t(w)] != w / (procs / nodes)) return {1, procs};
+  return {nodes, procs / nodes};
+}
+
+// --grid as given, or (auto) the cost model's choice for the job's size and nodes (under
+// Slurm, the allocation's), with the rank order unless --rank-order is given; --stages K makes
+// it K x Pr x Pc (a PsxPrxPc grid gives the stages itself).
+parallel::GridShape grid_shape(Cli& c, const cli::Process& process, bool report) {
   const int stages = c.o.stages;
+  const int procs = process.size;
   parallel::GridShape shape;
   if (c.o.grid != train::kAutoGrid) {
     shape = parallel::GridShape::parse(c.o.grid);
@@ -202,9 +222,17 @@ parallel::GridShape grid_shape(Cli& c, int procs, bool report) {
     c.o.input.assign(input.begin(), input.end());
     GRIDNN_REQUIRE(procs % stages == 0, "--grid auto with --stages ", stages, " needs a multiple of ", stages,
                    " processes, the job has ", procs);
-    std::string why;
-    shape = train::choose_grid(c.o, procs / stages, &why);
-    if (report) std::printf("--grid auto: %s\n", why.c_str());
+    // Stages split the nodes another way: with them, each stage is planned as on one node.
+    const auto [nodes, per_node] = stages == 1 ? node_blocks(process.node_of_rank) : std::pair{1, procs / stages};
+    std::optional<parallel::RankOrder> order;
+    if (c.rank_order->count() > 0) order = c.o.rank_order;
+    const train::GridChoice choice = train::choose_grid(c.o, nodes, per_node, order);
+    shape = choice.shape;
+    c.o.rank_order = choice.order;
+    if (report) {
+      const auto slurm = parallel::slurm_allocation();
+      std::printf("--grid auto%s%s: %s\n", slurm ? " in " : "", slurm ? slurm->str().c_str() : "", choice.why.c_str());
+    }
   }
   if (stages > 1 && shape.stages == 1) shape.stages = stages;
   GRIDNN_REQUIRE(stages == 1 || shape.stages == stages, "--stages ", stages, " disagrees with --grid ", c.o.grid,
@@ -256,7 +284,7 @@ int main(int argc, char** argv) {
   return cli::run_mpi_program(&argc, &argv, [&](const cli::Process& process) {
     parallel::set_comm_timeout(c.o.comm_timeout);
     c.o.memory_limit = cli::memory_limit(c.memory_limit, c.o, process);
-    auto grid = cli::create_grid(grid_shape(c, process.size, process.rank == 0), c.o, process);
+    auto grid = cli::create_grid(grid_shape(c, process, process.rank == 0), c.o, process);
     if (process.size > 1 && process.rank == 0)
       std::printf("%s\n", grid->describe_placement(process.node_of_rank).c_str());
     return run(c, *grid);

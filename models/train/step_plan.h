@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "models/train/options.h"
 #include "parallel/process_grid.h"
 #include "plan/cost_model.h"
+#include "plan/node_layout.h"
 
 namespace gridnn::train {
 
@@ -50,10 +52,28 @@ std::vector<plan::PlanCost> sweep_grids(const TrainOptions& options, int procs, 
 // strategies (plan::estimate with plan::Strategy), named "ResAttNet3D-18" or "MLP".
 plan::Network network_of(const TrainOptions& options);
 
-// --grid auto: the grid of `procs` processes whose step is estimated fastest, among those the
-// run can use, on one node (α 2 µs, 10 GB/s; compute is left out: it is the same on every
-// grid). A one-line account of the choice goes to *why ("2x2 of 1x4, 2x2, 4x1: predicted
-// communication 1.2 ms per step; pure batch (1x4) 2.3 ms").
-parallel::GridShape choose_grid(const TrainOptions& options, int procs, std::string* why);
+// Every usable grid of the cluster's N·G ranks (Pr ascending), each in both rank orders
+// (rows-in-node first), each communicator at the link it crosses (plan/node_layout.h).
+std::vector<plan::NodePlan> sweep_grids_on_nodes(const TrainOptions& options, const plan::NodeCluster& c,
+                                                 const plan::Machine& m);
+// The machine --grid auto assumes, having measured nothing: `nodes` nodes of `ranks_per_node`
+// ranks; inside a node shared memory (α 2 µs, 10 GB/s), between nodes the flat model's
+// network (α 2 µs, 6 GB/s).
+plan::NodeCluster assumed_cluster(int nodes, int ranks_per_node);
+
+// --grid auto: the grid (and, where `order` is not given, the rank order) whose step is
+// estimated fastest on assumed_cluster(nodes, ranks_per_node), among those the run can use
+// and, with --memory-limit, fit; compute is left out (it is the same on every grid). On one
+// node the order changes nothing and is `order` or rows-in-node. `why`: a one-line account
+// ("2x2 of 1x4, 2x2, 4x1: predicted communication 1.2 ms per step; pure batch (1x4) 2.3 ms";
+// on several nodes the choice's --rank-order, each candidate with its order, and which
+// communicators of the choice cross nodes).
+struct GridChoice {
+  parallel::GridShape shape;
+  parallel::RankOrder order = parallel::RankOrder::rows_in_node;
+  std::string why;
+};
+GridChoice choose_grid(const TrainOptions& options, int nodes, int ranks_per_node,
+                       std::optional<parallel::RankOrder> order);
 
 }  // namespace gridnn::train

@@ -25,7 +25,7 @@ double gather_s(const Link& l, double n, int p) {
 }
 double reduce_s(const Link& l, double n, int p) { return 2 * gather_s(l, n, p); }
 
-Cluster cluster(int nodes, int ranks_per_node, Link intra = kNvlink, Link inter = kIb) {
+NodeCluster cluster(int nodes, int ranks_per_node, Link intra = kNvlink, Link inter = kIb) {
   return {nodes, ranks_per_node, intra, inter};
 }
 
@@ -145,7 +145,7 @@ TEST(TwoLevel, TwoFcLayersOnTwoNodesByHand) {
   fc1.input_gradient = false;
   const Network net{"fc", {fc1, fc_layer("fc2", 512, 10)}};
   const Link intra{1e-6, 1e-11}, inter{1e-5, 1e-9};
-  const Cluster two = cluster(2, 2, intra, inter);
+  const NodeCluster two = cluster(2, 2, intra, inter);
   const Grid g{2, 2};
   // B/Pc = 4 samples: Y of fc1 gathered (4·512), fc2's dX all-reduced (4·512) and its Y
   // gathered (4·10), over Pr = 2; the weight blocks |W|/Pr all-reduced over Pc = 2.
@@ -166,7 +166,7 @@ TEST(TwoLevel, TwoFcLayersOnTwoNodesByHand) {
 // ranks at the intra-node link.
 TEST(TwoLevel, PureBatchAlexNetRunsAtTheInterNodeLink) {
   const Network net = alexnet();
-  for (const Cluster& cl : {cluster(8, 4), cluster(1, 32)}) {
+  for (const NodeCluster& cl : {cluster(8, 4), cluster(1, 32)}) {
     const Link& link = cl.nodes > 1 ? cl.inter : cl.intra;
     double expected = 0;
     for (const LayerShape& l : net.layers)
@@ -224,7 +224,8 @@ TEST(TwoLevel, EqualLinksGiveTheFlatPlan) {
   const Link paper{kPaper.alpha, kPaper.beta};
   const Network net = alexnet();
   const std::vector<PlanCost> flat = sweep(net, 2048, 32, kPaper, model_batch());
-  for (const Cluster& cl : {cluster(8, 4, paper, paper), cluster(4, 8, paper, paper), cluster(32, 1, paper, paper)}) {
+  for (const NodeCluster& cl :
+       {cluster(8, 4, paper, paper), cluster(4, 8, paper, paper), cluster(32, 1, paper, paper)}) {
     const std::vector<NodePlan> plans = sweep(net, 2048, cl, kPaper, model_batch());
     ASSERT_EQ(plans.size(), 2 * flat.size());
     for (size_t i = 0; i < plans.size(); ++i) {
@@ -304,7 +305,7 @@ TEST(TwoLevel, EstimateRanksUsesEachCallsCommunicator) {
 }
 
 TEST(TwoLevel, BadClustersSayWhatToChange) {
-  auto message = [](const Cluster& c) {
+  auto message = [](const NodeCluster& c) {
     try {
       check_cluster(c);
     } catch (const Error& e) {

@@ -177,6 +177,48 @@ TEST(StepPlan, CostModelUsesTheMeasuredTable) {
   EXPECT_DOUBLE_EQ(compute_of(estimate(net, 8, {2, 2}, m, model_batch_domain()), "conv1"), 0.5);
 }
 
+// --grid auto on a job of several nodes: every usable grid in both rank orders, each
+// communicator at the link its groups cross (plan/node_layout.h), the fastest kept; a given
+// order is kept; one node is the flat plan at the node's link.
+TEST(StepPlan, GridAutoOnNodesWeighsEachOrderAtItsLinks) {
+  const TrainOptions o = resattnet(4, 2, {16, 16, 16}, 8);
+  const NodeCluster cluster = assumed_cluster(2, 2);
+  Machine m;
+  m.alpha = cluster.intra.alpha;
+  m.beta = cluster.intra.beta;
+  double fastest = INFINITY;
+  int rows = 0;
+  RankOrder order = RankOrder::rows_in_node;
+  for (int r : {1, 2, 4})
+    for (RankOrder ord : {RankOrder::rows_in_node, RankOrder::cols_in_node}) {
+      const Grid g{r, 4 / r};
+      const double t = estimate_ranks(describe_grid(o, {1, r, 4 / r}), g, m, links_of(cluster, g, ord)).total_s();
+      if (t < fastest) {
+        fastest = t;
+        rows = r;
+        order = ord;
+      }
+    }
+  const GridChoice choice = choose_grid(o, 2, 2, std::nullopt);
+  EXPECT_EQ(choice.shape.rows, rows);
+  EXPECT_EQ(choice.shape.cols, 4 / rows);
+  EXPECT_EQ(choice.order, order);
+  EXPECT_NE(choice.why.find("on 2 nodes x 2 ranks (crossing nodes: "), std::string::npos) << choice.why;
+  EXPECT_NE(choice.why.find("1x4 rows-in-node, 1x4 cols-in-node"), std::string::npos) << choice.why;
+
+  for (RankOrder given : {RankOrder::rows_in_node, RankOrder::cols_in_node})
+    EXPECT_EQ(choose_grid(o, 2, 2, given).order, given);
+
+  const std::vector<PlanCost> flat = sweep_grids(o, 4, m);
+  const PlanCost* best = &flat.front();
+  for (const PlanCost& p : flat)
+    if (p.total_s() < best->total_s()) best = &p;
+  const GridChoice one_node = choose_grid(o, 1, 4, std::nullopt);
+  EXPECT_EQ(one_node.shape.rows, best->grid.rows);
+  EXPECT_EQ(one_node.order, RankOrder::rows_in_node);
+  EXPECT_EQ(one_node.why.find("nodes"), std::string::npos) << one_node.why;
+}
+
 TEST(StepPlan, LayerTimingIsPositive) {
   const TrainOptions o = resattnet(8, 2, {16, 16, 16}, 8);
   TimingOptions t;
