@@ -26,9 +26,10 @@ if (( !minimal )); then
   # (/usr/share/mricron/templates/ch2bet.nii.gz, 181x217x181) that test_data_nifti reads
   # and that serve as sample NIfTI input (the test skips itself without them); nibabel and
   # scipy run scripts/make_atrophy_dataset.py (the simulated-atrophy dataset built from
-  # those volumes), scripts/atrophy_lift.py and their test (test/tools/).
+  # those volumes), scripts/atrophy_lift.py and their test (test/tools/); slurm-wlm and munge
+  # run the local two-node Slurm cluster (scripts/slurm_local.sh) of the tests of label slurm.
   packages+=(python3 python3-venv python3-torch python3-numpy python3-matplotlib clang clang-format clang-tidy libclang-rt-14-dev
-             libomp-dev mricron-data python3-nibabel python3-scipy)
+             libomp-dev mricron-data python3-nibabel python3-scipy slurm-wlm munge)
 fi
 
 missing=()
