@@ -104,7 +104,7 @@ class Cluster:
         if r.returncode != 0 or len(states) != 2:
             return (f"the local Slurm cluster is not running (SLURM_CONF={self.env['SLURM_CONF']}; "
                     f"start it as root with scripts/slurm_local.sh start): {r.stderr.strip()[:200]}")
-        if not all(s.rstrip("*") in ("idle", "mix", "alloc") for s in states.values()):
+        if not all(s.rstrip("*") in ("idle", "mix", "alloc", "comp") for s in states.values()):
             return f"the local Slurm cluster's nodes are not usable: {states}"
         return None
 
