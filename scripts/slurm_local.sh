@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A real two-node Slurm cluster on this one machine, from Debian's packages (slurm-wlm and
-# munge; scripts/setup.sh installs them): its own munged, one slurmctld and two slurmd
-# daemons started as the nodes n1 and n2 (Debian's Slurm is built with MULTIPLE_SLURMD).
+# munge: scripts/setup.sh installs them, and so does `start` where they are missing): its own
+# munged, one slurmctld and two slurmd daemons started as the nodes n1 and n2 (Debian's Slurm
+# is built with MULTIPLE_SLURMD).
 # The examples in examples/slurm/ and the tests of label `slurm` run on it (docs/cluster.md).
 #
 #   scripts/slurm_local.sh start [--cpus N] [--gpus G]
@@ -140,10 +141,16 @@ start() {
     esac
   done
   [[ $(id -u) -eq 0 ]] || die "needs root: slurmd starts each job's tasks as the job's user (run it with sudo)"
-  local bin
+  local bin missing=0
   for bin in munged mungekey slurmctld slurmd sinfo sbatch srun; do
-    command -v "$bin" >/dev/null || die "$bin not found: install Debian's slurm-wlm and munge (scripts/setup.sh does)"
+    command -v "$bin" >/dev/null || missing=1
   done
+  if ((missing)); then  # a fresh machine: Debian's packages, as scripts/setup.sh installs them
+    echo "slurm_local: installing slurm-wlm and munge"
+    [[ -n "$(ls /var/lib/apt/lists/*Packages* 2>/dev/null)" ]] || apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null ||
+      die "could not install slurm-wlm and munge with apt-get"
+  fi
   local running total
   running=$(running_count)
   total=$(daemons | wc -l)
