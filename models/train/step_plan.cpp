@@ -162,11 +162,12 @@ GridChoice choose_grid(const TrainOptions& o, int nodes, int ranks_per_node, std
   char text[768], batch_only[64] = "not usable", where[160] = "";
   if (plans.front().cost.grid.rows == 1)
     std::snprintf(batch_only, sizeof batch_only, "%.3g ms", 1e3 * plans.front().cost.comm_s());
-  if (nodes > 1)
+  std::string order_text;  // on one node the order changes nothing
+  if (nodes > 1) {
+    order_text = std::string(" --rank-order ") + enum_name(best->order);
     std::snprintf(where, sizeof where, " on %d nodes x %d ranks (crossing nodes: %s)", nodes, ranks_per_node,
                   best->crosses.str().c_str());
-  std::string order_text;  // on one node the order changes nothing
-  if (nodes > 1) order_text = std::string(" --rank-order ") + enum_name(best->order);
+  }
   std::snprintf(text, sizeof text, "%dx%d%s of %s%s: predicted communication %.3g ms per step; pure batch (1x%d) %s",
                 best->cost.grid.rows, best->cost.grid.cols, order_text.c_str(), considered.c_str(), where,
                 1e3 * best->cost.comm_s(), procs, batch_only);
