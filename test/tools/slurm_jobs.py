@@ -66,9 +66,12 @@ GRID_CHANGE = {"DATA": "synthetic", "INPUT": "24x24x20", "WIDTH": "2", "BATCH": 
 GRID_CHANGE_ARGS = ("--classes 3 --train-samples 32 --val-samples 4 --no-augment --momentum 0.9 --nesterov "
                     "--weight-decay 5e-4 --lr 0.01 --no-progress --seed 7 --eval-every 1000000 --log-every 1")
 GRID_CHANGE_TOLERANCE = 4e-4
-# The two "nodes" share this machine's cores, which gridnn cannot see from one node: where a
-# job has more ranks than the machine has cores, they must not spin in MPI waits.
-MORE_RANKS_THAN_CORES = {"GRIDNN_POLITE_WAIT": "1"}
+
+
+def polite(ranks):
+    """The two "nodes" share this machine's cores, which gridnn cannot see from one node: where a
+    job has more ranks than the machine has cores, they must not spin in MPI waits."""
+    return {"GRIDNN_POLITE_WAIT": "1"} if ranks > os.cpu_count() else {}
 
 
 class Failure(Exception):
@@ -244,20 +247,20 @@ def placement_case(c, launcher):
     for nodes, per_node, grid in shapes:
         for order in ("rows-in-node", "cols-in-node"):
             g = f"{grid[0]}x{grid[1]}"
-            polite = MORE_RANKS_THAN_CORES if nodes * per_node > os.cpu_count() else {}
+            waits = polite(nodes * per_node)
             ckpt = os.path.join(c.work, f"{launcher}-{g}-{order}")
             options = [f"--nodes={nodes}", f"--ntasks-per-node={per_node}", "--cpus-per-task=1"]
             if launcher == "srun":
                 job = c.sbatch(c.example("cpu.sbatch"), options,
                                dict(TINY, GRIDNN=c.probe, GRID=g, RANK_ORDER=order, STEPS=steps, CKPT=ckpt,
-                                    GRIDNN_ARGS=TINY_ARGS, **polite))
+                                    GRIDNN_ARGS=TINY_ARGS, **waits))
                 out = None
             else:
                 out = f"mpiexec-{g}-{order}.out"
                 line = (f"mpiexec {c.probe} --grid {g} --rank-order {order} --data synthetic --input 8x8x8 "
                         f"--width 2 --batch 4 --steps {steps} {TINY_ARGS} --checkpoint-dir {ckpt} "
                         f"--metrics {ckpt}/metrics.jsonl")
-                job = c.sbatch(None, options + ["-o", out], dict(polite), wrap=line)
+                job = c.sbatch(None, options + ["-o", out], waits, wrap=line)
             jobs.append((job, nodes, per_node, grid, order, ckpt, out, time.time()))
     for job, nodes, per_node, grid, order, ckpt, out, submitted in jobs:
         info = c.wait(job, 120)
@@ -554,7 +557,7 @@ def allocation_case(c):
     start = time.time()
     job = c.sbatch(c.example("cpu.sbatch"), ["--nodes=2", "--ntasks-per-node=2", "--cpus-per-task=1"],
                    dict(TINY, GRIDNN=c.probe, GRID="auto", STEPS=10, CKPT=ckpt, GRIDNN_ARGS=TINY_ARGS,
-                        **(MORE_RANKS_THAN_CORES if 4 > os.cpu_count() else {})))
+                        **polite(4)))
     info = c.wait(job, 120)
     text = c.output(job)
     said = re.search(r"--grid auto in Slurm job " + job + r": 4 tasks on 2 nodes \(2 each\): (\d+)x(\d+) "
@@ -577,7 +580,7 @@ def allocation_case(c):
               f"eval \"$line --data synthetic --steps 10 {TINY_ARGS} --metrics {metrics}\"\n")
     start = time.time()
     job = c.sbatch(None, ["--nodes=2", "--ntasks-per-node=2", "--cpus-per-task=1", "-o", "planned.out"],
-                   dict(MORE_RANKS_THAN_CORES if 4 > os.cpu_count() else {}), wrap=script)
+                   polite(4), wrap=script)
     info = c.wait(job, 120)
     text = c.output(job, "planned.out")
     line = re.search(r"Slurm job " + job + r": 4 tasks on 2 nodes \(2 each\): run it with\n  (srun --mpi=pmi2 "
@@ -603,7 +606,7 @@ def gpu_script_case(c):
     start = time.time()
     job = c.sbatch(script, ["--nodes=2", "--ntasks-per-node=2", "--gpus-per-node=2", "--cpus-per-task=1"],
                    dict(TINY, DEVICE="cpu", GRIDNN=c.probe, GRID="2x2", STEPS=steps, CKPT=ckpt, GRIDNN_ARGS=TINY_ARGS,
-                        NCCL_SOCKET_IFNAME="lo", **(MORE_RANKS_THAN_CORES if 4 > os.cpu_count() else {})))
+                        NCCL_SOCKET_IFNAME="lo", **polite(4)))
     info = c.wait(job, 120)
     if info["JobState"] != "COMPLETED":
         fail(f"gpu.sbatch with DEVICE=cpu: job {job} ended {info['JobState']} {info['ExitCode']}:\n{c.output(job)}")
