@@ -1,5 +1,5 @@
 // How much of the gradient all-reduce hides behind backward (docs/design.md §4): a ResAttNet3D
-// training step through train::PipelinedModel, with the gradient buckets all-reduced after
+// training step through run::PipelinedModel, with the gradient buckets all-reduced after
 // backward (GradientSync::reduce) and overlapping it, alternating step by step in one run.
 // Overlapping runs twice: with buckets in reverse registration order (a GradientSync made
 // afresh each step), and as training runs it (one GradientSync kept, whose buckets follow
@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "models/data/synthetic.h"
-#include "models/train/grid_batch.h"
-#include "models/train/pipelined_model.h"
+#include "models/run/grid_batch.h"
+#include "models/run/pipelined_model.h"
 #include "parallel/mpi_session.h"
 #include "parallel/process_grid.h"
 
@@ -63,19 +63,18 @@ struct Sums {
 int body(MpiSession& mpi, int argc, char** argv) {
   const Args a = parse(argc, argv);
   auto grid = parallel::ProcessGrid::create(parallel::GridShape::parse(a.grid));
-  train::TrainOptions o;
+  run::RunOptions o;
   o.resattnet.width = a.width;
   o.classes = 3;
   o.input = {a.input, a.input, a.input};
   o.batch = a.batch;
-  o.progress = false;
-  train::PipelinedModel net(o, *grid);
-  train::PipelinedModel kept(o, *grid);  // the third path: one GradientSync for the whole run
+  run::PipelinedModel net(o, *grid);
+  run::PipelinedModel kept(o, *grid);  // the third path: one GradientSync for the whole run
   kept.set_gradient_sync(true, a.bucket_kb * 1024);
   data::SyntheticDataset d({a.batch, 0, 3, 1, Shape{a.input, a.input, a.input}, 7, 0.15f});
   data::LoaderOptions lo;
   lo.batch = a.batch;
-  data::BatchLoader loader(d, train::shard_loader(lo, train::batch_shard(*grid, a.batch, a.input)));
+  data::BatchLoader loader(d, run::shard_loader(lo, run::batch_shard(*grid, a.batch, a.input)));
   const data::Batch batch = loader.next();
   int64_t params = 0;
   for (auto& [name, p] : net.model().named_parameters()) params += p->value.numel();
@@ -84,7 +83,7 @@ int body(MpiSession& mpi, int argc, char** argv) {
   int64_t buckets = 0, kept_buckets = 0;
   for (int64_t step = -1; step < a.steps; ++step) {  // step -1: warm-up of every path
     for (int path = 0; path < 3; ++path) {
-      train::PipelinedModel& m = path == 2 ? kept : net;
+      run::PipelinedModel& m = path == 2 ? kept : net;
       if (path < 2) net.set_gradient_sync(path == 1, a.bucket_kb * 1024);
       grid->world().barrier();
       Tensor logits;

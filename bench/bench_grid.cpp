@@ -16,7 +16,7 @@
 //                     plan/cost_model.h, from every rank's CommLog (see count_step();
 //                     the halo's received words from CommRecord::received)
 //   words_pred        the same predicted: max over ranks of the words of the step the
-//                     network describes there (models/train/step_plan.h)
+//                     network describes there (models/run/step_plan.h)
 //   words_exact       1 when the halo words were counted where they arrive (below), 0 when
 //                     that count disagreed with the sends and the mirror rule stood in
 //   comm_s_meas       CommLog seconds per step (waiting included), max over ranks, median
@@ -38,9 +38,9 @@
 
 #include "core/error.h"
 #include "models/data/synthetic.h"
-#include "models/train/grid_batch.h"
-#include "models/train/pipelined_model.h"
-#include "models/train/step_plan.h"
+#include "models/run/grid_batch.h"
+#include "models/run/pipelined_model.h"
+#include "models/run/step_plan.h"
 #include "parallel/communicator.h"
 #include "parallel/mpi_session.h"
 #include "parallel/process_grid.h"
@@ -53,13 +53,13 @@ using namespace gridnn;
 // ---- the bench's own flags ----------------------------------------------------------------
 
 struct Config {
-  train::Model model = train::Model::resattnet3d;
+  run::Model model = run::Model::resattnet3d;
   int64_t width = 8, input = 32, batch = 8, steps = 5, classes = 2;
   std::vector<int64_t> hidden{256, 64};
   double alpha = 2e-6, bandwidth = 10e9;  // s per message, bytes per second
   std::string describe() const {
     std::string s = enum_name(model);
-    if (model == train::Model::mlp) {
+    if (model == run::Model::mlp) {
       s += " hidden";
       for (int64_t h : hidden) s += " " + std::to_string(h);
     } else {
@@ -111,7 +111,7 @@ Config take_flags(int* argc, char** argv, bool reporting) {
       return v;
     };
     if (name == "--model")
-      c.model = parse_enum<train::Model>(value);
+      c.model = parse_enum<run::Model>(value);
     else if (name == "--width")
       c.width = positive(std::atoll(value.c_str()));
     else if (name == "--input")
@@ -135,15 +135,14 @@ Config take_flags(int* argc, char** argv, bool reporting) {
 
 // ---- the model's prediction ---------------------------------------------------------------
 
-train::TrainOptions options_of(const Config& c) {
-  train::TrainOptions o;
+run::RunOptions options_of(const Config& c) {
+  run::RunOptions o;
   o.model = c.model;
   o.resattnet.width = c.width;
   o.mlp_hidden = c.hidden;
   o.classes = c.classes;
   o.input = {c.input, c.input, c.input};
   o.batch = c.batch;
-  o.progress = false;
   return o;
 }
 
@@ -152,12 +151,12 @@ struct Prediction {
   double comm_s = 0;  // the α–β seconds (each call: the most any rank receives)
 };
 
-// From the network's own description of its step on every rank (models/train/step_plan.h).
+// From the network's own description of its step on every rank (models/run/step_plan.h).
 Prediction predict(const Config& c, plan::Grid g) {
   plan::Machine m;
   m.alpha = c.alpha;
   m.beta = 4.0 / c.bandwidth;
-  const std::vector<plan::RankStep> ranks = train::describe_grid(options_of(c), {1, g.rows, g.cols});
+  const std::vector<plan::RankStep> ranks = run::describe_grid(options_of(c), {1, g.rows, g.cols});
   Prediction p;
   for (const plan::RankStep& r : ranks) {
     double w = 0;
@@ -340,7 +339,7 @@ Baselines& baselines() {
 }
 
 // A training step of `net` on `grid`; returns this rank's seconds.
-double step(train::PipelinedModel& net, const data::Batch& batch, int64_t global_batch) {
+double step(run::PipelinedModel& net, const data::Batch& batch, int64_t global_batch) {
   const auto start = std::chrono::steady_clock::now();
   Tensor logits;
   net.forward_backward(batch, global_batch, &logits);
@@ -368,15 +367,15 @@ void run_grid(benchmark::State& state, const Config& c, parallel::GridShape shap
     own = parallel::ProcessGrid::single();
     grid = own.get();
   }
-  const train::TrainOptions o = options_of(c);
-  std::unique_ptr<train::PipelinedModel> net;
+  const run::RunOptions o = options_of(c);
+  std::unique_ptr<run::PipelinedModel> net;
   data::Batch batch;
   if (active) {
-    net = std::make_unique<train::PipelinedModel>(o, *grid);
+    net = std::make_unique<run::PipelinedModel>(o, *grid);
     data::SyntheticDataset d({c.batch, 0, c.classes, 1, Shape{c.input, c.input, c.input}, 7, 0.15f});
     data::LoaderOptions lo;
     lo.batch = c.batch;
-    data::BatchLoader loader(d, train::shard_loader(lo, train::batch_shard(*grid, c.batch, c.input)));
+    data::BatchLoader loader(d, run::shard_loader(lo, run::batch_shard(*grid, c.batch, c.input)));
     batch = loader.next();
   }
   std::vector<double> step_s, comm_s;

@@ -9,7 +9,7 @@
 // Names: <op>/<layer>/<input size>/<device>, e.g. "conv3d_fwd/stem/64/cpu". Convolutions are
 // timed through the ops of kernels/conv3d.h (forward, backward data, backward filter
 // separately); pooling, batch norm and attention through the timing harness of
-// models/train/timing.h, as calibration and --placement auto time them (training mode;
+// models/run/timing.h, as calibration and --placement auto time them (training mode;
 // backward after one forward). On the GPU the convolutions and attention
 // also run in the reduced-precision math modes (kernels/math_mode.h), the mode joined to
 // the device: "conv3d_fwd/stem/64/cuda_tf32", "attention_bwd/att3/128/cuda_bf16" (fp32
@@ -36,7 +36,7 @@
 #include "models/layers/attention.h"
 #include "models/layers/batchnorm3d.h"
 #include "models/layers/pool3d.h"
-#include "models/train/timing.h"
+#include "models/run/timing.h"
 
 namespace {
 using namespace gridnn;
@@ -115,13 +115,13 @@ void run_conv(benchmark::State& state, Device device, int64_t batch, const ConvC
 
 // ---- layers (forward, or backward after one forward) ----------------------------------
 
-// Through the timing harness (models/train/timing.h): one forward first (warm-up, and the
+// Through the timing harness (models/run/timing.h): one forward first (warm-up, and the
 // state backward needs), then the timed calls. A backward is timed after an untimed forward
 // of its own: a layer may free what its backward used (max pooling's argmax).
 void run_layer(benchmark::State& state, Device device, nn::Module& layer, const Shape& in_shape, bool backward,
                double per_iteration, const char* counter) {
   layer.train();
-  train::ForwardBackward run(layer, random_tensor(in_shape, device, 4), 5);
+  run::ForwardBackward run(layer, random_tensor(in_shape, device, 4), 5);
   run.forward();
   if (backward) run.backward();
   for (auto _ : state) {

@@ -61,6 +61,15 @@ Range balanced_range(int64_t n, int parts, int i) {
   return r;
 }
 
+int64_t min_over_world(int64_t value) {
+#if GRIDNN_HAVE_MPI
+  int initialized = 0;
+  GRIDNN_CHECK_MPI(MPI_Initialized(&initialized));
+  if (initialized) GRIDNN_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD));
+#endif
+  return value;
+}
+
 // The two orders differ only in which of r and c counts fastest within a stage (stages are
 // outermost in both): w = (s * slow_count + slow) * fast_count + fast.
 namespace {

@@ -3,7 +3,7 @@
 //   col  (size Pc): ranks holding model shard r on different batch shards; weight gradients
 //   stage (Pr * Pc): everything replicated on the stage (convolution, batch-norm gradients)
 //   pipe  (size Ps): the ranks at the same (r, c) of every stage, rank s; pipeline
-//         activations and their gradients cross stages on it (models/train/pipelined_model.h)
+//         activations and their gradients cross stages on it (models/run/pipelined_model.h)
 //   world (P)
 //
 // Where each grid position runs (RankOrder, gridnn-train --rank-order). Launchers place
@@ -63,6 +63,11 @@ enum class CommBackend { automatic, mpi, nccl };
 inline constexpr EnumName<CommBackend> kCommBackendNames[] = {
     {CommBackend::automatic, "auto"}, {CommBackend::mpi, "mpi"}, {CommBackend::nccl, "nccl"}};
 constexpr EnumNames<CommBackend> enum_names(CommBackend) { return {"communication backend", kCommBackendNames}; }
+
+// The smallest `value` of the job's processes, on every one (collective over MPI_COMM_WORLD,
+// before any grid exists: what a program settles alike on every rank); `value` itself
+// without MPI or with one process.
+int64_t min_over_world(int64_t value);
 
 class ProcessGrid {
  public:

@@ -8,12 +8,8 @@
 
 #include "core/device.h"
 #include "core/error.h"
-#include "plan/memory_model.h"
-#if GRIDNN_HAVE_MPI
-#include <mpi.h>
-
 #include "parallel/mpi_session.h"
-#endif
+#include "plan/memory_model.h"
 
 namespace gridnn::cli {
 
@@ -52,14 +48,14 @@ void add_model_flags(CLI::App& app, ModelFlags& f, bool paper) {
   app.add_option("--mlp-sizes", f.mlp_sizes, "MLP sizes: in hidden... classes")->delimiter(',');
 }
 
-train::TrainOptions model_options(const ModelFlags& f, int64_t batch) {
-  train::TrainOptions o = f.run;
+run::RunOptions model_options(const ModelFlags& f, int64_t batch) {
+  run::RunOptions o = f.run;
   const auto size = parse_size("--input", f.input);
   o.input.assign(size.begin(), size.end());
   o.batch = batch;
   if (f.model == PlanModel::mlp) {  // the sizes as given: the input features, hidden sizes, classes
     GRIDNN_REQUIRE(f.mlp_sizes.size() >= 2, "--mlp-sizes: give at least the input and output sizes");
-    o.model = train::Model::mlp;
+    o.model = run::Model::mlp;
     o.in_channels = 1;
     o.input = {f.mlp_sizes.front(), 1, 1};
     o.mlp_hidden.assign(f.mlp_sizes.begin() + 1, f.mlp_sizes.end() - 1);
@@ -68,35 +64,18 @@ train::TrainOptions model_options(const ModelFlags& f, int64_t batch) {
   return o;
 }
 
-namespace {
-
-// The device a process runs on: "cuda" is the process's place among its node's ranks, modulo
-// the node's GPUs.
-std::string process_device(const std::string& device, const Process& process) {
-  if (device == "cuda" && process.node_size > 1 && cuda_device_count() > 0)
-    return "cuda:" + std::to_string(process.node_rank % cuda_device_count());
-  return device;
+Device process_device(const std::string& text, const Process& process) {
+  return run::device_of(text, process.node_rank, process.node_size);
 }
 
-}  // namespace
-
-std::unique_ptr<parallel::ProcessGrid> create_grid(const parallel::GridShape& shape, train::TrainOptions& o,
-                                                   const Process& process) {
-  o.device = process_device(o.device, process);
-  return parallel::ProcessGrid::create(shape, o.comm_backend, Device::parse(o.device), o.rank_order);
-}
-
-int64_t memory_limit(const std::string& text, const train::TrainOptions& o, const Process& process) {
-  const Device device = Device::parse(process_device(o.device, process));
+int64_t memory_limit(const std::string& text, const Device& device, const Process& process) {
   if (text.empty() && device.is_cpu()) return 0;
   if (!text.empty() && text != "auto") return plan::parse_bytes(text, "--memory-limit");
   int64_t available = available_memory_bytes(device);
   if (device.is_cpu() || device_standin()) available /= std::max(process.node_size, 1);
   const int64_t unknown = std::numeric_limits<int64_t>::max();
-  int64_t limit = available > 0 ? available - std::max<int64_t>(available / 10, int64_t(512) << 20) : unknown;
-#if GRIDNN_HAVE_MPI
-  if (process.size > 1) MPI_Allreduce(MPI_IN_PLACE, &limit, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
-#endif
+  const int64_t limit = parallel::min_over_world(
+      available > 0 ? available - std::max<int64_t>(available / 10, int64_t(512) << 20) : unknown);
   if (limit == unknown) {
     if (process.rank == 0)
       std::fprintf(stderr, "gridnn: --memory-limit auto: no rank could read its device's free memory; no limit\n");
@@ -105,6 +84,10 @@ int64_t memory_limit(const std::string& text, const train::TrainOptions& o, cons
   GRIDNN_REQUIRE(limit > 0, "--memory-limit auto: ", device.str(), " has ", plan::format_bytes(available),
                  " available, less than the margin gridnn keeps (512 MiB); free memory or give --memory-limit SIZE");
   return limit;
+}
+
+std::unique_ptr<parallel::ProcessGrid> create_grid(const run::RunOptions& o) {
+  return parallel::ProcessGrid::create(o.grid, o.comm_backend, o.device, o.rank_order);
 }
 
 int run_mpi_program(int* argc, char*** argv, const std::function<int(const Process&)>& body) {

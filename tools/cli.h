@@ -15,7 +15,7 @@
 
 #include "core/names.h"
 #include "models/nets/resattnet3d.h"
-#include "models/train/options.h"
+#include "models/run/run_options.h"
 #include "parallel/process_grid.h"
 
 namespace gridnn::cli {
@@ -58,10 +58,9 @@ void set_attention(Attention attention, nn::ResAttNetConfig& config);
 // The models the planning programs describe: gridnn's, and in gridnn-plan also the paper's
 // AlexNet, which gridnn does not train.
 enum class PlanModel { resattnet3d, mlp, alexnet };
-inline constexpr EnumName<PlanModel> kPlanModelNames[] = {
-    {PlanModel::resattnet3d, enum_name(train::Model::resattnet3d)},
-    {PlanModel::mlp, enum_name(train::Model::mlp)},
-    {PlanModel::alexnet, "alexnet"}};
+inline constexpr EnumName<PlanModel> kPlanModelNames[] = {{PlanModel::resattnet3d, enum_name(run::Model::resattnet3d)},
+                                                          {PlanModel::mlp, enum_name(run::Model::mlp)},
+                                                          {PlanModel::alexnet, "alexnet"}};
 constexpr EnumNames<PlanModel> enum_names(PlanModel) { return {"model", kPlanModelNames}; }
 
 // The network flags of the programs that plan or measure a run (gridnn-plan,
@@ -70,13 +69,13 @@ constexpr EnumNames<PlanModel> enum_names(PlanModel) { return {"model", kPlanMod
 struct ModelFlags {
   PlanModel model = PlanModel::resattnet3d;
   std::string input = "32x32x32";
-  train::TrainOptions run;  // depth, width, channels, classes
+  run::RunOptions run;  // depth, width, channels, classes
   std::vector<int64_t> mlp_sizes{1024, 512, 10};
 };
 void add_model_flags(CLI::App& app, ModelFlags& flags, bool paper);
-// The training options of the network the flags name (gridnn::Error for a bad --input or
+// The run options of the network the flags name (gridnn::Error for a bad --input or
 // --mlp-sizes), with `batch` samples per step.
-train::TrainOptions model_options(const ModelFlags& flags, int64_t batch);
+run::RunOptions model_options(const ModelFlags& flags, int64_t batch);
 
 // The process a program runs as: its world rank and size, and its place among the ranks of
 // its node (`--device cuda` gives rank i of a node GPU i).
@@ -86,20 +85,24 @@ struct Process {
   std::vector<int> node_of_rank{0};  // every world rank's node (MpiSession::node_of_rank)
 };
 
-// The process grid of a program's run: `shape` over the job, with the options' communication
-// backend and rank order, on the options' device; `--device cuda` is made "cuda:i" for the
-// process's place i among its node's ranks (modulo the node's GPUs), and options.device says
-// so afterwards.
-std::unique_ptr<parallel::ProcessGrid> create_grid(const parallel::GridShape& shape, train::TrainOptions& options,
-                                                   const Process& process);
+// The settings a program settles once from its flags, before anything runs: what the words
+// that depend on the job stand for on this process. Its options then hold typed values that
+// nothing rewrites (models/run/run_options.h).
+//
+// --device: run::device_of, with the process's place among its node's ranks ("cuda": rank i of
+// a node on GPU i, modulo the node's GPUs).
+Device process_device(const std::string& text, const Process& process);
+// --memory-limit's bytes (docs/design.md §6a): a size as parse_bytes reads it, or "auto", the
+// default on a GPU (`text` empty there): what `device` can still give less a margin (a tenth,
+// at least 512 MiB: the CUDA context and the libraries' own buffers, which the allocators do
+// not see), on the CPU the host's available memory shared by the node's ranks; the smallest
+// over the job's ranks, so that every rank plans alike. 0 (no limit): `text` empty on the CPU,
+// or auto where no rank can read its memory. Collective over the job.
+int64_t memory_limit(const std::string& text, const Device& device, const Process& process);
 
-// --memory-limit's bytes (docs/design.md §6a): a size as plan::parse_bytes reads it, or "auto",
-// the default on a GPU (`text` empty there): what the process's device can still give less a
-// margin (a tenth, at least 512 MiB: the CUDA context and the libraries' own buffers, which the
-// allocators do not see), on the CPU the host's available memory shared by the node's ranks;
-// the smallest over the job's ranks, so that every rank plans alike. 0 (no limit): `text`
-// empty on the CPU, or auto where no rank can read its memory. Collective over the job.
-int64_t memory_limit(const std::string& text, const train::TrainOptions& options, const Process& process);
+// The process grid of a run's settled options: options.grid over the job, with their
+// communication backend and rank order, on their device.
+std::unique_ptr<parallel::ProcessGrid> create_grid(const run::RunOptions& options);
 
 // Runs `body` as the main() of a program that may run under mpiexec: in MPI builds inside
 // an MpiSession (an exception on any rank ends the job with "gridnn: rank R failed: <why>";

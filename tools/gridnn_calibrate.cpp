@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "models/train/step_plan.h"
-#include "models/train/timing.h"
+#include "models/run/step_plan.h"
+#include "models/run/timing.h"
 #include "parallel/process_grid.h"
 #include "plan/calibration.h"
 #include "tools/cli.h"
@@ -63,7 +63,7 @@ void max_over_world(plan::ComputeTables& tables, parallel::Communicator& world) 
     for (auto& [b, s] : t.seconds) s = double(w[i++]);
 }
 
-int run(const Cli& c, parallel::ProcessGrid& grid) {
+int calibrate(const Cli& c, parallel::ProcessGrid& grid) {
   const bool root = grid.world_rank() == 0;
   plan::Calibration cal;
   cal.machine = c.machine.empty() ? host_name() : c.machine;
@@ -95,17 +95,17 @@ int run(const Cli& c, parallel::ProcessGrid& grid) {
 
   // Compute: the model's layers at each local batch.
   if (!c.no_layers) {
-    const train::TrainOptions run = cli::model_options(c.model, c.batches.front());
-    const plan::Network net = train::network_of(run);
+    const run::RunOptions model = cli::model_options(c.model, c.batches.front());
+    const plan::Network net = run::network_of(model);
     cal.model = net.name;
-    if (run.model != train::Model::mlp)
-      cal.model += ", width " + std::to_string(run.resattnet.width) + ", input " + c.model.input;
+    if (model.model != run::Model::mlp)
+      cal.model += ", width " + std::to_string(model.resattnet.width) + ", input " + c.model.input;
     if (root)
       std::fprintf(stderr, "gridnn-calibrate: timing %zu layers of %s at %zu batches...\n", net.layers.size(),
                    cal.model.c_str(), c.batches.size());
-    train::TimingOptions layer_timing;
+    run::TimingOptions layer_timing;
     layer_timing.reps = c.layer_reps;
-    cal.compute = train::time_layers(run, c.batches, layer_timing);
+    cal.compute = run::time_layers(model, c.batches, layer_timing);
     max_over_world(cal.compute, grid.world());
   }
 
@@ -156,6 +156,6 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   return cli::run_mpi_program(&argc, &argv, [&](const cli::Process&) {
     auto grid = parallel::ProcessGrid::create(parallel::GridShape::parse(c.grid));
-    return run(c, *grid);
+    return calibrate(c, *grid);
   });
 }

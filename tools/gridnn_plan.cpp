@@ -34,8 +34,9 @@
 #include <vector>
 
 #include "core/error.h"
-#include "models/train/memory_plan.h"
-#include "models/train/step_plan.h"
+#include "models/run/grid_choice.h"
+#include "models/run/memory_plan.h"
+#include "models/run/step_plan.h"
 #include "parallel/slurm.h"
 #include "plan/calibration.h"
 #include "plan/cost_model.h"
@@ -179,7 +180,7 @@ void add_node_flags(CLI::App& app, NodeFlags& f) {
 
 // The cluster the flags describe; `flat` gives the defaults, `procs` (given or not) must agree.
 // --slurm: the allocation's nodes and tasks per node, the links given or those --grid auto
-// assumes (gridnn::train::assumed_cluster).
+// assumes (gridnn::run::assumed_cluster).
 NodeCluster slurm_cluster(const NodeFlags& f, bool procs_given) {
   GRIDNN_REQUIRE(f.nodes_opt->count() == 0 && f.ranks_opt->count() == 0 && !procs_given,
                  "--slurm reads the nodes and tasks from the allocation: leave --nodes, --ranks-per-node and --procs "
@@ -192,7 +193,7 @@ NodeCluster slurm_cluster(const NodeFlags& f, bool procs_given) {
   GRIDNN_REQUIRE(per_node > 0, "--slurm: ", slurm->str(),
                  " has not the same number of tasks on every node; submit with --ntasks-per-node, or give --nodes "
                  "and --ranks-per-node");
-  NodeCluster c = gridnn::train::assumed_cluster(slurm->nodes, per_node);
+  NodeCluster c = gridnn::run::assumed_cluster(slurm->nodes, per_node);
   if (f.alpha_intra_opt->count() > 0) c.intra.alpha = f.alpha_intra;
   if (f.bandwidth_intra_opt->count() > 0) c.intra.beta = 4.0 / f.bandwidth_intra;
   if (f.alpha_inter_opt->count() > 0) c.inter.alpha = f.alpha_inter;
@@ -362,7 +363,7 @@ void print_srun(const PlanFlags& f, const NodePlan& best) {
 }
 
 // Every grid on nodes of several ranks (--nodes, --slurm): both rank orders, the two-level links.
-void plan_on_nodes(PlanFlags& f, const gridnn::train::TrainOptions& run, const Network& net, const Strategy& strategy,
+void plan_on_nodes(PlanFlags& f, const gridnn::run::RunOptions& options, const Network& net, const Strategy& strategy,
                    const CalibrationUse* used) {
   const Machine& machine = f.machine;
   const NodeCluster cluster = cluster_of(f.nodes, machine, f.procs, f.procs_opt->count() > 0);
@@ -371,11 +372,11 @@ void plan_on_nodes(PlanFlags& f, const gridnn::train::TrainOptions& run, const N
   at_inter.alpha = cluster.inter.alpha;
   at_inter.beta = cluster.inter.beta;
   const bool own = f.conv_use == ConvUse::gridnn;
-  const std::vector<NodePlan> nodes = own ? gridnn::train::sweep_grids_on_nodes(run, cluster, machine)
+  const std::vector<NodePlan> nodes = own ? gridnn::run::sweep_grids_on_nodes(options, cluster, machine)
                                           : sweep(net, f.batch, cluster, machine, strategy);
   GRIDNN_REQUIRE(!nodes.empty(), "no grid of ", f.procs, " processes fits --batch ", f.batch, " and the input depth");
   const std::vector<PlanCost> flat =
-      own ? gridnn::train::sweep_grids(run, f.procs, at_inter) : sweep(net, f.batch, f.procs, at_inter, strategy);
+      own ? gridnn::run::sweep_grids(options, f.procs, at_inter) : sweep(net, f.batch, f.procs, at_inter, strategy);
   const size_t best = best_index(nodes);
   if (f.json) {
     std::vector<PlanCost> costs;
@@ -399,11 +400,11 @@ void plan_on_nodes(PlanFlags& f, const gridnn::train::TrainOptions& run, const N
 }
 
 // Every Pr x Pc grid of P processes with one link.
-void plan_flat(const PlanFlags& f, const gridnn::train::TrainOptions& run, const Network& net, const Strategy& strategy,
+void plan_flat(const PlanFlags& f, const gridnn::run::RunOptions& options, const Network& net, const Strategy& strategy,
                const CalibrationUse* used) {
   const Machine& machine = f.machine;
   const int procs = f.procs;
-  const std::vector<PlanCost> plans = f.conv_use == ConvUse::gridnn ? gridnn::train::sweep_grids(run, procs, machine)
+  const std::vector<PlanCost> plans = f.conv_use == ConvUse::gridnn ? gridnn::run::sweep_grids(options, procs, machine)
                                                                     : sweep(net, f.batch, procs, machine, strategy);
   GRIDNN_REQUIRE(!plans.empty(), "no grid of ", procs, " processes fits --batch ", f.batch, " and the input depth");
   // With --memory-per-rank: every grid's largest predicted peak (-1: the run cannot use the
@@ -417,17 +418,17 @@ void plan_flat(const PlanFlags& f, const gridnn::train::TrainOptions& run, const
     bool any = false;
     for (size_t i = 0; i < plans.size(); ++i) {
       const Grid g = plans[i].grid;
-      peaks.push_back(gridnn::train::usable_grid(run, g.rows, g.cols)
-                          ? gridnn::train::largest_peak(gridnn::train::predict_grid_memory(run, {1, g.rows, g.cols}))
+      peaks.push_back(gridnn::run::usable_grid(options, g.rows, g.cols)
+                          ? gridnn::run::largest_peak(gridnn::run::predict_grid_memory(options, {1, g.rows, g.cols}))
                           : -1);
       const bool fits = peaks[i] >= 0 && peaks[i] <= limit;
       if (fits && (!any || plans[i].total_s() < plans[best].total_s())) best = i;
       any = any || fits;
       recomputed.push_back(-1);
-      if (peaks[i] > limit && run.model == gridnn::train::Model::resattnet3d) {
-        gridnn::train::TrainOptions again = run;
-        again.recompute = gridnn::train::Recompute::blocks;
-        recomputed[i] = gridnn::train::largest_peak(gridnn::train::predict_grid_memory(again, {1, g.rows, g.cols}));
+      if (peaks[i] > limit && options.model == gridnn::run::Model::resattnet3d) {
+        gridnn::run::RunOptions again = options;
+        again.recompute = gridnn::run::Recompute::blocks;
+        recomputed[i] = gridnn::run::largest_peak(gridnn::run::predict_grid_memory(again, {1, g.rows, g.cols}));
       }
     }
     bool with_recompute = false;
@@ -497,13 +498,13 @@ int main(int argc, char** argv) {
   return gridnn::cli::run_program("gridnn-plan", [&] {
     if (f.bandwidth > 0) f.machine.beta = 4.0 / f.bandwidth;
     const bool paper = f.model.model == gridnn::cli::PlanModel::alexnet;
-    const gridnn::train::TrainOptions run = gridnn::cli::model_options(f.model, f.batch);
+    const gridnn::run::RunOptions options = gridnn::cli::model_options(f.model, f.batch);
     if (f.nodes.slurm && paper)
       throw gridnn::Error("--slurm plans a gridnn-train run: --model resattnet3d or mlp, not the paper's alexnet");
     if (f.conv->count() == 0) f.conv_use = paper ? ConvUse::batch : f.nodes.slurm ? ConvUse::gridnn : ConvUse::domain;
     if (f.conv_use == ConvUse::gridnn && paper)
       throw gridnn::Error("--conv gridnn: gridnn runs resattnet3d and mlp, not the paper's alexnet");
-    const Network net = paper ? alexnet() : gridnn::train::network_of(run);
+    const Network net = paper ? alexnet() : gridnn::run::network_of(options);
     CalibrationUse cal;
     if (!f.calibration_file.empty()) cal = apply_calibration(f, net);
     const CalibrationUse* used = f.calibration_file.empty() ? nullptr : &cal;
@@ -511,9 +512,9 @@ int main(int argc, char** argv) {
     strategy.conv = f.conv_use == ConvUse::batch ? LayerUse::batch : LayerUse::domain;
     strategy.paper_convention = !f.physical;
     if (f.nodes.used())
-      plan_on_nodes(f, run, net, strategy, used);
+      plan_on_nodes(f, options, net, strategy, used);
     else
-      plan_flat(f, run, net, strategy, used);
+      plan_flat(f, options, net, strategy, used);
     return 0;
   });
 }

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "models/predict/predict.h"
 #include "models/train/checkpoint.h"
+#include "models/train/options.h"
 #include "parallel/process_grid.h"
 #include "parallel/progress_board.h"
 #include "tools/cli.h"
@@ -21,8 +22,9 @@ using namespace gridnn;
 
 struct Cli {
   predict::PredictOptions p;
-  train::TrainOptions flags;  // only the flags given are applied over the checkpoint's options
+  run::RunOptions flags;  // only the flags given are applied over the checkpoint's options
   std::string checkpoint, input = "32x32x32";
+  std::string device = "cpu", grid = "1x1";  // settled on each process (cli::process_device)
   std::string memory_limit;  // a size, or auto (cli::memory_limit); empty: none on the CPU, auto on a GPU
   cli::Attention attention = cli::Attention::both;
 };
@@ -77,8 +79,8 @@ void add_flags(CLI::App& app, Cli& c) {
       ->check(CLI::Range(0.0, 100.0));
 
   app.add_option("--batch", o.batch, "scans per batch")->check(CLI::Range(1, 1 << 20));
-  app.add_option("--grid", o.grid, "process grid PrxPc (run under mpiexec -n Pr*Pc)")->capture_default_str();
-  app.add_option("--device", o.device, "cpu, cuda or cuda:N")->capture_default_str();
+  app.add_option("--grid", c.grid, "process grid PrxPc (run under mpiexec -n Pr*Pc)")->capture_default_str();
+  app.add_option("--device", c.device, "cpu, cuda or cuda:N")->capture_default_str();
   cli::add_enum_option(app, "--comm-backend", o.comm_backend, "communication")->capture_default_str();
   cli::add_enum_option(app, "--precision", o.precision, "GPU math")->capture_default_str();
   app.add_option("--comm-timeout", o.comm_timeout, "seconds a communication may wait; 0: forever")
@@ -90,9 +92,10 @@ void add_flags(CLI::App& app, Cli& c) {
                  "allocators enforce it");
 }
 
-// The run's options: the checkpoint's (or the defaults), then every flag given.
-train::TrainOptions options(const CLI::App& app, Cli& c) {
-  train::TrainOptions o;
+// The run's options, settled once on this process: the checkpoint's (or the defaults), then
+// every flag given, then where and how it runs.
+run::RunOptions settle(const CLI::App& app, Cli& c, const cli::Process& process) {
+  run::RunOptions o;
   const bool from_checkpoint = !c.checkpoint.empty();
   if (from_checkpoint) {
     std::string path = c.checkpoint;
@@ -106,11 +109,11 @@ train::TrainOptions options(const CLI::App& app, Cli& c) {
       o = train::options_from_json(train::read_checkpoint(path).state.config_json);
     }
     c.p.weights = path;
-    GRIDNN_REQUIRE(o.model == train::Model::resattnet3d, "--checkpoint ", path, " holds a ", enum_name(o.model),
+    GRIDNN_REQUIRE(o.model == run::Model::resattnet3d, "--checkpoint ", path, " holds a ", enum_name(o.model),
                    " model; gridnn-predict applies ResAttNet3D models to volumes");
   }
   GRIDNN_REQUIRE(!c.p.weights.empty(), "give the model: --checkpoint FILE|DIR or --init-from WEIGHTS");
-  const train::TrainOptions& f = c.flags;
+  const run::RunOptions& f = c.flags;
   auto given = [&](const char* flag) { return app.count(flag) > 0; };
   if (given("--depth")) o.resattnet.depth = f.resattnet.depth;
   if (given("--width")) o.resattnet.width = f.resattnet.width;
@@ -137,18 +140,16 @@ train::TrainOptions options(const CLI::App& app, Cli& c) {
   data_flag("--spacing", o.data.spacing, f.data.spacing, std::to_string(f.data.spacing));
   if (given("--batch")) o.batch = f.batch;
   // Where and how it runs: this command's, never the training run's.
-  o.grid = f.grid;
-  o.stages = 1;
+  o.grid = parallel::GridShape::parse(c.grid);
   o.micro_batches = 1;
   o.placement.clear();
-  o.device = f.device;
+  o.device = cli::process_device(c.device, process);
   o.comm_backend = f.comm_backend;
   o.precision = f.precision;
   o.comm_timeout = f.comm_timeout;
   o.init_from.clear();
-  o.resume = false;
-  o.checkpoint_dir.clear();
-  o.model = train::Model::resattnet3d;
+  o.model = run::Model::resattnet3d;
+  o.memory_limit = cli::memory_limit(c.memory_limit, o.device, process);
   return o;
 }
 
@@ -172,11 +173,10 @@ int main(int argc, char** argv) {
   add_flags(app, c);
   CLI11_PARSE(app, argc, argv);
   return cli::run_mpi_program(&argc, &argv, [&](const cli::Process& process) {
-    c.p.run = options(app, c);
-    train::validate(c.p.run);
+    c.p.run = settle(app, c, process);
+    run::validate(c.p.run);
     parallel::set_comm_timeout(c.p.run.comm_timeout);
-    c.p.run.memory_limit = cli::memory_limit(c.memory_limit, c.p.run, process);
-    auto grid = cli::create_grid(parallel::GridShape::parse(c.p.run.grid), c.p.run, process);
+    auto grid = cli::create_grid(c.p.run);
     const predict::PredictResult r = predict::predict(c.p, *grid, process.rank == 0 ? stdout : nullptr);
     if (process.rank == 0) {
       size_t heatmaps = 0;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -17,7 +18,7 @@
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/stop_signal.h"
-#include "models/train/step_plan.h"
+#include "models/run/grid_choice.h"
 #include "models/train/trainer.h"
 #include "parallel/process_grid.h"
 #include "parallel/progress_board.h"
@@ -28,9 +29,14 @@ namespace {
 
 using namespace gridnn;
 
+// The flags: the options they fill directly, and the settings settle() resolves on each
+// process (run/run_options.h) before anything runs.
 struct Cli {
   train::TrainOptions o;
   std::string input = "32x32x32";
+  std::string device = "cpu";  // cpu, cuda or cuda:N (cli::process_device)
+  std::string grid = "1x1";    // PrxPc, PsxPrxPc or auto (grid_of)
+  int stages = 1;
   cli::Attention attention = cli::Attention::both;
   std::string batch_file, dump_step;
   double weight_decay = -1;
@@ -74,7 +80,7 @@ void add_flags(CLI::App& app, Cli& c) {
   app.add_option("--min-lr", o.schedule.min_lr, "cosine schedule: final learning rate")->capture_default_str();
 
   app.add_option("--data", o.data.source,
-                 std::string("'") + train::kSyntheticData + "' or a CSV manifest of NIfTI volumes (path,label[,split])")
+                 std::string("'") + run::kSyntheticData + "' or a CSV manifest of NIfTI volumes (path,label[,split])")
       ->capture_default_str();
   app.add_option("--train-samples", o.data.train_samples, "synthetic training set size")->capture_default_str();
   app.add_option("--val-samples", o.data.val_samples, "synthetic validation set size")->capture_default_str();
@@ -94,11 +100,11 @@ void add_flags(CLI::App& app, Cli& c) {
   app.add_flag("--cache-data", o.data.cache,
                "keep the training samples in memory after their first load (needs --no-augment)");
 
-  app.add_option("--grid", o.grid,
+  app.add_option("--grid", c.grid,
                  "process grid PrxPc: Pr ranks split each volume's depth, Pc split the batch; "
                  "run under mpiexec -n Pr*Pc; 'auto': the cost model's fastest grid")
       ->capture_default_str();
-  app.add_option("--stages", o.stages, "pipeline stages Ps (the job then has Ps*Pr*Pc processes; GPipe schedule)")
+  app.add_option("--stages", c.stages, "pipeline stages Ps (the job then has Ps*Pr*Pc processes; GPipe schedule)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 16));
   app.add_option("--micro-batches", o.micro_batches, "GPipe micro-batches per step (each stage's batch shard)")
@@ -122,7 +128,7 @@ void add_flags(CLI::App& app, Cli& c) {
       ->capture_default_str();
   app.add_flag("--memory-report", o.memory_report,
                "print each rank's predicted and measured memory peak, and its largest holders, at the end");
-  app.add_option("--device", o.device,
+  app.add_option("--device", c.device,
                  "cpu, cuda or cuda:N (cuda under mpiexec: each rank of a node its own GPU, round robin)")
       ->capture_default_str();
   cli::add_enum_option(app, "--comm-backend", o.comm_backend,
@@ -173,18 +179,12 @@ void add_flags(CLI::App& app, Cli& c) {
       ->needs("--batch-file");
 }
 
-int run(Cli& c, parallel::ProcessGrid& grid) {
-  auto& o = c.o;
-  const auto input = cli::parse_size("--input", c.input);
-  o.input.assign(input.begin(), input.end());
-  cli::set_attention(c.attention, o.resattnet);
-  o.optimizer.weight_decay = c.weight_decay;
+int train_or_dump(const Cli& c, const train::TrainOptions& o, parallel::ProcessGrid& grid) {
   if (!c.dump_step.empty()) {
     train::dump_step(o, c.batch_file, c.dump_step, &grid);
     if (grid.world_rank() == 0) std::printf("wrote %s\n", c.dump_step.c_str());
     return 0;
   }
-  if (o.steps == 0 && o.epochs == 0) o.epochs = 10;
   train::Trainer trainer(o, stdout, &grid);
   trainer.run();
   // Stopped by a signal: the requeue status when a checkpoint holds the work, else the
@@ -210,36 +210,50 @@ std::pair<int, int> node_blocks(const std::vector<int>& node_of_rank) {
 
 // --grid as given, or (auto) the cost model's choice for the job's size and nodes (under
 // Slurm, the allocation's), with the rank order unless --rank-order is given; --stages K makes
-// it K x Pr x Pc (a PsxPrxPc grid gives the stages itself).
-parallel::GridShape grid_shape(Cli& c, const cli::Process& process, bool report) {
-  const int stages = c.o.stages;
+// it K x Pr x Pc (a PsxPrxPc grid gives the stages itself). `o`: the options settled so far.
+std::pair<parallel::GridShape, parallel::RankOrder> grid_of(const Cli& c, const train::TrainOptions& o,
+                                                            const cli::Process& process, bool report) {
+  const int stages = c.stages;
   const int procs = process.size;
   parallel::GridShape shape;
-  if (c.o.grid != train::kAutoGrid) {
-    shape = parallel::GridShape::parse(c.o.grid);
+  parallel::RankOrder order = o.rank_order;
+  if (c.grid != "auto") {
+    shape = parallel::GridShape::parse(c.grid);
   } else {
-    const auto input = cli::parse_size("--input", c.input);
-    c.o.input.assign(input.begin(), input.end());
     GRIDNN_REQUIRE(procs % stages == 0, "--grid auto with --stages ", stages, " needs a multiple of ", stages,
                    " processes, the job has ", procs);
     // Stages split the nodes another way: with them, each stage is planned as on one node.
     const auto [nodes, per_node] = stages == 1 ? node_blocks(process.node_of_rank) : std::pair{1, procs / stages};
-    std::optional<parallel::RankOrder> order;
-    if (c.rank_order->count() > 0) order = c.o.rank_order;
-    const train::GridChoice choice = train::choose_grid(c.o, nodes, per_node, order);
+    std::optional<parallel::RankOrder> given;
+    if (c.rank_order->count() > 0) given = o.rank_order;
+    const run::GridChoice choice = run::choose_grid(o, nodes, per_node, given);
     shape = choice.shape;
-    c.o.rank_order = choice.order;
+    order = choice.order;
     if (report) {
       const auto slurm = parallel::slurm_allocation();
       std::printf("--grid auto%s%s: %s\n", slurm ? " in " : "", slurm ? slurm->str().c_str() : "", choice.why.c_str());
     }
   }
   if (stages > 1 && shape.stages == 1) shape.stages = stages;
-  GRIDNN_REQUIRE(stages == 1 || shape.stages == stages, "--stages ", stages, " disagrees with --grid ", c.o.grid,
+  GRIDNN_REQUIRE(stages == 1 || shape.stages == stages, "--stages ", stages, " disagrees with --grid ", c.grid,
                  "; give the stages once");
-  c.o.stages = shape.stages;
-  c.o.grid = shape.str();
-  return shape;
+  return {shape, order};
+}
+
+// The options of this process's run, settled once from the flags: the input size, the
+// device, the memory limit, then the grid (auto weighs the others). Collective over the job
+// (the memory limit's minimum).
+train::TrainOptions settle(const Cli& c, const cli::Process& process) {
+  train::TrainOptions o = c.o;
+  const auto input = cli::parse_size("--input", c.input);
+  o.input.assign(input.begin(), input.end());
+  cli::set_attention(c.attention, o.resattnet);
+  o.optimizer.weight_decay = c.weight_decay;
+  if (o.steps == 0 && o.epochs == 0 && c.dump_step.empty()) o.epochs = 10;
+  o.device = cli::process_device(c.device, process);
+  o.memory_limit = cli::memory_limit(c.memory_limit, o.device, process);
+  std::tie(o.grid, o.rank_order) = grid_of(c, o, process, process.rank == 0);
+  return o;
 }
 
 // gridnn-train's one test hook, for a full disk in a whole job under mpiexec, which no
@@ -282,11 +296,11 @@ int main(int argc, char** argv) {
   const auto full_disk = full_disk_for_testing();
   install_stop_signals();  // before MPI starts: a signal from now on waits for a step boundary
   return cli::run_mpi_program(&argc, &argv, [&](const cli::Process& process) {
-    parallel::set_comm_timeout(c.o.comm_timeout);
-    c.o.memory_limit = cli::memory_limit(c.memory_limit, c.o, process);
-    auto grid = cli::create_grid(grid_shape(c, process, process.rank == 0), c.o, process);
+    const train::TrainOptions o = settle(c, process);
+    parallel::set_comm_timeout(o.comm_timeout);
+    auto grid = cli::create_grid(o);
     if (process.size > 1 && process.rank == 0)
       std::printf("%s\n", grid->describe_placement(process.node_of_rank).c_str());
-    return run(c, *grid);
+    return train_or_dump(c, o, *grid);
   });
 }

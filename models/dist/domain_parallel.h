@@ -23,7 +23,7 @@
 #include <memory>
 #include <string>
 
-#include "models/module.h"
+#include "models/layers/module.h"
 #include "parallel/halo.h"
 #include "parallel/process_grid.h"
 

@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "models/module.h"
+#include "models/layers/module.h"
 #include "parallel/communicator.h"
 
 namespace gridnn::nn {

@@ -5,7 +5,7 @@
 // balanced_range(out, Pr, r), a single-process Linear(in -> out_r) registered under this
 // layer's own name (so its parameters are "weight" [out_r, in] and "bias" [out_r]), whose
 // ParameterLayout says which rows of the whole tensors it holds: checkpoints and state dicts
-// hold the whole tensors (models/train/whole_state.h), and initialize(seed) draws each
+// hold the whole tensors (models/run/whole_state.h), and initialize(seed) draws each
 // block's elements as the whole layer's. Every rank of the row holds the full input
 // features X [B, in] of its B samples (replicated over the row, e.g. by the global pooling
 // before it) and ends with the full output Y [B, out] (replicated):

@@ -15,7 +15,7 @@
 
 #include <memory>
 
-#include "models/module.h"
+#include "models/layers/module.h"
 #include "parallel/mappings.h"
 #include "parallel/process_grid.h"
 

@@ -44,7 +44,7 @@
 
 #include "core/names.h"
 #include "core/tensor.h"
-#include "models/module.h"
+#include "models/layers/module.h"
 #include "models/nets/blocks.h"
 #include "parallel/communicator.h"
 

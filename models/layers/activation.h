@@ -1,7 +1,7 @@
 // Parameter-free layers: ReLU, Flatten, and the residual add.
 #pragma once
 
-#include "models/module.h"
+#include "models/layers/module.h"
 
 namespace gridnn::nn {
 

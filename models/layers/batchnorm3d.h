@@ -44,7 +44,7 @@
 #pragma once
 
 #include "kernels/batchnorm.h"
-#include "models/module.h"
+#include "models/layers/module.h"
 
 namespace gridnn::nn {
 

@@ -8,7 +8,7 @@
 #pragma once
 
 #include "kernels/conv3d.h"
-#include "models/module.h"
+#include "models/layers/module.h"
 
 namespace gridnn::nn {
 

@@ -14,7 +14,7 @@
 #include <cstdint>
 
 #include "kernels/dropout.h"
-#include "models/module.h"
+#include "models/layers/module.h"
 
 namespace gridnn::nn {
 

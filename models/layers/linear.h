@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "models/module.h"
+#include "models/layers/module.h"
 
 namespace gridnn::nn {
 

@@ -4,7 +4,7 @@
 
 #include "kernels/reduce.h"
 #include "kernels/softmax.h"
-#include "models/module.h"
+#include "models/layers/module.h"
 
 namespace gridnn::nn {
 

@@ -8,7 +8,7 @@
 #include <array>
 
 #include "kernels/pool3d.h"
-#include "models/module.h"
+#include "models/layers/module.h"
 
 namespace gridnn::nn {
 

@@ -3,7 +3,7 @@
 
 #include "core/allocator.h"
 #include "core/error.h"
-#include "models/module.h"
+#include "models/layers/module.h"
 
 namespace gridnn::nn {
 

@@ -11,7 +11,7 @@
 #include <memory>
 
 #include "kernels/batchnorm.h"
-#include "models/module.h"
+#include "models/layers/module.h"
 
 namespace gridnn::nn {
 

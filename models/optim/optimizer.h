@@ -20,7 +20,7 @@
 
 #include "core/names.h"
 #include "core/safetensors.h"
-#include "models/module.h"
+#include "models/layers/module.h"
 
 namespace gridnn::optim {
 

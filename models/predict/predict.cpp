@@ -18,10 +18,9 @@
 #include "models/explain/montage.h"
 #include "models/explain/region_mask.h"
 #include "models/predict/reports.h"
-#include "models/train/grid_batch.h"
-#include "models/train/memory_plan.h"
-#include "models/train/pipelined_model.h"
-#include "models/train/trainer.h"
+#include "models/run/grid_batch.h"
+#include "models/run/memory_limit.h"
+#include "models/run/pipelined_model.h"
 
 namespace gridnn::predict {
 
@@ -32,7 +31,7 @@ namespace {
 void check(const PredictOptions& o, const parallel::ProcessGrid& grid) {
   GRIDNN_REQUIRE(grid.shape().stages == 1, "gridnn-predict runs on one pipeline stage: give --grid PrxPc, not ",
                  grid.shape().str());
-  GRIDNN_REQUIRE(o.run.model == train::Model::resattnet3d, "gridnn-predict needs a ResAttNet3D model (volumes in)");
+  GRIDNN_REQUIRE(o.run.model == run::Model::resattnet3d, "gridnn-predict needs a ResAttNet3D model (volumes in)");
   GRIDNN_REQUIRE(o.run.batch >= 1, "--batch must be at least 1");
   GRIDNN_REQUIRE(o.explain_tta >= 1, "--explain-tta ", o.explain_tta,
                  ": give at least 1 transform (1: the scan itself; 2 adds its mirror image; more add shifts)");
@@ -45,7 +44,7 @@ data::NiftiDataset scan_dataset(const std::vector<ScanEntry>& scans, const Predi
   data::Manifest manifest{o.data, {}};
   for (const ScanEntry& s : scans)
     manifest.rows.push_back({s.path, std::max<int64_t>(s.label, 0), data::Split::unassigned, s.line});
-  return data::NiftiDataset(std::move(manifest), train::nifti_dataset_options(o.run));
+  return data::NiftiDataset(std::move(manifest), run::nifti_dataset_options(o.run));
 }
 
 struct Readable {
@@ -139,15 +138,15 @@ std::vector<std::string> write_explanation(const Explanations& e, const std::str
 // shard's rows and planes as training does (grid_batch.h); the last batch may be short. With
 // `explanations`, the first row rank of each batch shard writes its scans' heatmaps into `files`.
 Tensor predict_batches(const PredictOptions& o, const data::NiftiDataset& dataset, const std::vector<int64_t>& good,
-                       train::PipelinedModel& model, const Explanations* explanations, parallel::ProcessGrid& grid,
+                       run::PipelinedModel& model, const Explanations* explanations, parallel::ProcessGrid& grid,
                        std::vector<std::string>& files) {
   const std::array<int64_t, 3> input{o.run.input[0], o.run.input[1], o.run.input[2]};
-  const parallel::Range depth = train::shard_planes(grid.shape(), grid.row_rank(), input[0]);
+  const parallel::Range depth = run::shard_planes(grid.shape(), grid.row_rank(), input[0]);
   const int64_t classes = o.run.classes;
   Tensor all_logits = Tensor::empty(Shape{int64_t(good.size()), classes});
   for (size_t start = 0; start < good.size(); start += size_t(o.run.batch)) {
     const int64_t rows = std::min<int64_t>(o.run.batch, int64_t(good.size() - start));
-    const parallel::Range mine = train::shard_rows(grid.shape(), grid.col_rank(), rows);
+    const parallel::Range mine = run::shard_rows(grid.shape(), grid.col_rank(), rows);
     std::vector<data::Scan> local;
     data::Batch batch;
     batch.x = Tensor::empty(Shape{mine.size(), 1, depth.size(), input[1], input[2]});
@@ -177,7 +176,7 @@ Tensor predict_batches(const PredictOptions& o, const data::NiftiDataset& datase
       model.evaluate(batch, &logits);
       logits = logits.to(Device::cpu());
     }
-    all_logits.narrow(int64_t(start), rows).copy_from(train::gather_rows(grid, logits));
+    all_logits.narrow(int64_t(start), rows).copy_from(run::gather_rows(grid, logits));
   }
   return all_logits;
 }
@@ -195,27 +194,27 @@ std::string explained_text(const Explanations& e, const nn::BlockNetwork& net) {
   return ", " + std::string(enum_name(e.options.method)) + " of " + layers + over + " into " + e.dir;
 }
 
-// --memory-limit's pre-flight check (models/train/memory_plan.h) for this job, before any
+// --memory-limit's pre-flight check (models/run/memory_plan.h) for this job, before any
 // scan is read or any file written; what would fit: other grids, a smaller batch.
-void check_memory(const PredictOptions& o, train::PipelinedModel& model, parallel::ProcessGrid& grid) {
+void check_memory(const PredictOptions& o, run::PipelinedModel& model, parallel::ProcessGrid& grid) {
   const int64_t limit = o.run.memory_limit;
   if (limit <= 0) return;
-  const train::MemoryJob job = o.explain_dir.empty() ? train::MemoryJob::prediction : train::MemoryJob::explanation;
+  const run::MemoryJob job = o.explain_dir.empty() ? run::MemoryJob::prediction : run::MemoryJob::explanation;
   const parallel::GridShape g = grid.shape();
-  const train::StageSpan whole{0, dynamic_cast<nn::BlockNetwork&>(model.model()).block_count(), true, true};
+  const run::StageSpan whole{0, dynamic_cast<nn::BlockNetwork&>(model.model()).block_count(), true, true};
   const plan::MemoryPeak own =
-      plan::simulate_memory(train::memory_step(o.run, model.model(), g, grid.row_rank(), grid.col_rank(), whole, job));
-  train::enforce_memory_limit(limit, model.device(), grid, own, [&] {
-    std::vector<std::string> fits = train::grids_that_fit(o.run, g, limit, job);
+      plan::simulate_memory(run::memory_step(o.run, model.model(), g, grid.row_rank(), grid.col_rank(), whole, job));
+  run::enforce_memory_limit(limit, model.device(), grid, own, [&] {
+    std::vector<std::string> fits = run::grids_that_fit(o.run, g, limit, job);
     for (int64_t b = o.run.batch - 1; b >= 1; --b) {
-      train::TrainOptions t = o.run;
+      run::RunOptions t = o.run;
       t.batch = b;
-      if (const int64_t peak = train::largest_peak(train::predict_grid_memory(t, g, job)); peak <= limit) {
+      if (const int64_t peak = run::largest_peak(run::predict_grid_memory(t, g, job)); peak <= limit) {
         fits.push_back("--batch " + std::to_string(b) + " (" + plan::format_bytes(peak) + ")");
         break;
       }
     }
-    return train::what_fits_text(fits);
+    return run::what_fits_text(fits);
   });
 }
 
@@ -231,9 +230,9 @@ PredictResult predict(const PredictOptions& o, parallel::ProcessGrid& grid, std:
   result.labelled = std::all_of(scans.begin(), scans.end(), [](const ScanEntry& s) { return s.label >= 0; });
 
   // The model: the checkpoint's or the weights' tensors (a mismatch lists them).
-  train::TrainOptions run = o.run;
-  run.init_from = o.weights;
-  train::PipelinedModel model(run, grid);
+  run::RunOptions weights = o.run;
+  weights.init_from = o.weights;
+  run::PipelinedModel model(weights, grid);
   auto* net = dynamic_cast<nn::BlockNetwork*>(&model.model());
   GRIDNN_REQUIRE(net, "gridnn-predict: the model is not made of blocks");
   check_memory(o, model, grid);
@@ -270,7 +269,7 @@ PredictResult predict(const PredictOptions& o, parallel::ProcessGrid& grid, std:
   result.confusion = scores.confusion;
   for (auto& f : write_scores(o.out, scores, result.failed, result.logits, labels, out)) result.files.push_back(f);
   if (out) {
-    std::fprintf(out, "%s\nconfusion (rows: label, columns: predicted):", train::metrics_text(result.metrics).c_str());
+    std::fprintf(out, "%s\nconfusion (rows: label, columns: predicted):", run::metrics_text(result.metrics).c_str());
     for (const auto& r : result.confusion) {
       std::fprintf(out, "\n ");
       for (int64_t v : r) std::fprintf(out, " %6lld", static_cast<long long>(v));

@@ -42,14 +42,14 @@
 
 #include "models/explain/gradcam.h"
 #include "models/predict/scans.h"
-#include "models/train/metrics.h"
-#include "models/train/options.h"
+#include "models/run/metrics.h"
+#include "models/run/run_options.h"
 #include "parallel/process_grid.h"
 
 namespace gridnn::predict {
 
 struct PredictOptions {
-  train::TrainOptions run;               // the network, --input, the data options, device, precision, grid, batch
+  run::RunOptions run;                   // the network, --input, the data options, device, precision, grid, batch
   std::string weights;                   // a checkpoint file or PyTorch weights (safetensors)
   std::string data;                      // a CSV manifest, a NIfTI file or a folder of them
   SplitFilter split = SplitFilter::all;  // the manifest rows to predict
@@ -65,7 +65,7 @@ struct PredictOptions {
 struct PredictResult {
   int64_t scans = 0, failed = 0;
   bool labelled = false;  // metrics and confusion below are set
-  train::Metrics metrics;
+  run::Metrics metrics;
   std::vector<std::vector<int64_t>> confusion;  // [label][predicted]
   std::vector<std::string> files;               // what was written
   Tensor logits;                                // [readable scans, classes]: their logits in input order (every rank)

@@ -77,7 +77,7 @@ Scores score(const Tensor& logits, const Tensor& labels) {
   const int64_t n = logits.size(0), classes = logits.size(1);
   nn::SoftmaxCrossEntropy loss;
   loss.forward(logits, labels);
-  train::MetricsAccumulator acc;
+  run::MetricsAccumulator acc;
   acc.add(logits, labels, loss.loss_sum());
   Scores s;
   s.metrics = acc.result();
@@ -90,7 +90,7 @@ std::vector<std::string> write_scores(const std::string& out, const Scores& scor
                                       const Tensor& logits, const Tensor& labels, std::FILE* progress) {
   std::vector<std::string> files;
   const std::string stem = (fs::path(out).parent_path() / fs::path(out).stem()).string();
-  nlohmann::ordered_json j = train::metrics_json(scores.metrics);
+  nlohmann::ordered_json j = run::metrics_json(scores.metrics);
   j["confusion"] = scores.confusion;
   j["failed"] = failed;
   write_file_atomically(stem + "_metrics.json", j.dump(2) + "\n");
@@ -101,7 +101,7 @@ std::vector<std::string> write_scores(const std::string& out, const Scores& scor
   std::vector<int64_t> label;
   for (int64_t g = 0; g < logits.size(0); ++g) {
     const float* z = logits.data<float>() + 2 * g;
-    score.push_back(train::positive_score(z[0], z[1]));
+    score.push_back(run::positive_score(z[0], z[1]));
     label.push_back(labels.data<int64_t>()[g]);
   }
   const bool both = std::count(label.begin(), label.end(), 1) > 0 && std::count(label.begin(), label.end(), 0) > 0;

@@ -9,7 +9,7 @@
 
 #include "core/tensor.h"
 #include "models/predict/scans.h"
-#include "models/train/metrics.h"
+#include "models/run/metrics.h"
 
 namespace gridnn::predict {
 
@@ -20,7 +20,7 @@ std::string predictions_csv(const std::vector<ScanEntry>& scans, const std::vect
                             const Tensor& logits);
 
 struct Scores {
-  train::Metrics metrics;
+  run::Metrics metrics;
   std::vector<std::vector<int64_t>> confusion;  // [label][predicted]
 };
 // The scores of logits [n, classes] against labels [n] (i64).

@@ -7,7 +7,7 @@
 #include <regex>
 
 #include "core/error.h"
-#include "models/train/whole_state.h"
+#include "models/run/whole_state.h"
 
 namespace gridnn::train {
 
@@ -15,8 +15,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* const kFormat = "gridnn-checkpoint-1";
-const std::string kFormatFamily = "gridnn-checkpoint-";
+const std::string kFormat = std::string(run::kCheckpointFormatFamily) + "1";
 
 // A gridnn checkpoint of another format version: refused, never skipped (resuming from an
 // older file instead would silently lose the newer work).
@@ -24,7 +23,6 @@ class FormatVersionError : public Error {
  public:
   using Error::Error;
 };
-const std::string kOptimizerPrefix = "optimizer.";
 
 // Checkpoint files in `dir`, newest (highest step) first.
 std::vector<std::pair<int64_t, fs::path>> list_checkpoints(const std::string& dir) {
@@ -65,7 +63,7 @@ std::string checkpoint_path(const std::string& dir, int64_t step) {
 
 std::string save_checkpoint(const std::string& dir, nn::Module& model, const optim::Optimizer& optimizer,
                             const RunState& state, int keep) {
-  return save_checkpoint(dir, model_tensors(model), optimizer.state(), optimizer.steps(), state, keep);
+  return save_checkpoint(dir, run::model_tensors(model), optimizer.state(), optimizer.steps(), state, keep);
 }
 
 std::string save_checkpoint(const std::string& dir, const NamedTensors& model, const NamedTensors& optimizer_state,
@@ -76,7 +74,7 @@ std::string save_checkpoint(const std::string& dir, const NamedTensors& model, c
   GRIDNN_REQUIRE(!ec, "cannot create the checkpoint folder '", dir, "': ", ec.message());
 
   NamedTensors tensors = model;
-  for (auto& [name, t] : optimizer_state) tensors.emplace_back(kOptimizerPrefix + name, t);
+  for (auto& [name, t] : optimizer_state) tensors.emplace_back(std::string(run::kOptimizerPrefix) + name, t);
   const std::map<std::string, std::string> meta = {{"format", kFormat},
                                                    {"step", std::to_string(state.step)},
                                                    {"epoch", std::to_string(state.epoch)},
@@ -98,7 +96,7 @@ Checkpoint read_checkpoint(const std::string& path) {
   SafetensorsFile file = load_safetensors(path);
   const auto& meta = file.metadata;
   auto format = meta.find("format");
-  if (format != meta.end() && format->second != kFormat && format->second.rfind(kFormatFamily, 0) == 0)
+  if (format != meta.end() && format->second != kFormat && format->second.rfind(run::kCheckpointFormatFamily, 0) == 0)
     throw FormatVersionError(path + ": checkpoint format '" + format->second + "' is another version than the '" +
                              kFormat +
                              "' this gridnn reads; resume it with the gridnn that wrote it, or start "
@@ -116,8 +114,8 @@ Checkpoint read_checkpoint(const std::string& path) {
   if (auto it = meta.find("grid"); it != meta.end()) c.state.grid = it->second;
   if (auto it = meta.find("config"); it != meta.end()) c.state.config_json = it->second;
   for (auto& [name, t] : file.tensors) {
-    if (name.rfind(kOptimizerPrefix, 0) == 0)
-      c.optimizer.emplace(name.substr(kOptimizerPrefix.size()), t);
+    if (name.rfind(std::string(run::kOptimizerPrefix), 0) == 0)
+      c.optimizer.emplace(name.substr(std::string(run::kOptimizerPrefix).size()), t);
     else
       c.model.emplace(name, t);
   }
@@ -135,16 +133,6 @@ std::optional<Checkpoint> latest_checkpoint(const std::string& dir) {
     }
   }
   return std::nullopt;
-}
-
-std::map<std::string, Tensor> read_weights(const std::string& path) {
-  SafetensorsFile file = load_safetensors(path);
-  auto format = file.metadata.find("format");
-  if (format == file.metadata.end() || format->second.rfind(kFormatFamily, 0) != 0) return std::move(file.tensors);
-  std::map<std::string, Tensor> model;
-  for (auto& [name, t] : file.tensors)
-    if (name.rfind(kOptimizerPrefix, 0) != 0) model.emplace(name, t);
-  return model;
 }
 
 }  // namespace gridnn::train

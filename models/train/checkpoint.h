@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "core/safetensors.h"
-#include "models/module.h"
+#include "models/layers/module.h"
 #include "models/optim/optimizer.h"
-#include "models/train/whole_state.h"
+#include "models/run/whole_state.h"
 
 namespace gridnn::train {
 
@@ -63,9 +63,5 @@ Checkpoint read_checkpoint(const std::string& path);
 // files are reported on stderr and skipped; a checkpoint of another format version is an
 // error (gridnn::Error naming it), not skipped.
 std::optional<Checkpoint> latest_checkpoint(const std::string& dir);
-
-// The weights in `path` for --init-from: every tensor of a plain weights file (exported
-// from PyTorch), or the model tensors of a gridnn checkpoint (its optimizer state left out).
-std::map<std::string, Tensor> read_weights(const std::string& path);
 
 }  // namespace gridnn::train

@@ -16,19 +16,9 @@ namespace {
 constexpr int64_t kSyntheticValidationFirstId = int64_t(1) << 32;
 }  // namespace
 
-data::NiftiDatasetOptions nifti_dataset_options(const TrainOptions& o) {
-  data::NiftiDatasetOptions no;
-  no.target = {o.input[0], o.input[1], o.input[2]};
-  no.fit = o.data.fit;
-  no.orientation = o.data.orientation;
-  no.spacing = o.data.spacing;
-  no.num_classes = o.classes;
-  return no;
-}
-
 Datasets make_datasets(const TrainOptions& o) {
   Datasets d;
-  if (o.data.source == kSyntheticData) {
+  if (o.data.synthetic()) {
     data::SyntheticOptions s;
     s.classes = o.classes;
     s.channels = o.in_channels;
@@ -63,7 +53,7 @@ Datasets make_datasets(const TrainOptions& o) {
   GRIDNN_REQUIRE(!train.rows.empty() && !val.rows.empty(), o.data.source, ": need training and validation rows, got ",
                  train.rows.size(), " and ", val.rows.size(),
                  "; give rows the split 'val', or set --val-fraction between 0 and 1");
-  const data::NiftiDatasetOptions no = nifti_dataset_options(o);
+  const data::NiftiDatasetOptions no = run::nifti_dataset_options(o);
   d.train = std::make_unique<data::NiftiDataset>(std::move(train), no);
   d.val = std::make_unique<data::NiftiDataset>(std::move(val), no);
   return d;

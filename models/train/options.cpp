@@ -1,13 +1,29 @@
-// TrainOptions: JSON round trip, validation, and building the model they describe.
+// TrainOptions: the JSON record and validation.
 #include "models/train/options.h"
 
-#include <cmath>
 #include <exception>
 #include <nlohmann/json.hpp>
 #include <utility>
 
 #include "core/enum_json.h"
 #include "core/error.h"
+
+// The record's text of the typed settings: a device as "cpu" or "cuda:N" (an older record's
+// "cuda" reads as cuda:0), a grid as "PrxPc" or "PsxPrxPc".
+namespace nlohmann {
+template <>
+struct adl_serializer<gridnn::Device> {
+  static void to_json(ordered_json& j, const gridnn::Device& d) { j = d.str(); }
+  static void from_json(const ordered_json& j, gridnn::Device& d) { d = gridnn::run::device_of(j.get<std::string>()); }
+};
+template <>
+struct adl_serializer<gridnn::parallel::GridShape> {
+  static void to_json(ordered_json& j, const gridnn::parallel::GridShape& g) { j = g.str(); }
+  static void from_json(const ordered_json& j, gridnn::parallel::GridShape& g) {
+    g = gridnn::parallel::GridShape::parse(j.get<std::string>());
+  }
+};
+}  // namespace nlohmann
 
 namespace gridnn::train {
 
@@ -44,7 +60,7 @@ void record(optim::ScheduleOptions& o, Field&& field) {
 }
 
 template <class Field>
-void record(DataOptions& d, Field&& field) {
+void record(run::DataOptions& d, Field&& field) {
   field("source", d.source);
   field("train_samples", d.train_samples);
   field("val_samples", d.val_samples);
@@ -76,7 +92,7 @@ void record(TrainOptions& o, Field&& field) {
   field.object("data", o.data);
   field("grid", o.grid);
   // Older runs had one pipeline stage.
-  field("stages", o.stages, 1);
+  field("stages", o.grid.stages, 1);
   field("micro_batches", o.micro_batches, 1);
   field("placement", o.placement, std::string());
   field("device", o.device);
@@ -137,63 +153,19 @@ TrainOptions options_from_json(const std::string& json) {
 }
 
 void validate(const TrainOptions& o) {
-  GRIDNN_REQUIRE(o.input.size() == 3 && o.input[0] >= 1 && o.input[1] >= 1 && o.input[2] >= 1,
-                 "--input must be DxHxW with positive sizes");
-  GRIDNN_REQUIRE(o.classes >= 2, "--classes must be >= 2, got ", o.classes);
-  GRIDNN_REQUIRE(o.in_channels >= 1, "--in-channels must be >= 1");
-  GRIDNN_REQUIRE(o.batch >= 1, "--batch must be >= 1, got ", o.batch);
+  run::validate(o);
   GRIDNN_REQUIRE(o.epochs >= 0 && o.steps >= 0, "--epochs and --steps must not be negative");
   GRIDNN_REQUIRE(o.epochs > 0 || o.steps > 0, "give --epochs or --steps");
   GRIDNN_REQUIRE(o.requeue_exit_code >= 2 && o.requeue_exit_code <= 125,
                  "--requeue-exit-code must be in 2..125 "
                  "(0 means done, 1 an error, above 125 the shell's and signals'), got ",
                  o.requeue_exit_code);
-  GRIDNN_REQUIRE(o.comm_timeout >= 0, "--comm-timeout must be >= 0 seconds (0: no limit), got ", o.comm_timeout);
-  GRIDNN_REQUIRE(o.precision != ops::MathMode::tf32 || Device::parse(o.device).is_cuda(),
-                 "--precision tf32 needs --device cuda (TF32 is a tensor-core format)");
   GRIDNN_REQUIRE(o.save_every >= 0 && o.eval_every >= 0, "--save-every and --eval-every must not be negative");
   GRIDNN_REQUIRE(o.log_every >= 1, "--log-every must be at least 1 (steps between reads of the loss), got ",
                  o.log_every);
   GRIDNN_REQUIRE(!o.resume || !o.checkpoint_dir.empty(), "--resume needs --checkpoint-dir");
   GRIDNN_REQUIRE(o.keep_checkpoints >= 1, "--keep-checkpoints must be >= 1");
-  GRIDNN_REQUIRE(o.stages >= 1, "--stages must be >= 1, got ", o.stages);
-  GRIDNN_REQUIRE(o.micro_batches >= 1 && o.micro_batches <= o.batch, "--micro-batches must be between 1 and --batch (",
-                 o.batch, "), got ", o.micro_batches);
   GRIDNN_REQUIRE(o.schedule.base_lr > 0, "--lr must be > 0, got ", o.schedule.base_lr);
-  GRIDNN_REQUIRE(std::isfinite(o.data.spacing) && o.data.spacing >= 0,
-                 "--spacing must be 0 (off) or a positive number of mm, got ", o.data.spacing);
-  if (o.model == Model::resattnet3d) {
-    // The stem and four stride-2 stages shrink each side by 32; smaller inputs still run
-    // (the convolutions pad) but the last stages then see a single voxel.
-    GRIDNN_REQUIRE(o.input[0] >= 4 && o.input[1] >= 4 && o.input[2] >= 4,
-                   "--input: ResAttNet3D needs every side >= 4 (32 or more is sensible)");
-  }
-}
-
-std::optional<PlacementRule> placement_rule(const TrainOptions& o) {
-  if (o.placement.empty()) return PlacementRule::even;
-  return find_enum<PlacementRule>(o.placement);
-}
-
-std::unique_ptr<nn::Module> build_model(const TrainOptions& o, const nn::LayerFactory& layers, bool initialize) {
-  std::unique_ptr<nn::Module> model;
-  if (o.model == Model::resattnet3d) {
-    nn::ResAttNetConfig c = o.resattnet;
-    c.in_channels = o.in_channels;
-    c.classes = o.classes;
-    c.input_size = {o.input[0], o.input[1], o.input[2]};
-    model = std::make_unique<nn::ResAttNet3D>(c, layers);
-  } else {
-    nn::MlpConfig c;
-    c.sizes.push_back(o.in_channels * o.input[0] * o.input[1] * o.input[2]);
-    for (int64_t h : o.mlp_hidden) c.sizes.push_back(h);
-    c.sizes.push_back(o.classes);
-    c.input_depth = o.input[0];
-    model = std::make_unique<nn::Mlp>(c, layers);
-  }
-  model->name_modules();
-  if (initialize) model->initialize(o.seed);
-  return model;
 }
 
 }  // namespace gridnn::train

@@ -13,8 +13,8 @@
 #include "core/profile.h"
 #include "core/stop_signal.h"
 #include "core/transfers.h"
-#include "models/train/grid_batch.h"
-#include "models/train/memory_plan.h"
+#include "models/run/grid_batch.h"
+#include "models/run/memory_limit.h"
 #include "parallel/progress_board.h"
 
 namespace gridnn::train {
@@ -52,18 +52,18 @@ Trainer::Trainer(TrainOptions options, std::FILE* out, parallel::ProcessGrid* gr
   GRIDNN_REQUIRE(data_.train->sample_shape() == sample_shape(options_), "--data: samples are ",
                  data_.train->sample_shape().str(), " but the model expects ", sample_shape(options_).str(),
                  " (--in-channels, --input)");
-  shard_ = batch_shard(*grid_, options_.batch, options_.input[0]);
-  model_ = std::make_unique<PipelinedModel>(options_, *grid_);
+  shard_ = run::batch_shard(*grid_, options_.batch, options_.input[0]);
+  model_ = std::make_unique<run::PipelinedModel>(options_, *grid_);
   // Before the loader starts and before anything is written (docs/design.md §6a).
   predicted_memory_ = plan::simulate_memory(model_->memory_step(options_));
-  enforce_memory_limit(options_, *model_, *grid_, predicted_memory_);
+  run::enforce_memory_limit(options_, *model_, *grid_, predicted_memory_);
 
   data::LoaderOptions lo;
   lo.batch = options_.batch;
   lo.seed = options_.seed;
   lo.augment = options_.data.augment;
   lo.cache = options_.data.cache;
-  loader_ = std::make_unique<data::BatchLoader>(*data_.train, shard_loader(lo, shard_));
+  loader_ = std::make_unique<data::BatchLoader>(*data_.train, run::shard_loader(lo, shard_));
   total_steps_ = options_.steps > 0 ? options_.steps : options_.epochs * loader_->batches_per_epoch();
   optim::ScheduleOptions so = options_.schedule;
   if (so.total_steps == 0) so.total_steps = total_steps_;
@@ -125,7 +125,7 @@ std::string Trainer::save() {
   // Every tensor is whole on every rank (replicated; pipeline stages exchange theirs first),
   // so the first rank writes alone; the others wait, so that no rank runs ahead of a
   // checkpoint that may yet fail.
-  const TrainingState s = model_->state_dict();
+  const run::TrainingState s = model_->state_dict();
   int32_t saved = 1;
   if (leader_) {
     try {
@@ -167,8 +167,8 @@ void Trainer::log_json(const std::string& line) {
 void Trainer::report_memory(bool at_end) {
   const bool report = at_end && options_.memory_report;
   if (options_.metrics_path.empty() && !report) return;  // the same on every rank: no collective
-  const std::vector<int64_t> predicted = per_rank(*grid_, predicted_memory_.peak_bytes);
-  const std::vector<int64_t> measured = per_rank(*grid_, measured_peak_bytes(model_->device()));
+  const std::vector<int64_t> predicted = run::per_rank(*grid_, predicted_memory_.peak_bytes);
+  const std::vector<int64_t> measured = run::per_rank(*grid_, run::measured_peak_bytes(model_->device()));
   for (size_t r = 0; r < predicted.size(); ++r)
     log_json(Json{{"event", "memory"},
                   {"when", at_end ? "end" : "first step"},
@@ -181,14 +181,14 @@ void Trainer::report_memory(bool at_end) {
   // Every rank's holders where the planner can rebuild them (one stage), else this rank's.
   const parallel::GridShape g = grid_->shape();
   std::vector<plan::MemoryPeak> peaks;
-  if (g.stages == 1) peaks = predict_grid_memory(options_, g);
+  if (g.stages == 1) peaks = run::predict_grid_memory(options_, g);
   std::string text = "memory per rank (predicted by the layers, measured by the allocator of " +
                      model_->device().str() + "; docs/design.md §6a):\n";
   for (size_t r = 0; r < predicted.size(); ++r) {
     plan::MemoryPeak p = r < peaks.size() ? peaks[r] : plan::MemoryPeak{};
     if (r == size_t(grid_->world_rank())) p = predicted_memory_;
     p.peak_bytes = predicted[r];
-    text += memory_report(int(r), p, measured[r]);
+    text += run::memory_report(int(r), p, measured[r]);
   }
   say(text.substr(0, text.size() - 1));
 }
@@ -240,30 +240,30 @@ void Trainer::report_losses(Progress& progress) {
   }
 }
 
-Metrics Trainer::evaluate() {
+run::Metrics Trainer::evaluate() {
   data::LoaderOptions lo;
   lo.batch = options_.batch;
   lo.shuffle = false;
   lo.drop_last = false;
-  data::BatchLoader loader(*data_.val, shard_loader(lo, shard_));
-  MetricsAccumulator acc;
+  data::BatchLoader loader(*data_.val, run::shard_loader(lo, shard_));
+  run::MetricsAccumulator acc;
   parallel::CommLayerScope scope("validation");
   for (int64_t b = 0; b < loader.batches_per_epoch(); ++b) {
     data::Batch batch = loader.next();
     Tensor logits;
-    const double loss_sum = sum_over_batch(*grid_, model_->evaluate(batch, &logits));
+    const double loss_sum = run::sum_over_batch(*grid_, model_->evaluate(batch, &logits));
     // Every rank gathers the whole batch's logits and labels and computes the same metrics.
-    acc.add(gather_rows(*grid_, logits.to_host()), gather_rows(*grid_, batch.y), loss_sum);
+    acc.add(run::gather_rows(*grid_, logits.to_host()), run::gather_rows(*grid_, batch.y), loss_sum);
   }
   return acc.result();
 }
 
-Metrics Trainer::run(int64_t stop_at_step) {
+run::Metrics Trainer::run(int64_t stop_at_step) {
   const int64_t end = stop_at_step >= 0 ? std::min(stop_at_step, total_steps_) : total_steps_;
   Progress progress(out_ ? out_ : stdout, total_steps_, options_.progress);
   if (out_) {
     const std::string network =
-        options_.model == Model::resattnet3d ? describe(static_cast<nn::ResAttNet3D&>(model()).config()) : "MLP";
+        options_.model == run::Model::resattnet3d ? describe(static_cast<nn::ResAttNet3D&>(model()).config()) : "MLP";
     std::fprintf(out_, "training %s on %s, grid %s, %lld steps of batch %lld (%lld per epoch), %s\n", network.c_str(),
                  model_->device().str().c_str(), grid_->shape().str().c_str(), static_cast<long long>(total_steps_),
                  static_cast<long long>(options_.batch), static_cast<long long>(loader_->batches_per_epoch()),
@@ -276,7 +276,7 @@ Metrics Trainer::run(int64_t stop_at_step) {
   step_transfers_ = TransferCounts();
   const int64_t first_step = state_.step;
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  Metrics last;
+  run::Metrics last;
   bool evaluated_now = false;
   // --profile: every step after this run's first (which builds plans and grows buffers).
   Profiler profiler(model_->device());
@@ -342,9 +342,9 @@ Metrics Trainer::run(int64_t stop_at_step) {
     if (evaluated_now || state_.step == end) {
       last = evaluate();
       evaluated_now = true;
-      if (out_) progress.line("validation after step " + std::to_string(state_.step) + ": " + metrics_text(last));
+      if (out_) progress.line("validation after step " + std::to_string(state_.step) + ": " + run::metrics_text(last));
       Json j = {{"event", "validation"}, {"step", state_.step}, {"epoch", state_.epoch}, {"seconds", seconds()}};
-      j.update(metrics_json(last));
+      j.update(run::metrics_json(last));
       log_json(j.dump());
     }
     if (!options_.checkpoint_dir.empty() && (save_due || state_.step == end)) {
@@ -356,7 +356,7 @@ Metrics Trainer::run(int64_t stop_at_step) {
   if (!evaluated_now) last = evaluate();
   progress.finish();
   Json summary = {{"event", "done"}, {"step", state_.step}, {"seconds", seconds()}};
-  summary.update(metrics_json(last));
+  summary.update(run::metrics_json(last));
   log_json(summary.dump());
   say(summary.dump());
   report_memory(true);
@@ -406,8 +406,8 @@ void dump_step(const TrainOptions& options, const std::string& batch_file, const
   o.input = {batch.x.size(2), batch.x.size(3), batch.x.size(4)};
   validate(o);
 
-  PipelinedModel model(o, *grid);
-  const BatchShard shard = batch_shard(*grid, o.batch, o.input[0]);
+  run::PipelinedModel model(o, *grid);
+  const run::BatchShard shard = run::batch_shard(*grid, o.batch, o.input[0]);
   Tensor logits;
   const Tensor loss = model.forward_backward(take_shard(batch, shard), o.batch, &logits);
 
@@ -415,7 +415,7 @@ void dump_step(const TrainOptions& options, const std::string& batch_file, const
   // updated tensors (whole: gathered from pipeline stages and row blocks; the first rank
   // writes it).
   NamedTensors out;
-  out.emplace_back("logits", gather_rows(*grid, logits.to_host()));
+  out.emplace_back("logits", run::gather_rows(*grid, logits.to_host()));
   out.emplace_back("loss", Tensor::from_vector(loss.to_vector<float>(), Shape{}));
   for (auto& [name, g] : model.gradients()) out.emplace_back("grad." + name, g.to_host());
   model.update(optim::LrSchedule(o.schedule).lr(0));

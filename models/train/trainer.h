@@ -28,11 +28,11 @@
 #include "models/data/loader.h"
 #include "models/data/nifti_dataset.h"
 #include "models/layers/loss.h"
+#include "models/run/grid_batch.h"
+#include "models/run/metrics.h"
+#include "models/run/pipelined_model.h"
 #include "models/train/checkpoint.h"
-#include "models/train/grid_batch.h"
-#include "models/train/metrics.h"
 #include "models/train/options.h"
-#include "models/train/pipelined_model.h"
 #include "models/train/progress.h"
 
 namespace gridnn::train {
@@ -43,9 +43,6 @@ struct Datasets {
   std::unique_ptr<data::Dataset> train, val;
 };
 Datasets make_datasets(const TrainOptions& options);
-// How the options read NIfTI volumes (input size, fit, orientation, spacing, classes): the
-// same for training, validation and gridnn-predict.
-data::NiftiDatasetOptions nifti_dataset_options(const TrainOptions& options);
 
 class Trainer {
  public:
@@ -59,20 +56,20 @@ class Trainer {
   // Trains to the end (options.steps, or options.epochs) or, when stop_at_step >= 0, until
   // that many steps are done (a time-limited job; with checkpoints it saves there, and a
   // --resume run continues as if it had not stopped). Returns the last validation.
-  Metrics run(int64_t stop_at_step = -1);
+  run::Metrics run(int64_t stop_at_step = -1);
   // One optimizer step on this rank's shard of a batch (CPU tensors; moved to the device);
   // returns the loss over the global batch, f32 [1] on the device, not read back (run()
   // reads it once per options.log_every steps).
   Tensor train_step(const data::Batch& shard);
   // The validation set in evaluation mode.
-  Metrics evaluate();
+  run::Metrics evaluate();
 
   nn::Module& model();
   optim::Optimizer& optimizer();
   // The model's tensors as the single-process run holds them (collective over the grid:
   // pipeline stages and 1.5D row blocks gathered).
   NamedTensors whole_model_tensors();
-  PipelinedModel& pipelined_model() { return *model_; }
+  run::PipelinedModel& pipelined_model() { return *model_; }
   const RunState& state() const { return state_; }
   int64_t total_steps() const { return total_steps_; }
   // Saves a checkpoint now (options.checkpoint_dir must be set); returns its path, or ""
@@ -112,10 +109,10 @@ class Trainer {
   TrainOptions options_;
   std::unique_ptr<parallel::ProcessGrid> own_grid_;  // when none was given
   parallel::ProcessGrid* grid_;
-  bool leader_;       // world rank 0: reports and writes files
-  std::FILE* out_;    // null on the other ranks
-  BatchShard shard_;  // this rank's rows and depth planes
-  std::unique_ptr<PipelinedModel> model_;
+  bool leader_;            // world rank 0: reports and writes files
+  std::FILE* out_;         // null on the other ranks
+  run::BatchShard shard_;  // this rank's rows and depth planes
+  std::unique_ptr<run::PipelinedModel> model_;
   std::unique_ptr<optim::LrSchedule> schedule_;
   Datasets data_;
   std::unique_ptr<data::BatchLoader> loader_;

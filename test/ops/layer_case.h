@@ -17,7 +17,7 @@
 
 #include <memory>
 
-#include "models/module.h"
+#include "models/layers/module.h"
 #include "test/ops/harness.h"
 
 namespace gridnn::test {

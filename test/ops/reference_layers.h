@@ -9,7 +9,7 @@
 
 #include "core/tensor.h"
 #include "kernels/dropout.h"
-#include "models/module.h"
+#include "models/layers/module.h"
 
 namespace gridnn::test {
 

@@ -20,7 +20,7 @@
 
 #include "core/tensor.h"
 #include "models/data/synthetic.h"
-#include "models/train/grid_batch.h"
+#include "models/run/grid_batch.h"
 #include "models/train/options.h"
 #include "parallel/process_grid.h"
 #include "test/support/tensor_compare.h"
@@ -61,14 +61,14 @@ inline data::Batch tiny_batch_shard(parallel::ProcessGrid& grid) {
   data::SyntheticDataset d({8, 0, 3, 1, Shape{24, 24, 20}, 7, 0.15f});
   data::LoaderOptions lo;
   lo.batch = 8;
-  data::BatchLoader loader(d, train::shard_loader(lo, train::batch_shard(grid, 8, 24)));
+  data::BatchLoader loader(d, run::shard_loader(lo, run::batch_shard(grid, 8, 24)));
   return loader.next();
 }
 
 // The same run with the MLP (hidden 32, 16).
 inline train::TrainOptions tiny_mlp() {
   train::TrainOptions o = tiny_resattnet();
-  o.model = train::Model::mlp;
+  o.model = run::Model::mlp;
   o.mlp_hidden = {32, 16};
   return o;
 }

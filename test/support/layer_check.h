@@ -12,7 +12,7 @@
 
 #include <gtest/gtest.h>
 
-#include "models/module.h"
+#include "models/layers/module.h"
 #include "test/support/grad_check.h"
 
 namespace gridnn::test {

@@ -65,7 +65,7 @@ TEST_F(NiftiTraining, SeededShareForValidationAndResampledInput) {
   EXPECT_EQ(d.val->size(), 2);
   EXPECT_EQ(d.train->sample_shape(), (Shape{1, 12, 12, 12}));
   train::Trainer t(o, null_);
-  const train::Metrics m = t.run();
+  const run::Metrics m = t.run();
   EXPECT_EQ(t.state().step, 3);
   EXPECT_EQ(m.samples, 2);
 }

@@ -24,7 +24,7 @@
 #include "models/layers/batchnorm3d.h"
 #include "models/layers/linear.h"
 #include "models/layers/pool3d.h"
-#include "models/train/whole_state.h"
+#include "models/run/whole_state.h"
 #include "parallel/process_grid.h"
 #include "test/support/batchnorm_case.h"
 #include "test/support/grids.h"
@@ -269,7 +269,7 @@ TEST(DistLinear, RowBlocksMatchSingleProcessOnEveryGrid) {
       EXPECT_EQ(p->layout.grad_sum_over, &grid->col()) << name;
     }
     // dW_r, db_r: summed over col_comm (the batch shards), stacked over the row.
-    NamedTensors grads = train::whole_gradients(fc);
+    NamedTensors grads = run::whole_gradients(fc);
     ASSERT_EQ(grads.size(), 2u);
     for (auto& [name, g] : grads) {
       SCOPED_TRACE(name);
@@ -279,15 +279,15 @@ TEST(DistLinear, RowBlocksMatchSingleProcessOnEveryGrid) {
 
     // Checkpoints: the full tensors gathered, and a fresh layer loaded from them.
     std::map<std::string, Tensor> full;
-    for (auto& [name, t] : train::whole_model_tensors(fc)) {
+    for (auto& [name, t] : run::whole_model_tensors(fc)) {
       EXPECT_TRUE(test::tensors_equal(t, find_parameter(ref, name)->value)) << name;
       full[name] = t;
     }
     nn::DistLinear loaded(*grid, in, out);
-    train::load_model_tensors(loaded, full, "the gathered tensors");
+    run::load_model_tensors(loaded, full, "the gathered tensors");
     EXPECT_TRUE(test::tensors_equal(loaded.forward(rows_of(x, samples)), y));
     full.erase("bias");
-    EXPECT_THROW(train::load_model_tensors(loaded, full, "the gathered tensors"), Error);
+    EXPECT_THROW(run::load_model_tensors(loaded, full, "the gathered tensors"), Error);
   }
 }
 

@@ -44,8 +44,8 @@
 #include "models/layers/conv3d.h"
 #include "models/layers/pool3d.h"
 #include "models/optim/schedule.h"
-#include "models/train/grid_batch.h"
-#include "models/train/pipelined_model.h"
+#include "models/run/grid_batch.h"
+#include "models/run/pipelined_model.h"
 #include "parallel/halo.h"
 #include "parallel/mappings.h"
 #include "parallel/mpi_check.h"
@@ -527,7 +527,7 @@ using Dump = std::map<std::string, Tensor>;
 
 train::TrainOptions tiny_on_gpu() {
   train::TrainOptions o = test::tiny_resattnet();
-  o.device = gpu().str();
+  o.device = gpu();
   o.steps = 1;
   return o;
 }
@@ -543,14 +543,14 @@ data::Batch tiny_batch() {
 // What --dump-step writes (train::dump_step), in memory on every rank: the whole batch's
 // logits, the loss, every gradient and every updated parameter and buffer, whole.
 Dump dump_step(const train::TrainOptions& o, ProcessGrid& grid, const data::Batch& full) {
-  train::PipelinedModel model(o, grid);
+  run::PipelinedModel model(o, grid);
   EXPECT_EQ(model.device(), gpu());
-  const train::BatchShard shard = train::batch_shard(grid, o.batch, o.input[0]);
+  const run::BatchShard shard = run::batch_shard(grid, o.batch, o.input[0]);
   Tensor logits;
-  const Tensor loss = model.forward_backward(train::take_shard(full, shard), o.batch, &logits);
+  const Tensor loss = model.forward_backward(run::take_shard(full, shard), o.batch, &logits);
   EXPECT_EQ(logits.device(), gpu());
   Dump out;
-  out["logits"] = train::gather_rows(grid, logits).to_host();  // gathered on the device
+  out["logits"] = run::gather_rows(grid, logits).to_host();  // gathered on the device
   out["loss"] = loss.to_host();
   for (auto& [name, g] : model.gradients()) out["grad." + name] = g.to_host();
   model.update(optim::LrSchedule(o.schedule).lr(0));
@@ -638,8 +638,8 @@ TEST_F(GpuGrid, TrainingStepUploadsItsBatchShardAndDownloadsNothing) {
     for (const GridShape& shape : test::job_grids(test::world_size())) {
       SCOPED_TRACE(where(shape));
       auto grid = gpu_grid(shape);
-      train::PipelinedModel model(o, *grid);
-      const data::Batch shard = train::take_shard(full, train::batch_shard(*grid, o.batch, o.input[0]));
+      run::PipelinedModel model(o, *grid);
+      const data::Batch shard = run::take_shard(full, run::batch_shard(*grid, o.batch, o.input[0]));
       Tensor logits;
       model.forward_backward(shard, o.batch, &logits);  // warm-up: plans, workspaces, pinned buffers
       model.update(lr);

@@ -10,7 +10,7 @@
 
 #include "kernels/layout.h"
 #include "models/dist/input_split_linear.h"
-#include "models/train/whole_state.h"
+#include "models/run/whole_state.h"
 #include "plan/cost_model.h"
 #include "test/support/grids.h"
 #include "test/support/mpi_main.h"
@@ -65,16 +65,16 @@ TEST(InputSplitLinear, ColumnBlocksMatchSingleProcessOnEveryGrid) {
     // Gradients summed over the batch shards (the layout's grad_sum_over), whole.
     for (auto& [name, p] : params) EXPECT_EQ(p->layout.grad_sum_over, &grid->col()) << name;
     for (auto& [name, p] : params) grid->col().all_reduce(p->grad);
-    for (auto& [name, g] : train::whole_gradients(fc)) {
+    for (auto& [name, g] : run::whole_gradients(fc)) {
       const Tensor& want = name == "weight" ? ref.weight().grad : ref.bias()->grad;
       EXPECT_LE(max_relative_error(g, want), 1e-5) << name;
     }
     // Whole tensors out, and into a fresh layer.
     std::map<std::string, Tensor> whole;
-    for (auto& [name, t] : train::whole_model_tensors(fc)) whole[name] = t;
+    for (auto& [name, t] : run::whole_model_tensors(fc)) whole[name] = t;
     EXPECT_TRUE(test::tensors_equal(whole.at("weight"), ref.weight().value));
     nn::InputSplitLinear loaded(*grid, in, out);
-    train::load_model_tensors(loaded, whole, "the gathered tensors");
+    run::load_model_tensors(loaded, whole, "the gathered tensors");
     EXPECT_TRUE(test::tensors_equal(loaded.forward(rows_of(x, samples)), y));
   }
 }

@@ -19,7 +19,7 @@
 #include "models/layers/linear.h"
 #include "models/layers/pool3d.h"
 #include "models/nets/resattnet3d.h"
-#include "models/train/whole_state.h"
+#include "models/run/whole_state.h"
 #include "parallel/process_grid.h"
 #include "test/support/tensor_compare.h"
 
@@ -49,7 +49,7 @@ std::unique_ptr<nn::ResAttNet3D> fixture_model() {
   std::map<std::string, Tensor> weights;
   for (const auto& [name, t] : fixture().t)
     if (name.rfind("init.", 0) == 0) weights[name.substr(5)] = t;
-  train::load_model_tensors(*model, weights, "gradcam.safetensors");
+  run::load_model_tensors(*model, weights, "gradcam.safetensors");
   return model;
 }
 

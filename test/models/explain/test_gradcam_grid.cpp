@@ -11,7 +11,7 @@
 #include "models/dist/factory.h"
 #include "models/explain/gradcam.h"
 #include "models/nets/resattnet3d.h"
-#include "models/train/whole_state.h"
+#include "models/run/whole_state.h"
 #include "parallel/process_grid.h"
 #include "test/support/grids.h"
 #include "test/support/mpi_main.h"
@@ -38,7 +38,7 @@ std::unique_ptr<nn::ResAttNet3D> model_on(const nn::LayerFactory& layers, const 
   std::map<std::string, Tensor> weights;
   for (const auto& [name, t] : f)
     if (name.rfind("init.", 0) == 0) weights[name.substr(5)] = t;
-  train::load_model_tensors(*model, weights, "gradcam.safetensors");
+  run::load_model_tensors(*model, weights, "gradcam.safetensors");
   return model;
 }
 

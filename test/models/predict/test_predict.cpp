@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "models/data/nifti_volume.h"
 #include "models/predict/predict.h"
-#include "models/train/memory_plan.h"
+#include "models/run/memory_plan.h"
 #include "models/train/trainer.h"
 #include "test/models/data/nifti_writer.h"
 #include "test/support/temp_dir.h"
@@ -77,9 +77,9 @@ class Predict : public ::testing::Test {
   }
 
   // Trains briefly and returns the last validation; `checkpoint_` is the checkpoint saved.
-  train::Metrics train(const train::TrainOptions& o) {
+  run::Metrics train(const train::TrainOptions& o) {
     train::Trainer t(o, null_);
-    const train::Metrics m = t.run();
+    const run::Metrics m = t.run();
     checkpoint_ = train::checkpoint_path(o.checkpoint_dir, o.steps);
     return m;
   }
@@ -102,7 +102,7 @@ class Predict : public ::testing::Test {
 
 TEST_F(Predict, MetricsEqualTrainingValidationOnTheSameCheckpoint) {
   const train::TrainOptions o = options(write_manifest());
-  const train::Metrics val = train(o);
+  const run::Metrics val = train(o);
   predict::PredictOptions p = predict_options(o);
   p.split = predict::SplitFilter::val;
   p.run.batch = 3;  // other batches than training's: evaluation mode keeps samples independent
@@ -283,14 +283,14 @@ TEST_F(Predict, AMemoryLimitBelowThePredictedPeakStopsBeforeAnythingIsWritten) {
   predict::PredictOptions p = predict_options(o);
   p.out = (dir_ / "limited" / "pred.csv").string();
   p.explain_dir = (dir_ / "limited-heat").string();
-  auto peak = [&p](int64_t batch, train::MemoryJob job) {
-    train::TrainOptions t = p.run;
+  auto peak = [&p](int64_t batch, run::MemoryJob job) {
+    run::RunOptions t = p.run;
     t.batch = batch;
-    return train::largest_peak(train::predict_grid_memory(t, {1, 1, 1}, job));
+    return run::largest_peak(run::predict_grid_memory(t, {1, 1, 1}, job));
   };
-  const int64_t plain = peak(4, train::MemoryJob::prediction), explaining = peak(4, train::MemoryJob::explanation);
+  const int64_t plain = peak(4, run::MemoryJob::prediction), explaining = peak(4, run::MemoryJob::explanation);
   EXPECT_GT(explaining, plain);
-  ASSERT_LT(peak(1, train::MemoryJob::explanation), explaining);
+  ASSERT_LT(peak(1, run::MemoryJob::explanation), explaining);
   auto grid = parallel::ProcessGrid::single();
   p.run.memory_limit = explaining - 1;
   try {

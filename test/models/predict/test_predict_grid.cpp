@@ -10,7 +10,7 @@
 #include "core/safetensors.h"
 #include "models/data/nifti_volume.h"
 #include "models/predict/predict.h"
-#include "models/train/whole_state.h"
+#include "models/run/whole_state.h"
 #include "test/models/data/nifti_writer.h"
 #include "test/support/mpi_main.h"
 #include "test/support/tensor_compare.h"
@@ -28,7 +28,7 @@ TEST(PredictGrid, EveryGridGivesTheSingleProcessResults) {
   const test::TempDir shared = test::shared_temp_dir("predict_grid");
   const fs::path& dir = shared.path();
 
-  train::TrainOptions o;
+  run::RunOptions o;
   o.resattnet.width = 2;
   o.input = {12, 12, 12};
   o.data.fit = data::Fit::resample;
@@ -44,7 +44,7 @@ TEST(PredictGrid, EveryGridGivesTheSingleProcessResults) {
       test::write_nifti1((dir / ("s" + std::to_string(i) + ".nii")).string(), spec, v);
       csv << "s" << i << ".nii," << i % 2 << "\n";
     }
-    auto model = train::build_model(o);
+    auto model = run::build_model(o);
     NamedTensors weights;
     for (auto& [name, p] : model->named_parameters()) weights.emplace_back(name, p->value);
     for (auto& [name, b] : model->named_buffers()) weights.emplace_back(name, *b);

@@ -66,9 +66,9 @@ TEST_F(CheckpointTest, RoundTripsModelOptimizerAndRunState) {
   EXPECT_TRUE(c.optimizer.count("fc1.weight.momentum_buffer"));
 
   Run b(2);  // other weights and state
-  train::load_model_tensors(b.model, c.model, path);
+  run::load_model_tensors(b.model, c.model, path);
   b.opt->load_state(c.optimizer, c.optimizer_steps);
-  for (auto& [name, t] : train::model_tensors(b.model)) EXPECT_TRUE(test::tensors_equal(t, c.model.at(name))) << name;
+  for (auto& [name, t] : run::model_tensors(b.model)) EXPECT_TRUE(test::tensors_equal(t, c.model.at(name))) << name;
   // Same state, same next step.
   for (Run* r : {&a, &b}) {
     r->model.zero_grad();
@@ -120,8 +120,8 @@ TEST_F(CheckpointTest, AnotherFormatVersionIsRefusedNotSkipped) {
             std::string::npos)
       << m;
   // Its weights still load for --init-from (without the optimizer state).
-  const auto weights = train::read_weights(newest.string());
-  EXPECT_EQ(weights.size(), train::model_tensors(a.model).size());
+  const auto weights = run::read_weights(newest.string());
+  EXPECT_EQ(weights.size(), run::model_tensors(a.model).size());
 }
 
 TEST_F(CheckpointTest, CrashWhileSavingLeavesThePreviousCheckpoint) {
@@ -155,7 +155,7 @@ TEST_F(CheckpointTest, StrictLoadingListsEveryProblem) {
   t["fc1.bias"] = Tensor::zeros({4});  // mis-shaped
   t["fc2.weight"] = Tensor::zeros({3, 5});
   t["head.weight"] = Tensor::zeros({2});  // unexpected; fc2.bias missing
-  const std::string m = error_message([&] { train::load_model_tensors(model, t, "w.safetensors"); });
+  const std::string m = error_message([&] { run::load_model_tensors(model, t, "w.safetensors"); });
   EXPECT_NE(m.find("w.safetensors does not match the model"), std::string::npos) << m;
   EXPECT_NE(m.find("missing (1):\n    fc2.bias [3]"), std::string::npos) << m;
   EXPECT_NE(m.find("mis-shaped (1):\n    fc1.bias: file has f32[4]"), std::string::npos) << m;

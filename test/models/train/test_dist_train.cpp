@@ -100,10 +100,10 @@ TEST_F(DistTrain, RecomputedBlocksGiveBitwiseTheSameStep) {
   for (const parallel::GridShape& shape : shapes) {
     auto grid = parallel::ProcessGrid::create(shape);
     std::map<std::string, Tensor> steps[2];
-    for (const train::Recompute recompute : {train::Recompute::none, train::Recompute::blocks}) {
+    for (const run::Recompute recompute : {run::Recompute::none, run::Recompute::blocks}) {
       train::TrainOptions o = tiny();
       o.recompute = recompute;
-      o.stages = shape.stages;
+      o.grid = shape;
       o.micro_batches = shape.stages;
       const std::string out = (dir / (shape.str() + enum_name(recompute) + ".safetensors")).string();
       train::dump_step(o, (dir / "batch.safetensors").string(), out, grid.get());
@@ -124,7 +124,7 @@ TEST_F(DistTrain, ThreeStepsEqualOneProcessAndRepeatBitwise) {
   if (test::world_rank() == 0) {
     train::Trainer t(tiny(), null);
     t.run();
-    single = as_map(train::model_tensors(t.model()));
+    single = as_map(run::model_tensors(t.model()));
   }
   for (const parallel::GridShape& shape : grids(test::world_size())) {
     auto grid = parallel::ProcessGrid::create(shape);
@@ -163,11 +163,11 @@ TEST_F(DistTrain, ResumesOnAnotherGrid) {
   if (test::world_rank() == 0) {
     train::Trainer whole_run(options("ref", 3), null);
     whole_run.run();
-    uninterrupted = as_map(train::model_tensors(whole_run.model()));
+    uninterrupted = as_map(run::model_tensors(whole_run.model()));
     train::Trainer resumed(options("a", 3), null);
     EXPECT_EQ(resumed.state().step, 2);
     resumed.run();
-    resumed_single = as_map(train::model_tensors(resumed.model()));
+    resumed_single = as_map(run::model_tensors(resumed.model()));
     expect_close(resumed_single, uninterrupted, "saved on " + rows.str() + ", resumed on 1x1", false, kThreeSteps);
     train::Trainer(options("b", 2), null).run();
   }
@@ -186,12 +186,12 @@ TEST_F(DistTrain, ResumesOnAnotherGrid) {
 TEST_F(DistTrain, GradientTrafficIsOneAllReducePerBucket) {
   auto grid = parallel::ProcessGrid::create({1, 1, test::world_size()});
   auto o = tiny();
-  train::PipelinedModel net(o, *grid);
+  run::PipelinedModel net(o, *grid);
   data::SyntheticDataset d({8, 0, 3, 1, Shape{24, 24, 20}, 7, 0.15f});
   data::LoaderOptions lo;
   lo.batch = 8;
-  const auto shard = train::batch_shard(*grid, 8, 24);
-  data::BatchLoader loader(d, train::shard_loader(lo, shard));
+  const auto shard = run::batch_shard(*grid, 8, 24);
+  data::BatchLoader loader(d, run::shard_loader(lo, shard));
   parallel::comm_log().clear();
   Tensor logits;
   net.forward_backward(loader.next(), 8, &logits);

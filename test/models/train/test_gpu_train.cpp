@@ -25,7 +25,7 @@ class GpuTrainTest : public GpuTest {
   const fs::path dir_ = temp_.path();
 };
 
-train::TrainOptions tiny(const std::string& device) {
+train::TrainOptions tiny(const Device& device) {
   train::TrainOptions o;
   o.resattnet.width = 4;
   o.classes = 3;
@@ -66,20 +66,20 @@ TEST_F(GpuTrainTest, DumpStepMatchesTheCpu) {
   const data::Batch b = loader.next();
   save_safetensors(batch, {{"x", b.x}, {"y", b.y}});
   const std::string cpu_out = (dir_ / "cpu.safetensors").string(), gpu_out = (dir_ / "gpu.safetensors").string();
-  train::dump_step(tiny("cpu"), batch, cpu_out);
-  train::dump_step(tiny("cuda"), batch, gpu_out);
+  train::dump_step(tiny(Device::cpu()), batch, cpu_out);
+  train::dump_step(tiny(Device::cuda()), batch, gpu_out);
   expect_all_close(load_safetensors(gpu_out).tensors, load_safetensors(cpu_out).tensors);
 }
 
 TEST_F(GpuTrainTest, ThreeTrainerStepsMatchTheCpu) {
   std::FILE* null = std::fopen("/dev/null", "w");
-  train::Trainer cpu(tiny("cpu"), null), gpu(tiny("cuda"), null);
+  train::Trainer cpu(tiny(Device::cpu()), null), gpu(tiny(Device::cuda()), null);
   cpu.run();
   gpu.run();
   std::fclose(null);
   std::map<std::string, Tensor> a, b;
-  for (auto& [n, t] : train::model_tensors(gpu.model())) a[n] = t.to_host();
-  for (auto& [n, t] : train::model_tensors(cpu.model())) b[n] = t;
+  for (auto& [n, t] : run::model_tensors(gpu.model())) a[n] = t.to_host();
+  for (auto& [n, t] : run::model_tensors(cpu.model())) b[n] = t;
   // Each step's rounding feeds the next one's forward, so fp32 drift about doubles a step
   // (test_dist_train.cpp): three steps get 8x one step's bound. The largest seen on an H200
   // (2026-12-04): 4.07e-3 at att4.gamma, a scalar gain summed over every position.
@@ -91,7 +91,7 @@ TEST_F(GpuTrainTest, ThreeTrainerStepsMatchTheCpu) {
 // in the copy path (core/transfers.h); the same count is printed by --comm-report.
 TEST_F(GpuTrainTest, AStepUploadsItsBatchAndDownloadsNothing) {
   std::FILE* null = std::fopen("/dev/null", "w");
-  train::Trainer gpu(tiny("cuda"), null);
+  train::Trainer gpu(tiny(Device::cuda()), null);
   std::fclose(null);
   data::SyntheticDataset d({12, 0, 3, 1, Shape{24, 32, 28}, 4, 0.15f});
   data::BatchLoader loader(d, {4, false, true, 4, false, 0, -1, {}, false});

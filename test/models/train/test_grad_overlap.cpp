@@ -10,7 +10,7 @@
 #include <cmath>
 
 #include "kernels/elementwise.h"
-#include "models/train/pipelined_model.h"
+#include "models/run/pipelined_model.h"
 #include "parallel/process_grid.h"
 #include "test/support/grid_invariance.h"
 #include "test/support/mpi_main.h"
@@ -71,7 +71,7 @@ train::TrainOptions tiny() {
 }
 
 // Every parameter's gradient, copied (named_parameters order).
-std::vector<Tensor> gradients(train::PipelinedModel& net) {
+std::vector<Tensor> gradients(run::PipelinedModel& net) {
   std::vector<Tensor> out;
   for (auto& [name, p] : net.model().named_parameters()) out.push_back(p->grad.clone());
   return out;
@@ -84,7 +84,7 @@ TEST(GradOverlap, OverlappedGradientsAreBitwiseTheBlockingOnes) {
     const parallel::GridShape shape{1, rows, n / rows};
     auto grid = parallel::ProcessGrid::create(shape);
     const auto o = tiny();
-    train::PipelinedModel net(o, *grid);
+    run::PipelinedModel net(o, *grid);
     const data::Batch batch = test::tiny_batch_shard(*grid);
     constexpr int64_t kBucketBytes = 1024;  // many buckets of the tiny net
 
@@ -96,7 +96,7 @@ TEST(GradOverlap, OverlappedGradientsAreBitwiseTheBlockingOnes) {
     for (int repeat = 0; repeat < 2; ++repeat) {
       net.set_gradient_sync(true, kBucketBytes);
       net.forward_backward(batch, 8, &logits);
-      const train::GradientSync& sync = net.gradient_sync();
+      const run::GradientSync& sync = net.gradient_sync();
       if (n > 1) {
         EXPECT_GT(sync.buckets(), 2) << shape.str();
       }
@@ -121,7 +121,7 @@ TEST(GradOverlap, BucketsFollowBackwardOrderAfterTheFirstStep) {
     const parallel::GridShape shape{1, rows, n / rows};
     auto grid = parallel::ProcessGrid::create(shape);
     const auto o = tiny();
-    train::PipelinedModel net(o, *grid);
+    run::PipelinedModel net(o, *grid);
     const data::Batch batch = test::tiny_batch_shard(*grid);
     constexpr int64_t kBucketBytes = 1024;
 
@@ -131,7 +131,7 @@ TEST(GradOverlap, BucketsFollowBackwardOrderAfterTheFirstStep) {
     const std::vector<Tensor> blocking = gradients(net);
 
     net.set_gradient_sync(true, kBucketBytes);
-    const train::GradientSync& sync = net.gradient_sync();
+    const run::GradientSync& sync = net.gradient_sync();
     for (int step = 0; step < 3; ++step) {
       net.forward_backward(batch, 8, &logits);  // step 1 starts with the rebuilt buckets
       std::vector<int64_t> in_order(size_t(sync.buckets()));
@@ -160,14 +160,14 @@ TEST(GradOverlap, GradientsAreViewsOfTheirBuckets) {
   if (n == 1) GTEST_SKIP() << "one process synchronizes nothing";
   const parallel::GridShape shape{1, 1, n};
   auto grid = parallel::ProcessGrid::create(shape);
-  train::PipelinedModel net(tiny(), *grid);
+  run::PipelinedModel net(tiny(), *grid);
   const data::Batch batch = test::tiny_batch_shard(*grid);
   Tensor logits;
   net.set_gradient_sync(false, 1024);
   net.forward_backward(batch, 8, &logits);
   const std::vector<Tensor> blocking = gradients(net);
   net.set_gradient_sync(true, 1024);
-  const train::GradientSync& sync = net.gradient_sync();
+  const run::GradientSync& sync = net.gradient_sync();
   const auto expect_bound = [&](const std::string& when) {
     ASSERT_GT(sync.buckets(), 2) << when;
     for (int64_t b = 0; b < sync.buckets(); ++b) {

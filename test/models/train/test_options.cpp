@@ -21,8 +21,8 @@ using optim::OptimizerKind;
 using optim::ScheduleKind;
 using parallel::CommBackend;
 using parallel::RankOrder;
+using run::Model;
 using test::error_message;
-using train::Model;
 using train::TrainOptions;
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
@@ -115,11 +115,11 @@ TEST(TrainOptionsJson, ReadsEveryFieldOfAResAttNetRunsCheckpoint) {
   EXPECT_TRUE(o.data.cache);
   EXPECT_EQ(o.data.orientation, Orientation::native);
   EXPECT_EQ(o.data.spacing, 1.5);
-  EXPECT_EQ(o.grid, "1x1");
-  EXPECT_EQ(o.stages, 1);
+  EXPECT_EQ(o.grid.str(), "1x1");
+  EXPECT_EQ(o.grid.stages, 1);
   EXPECT_EQ(o.micro_batches, 1);
   EXPECT_EQ(o.placement, "");
-  EXPECT_EQ(o.device, "cpu");
+  EXPECT_EQ(o.device.str(), "cpu");
   EXPECT_EQ(o.comm_backend, CommBackend::mpi);
   EXPECT_EQ(o.precision, MathMode::bf16);
   EXPECT_EQ(o.seed, 7u);
@@ -166,11 +166,11 @@ TEST(TrainOptionsJson, ReadsEveryFieldOfAPipelinedMlpRunsCheckpoint) {
   EXPECT_FALSE(o.data.cache);
   EXPECT_EQ(o.data.orientation, Orientation::canonical);
   EXPECT_EQ(o.data.spacing, 0.0);
-  EXPECT_EQ(o.grid, "2x1x1");
-  EXPECT_EQ(o.stages, 2);
+  EXPECT_EQ(o.grid.str(), "2x1x1");
+  EXPECT_EQ(o.grid.stages, 2);
   EXPECT_EQ(o.micro_batches, 2);
   EXPECT_EQ(o.placement, "even");
-  EXPECT_EQ(o.device, "cpu");
+  EXPECT_EQ(o.device.str(), "cpu");
   EXPECT_EQ(o.comm_backend, CommBackend::automatic);
   EXPECT_EQ(o.precision, MathMode::fp32);
   EXPECT_EQ(o.seed, 3u);
@@ -196,11 +196,11 @@ TEST(TrainOptionsJson, EveryRecordedFieldRoundTrips) {
   o.optimizer = {OptimizerKind::adam, 0.5, 0.25, true, 0.8, 0.99, 1e-6, 0.125};
   o.schedule = {ScheduleKind::cosine, 0.5, 3, 13, 0.75, 99, 0.0625};
   o.data = {"scans.csv", 17, 18, 0.375, false, true, Fit::resample, Orientation::native, 2.5};
-  o.grid = "2x3x4";
-  o.stages = 2;
+  o.grid = parallel::GridShape::parse("2x3x4");
+  o.grid.stages = 2;
   o.micro_batches = 5;
   o.placement = "auto";
-  o.device = "cuda:1";
+  o.device = Device::cuda(1);
   o.comm_backend = CommBackend::nccl;
   o.precision = MathMode::tf32;
   o.seed = 123456789012345ull;
@@ -244,11 +244,11 @@ TEST(TrainOptionsJson, EveryRecordedFieldRoundTrips) {
   EXPECT_EQ(back.data.fit, Fit::resample);
   EXPECT_EQ(back.data.orientation, Orientation::native);
   EXPECT_EQ(back.data.spacing, 2.5);
-  EXPECT_EQ(back.grid, "2x3x4");
-  EXPECT_EQ(back.stages, 2);
+  EXPECT_EQ(back.grid.str(), "2x3x4");
+  EXPECT_EQ(back.grid.stages, 2);
   EXPECT_EQ(back.micro_batches, 5);
   EXPECT_EQ(back.placement, "auto");
-  EXPECT_EQ(back.device, "cuda:1");
+  EXPECT_EQ(back.device.str(), "cuda:1");
   EXPECT_EQ(back.comm_backend, CommBackend::nccl);
   EXPECT_EQ(back.precision, MathMode::tf32);
   EXPECT_EQ(back.seed, 123456789012345ull);
@@ -271,7 +271,7 @@ TEST(TrainOptionsJson, OlderJsonWithoutTheLaterKeysReadsAsThoseRunsRan) {
   EXPECT_FALSE(o.data.cache);
   EXPECT_EQ(o.data.orientation, Orientation::native);  // the stored voxel order, not today's default
   EXPECT_EQ(o.data.spacing, 0.0);
-  EXPECT_EQ(o.stages, 1);
+  EXPECT_EQ(o.grid.stages, 1);
   EXPECT_EQ(o.micro_batches, 1);
   EXPECT_EQ(o.placement, "");
   EXPECT_EQ(o.comm_backend, CommBackend::automatic);
@@ -323,7 +323,7 @@ TEST(TrainOptionsNames, EveryOptionEnumRoundTrips) {
   expect_names_round_trip<RankOrder>();
   expect_names_round_trip<train::OnSignal>();
   expect_names_round_trip<train::SaveErrors>();
-  expect_names_round_trip<train::PlacementRule>();
+  expect_names_round_trip<run::PlacementRule>();
   EXPECT_EQ(enum_choices<OptimizerKind>(), "sgd, adam or adamw");
   EXPECT_EQ(enum_choices<RankOrder>(true),
             "rows-in-node (row groups on consecutive ranks, the default) or cols-in-node (column groups on "
@@ -332,13 +332,13 @@ TEST(TrainOptionsNames, EveryOptionEnumRoundTrips) {
 
 TEST(TrainOptionsNames, PlacementNamesARuleOrAFile) {
   TrainOptions o;
-  EXPECT_EQ(train::placement_rule(o), train::PlacementRule::even);
+  EXPECT_EQ(run::placement_rule(o), run::PlacementRule::even);
   o.placement = "even";
-  EXPECT_EQ(train::placement_rule(o), train::PlacementRule::even);
+  EXPECT_EQ(run::placement_rule(o), run::PlacementRule::even);
   o.placement = "auto";
-  EXPECT_EQ(train::placement_rule(o), train::PlacementRule::automatic);
+  EXPECT_EQ(run::placement_rule(o), run::PlacementRule::automatic);
   o.placement = "stages.json";
-  EXPECT_FALSE(train::placement_rule(o));
+  EXPECT_FALSE(run::placement_rule(o));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Pipeline stages (docs/design.md §7, models/train/pipelined_model.h), under mpiexec -n 1, 2, 4: on every
+// Pipeline stages (docs/design.md §7, models/run/pipelined_model.h), under mpiexec -n 1, 2, 4: on every
 // grid Ps x Pr x Pc of the job (Ps > 1 stages, each stage Pr x Pc), a training step with one
 // micro-batch (--dump-step: logits, loss, every gradient, every updated tensor) equals the
 // single-process step — bitwise when each stage is one process, within the grid tests' 1e-4
@@ -149,7 +149,7 @@ TEST_F(Pipeline, BatchNormMicroBatchesDoNotDependOnTheGrid) {
   // half batch in turn, gradients accumulating, running statistics updated once per half.
   if (test::world_rank() == 0) {
     const auto batch = load_safetensors((dir / "batch.safetensors").string()).tensors;
-    auto model = train::build_model(o);
+    auto model = run::build_model(o);
     model->train();
     nn::SoftmaxCrossEntropy loss;
     model->zero_grad();
@@ -218,7 +218,7 @@ TEST_F(Pipeline, PlacementFileInAnyDeviceOrderAndAutoGiveTheSameStep) {
     auto o = tiny();
     o.placement = file;
     auto grid = parallel::ProcessGrid::create({2, 1, 1});
-    const std::string message = test::error_message([&] { train::PipelinedModel net(o, *grid); });
+    const std::string message = test::error_message([&] { run::PipelinedModel net(o, *grid); });
     EXPECT_NE(message.find("device"), std::string::npos) << message;
   }
   barrier();  // before rank 0 removes the folder
@@ -239,7 +239,7 @@ TEST_F(Pipeline, ThreeStepsEqualOneProcessAndResumeAcrossStages) {
   if (test::world_rank() == 0) {
     train::Trainer whole_run(options("ref", 3), null);
     whole_run.run();
-    uninterrupted = as_map(train::model_tensors(whole_run.model()));
+    uninterrupted = as_map(run::model_tensors(whole_run.model()));
   }
   {
     // Three steps with stages, every stage then holding the whole model after the save.
@@ -258,7 +258,7 @@ TEST_F(Pipeline, ThreeStepsEqualOneProcessAndResumeAcrossStages) {
     train::Trainer resumed(options("a", 3), null);
     EXPECT_EQ(resumed.state().step, 2);
     resumed.run();
-    expect_close(as_map(train::model_tensors(resumed.model())), uninterrupted,
+    expect_close(as_map(run::model_tensors(resumed.model())), uninterrupted,
                  "saved on " + staged.str() + ", resumed on 1x1", true);
     train::Trainer(options("b", 2), null).run();
   }

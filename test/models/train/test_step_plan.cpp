@@ -9,12 +9,13 @@
 #include <cmath>
 #include <memory>
 
-#include "models/train/step_plan.h"
-#include "models/train/timing.h"
+#include "models/run/grid_choice.h"
+#include "models/run/step_plan.h"
+#include "models/run/timing.h"
 #include "plan/cost_model.h"
 #include "test/support/plan_terms.h"
 
-namespace gridnn::train {
+namespace gridnn::run {
 namespace {
 
 using namespace gridnn::plan;
@@ -26,8 +27,8 @@ using test::words_of;
 
 double compute_of(const PlanCost& p, const std::string& layer) { return layer_of(p, layer).compute_s; }
 
-TrainOptions resattnet(int64_t width, int64_t classes, std::vector<int64_t> input, int64_t batch) {
-  TrainOptions o;
+RunOptions resattnet(int64_t width, int64_t classes, std::vector<int64_t> input, int64_t batch) {
+  RunOptions o;
   o.resattnet.width = width;
   o.classes = classes;
   o.input = std::move(input);
@@ -36,9 +37,9 @@ TrainOptions resattnet(int64_t width, int64_t classes, std::vector<int64_t> inpu
 }
 
 // An MLP over `sizes` = {in, hidden..., classes}, its input [1, in, 1, 1].
-TrainOptions mlp(const std::vector<int64_t>& sizes, int64_t batch) {
-  TrainOptions o;
-  o.model = train::Model::mlp;
+RunOptions mlp(const std::vector<int64_t>& sizes, int64_t batch) {
+  RunOptions o;
+  o.model = run::Model::mlp;
   o.input = {sizes.front(), 1, 1};
   o.mlp_hidden.assign(sizes.begin() + 1, sizes.end() - 1);
   o.classes = sizes.back();
@@ -113,7 +114,7 @@ TEST_F(ResAttNetWords, TwoByTwoSplitsBothWays) {
 // the 6 planes receives 5 of 8·2·6·5 words) and its weights reduced over col, which has one
 // rank.
 TEST(StepPlan, GridnnsOwnRunCountsTheHandoverTheLossAndTheGradients) {
-  const TrainOptions o = resattnet(2, 3, {24, 24, 20}, 8);
+  const RunOptions o = resattnet(2, 3, {24, 24, 20}, 8);
   const PlanCost p41 = estimate_grid(o, {1, 4, 1}, kPaper);
   EXPECT_DOUBLE_EQ(words_of(p41, "layer2.0.conv1"), 5 * 8 * 2 * 6 * 5);
   EXPECT_EQ(layer_of(p41, "layer2.0.conv1").terms.size(), 1u);
@@ -147,7 +148,7 @@ TEST(StepPlan, ComputeTermUsesTheLocalBatch) {
 }
 
 TEST(StepPlan, CostModelUsesTheMeasuredTable) {
-  TrainOptions o = resattnet(8, 2, {16, 16, 16}, 8);
+  RunOptions o = resattnet(8, 2, {16, 16, 16}, 8);
   const Network net = network_of(o);
   const LayerShape& conv1 = net.layers.front();
   ASSERT_EQ(conv1.name, "conv1");
@@ -181,7 +182,7 @@ TEST(StepPlan, CostModelUsesTheMeasuredTable) {
 // communicator at the link its groups cross (plan/node_layout.h), the fastest kept; a given
 // order is kept; one node is the flat plan at the node's link.
 TEST(StepPlan, GridAutoOnNodesWeighsEachOrderAtItsLinks) {
-  const TrainOptions o = resattnet(4, 2, {16, 16, 16}, 8);
+  const RunOptions o = resattnet(4, 2, {16, 16, 16}, 8);
   const NodeCluster cluster = assumed_cluster(2, 2);
   Machine m;
   m.alpha = cluster.intra.alpha;
@@ -220,7 +221,7 @@ TEST(StepPlan, GridAutoOnNodesWeighsEachOrderAtItsLinks) {
 }
 
 TEST(StepPlan, LayerTimingIsPositive) {
-  const TrainOptions o = resattnet(8, 2, {16, 16, 16}, 8);
+  const RunOptions o = resattnet(8, 2, {16, 16, 16}, 8);
   TimingOptions t;
   t.reps = 1;
   t.warmup = 0;
@@ -234,4 +235,4 @@ TEST(StepPlan, LayerTimingIsPositive) {
 }
 
 }  // namespace
-}  // namespace gridnn::train
+}  // namespace gridnn::run

@@ -71,7 +71,7 @@ TEST_F(TrainerTest, ResumedRunEqualsUninterruptedRunBitwise) {
   second.run();
   ASSERT_EQ(second.state().step, 7);
 
-  const NamedTensors a = train::model_tensors(whole.model()), b = train::model_tensors(second.model());
+  const NamedTensors a = run::model_tensors(whole.model()), b = run::model_tensors(second.model());
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(test::tensors_equal(a[i].second, b[i].second)) << a[i].first;
   const NamedTensors sa = whole.optimizer().state(), sb = second.optimizer().state();
@@ -165,7 +165,7 @@ TEST_F(TrainerTest, MetricsFileHasALinePerStepAndValidation) {
   o.eval_every = 2;
   o.metrics_path = temp_.file("metrics.jsonl");
   train::Trainer t(o, null_);
-  const train::Metrics m = t.run();
+  const run::Metrics m = t.run();
   EXPECT_EQ(m.samples, 8);
   EXPECT_TRUE(m.binary);
   std::ifstream in(o.metrics_path);
@@ -241,13 +241,13 @@ TEST(Metrics, AucCountsOrderedPairs) {
         pairs += 1;
         wins += score[i] > score[j] ? 1.0 : score[i] == score[j] ? 0.5 : 0.0;
       }
-  EXPECT_DOUBLE_EQ(train::roc_auc(score, label), wins / pairs);
-  EXPECT_EQ(train::roc_auc({0.3, 0.4}, {1, 1}), 0.5);
+  EXPECT_DOUBLE_EQ(run::roc_auc(score, label), wins / pairs);
+  EXPECT_EQ(run::roc_auc({0.3, 0.4}, {1, 1}), 0.5);
 
-  train::MetricsAccumulator acc;
+  run::MetricsAccumulator acc;
   acc.add(Tensor::from_vector(std::vector<float>{2, 0, 0, 1, 3, -1, 0, 0}, {4, 2}),
           Tensor::from_vector(std::vector<int64_t>{0, 1, 1, 0}, {4}), 2.0);
-  const train::Metrics m = acc.result();
+  const run::Metrics m = acc.result();
   EXPECT_DOUBLE_EQ(m.loss, 0.5);
   EXPECT_DOUBLE_EQ(m.accuracy, 0.75);    // predictions 0, 1, 0, 0 (a tie goes to class 0)
   EXPECT_DOUBLE_EQ(m.sensitivity, 0.5);  // labels 1: row 1 right, row 2 wrong

@@ -2,9 +2,9 @@
 // one training step of a small ResAttNet3D (and an MLP) on the grids 1 x P, P x 1 and (at 4)
 // 2 x 2; every rank compares what its communicators counted (CommLog, summed by layer,
 // communicator and operation, entries of 0 elements left out) with the step the network
-// describes for its own position (row, col) — the live model's (train::describe_step) and
+// describes for its own position (row, col) — the live model's (run::describe_step) and
 // the one built on a planning grid, as `--grid auto` and gridnn-plan estimate it
-// (train::describe_grid): halo planes and batch rows depend on the rank, so each rank is
+// (run::describe_grid): halo planes and batch rows depend on the rank, so each rank is
 // checked against its own prediction, exactly. The gradient all-reduce appears there per
 // group ("gradients" over stage and col); its total must also be the model's parameter
 // count wherever both groups have more than one rank, or the count of the group that does.
@@ -14,10 +14,10 @@
 #include <sstream>
 
 #include "models/data/synthetic.h"
-#include "models/train/grid_batch.h"
-#include "models/train/pipelined_model.h"
-#include "models/train/step_plan.h"
-#include "models/train/whole_state.h"
+#include "models/run/grid_batch.h"
+#include "models/run/pipelined_model.h"
+#include "models/run/step_plan.h"
+#include "models/run/whole_state.h"
 #include "parallel/process_grid.h"
 #include "plan/cost_model.h"
 #include "test/support/grid_invariance.h"
@@ -67,26 +67,26 @@ void expect_equal(const Counts& got, const Counts& want, const std::string& wher
 }
 
 // The parameters this rank holds (1.5D layers: its row blocks), or of the whole model.
-int64_t parameters(train::PipelinedModel& net) {
+int64_t parameters(run::PipelinedModel& net) {
   int64_t n = 0;
   for (auto& [name, p] : net.model().named_parameters()) n += p->value.numel();
   return n;
 }
-int64_t whole_parameters(train::PipelinedModel& net) {
+int64_t whole_parameters(run::PipelinedModel& net) {
   int64_t n = 0;
-  for (auto& [name, p] : net.model().named_parameters()) n += train::whole_shape(*p, p->value).numel();
+  for (auto& [name, p] : net.model().named_parameters()) n += run::whole_shape(*p, p->value).numel();
   return n;
 }
 
 // What rank (row, col) of `shape` describes for one step of `o`: the live model's, which
 // must equal the planning grid's.
-Counts predicted(train::PipelinedModel& net, const train::TrainOptions& o, const parallel::GridShape& shape,
+Counts predicted(run::PipelinedModel& net, const train::TrainOptions& o, const parallel::GridShape& shape,
                  const parallel::ProcessGrid& grid) {
   const Shape sample{o.in_channels, o.input[0], o.input[1], o.input[2]};
   const plan::RankStep live =
-      train::describe_step(net.model(), shape, grid.row_rank(), grid.col_rank(), o.batch, sample, o.recompute);
+      run::describe_step(net.model(), shape, grid.row_rank(), grid.col_rank(), o.batch, sample, o.recompute);
   const plan::RankStep planned =
-      train::describe_grid(o, shape).at(size_t(grid.row_rank() * shape.cols + grid.col_rank()));
+      run::describe_grid(o, shape).at(size_t(grid.row_rank() * shape.cols + grid.col_rank()));
   const Counts want = without_zeros(plan::comm_elements(live.calls));
   EXPECT_EQ(without_zeros(plan::comm_elements(planned.calls)), want) << "the planning grid's description";
   return want;
@@ -96,7 +96,7 @@ Counts predicted(train::PipelinedModel& net, const train::TrainOptions& o, const
 TEST(Words, ResAttNetPredictionEqualsTheCounts) {
   const int n = test::world_size();
   for (const parallel::GridShape& shape : shapes(n))
-    for (const train::Recompute recompute : {train::Recompute::none, train::Recompute::blocks}) {
+    for (const run::Recompute recompute : {run::Recompute::none, run::Recompute::blocks}) {
       auto grid = parallel::ProcessGrid::create(shape);
       train::TrainOptions o;
       o.recompute = recompute;
@@ -104,13 +104,13 @@ TEST(Words, ResAttNetPredictionEqualsTheCounts) {
       o.classes = 3;
       o.input = {24, 24, 20};
       o.batch = 8;
-      train::PipelinedModel net(o, *grid);
+      run::PipelinedModel net(o, *grid);
       const data::Batch batch = test::tiny_batch_shard(*grid);
       parallel::comm_log().clear();
       Tensor logits;
       net.forward_backward(batch, 8, &logits);
 
-      EXPECT_EQ(train::network_of(o).weights(), whole_parameters(net)) << shape.str();
+      EXPECT_EQ(run::network_of(o).weights(), whole_parameters(net)) << shape.str();
       const Counts want = predicted(net, o, shape, *grid);
       const std::string where = shape.str() + " rank (" + std::to_string(grid->row_rank()) + ", " +
                                 std::to_string(grid->col_rank()) + "), --recompute " + enum_name(recompute);
@@ -134,22 +134,22 @@ TEST(Words, MlpPredictionEqualsTheCounts) {
   for (const parallel::GridShape& shape : shapes(n)) {
     auto grid = parallel::ProcessGrid::create(shape);
     train::TrainOptions o;
-    o.model = train::Model::mlp;
+    o.model = run::Model::mlp;
     o.mlp_hidden = {16, 8};
     o.classes = 3;
     o.input = {8, 6, 5};
     o.batch = 6;
-    train::PipelinedModel net(o, *grid);
+    run::PipelinedModel net(o, *grid);
     data::SyntheticDataset d({6, 0, 3, 1, Shape{8, 6, 5}, 7, 0.15f});
     data::LoaderOptions lo;
     lo.batch = 6;
-    data::BatchLoader loader(d, train::shard_loader(lo, train::batch_shard(*grid, 6, 8)));
+    data::BatchLoader loader(d, run::shard_loader(lo, run::batch_shard(*grid, 6, 8)));
     const data::Batch batch = loader.next();
     parallel::comm_log().clear();
     Tensor logits;
     net.forward_backward(batch, 6, &logits);
 
-    EXPECT_EQ(train::network_of(o).weights(), whole_parameters(net)) << shape.str();
+    EXPECT_EQ(run::network_of(o).weights(), whole_parameters(net)) << shape.str();
     const Counts want = predicted(net, o, shape, *grid);
     expect_equal(without_zeros(counted()), want, shape.str() + " rank " + std::to_string(test::world_rank()));
   }

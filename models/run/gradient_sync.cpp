@@ -1,6 +1,6 @@
 // GradientSync: buckets by communicator, each a flat tensor the gradients are views of, one
 // all-reduce each, after backward or overlapping it.
-#include "models/train/gradient_sync.h"
+#include "models/run/gradient_sync.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "core/profile.h"
 
-namespace gridnn::train {
+namespace gridnn::run {
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -192,4 +192,4 @@ void GradientSync::finish() {
   seconds_in_finish_ = since(t0);
 }
 
-}  // namespace gridnn::train
+}  // namespace gridnn::run

@@ -1,5 +1,5 @@
 // Metrics: softmax probabilities on the host, in double.
-#include "models/train/metrics.h"
+#include "models/run/metrics.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 
-namespace gridnn::train {
+namespace gridnn::run {
 
 void MetricsAccumulator::add(const Tensor& logits, const Tensor& labels, double loss_sum) {
   GRIDNN_REQUIRE(logits.rank() == 2 && labels.rank() == 1 && labels.size(0) == logits.size(0), "metrics: logits ",
@@ -95,4 +95,4 @@ std::string metrics_text(const Metrics& m) {
   return text;
 }
 
-}  // namespace gridnn::train
+}  // namespace gridnn::run

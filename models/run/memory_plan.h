@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "models/module.h"
-#include "models/train/options.h"
+#include "models/layers/module.h"
+#include "models/run/run_options.h"
 #include "parallel/process_grid.h"
 #include "plan/memory_model.h"
 
-namespace gridnn::train {
+namespace gridnn::run {
 
 // The blocks one rank runs, and where they sit in the pipeline.
 struct StageSpan {
@@ -35,36 +35,17 @@ enum class MemoryJob { training, prediction, explanation };
 
 // The step of rank (row, col) of `grid` (one stage's Pr x Pc) running `span` of `model` (built
 // for that grid) with `options`' batch, micro-batches, optimizer, data and device.
-plan::MemoryStep memory_step(const TrainOptions& options, nn::Module& model, const parallel::GridShape& grid, int row,
+plan::MemoryStep memory_step(const RunOptions& options, nn::Module& model, const parallel::GridShape& grid, int row,
                              int col, const StageSpan& span, MemoryJob job = MemoryJob::training);
 
 // The predicted peak of every rank of a one-stage grid Pr x Pc, in rank order (row-major:
 // rank r·Pc + c), of the network `options` build: each row's model built once on a planning
 // grid, not initialized, as describe_grid does.
-std::vector<plan::MemoryPeak> predict_grid_memory(const TrainOptions& options, const parallel::GridShape& grid,
+std::vector<plan::MemoryPeak> predict_grid_memory(const RunOptions& options, const parallel::GridShape& grid,
                                                   MemoryJob job = MemoryJob::training);
 // The largest peak of them.
 int64_t largest_peak(const std::vector<plan::MemoryPeak>& peaks);
 
-class PipelinedModel;
-
-// --memory-limit's pre-flight check, collective over the world, before the first step: when
-// the predicted peak of any rank passes options.memory_limit, throws gridnn::Error on every
-// rank naming that rank's peak and the limit, its largest holders, and what would fit (grids
-// of the same process count, a smaller batch, more micro-batches); else caps the allocator of
-// the model's device at the limit, so that a step that needs more fails there, naming the
-// layer. `own`: this rank's prediction. Nothing without a limit.
-void enforce_memory_limit(const TrainOptions& options, PipelinedModel& model, parallel::ProcessGrid& grid,
-                          const plan::MemoryPeak& own);
-// The same check for any job: `what_fits` (called on a refusal only) says what would fit.
-void enforce_memory_limit(int64_t limit, const Device& device, parallel::ProcessGrid& grid, const plan::MemoryPeak& own,
-                          const std::function<std::string()>& what_fits);
-// "--grid 2x2 (812.0 MiB per rank)" for every other one-stage grid of g's process count on
-// which every rank of `job` fits under `limit`.
-std::vector<std::string> grids_that_fit(const TrainOptions& options, const parallel::GridShape& g, int64_t limit,
-                                        MemoryJob job);
-// "what fits: a, b" or, with nothing in `fits`, what is left to try.
-std::string what_fits_text(const std::vector<std::string>& fits);
 // Every rank's value, in world rank order, on every rank (collective over the world).
 std::vector<int64_t> per_rank(parallel::ProcessGrid& grid, int64_t value);
 
@@ -76,4 +57,4 @@ int64_t measured_peak_bytes(const Device& device);
 // predicted peak: the per-rank block of --memory-report.
 std::string memory_report(int rank, const plan::MemoryPeak& predicted, int64_t measured);
 
-}  // namespace gridnn::train
+}  // namespace gridnn::run

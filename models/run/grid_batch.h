@@ -10,7 +10,7 @@
 #include "models/data/loader.h"
 #include "parallel/process_grid.h"
 
-namespace gridnn::train {
+namespace gridnn::run {
 
 struct BatchShard {
   parallel::Range rows;   // of the global batch
@@ -39,4 +39,4 @@ double sum_over_batch(parallel::ProcessGrid& grid, double value);
 // the device).
 void sum_over_batch(parallel::ProcessGrid& grid, Tensor& t);
 
-}  // namespace gridnn::train
+}  // namespace gridnn::run

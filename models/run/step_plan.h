@@ -6,18 +6,17 @@
 #pragma once
 
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "models/module.h"
+#include "models/layers/module.h"
 #include "models/nets/layer_factory.h"
-#include "models/train/options.h"
+#include "models/run/run_options.h"
 #include "parallel/process_grid.h"
 #include "plan/cost_model.h"
 #include "plan/node_layout.h"
 
-namespace gridnn::train {
+namespace gridnn::run {
 
 // The step of `model` (built for this grid) on rank (row, col) of `grid`: its batch shard of
 // `batch` samples of shape `sample` [C, D, H, W] (rows balanced over Pc, depth planes over
@@ -35,45 +34,25 @@ struct PlannedModel {
   std::unique_ptr<nn::LayerFactory> layers;
   std::unique_ptr<nn::Module> model;
 };
-PlannedModel planned_model(const TrainOptions& options, const parallel::GridShape& grid, int row);
+PlannedModel planned_model(const RunOptions& options, const parallel::GridShape& grid, int row);
 
 // The step on every rank (row, col) of `grid` (its stages ignored: one stage) of the network
 // `options` build: built once per row on a planning grid (parallel::ProcessGrid::planned),
 // not initialized.
-std::vector<plan::RankStep> describe_grid(const TrainOptions& options, const parallel::GridShape& grid);
+std::vector<plan::RankStep> describe_grid(const RunOptions& options, const parallel::GridShape& grid);
 // The same, estimated: plan::estimate_ranks over every rank.
-plan::PlanCost estimate_grid(const TrainOptions& options, const parallel::GridShape& grid, const plan::Machine& m);
+plan::PlanCost estimate_grid(const RunOptions& options, const parallel::GridShape& grid, const plan::Machine& m);
 // Whether the run can use a grid of `rows` x `cols`: each batch shard needs a sample
 // (Pc <= batch), each depth slab a plane of the input (Pr <= D).
-bool usable_grid(const TrainOptions& options, int rows, int cols);
+bool usable_grid(const RunOptions& options, int rows, int cols);
 // Every usable factorization Pr x Pc of `procs` (Pr ascending), estimated.
-std::vector<plan::PlanCost> sweep_grids(const TrainOptions& options, int procs, const plan::Machine& m);
+std::vector<plan::PlanCost> sweep_grids(const RunOptions& options, int procs, const plan::Machine& m);
 // The network `options` build as one process runs it: its layers' shapes, for the paper's
 // strategies (plan::estimate with plan::Strategy), named "ResAttNet3D-18" or "MLP".
-plan::Network network_of(const TrainOptions& options);
+plan::Network network_of(const RunOptions& options);
 
 // Every usable grid of the cluster's N·G ranks (Pr ascending), each in both rank orders
 // (rows-in-node first), each communicator at the link it crosses (plan/node_layout.h).
-std::vector<plan::NodePlan> sweep_grids_on_nodes(const TrainOptions& options, const plan::NodeCluster& c,
+std::vector<plan::NodePlan> sweep_grids_on_nodes(const RunOptions& options, const plan::NodeCluster& c,
                                                  const plan::Machine& m);
-// The machine --grid auto assumes, having measured nothing: `nodes` nodes of `ranks_per_node`
-// ranks; inside a node shared memory (α 2 µs, 10 GB/s), between nodes the flat model's
-// network (α 2 µs, 6 GB/s).
-plan::NodeCluster assumed_cluster(int nodes, int ranks_per_node);
-
-// --grid auto: the grid (and, where `order` is not given, the rank order) whose step is
-// estimated fastest on assumed_cluster(nodes, ranks_per_node), among those the run can use
-// and, with --memory-limit, fit; compute is left out (it is the same on every grid). On one
-// node the order changes nothing and is `order` or rows-in-node. `why`: a one-line account
-// ("2x2 of 1x4, 2x2, 4x1: predicted communication 1.2 ms per step; pure batch (1x4) 2.3 ms";
-// on several nodes the choice's --rank-order, each candidate with its order, and which
-// communicators of the choice cross nodes).
-struct GridChoice {
-  parallel::GridShape shape;
-  parallel::RankOrder order = parallel::RankOrder::rows_in_node;
-  std::string why;
-};
-GridChoice choose_grid(const TrainOptions& options, int nodes, int ranks_per_node,
-                       std::optional<parallel::RankOrder> order);
-
-}  // namespace gridnn::train
+}  // namespace gridnn::run

@@ -1,5 +1,5 @@
 // The per-rank memory of a training step (memory_plan.h).
-#include "models/train/memory_plan.h"
+#include "models/run/memory_plan.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,11 +9,10 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "models/nets/blocks.h"
-#include "models/train/grid_batch.h"
-#include "models/train/pipelined_model.h"
-#include "models/train/step_plan.h"
+#include "models/run/grid_batch.h"
+#include "models/run/step_plan.h"
 
-namespace gridnn::train {
+namespace gridnn::run {
 
 using nn::activation_bytes;
 
@@ -39,7 +38,7 @@ namespace {
 // The layers of `span` on one micro-batch `in` (the input of the span's first block), each
 // recomputed block framed by its markers, then the loss on the last stage (which keeps the
 // probabilities and starts backward with dL/dlogits) or the gradient the next stage sends.
-void training_layers(const TrainOptions& o, const nn::BlockNetwork& net, const StageSpan& span, const Shape& in,
+void training_layers(const RunOptions& o, const nn::BlockNetwork& net, const StageSpan& span, const Shape& in,
                      plan::MemoryStep& step) {
   plan::RankStep described;
   Shape out = in;
@@ -80,8 +79,8 @@ std::vector<plan::LayerMemory> evaluation_layers(const nn::BlockNetwork& net, co
 
 }  // namespace
 
-plan::MemoryStep memory_step(const TrainOptions& o, nn::Module& model, const parallel::GridShape& grid, int row,
-                             int col, const StageSpan& span, MemoryJob job) {
+plan::MemoryStep memory_step(const RunOptions& o, nn::Module& model, const parallel::GridShape& grid, int row, int col,
+                             const StageSpan& span, MemoryJob job) {
   const nn::BlockNetwork& net = blocks_of(model);
   const int64_t rows = shard_rows(grid, col, o.batch).size();
   const int64_t planes = shard_planes(grid, row, o.input[0]).size();
@@ -103,7 +102,7 @@ plan::MemoryStep memory_step(const TrainOptions& o, nn::Module& model, const par
   }
   for (auto& [name, b] : model.named_buffers()) buffers += tensor_bytes(*b);
   const int64_t batch_bytes = activation_bytes(batch) + rows * int64_t(sizeof(int64_t));
-  const bool on_cpu = Device::parse(o.device).is_cpu();
+  const bool on_cpu = o.device.is_cpu();
   step.resident.push_back({"parameters and gradients", parameters});
   step.resident.push_back({"buffers", buffers});
   // gridnn-predict's batch on the host, the fitted volumes of its scans (and the batch's copy
@@ -138,7 +137,7 @@ plan::MemoryStep memory_step(const TrainOptions& o, nn::Module& model, const par
       break;
     case MemoryJob::explanation: {
       step.resident.push_back({"batch and its scans", scans_bytes});
-      TrainOptions plain = o;
+      RunOptions plain = o;
       plain.recompute = Recompute::none;
       training_layers(plain, net, span, at, step);
       break;
@@ -150,8 +149,7 @@ plan::MemoryStep memory_step(const TrainOptions& o, nn::Module& model, const par
   return step;
 }
 
-std::vector<plan::MemoryPeak> predict_grid_memory(const TrainOptions& o, const parallel::GridShape& grid,
-                                                  MemoryJob job) {
+std::vector<plan::MemoryPeak> predict_grid_memory(const RunOptions& o, const parallel::GridShape& grid, MemoryJob job) {
   const parallel::GridShape one_stage{1, grid.rows, grid.cols};
   std::vector<plan::MemoryPeak> peaks;
   for (int r = 0; r < grid.rows; ++r) {
@@ -213,102 +211,4 @@ std::vector<int64_t> per_rank(parallel::ProcessGrid& grid, int64_t value) {
   return t.to_vector<int64_t>();
 }
 
-std::vector<std::string> grids_that_fit(const TrainOptions& o, const parallel::GridShape& g, int64_t limit,
-                                        MemoryJob job) {
-  std::vector<std::string> fits;
-  const int procs = g.rows * g.cols;
-  for (int rows = 1; rows <= procs; ++rows) {
-    if (procs % rows != 0 || (rows == g.rows && procs / rows == g.cols) || !usable_grid(o, rows, procs / rows))
-      continue;
-    const int64_t peak = largest_peak(predict_grid_memory(o, {1, rows, procs / rows}, job));
-    if (peak <= limit)
-      fits.push_back("--grid " + std::to_string(rows) + "x" + std::to_string(procs / rows) + " (" +
-                     plan::format_bytes(peak) + " per rank)");
-  }
-  return fits;
-}
-
-std::string what_fits_text(const std::vector<std::string>& fits) {
-  if (fits.empty())
-    return "nothing smaller of this job fits: more ranks along the depth (Pr), a smaller input, or a "
-           "larger --memory-limit";
-  std::string text;
-  for (const std::string& f : fits) text += (text.empty() ? "" : ", ") + f;
-  return "what fits: " + text;
-}
-
-namespace {
-
-// What would fit under `limit` instead: the other grids of the job's size (one stage), the
-// largest smaller batch and the fewest micro-batches that fit on this grid (this rank's
-// blocks; one stage: every rank's).
-std::string what_would_fit(const TrainOptions& o, PipelinedModel& model, parallel::ProcessGrid& grid, int64_t limit) {
-  const parallel::GridShape g = grid.shape();
-  const bool one_stage = g.stages == 1;
-  auto peak_of = [&](const TrainOptions& t) {
-    return one_stage ? largest_peak(predict_grid_memory(t, g)) : plan::simulate_memory(model.memory_step(t)).peak_bytes;
-  };
-  std::vector<std::string> fits;
-  if (one_stage) fits = grids_that_fit(o, g, limit, MemoryJob::training);
-  for (int64_t b = o.batch - g.cols; b >= g.cols * o.micro_batches; b -= g.cols) {
-    TrainOptions t = o;
-    t.batch = b;
-    if (const int64_t peak = peak_of(t); peak <= limit) {
-      fits.push_back("--batch " + std::to_string(b) + " (" + plan::format_bytes(peak) + ")");
-      break;
-    }
-  }
-  const int64_t shard = o.batch / g.cols;
-  if (o.recompute == Recompute::none && dynamic_cast<nn::BlockNetwork*>(&model.model())->has_recomputable_blocks()) {
-    TrainOptions t = o;
-    t.recompute = Recompute::blocks;
-    if (const int64_t peak = peak_of(t); peak <= limit)
-      fits.push_back("--recompute blocks (" + plan::format_bytes(peak) + ")");
-  }
-  for (int m = o.micro_batches + 1; m <= shard; ++m) {
-    TrainOptions t = o;
-    t.micro_batches = m;
-    if (const int64_t peak = plan::simulate_memory(model.memory_step(t)).peak_bytes; peak <= limit) {
-      fits.push_back("--micro-batches " + std::to_string(m) + " (" + plan::format_bytes(peak) + " on this rank)");
-      break;
-    }
-  }
-  return what_fits_text(fits);
-}
-
-}  // namespace
-
-void enforce_memory_limit(const TrainOptions& o, PipelinedModel& model, parallel::ProcessGrid& grid,
-                          const plan::MemoryPeak& own) {
-  enforce_memory_limit(o.memory_limit, Device::parse(o.device), grid, own,
-                       [&] { return what_would_fit(o, model, grid, o.memory_limit); });
-}
-
-void enforce_memory_limit(int64_t limit, const Device& device, parallel::ProcessGrid& grid, const plan::MemoryPeak& own,
-                          const std::function<std::string()>& what_fits) {
-  if (limit <= 0) return;
-  // GRIDNN_MEMORY_PREFLIGHT=off keeps only the allocators' cap (how the tests make a job
-  // cross it mid-run, as a wrong prediction would).
-  const char* preflight = std::getenv("GRIDNN_MEMORY_PREFLIGHT");
-  if (preflight && std::string(preflight) == "off") {
-    allocator_for(device).set_limit(size_t(limit));
-    return;
-  }
-  const std::vector<int64_t> peaks = per_rank(grid, own.peak_bytes);
-  const auto worst = std::max_element(peaks.begin(), peaks.end());
-  const int rank = int(worst - peaks.begin());
-  if (*worst <= limit) {
-    allocator_for(device).set_limit(size_t(limit));
-    return;
-  }
-  std::string holders;
-  if (rank == grid.world_rank())
-    for (size_t i = 0; i < std::min<size_t>(5, own.shares.size()); ++i)
-      holders += (holders.empty() ? "" : ", ") + own.shares[i].what + " " + plan::format_bytes(own.shares[i].bytes);
-  throw Error("--memory-limit " + plan::format_bytes(limit) + ": rank " + std::to_string(rank) + " would need " +
-              plan::format_bytes(*worst) + " at its peak (predicted, " +
-              (rank == grid.world_rank() ? "at the " + own.at + "; largest: " + holders : "see that rank's message") +
-              "). Nothing was run or written; " + what_fits());
-}
-
-}  // namespace gridnn::train
+}  // namespace gridnn::run

@@ -38,10 +38,10 @@
 #include <utility>
 #include <vector>
 
-#include "models/module.h"
+#include "models/layers/module.h"
 #include "parallel/communicator.h"
 
-namespace gridnn::train {
+namespace gridnn::run {
 
 class GradientSync : public nn::BackwardObserver {
  public:
@@ -119,4 +119,4 @@ class GradientSync : public nn::BackwardObserver {
   double seconds_in_backward_ = 0, seconds_in_finish_ = 0;
 };
 
-}  // namespace gridnn::train
+}  // namespace gridnn::run

@@ -48,12 +48,12 @@
 #include "models/layers/loss.h"
 #include "models/nets/blocks.h"
 #include "models/optim/optimizer.h"
-#include "models/train/gradient_sync.h"
-#include "models/train/options.h"
+#include "models/run/gradient_sync.h"
+#include "models/run/run_options.h"
 #include "parallel/process_grid.h"
 #include "plan/placement.h"
 
-namespace gridnn::train {
+namespace gridnn::run {
 
 // The layers for `grid`: the single-process ones on a 1x1 grid (of each stage), else
 // models/dist/'s.
@@ -73,7 +73,7 @@ class PipelinedModel {
   // it to the device, sets the precision, places the stages (options.placement) and makes the
   // optimizer and the gradient synchronization of this rank's partition. gridnn::Error saying
   // what to change for options the grid cannot run.
-  PipelinedModel(const TrainOptions& options, parallel::ProcessGrid& grid);
+  PipelinedModel(const RunOptions& options, parallel::ProcessGrid& grid);
   ~PipelinedModel();
 
   // One forward and backward of this rank's batch shard (see above); parameter gradients
@@ -123,9 +123,9 @@ class PipelinedModel {
   const plan::Placement& placement() const { return placement_; }
   // "stage 0: stem .. layer2.1 (6 blocks) on stage group 0; ..."
   std::string describe_stages() const;
-  // This rank's step for the memory model (models/train/memory_plan.h) with `options`' batch,
+  // This rank's step for the memory model (models/run/memory_plan.h) with `options`' batch,
   // micro-batches and optimizer (those of the run, or others to try).
-  plan::MemoryStep memory_step(const TrainOptions& options);
+  plan::MemoryStep memory_step(const RunOptions& options);
 
  private:
   bool first() const { return partition_ == 0; }
@@ -160,15 +160,15 @@ class PipelinedModel {
 // partitions in equal counts (the first ones one more), partition k on stage group k.
 plan::Placement even_placement(const nn::BlockNetwork& net, int stages);
 // The block profile of the options' network on this process (the single-process layers,
-// timed by models/train/timing.h): each block's forward and backward seconds (median of
+// timed by models/run/timing.h): each block's forward and backward seconds (median of
 // `repeats`) on `rows` samples, the bytes of its output, of its parameters with their
 // gradients and optimizer state, and of the activations it keeps for backward (estimated as
 // its input and output).
-plan::Profile profile_blocks(const TrainOptions& options, int64_t rows, int repeats = 3);
+plan::Profile profile_blocks(const RunOptions& options, int64_t rows, int repeats = 3);
 // The placement options.placement asks for, for the grid's Ps stages: "" or "even", a
 // placement file (plan/placement.h, docs/placement.md), or "auto": world rank 0 profiles the
 // blocks at this run's micro-batch size and GABRA places them on Ps identical devices (links:
 // 2 µs, 10 GB/s); the result is shared with every rank. Collective over the world.
-plan::Placement choose_placement(const TrainOptions& options, const nn::BlockNetwork& net, parallel::ProcessGrid& grid);
+plan::Placement choose_placement(const RunOptions& options, const nn::BlockNetwork& net, parallel::ProcessGrid& grid);
 
-}  // namespace gridnn::train
+}  // namespace gridnn::run

@@ -1,6 +1,6 @@
 // A pipelined model's training step: GPipe's schedule over this rank's partition of the
 // blocks, the loss, the gradient synchronization (pipelined_model.h).
-#include "models/train/pipelined_model.h"
+#include "models/run/pipelined_model.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,11 +10,11 @@
 #include "kernels/elementwise.h"
 #include "kernels/math_mode.h"
 #include "models/dist/factory.h"
-#include "models/train/checkpoint.h"
-#include "models/train/grid_batch.h"
-#include "models/train/memory_plan.h"
+#include "models/run/grid_batch.h"
+#include "models/run/memory_plan.h"
+#include "models/run/whole_state.h"
 
-namespace gridnn::train {
+namespace gridnn::run {
 
 namespace {
 
@@ -53,12 +53,8 @@ std::unique_ptr<nn::LayerFactory> layers_for(parallel::ProcessGrid& grid) {
   return std::make_unique<nn::GridLayerFactory>(grid);
 }
 
-PipelinedModel::PipelinedModel(const TrainOptions& o, parallel::ProcessGrid& grid)
-    : grid_(grid),
-      device_(Device::parse(o.device)),
-      classes_(o.classes),
-      layers_(layers_for(grid)),
-      micro_batches_(o.micro_batches) {
+PipelinedModel::PipelinedModel(const RunOptions& o, parallel::ProcessGrid& grid)
+    : grid_(grid), device_(o.device), classes_(o.classes), layers_(layers_for(grid)), micro_batches_(o.micro_batches) {
   require_device(device_);
   model_ = build_model(o, *layers_);
   net_ = dynamic_cast<nn::BlockNetwork*>(model_.get());
@@ -224,10 +220,10 @@ Tensor PipelinedModel::forward_backward(const data::Batch& shard, int64_t global
   return loss;
 }
 
-plan::MemoryStep PipelinedModel::memory_step(const TrainOptions& o) {
+plan::MemoryStep PipelinedModel::memory_step(const RunOptions& o) {
   const parallel::GridShape& g = grid_.shape();
-  return train::memory_step(o, *model_, {1, g.rows, g.cols}, grid_.row_rank(), grid_.col_rank(),
-                            {begin_, end_, first(), last()});
+  return run::memory_step(o, *model_, {1, g.rows, g.cols}, grid_.row_rank(), grid_.col_rank(),
+                          {begin_, end_, first(), last()});
 }
 
 double PipelinedModel::evaluate(const data::Batch& shard, Tensor* logits) {
@@ -309,4 +305,4 @@ std::string PipelinedModel::describe_stages() const {
   return text;
 }
 
-}  // namespace gridnn::train
+}  // namespace gridnn::run

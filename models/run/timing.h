@@ -1,7 +1,7 @@
 // The one timing harness of gridnn: a forward and its backward run on a fixed input, timed
 // with the device synchronized after each call. The cost model's calibration times each
 // layer with it (time_layers), `--placement auto` each block of the network
-// (profile_blocks, step.h), and bench_layers its layers under Google Benchmark.
+// (profile_blocks, pipelined_model.h), and bench_layers its layers under Google Benchmark.
 #pragma once
 
 #include <cstdint>
@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "models/module.h"
-#include "models/train/options.h"
+#include "models/layers/module.h"
+#include "models/run/run_options.h"
 #include "plan/cost_model.h"
 
-namespace gridnn::train {
+namespace gridnn::run {
 
 struct TimingOptions {
   int warmup = 1;  // untimed rounds first
@@ -53,7 +53,7 @@ class ForwardBackward {
 // options' device: the cost model's measured compute (plan::ComputeTables, by layer name,
 // with each layer's forward FLOPs so that other shapes scale). Batch norm needs two values
 // per channel: a one-voxel activation of one sample is timed at two and halved.
-plan::ComputeTables time_layers(const TrainOptions& options, const std::vector<int64_t>& batches,
+plan::ComputeTables time_layers(const RunOptions& options, const std::vector<int64_t>& batches,
                                 const TimingOptions& timing = {});
 
-}  // namespace gridnn::train
+}  // namespace gridnn::run

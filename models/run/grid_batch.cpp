@@ -1,12 +1,12 @@
 // Batch shards and the training loop's own collectives.
-#include "models/train/grid_batch.h"
+#include "models/run/grid_batch.h"
 
 #include <vector>
 
 #include "core/error.h"
 #include "kernels/layout.h"
 
-namespace gridnn::train {
+namespace gridnn::run {
 
 parallel::Range shard_rows(const parallel::GridShape& grid, int col, int64_t batch) {
   return parallel::balanced_range(batch, grid.cols, col);
@@ -71,4 +71,4 @@ void sum_over_batch(parallel::ProcessGrid& grid, Tensor& t) {
   if (grid.col().size() > 1) grid.col().all_reduce(t);
 }
 
-}  // namespace gridnn::train
+}  // namespace gridnn::run

@@ -1,5 +1,5 @@
 // The timing harness (timing.h).
-#include "models/train/timing.h"
+#include "models/run/timing.h"
 
 #include <chrono>
 #include <map>
@@ -10,7 +10,7 @@
 #include "kernels/random.h"
 #include "plan/calibration.h"
 
-namespace gridnn::train {
+namespace gridnn::run {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -62,10 +62,10 @@ Timing ForwardBackward::measure(const TimingOptions& o) {
   return {plan::median(forward_s), plan::median(backward_s)};
 }
 
-plan::ComputeTables time_layers(const TrainOptions& options, const std::vector<int64_t>& batches,
+plan::ComputeTables time_layers(const RunOptions& options, const std::vector<int64_t>& batches,
                                 const TimingOptions& timing) {
   GRIDNN_REQUIRE(!batches.empty(), "time_layers: give at least one batch");
-  const Device device = Device::parse(options.device);
+  const Device device = options.device;
   std::unique_ptr<nn::Module> net = build_model(options);
   net->to(device);
   net->train();
@@ -97,4 +97,4 @@ plan::ComputeTables time_layers(const TrainOptions& options, const std::vector<i
   return tables;
 }
 
-}  // namespace gridnn::train
+}  // namespace gridnn::run

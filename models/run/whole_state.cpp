@@ -1,12 +1,12 @@
 // Whole tensors from this rank's parts and back (whole_state.h).
-#include "models/train/whole_state.h"
+#include "models/run/whole_state.h"
 
 #include <sstream>
 #include <vector>
 
 #include "parallel/mappings.h"
 
-namespace gridnn::train {
+namespace gridnn::run {
 namespace {
 parallel::BlockSplit split_of(const nn::Parameter& p) {
   return {p.layout.split_over, p.layout.split_dim, p.layout.whole, 1};
@@ -81,4 +81,15 @@ void load_model_tensors(nn::Module& model, const std::map<std::string, Tensor>& 
   for (auto& [name, b] : buffers) b->copy_from(tensors.at(name));
 }
 
-}  // namespace gridnn::train
+std::map<std::string, Tensor> read_weights(const std::string& path) {
+  SafetensorsFile file = load_safetensors(path);
+  auto format = file.metadata.find("format");
+  if (format == file.metadata.end() || format->second.rfind(kCheckpointFormatFamily, 0) != 0)
+    return std::move(file.tensors);
+  std::map<std::string, Tensor> model;
+  for (auto& [name, t] : file.tensors)
+    if (name.rfind(kOptimizerPrefix, 0) != 0) model.emplace(name, t);
+  return model;
+}
+
+}  // namespace gridnn::run

@@ -1,4 +1,4 @@
-#include "models/module.h"
+#include "models/layers/module.h"
 
 #include "core/allocator.h"
 #include "kernels/elementwise.h"

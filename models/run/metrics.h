@@ -10,7 +10,7 @@
 
 #include "core/tensor.h"
 
-namespace gridnn::train {
+namespace gridnn::run {
 
 struct Metrics {
   int64_t samples = 0;
@@ -50,4 +50,4 @@ double positive_score(float logit0, float logit1);
 // (label 0); 0.5 when either class is absent.
 double roc_auc(const std::vector<double>& score, const std::vector<int64_t>& label);
 
-}  // namespace gridnn::train
+}  // namespace gridnn::run

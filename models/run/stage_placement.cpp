@@ -6,12 +6,12 @@
 #include <vector>
 
 #include "core/error.h"
-#include "models/train/memory_plan.h"
-#include "models/train/pipelined_model.h"
-#include "models/train/timing.h"
+#include "models/run/memory_plan.h"
+#include "models/run/pipelined_model.h"
+#include "models/run/timing.h"
 #include "plan/gabra.h"
 
-namespace gridnn::train {
+namespace gridnn::run {
 
 plan::Placement even_placement(const nn::BlockNetwork& net, int stages) {
   const int blocks = int(net.block_count());
@@ -26,7 +26,7 @@ plan::Placement even_placement(const nn::BlockNetwork& net, int stages) {
   return p;
 }
 
-plan::Profile profile_blocks(const TrainOptions& options, int64_t rows, int repeats) {
+plan::Profile profile_blocks(const RunOptions& options, int64_t rows, int repeats) {
   // Batch norm needs two values per channel, which one sample of a 1-voxel activation (the
   // last stages) does not give: below two rows, measure two and halve.
   if (rows < 2) {
@@ -40,7 +40,7 @@ plan::Profile profile_blocks(const TrainOptions& options, int64_t rows, int repe
     return p;
   }
   std::unique_ptr<nn::Module> model = build_model(options);  // single-process layers
-  const Device device = Device::parse(options.device);
+  const Device device = options.device;
   model->to(device);
   model->train();
   auto& net = dynamic_cast<nn::BlockNetwork&>(*model);
@@ -84,8 +84,7 @@ plan::Profile profile_blocks(const TrainOptions& options, int64_t rows, int repe
   return profile;
 }
 
-plan::Placement choose_placement(const TrainOptions& options, const nn::BlockNetwork& net,
-                                 parallel::ProcessGrid& grid) {
+plan::Placement choose_placement(const RunOptions& options, const nn::BlockNetwork& net, parallel::ProcessGrid& grid) {
   const int stages = grid.shape().stages;
   const std::optional<PlacementRule> rule = placement_rule(options);
   if (rule == PlacementRule::even) return even_placement(net, stages);
@@ -135,4 +134,4 @@ plan::Placement choose_placement(const TrainOptions& options, const nn::BlockNet
   return p;
 }
 
-}  // namespace gridnn::train
+}  // namespace gridnn::run

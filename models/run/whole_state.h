@@ -9,9 +9,9 @@
 #include <string>
 
 #include "core/safetensors.h"
-#include "models/module.h"
+#include "models/layers/module.h"
 
-namespace gridnn::train {
+namespace gridnn::run {
 
 // A tensor laid out like parameter `p` (its value, its gradient, or optimizer state shaped
 // like it): the whole from this rank's part (collective over the ranks p is split over),
@@ -33,4 +33,13 @@ NamedTensors whole_gradients(nn::Module& model);
 // lists every missing, unexpected and mis-shaped tensor and names `source`.
 void load_model_tensors(nn::Module& model, const std::map<std::string, Tensor>& tensors, const std::string& source);
 
-}  // namespace gridnn::train
+// How a gridnn checkpoint (models/train/checkpoint.h) marks itself and its optimizer state:
+// its "format" metadata starts with the family, its optimizer tensors' names with the prefix.
+inline constexpr char kCheckpointFormatFamily[] = "gridnn-checkpoint-";
+inline constexpr char kOptimizerPrefix[] = "optimizer.";
+// The weights in `path` (--init-from, gridnn-predict): every tensor of a plain weights file
+// (exported from PyTorch), or the model tensors of a gridnn checkpoint (its optimizer state
+// left out).
+std::map<std::string, Tensor> read_weights(const std::string& path);
+
+}  // namespace gridnn::run

@@ -4,10 +4,10 @@
 #include <map>
 
 #include "core/error.h"
-#include "models/train/pipelined_model.h"
-#include "models/train/whole_state.h"
+#include "models/run/pipelined_model.h"
+#include "models/run/whole_state.h"
 
-namespace gridnn::train {
+namespace gridnn::run {
 
 namespace {
 
@@ -96,4 +96,4 @@ NamedTensors PipelinedModel::gradients() {
   return whole_gradients(*model_);
 }
 
-}  // namespace gridnn::train
+}  // namespace gridnn::run
