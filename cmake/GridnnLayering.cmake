@@ -14,6 +14,9 @@
 # line; `cmake -DGRIDNN_SOURCE_DIR=<repo> -P cmake/GridnnLayering.cmake` runs the same check
 # on its own (the CTest test `layering`). bench/ and test/ may include anything.
 cmake_policy(SET CMP0057 NEW)  # if(IN_LIST) in script mode too
+# The libraries, one per folder, in their order (the build adds them, and their tests, in it).
+set(GRIDNN_LIBRARY_FOLDERS core kernels parallel plan models tools)
+# The folders the check orders: the libraries, with models/ in its own folders.
 set(GRIDNN_LAYERS
     core
     kernels

@@ -194,7 +194,7 @@ double optimal_fc_rows(const Network& net, int64_t batch, int procs, const Strat
 // each layer on the rank (its depth slab, its row block: the layer's shape as the rank runs
 // it) and every collective the rank takes part in, in CommLog's convention
 // (parallel/communicator.h) — so the words predicted here are the words the communicators
-// count (test/models/train/test_words.cpp). On one process the layers are the network's
+// count (test/models/run/test_words.cpp). On one process the layers are the network's
 // own, whole.
 struct CommCall {
   std::string layer;     // CommLayerScope label: state_dict name, "<name> (gather)", "loss", "gradients"

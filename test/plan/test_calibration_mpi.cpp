@@ -1,6 +1,6 @@
 // Calibration on a real communicator (plan/calibration.h, label mpi, 2 ranks): every
 // operation's timing comes back finite, positive and the same on every rank, the fit gives
-// usable α, β. (A layer's compute timing: test/models/train/test_step_plan.cpp.)
+// usable α, β. (A layer's compute timing: test/models/run/test_step_plan.cpp.)
 #include <gtest/gtest.h>
 
 #include <cmath>
