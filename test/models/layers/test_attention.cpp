@@ -17,14 +17,10 @@
 namespace gridnn {
 namespace {
 
+using test::from_doubles;
 using test::random_tensor;
 using test::reference_softmax;
 using test::to_doubles;
-
-Tensor from_doubles(const std::vector<double>& v, const Shape& shape) {
-  std::vector<float> f(v.begin(), v.end());
-  return Tensor::from_vector(f, shape);
-}
 
 // ---- softmax kernels -------------------------------------------------------------------
 
