@@ -26,6 +26,7 @@
 #include "models/layers/pool3d.h"
 #include "models/run/whole_state.h"
 #include "parallel/process_grid.h"
+#include "test/support/attention_case.h"
 #include "test/support/batchnorm_case.h"
 #include "test/support/grids.h"
 #include "test/support/mpi_main.h"
@@ -121,18 +122,13 @@ void on_every_grid(int64_t B, int64_t D, Check check) {
 
 TEST(DistSelfAttention3d, MatchesSingleProcessOnEveryGrid) {
   const int64_t B = 4, C = 16, D = 7, H = 3, W = 3, c8 = C / 8;
-  const Tensor x = random_tensor({B, C, D, H, W}, 1);
-  const Tensor dy = random_tensor({B, C, D, H, W}, 2);
-  nn::SelfAttention3d ref(C);
-  ref.initialize(7);
-  ops::fill(find_parameter(ref, "gamma")->value, 0.7);  // nonzero: the attention path matters
-  const Tensor y_ref = ref.forward(x);
-  const Tensor dx_ref = ref.backward(dy);
+  test::AttentionCase c({B, C, D, H, W});
+  const Tensor &x = c.x, &dy = c.dy, &y_ref = c.y_ref, &dx_ref = c.dx_ref;
+  nn::SelfAttention3d& ref = c.ref;
 
   on_every_grid(B, D, [&](ProcessGrid* grid, const Part& part) {
     nn::DistSelfAttention3d layer(*grid, C, D);
-    layer.initialize(7);
-    ops::fill(find_parameter(layer, "gamma")->value, 0.7);
+    c.set_up(layer);
     ASSERT_EQ(layer.named_parameters().size(), ref.named_parameters().size());
     for (auto& [name, p] : ref.named_parameters())
       EXPECT_TRUE(test::tensors_equal(find_parameter(layer, name)->value, p->value)) << name;

@@ -52,6 +52,7 @@
 #include "parallel/mpi_session.h"
 #include "parallel/process_grid.h"
 #include "parallel/progress_board.h"
+#include "test/support/attention_case.h"
 #include "test/support/batchnorm_case.h"
 #include "test/support/gpu_test.h"
 #include "test/support/grid_invariance.h"
@@ -475,13 +476,9 @@ TEST_F(GpuGrid, DistributedAttentionOnDeviceMatchesOneProcessOnTheCpu) {
   ending_the_job_on_error([&] {
     constexpr double kTol = 1e-4, kGradTol = 1e-3;
     const int64_t B = 2, C = 8, D = 5, H = 3, W = 3;
-    const Tensor x = random_tensor({B, C, D, H, W}, 1);
-    const Tensor dy = random_tensor({B, C, D, H, W}, 2);
-    nn::SelfAttention3d ref(C);
-    ref.initialize(7);
-    ops::fill(find_parameter(ref, "gamma")->value, 0.7);  // nonzero: the attention path matters
-    const Tensor y_ref = ref.forward(x);
-    const Tensor dx_ref = ref.backward(dy);
+    test::AttentionCase c({B, C, D, H, W});
+    const Tensor &x = c.x, &dy = c.dy, &y_ref = c.y_ref, &dx_ref = c.dx_ref;
+    nn::SelfAttention3d& ref = c.ref;
     const double key_scale = max_abs(find_parameter(ref, "key.weight")->grad);
 
     for (const GridShape& shape : test::job_grids(test::world_size())) {
@@ -490,8 +487,7 @@ TEST_F(GpuGrid, DistributedAttentionOnDeviceMatchesOneProcessOnTheCpu) {
       const Range samples = parallel::balanced_range(B, shape.cols, grid->col_rank());
       const Range planes = parallel::balanced_range(D, shape.rows, grid->row_rank());
       nn::DistSelfAttention3d layer(*grid, C, D);
-      layer.initialize(7);
-      ops::fill(find_parameter(layer, "gamma")->value, 0.7);
+      c.set_up(layer);
       layer.to(gpu());
 
       const Tensor y = layer.forward(on_gpu(slab(x, samples, planes)));
