@@ -19,6 +19,7 @@
 #include "models/optim/schedule.h"
 #include "models/optim/sgd.h"
 #include "test/support/error_message.h"
+#include "test/support/parity_fixture.h"
 #include "test/support/random_tensor.h"
 #include "test/support/tensor_compare.h"
 
@@ -297,15 +298,8 @@ TEST(OptimKernels, TheListFormIsEachParameterAloneBitForBit) {
 
 // ---- PyTorch parity (test/parity/make_optim_fixtures.py) -----------------------------------
 
-const SafetensorsFile& fixtures() {
-  static const SafetensorsFile f = load_safetensors(std::string(GRIDNN_TEST_DATA_DIR) + "/optim.safetensors");
-  return f;
-}
-Tensor fixture(const std::string& name) {
-  auto it = fixtures().tensors.find(name);
-  if (it == fixtures().tensors.end()) throw Error("optim.safetensors has no tensor " + name);
-  return it->second;
-}
+const SafetensorsFile& fixtures() { return test::parity_fixtures("optim.safetensors"); }
+Tensor fixture(const std::string& name) { return test::parity_fixture("optim.safetensors", name); }
 
 struct ParityCase {
   std::string name;
