@@ -149,6 +149,18 @@ nn::Parameter* find_parameter(nn::Module& m, const std::string& name) {
   return nullptr;
 }
 
+// `layer`'s forward and backward on the device slabs (samples, planes) of x and dy: both on
+// the device, and within `tol` of those slabs of the one-process y_ref and dx_ref.
+void expect_device_slab_pass(nn::Module& layer, const Tensor& x, const Tensor& dy, const Tensor& y_ref,
+                             const Tensor& dx_ref, Range samples, Range planes, double tol) {
+  const Tensor y = layer.forward(on_gpu(slab(x, samples, planes)));
+  EXPECT_EQ(y.device(), gpu());
+  EXPECT_LE(max_relative_error(y, slab(y_ref, samples, planes)), tol) << "y";
+  const Tensor dx = layer.backward(on_gpu(slab(dy, samples, planes)));
+  EXPECT_EQ(dx.device(), gpu());
+  EXPECT_LE(max_relative_error(dx, slab(dx_ref, samples, planes)), tol) << "dx";
+}
+
 // ---- the backend ---------------------------------------------------------------------------
 
 // NCCL refuses two ranks on one GPU: the automatic choice must fall back to MPI with pinned
@@ -376,12 +388,7 @@ TEST_F(GpuGrid, SynchronizedBatchNormOnDeviceMatchesOneProcessOnTheCpu) {
       c.set_affine(bn);
       bn.to(gpu());
 
-      const Tensor y = bn.forward(on_gpu(slab(x, samples, planes)));
-      EXPECT_EQ(y.device(), gpu());
-      EXPECT_LE(max_relative_error(y, slab(y_ref, samples, planes)), kTol) << "y";
-      const Tensor dx = bn.backward(on_gpu(slab(dy, samples, planes)));
-      EXPECT_EQ(dx.device(), gpu());
-      EXPECT_LE(max_relative_error(dx, slab(dx_ref, samples, planes)), kTol) << "dx";
+      expect_device_slab_pass(bn, x, dy, y_ref, dx_ref, samples, planes, kTol);
       EXPECT_LE(max_relative_error(bn.running_mean(), ref.running_mean()), kTol) << "running_mean";
       EXPECT_LE(max_relative_error(bn.running_var(), ref.running_var()), kTol) << "running_var";
       EXPECT_TRUE(tensors_equal(bn.num_batches_tracked().to_host(), ref.num_batches_tracked()));
@@ -490,12 +497,7 @@ TEST_F(GpuGrid, DistributedAttentionOnDeviceMatchesOneProcessOnTheCpu) {
       c.set_up(layer);
       layer.to(gpu());
 
-      const Tensor y = layer.forward(on_gpu(slab(x, samples, planes)));
-      EXPECT_EQ(y.device(), gpu());
-      EXPECT_LE(max_relative_error(y, slab(y_ref, samples, planes)), kTol) << "y";
-      const Tensor dx = layer.backward(on_gpu(slab(dy, samples, planes)));
-      EXPECT_EQ(dx.device(), gpu());
-      EXPECT_LE(max_relative_error(dx, slab(dx_ref, samples, planes)), kTol) << "dx";
+      expect_device_slab_pass(layer, x, dy, y_ref, dx_ref, samples, planes, kTol);
       for (auto& [name, p] : ref.named_parameters()) {
         Tensor g = find_parameter(layer, name)->grad.clone();
         grid->stage_comm().all_reduce(g);
