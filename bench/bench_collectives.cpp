@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_mpi.h"
 #include "core/error.h"
 #include "parallel/mpi_session.h"
 #include "parallel/process_grid.h"
@@ -30,13 +31,6 @@
 namespace {
 
 using namespace gridnn;
-
-// Prints nothing: the reporter of ranks other than 0.
-class SilentReporter : public benchmark::BenchmarkReporter {
- public:
-  bool ReportContext(const Context&) override { return true; }
-  void ReportRuns(const std::vector<Run>&) override {}
-};
 
 struct Kind {
   std::string name;  // calibration kind: "row", "col", "world", "pingpong"
@@ -134,13 +128,7 @@ int body(MpiSession& mpi, int argc, char** argv) {
             ->Unit(benchmark::kMicrosecond);
       }
   }
-  SilentReporter silent;
-  if (mpi.rank() == 0)
-    benchmark::RunSpecifiedBenchmarks();
-  else
-    benchmark::RunSpecifiedBenchmarks(&silent);
-  benchmark::Shutdown();
-  return 0;
+  return bench::run_benchmarks_reported_by_rank0(mpi.rank());
 }
 
 }  // namespace

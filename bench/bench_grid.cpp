@@ -36,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/bench_mpi.h"
 #include "core/error.h"
 #include "models/data/synthetic.h"
 #include "models/run/grid_batch.h"
@@ -415,12 +416,6 @@ void run_grid(benchmark::State& state, const Config& c, parallel::GridShape shap
   state.SetLabel(c.describe() + " grid " + shape.str() + (one_proc ? " (1 process)" : ""));
 }
 
-class SilentReporter : public benchmark::BenchmarkReporter {
- public:
-  bool ReportContext(const Context&) override { return true; }
-  void ReportRuns(const std::vector<Run>&) override {}
-};
-
 int body(MpiSession& mpi, int argc, char** argv) {
   const Config c = take_flags(&argc, argv, mpi.rank() == 0);
   benchmark::Initialize(&argc, argv);
@@ -445,14 +440,7 @@ int body(MpiSession& mpi, int argc, char** argv) {
     if (P % rows == 0 && P > 1)
       add(prefix + std::to_string(rows) + "x" + std::to_string(P / rows), parallel::GridShape{1, rows, P / rows},
           false);
-  if (mpi.rank() == 0) {
-    benchmark::RunSpecifiedBenchmarks();
-  } else {
-    SilentReporter silent;
-    benchmark::RunSpecifiedBenchmarks(&silent);
-  }
-  benchmark::Shutdown();
-  return 0;
+  return bench::run_benchmarks_reported_by_rank0(mpi.rank());
 }
 
 }  // namespace

@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <set>
 #include <string>
 
@@ -21,16 +20,10 @@
 namespace gridnn {
 namespace {
 
-namespace fs = std::filesystem;
-
 class FileIo : public ::testing::Test {
  protected:
   std::string path(const std::string& name) const { return dir_.file(name); }
-  std::set<std::string> listing() const {
-    std::set<std::string> names;
-    for (const auto& entry : fs::directory_iterator(dir_.path())) names.insert(entry.path().filename());
-    return names;
-  }
+  std::set<std::string> listing() const { return dir_.names(); }
 
   test::TempDir dir_{"file_io"};
 };

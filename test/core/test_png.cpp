@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -22,8 +21,6 @@
 
 namespace gridnn {
 namespace {
-
-namespace fs = std::filesystem;
 
 uint32_t read_u32_be(const std::string& bytes, size_t at) {
   uint32_t v = 0;
@@ -70,18 +67,13 @@ RgbImage pattern_image(int64_t w, int64_t h) {
 class PngFiles : public ::testing::Test {
  protected:
   std::string path(const std::string& name) const { return temp_.file(name); }
-  std::set<std::string> listing() const {
-    std::set<std::string> names;
-    for (const auto& entry : fs::directory_iterator(dir_)) names.insert(entry.path().filename());
-    return names;
-  }
+  std::set<std::string> listing() const { return temp_.names(); }
   static std::string read_file(const std::string& file) {
     std::ifstream in(file, std::ios::binary);
     return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   }
 
   test::TempDir temp_{"png"};
-  const fs::path dir_ = temp_.path();
 };
 
 TEST_F(PngFiles, ChunksHeaderAndScanlinesMatchThePixels) {

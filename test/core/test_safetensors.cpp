@@ -445,11 +445,7 @@ TEST(SafetensorsRejects, TrailingBytes) {
 class SafetensorsFiles : public ::testing::Test {
  protected:
   std::string path(const std::string& name) const { return temp_.file(name); }
-  std::set<std::string> listing() const {
-    std::set<std::string> names;
-    for (const auto& entry : fs::directory_iterator(dir_)) names.insert(entry.path().filename());
-    return names;
-  }
+  std::set<std::string> listing() const { return temp_.names(); }
   static void write_text(const std::string& file, const std::string& text) {
     std::ofstream(file, std::ios::binary) << text;
   }

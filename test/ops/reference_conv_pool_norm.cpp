@@ -93,6 +93,26 @@ std::vector<double> reference_conv3d_backward_bias(const Tensor& dy) {
 
 // ---- pooling -----------------------------------------------------------------------------
 
+namespace {
+
+// Calls f(at) for each voxel at = (d * H + h) * W + w of the D x H x W input in the window
+// of output voxel (a, b, e), in kernel order; the padding is skipped.
+template <class F>
+void for_each_window_voxel(const ops::Pool3dParams& p, int64_t D, int64_t H, int64_t W, int64_t a, int64_t b, int64_t e,
+                           F f) {
+  for (int64_t i = 0; i < p.kernel[0]; ++i)
+    for (int64_t j = 0; j < p.kernel[1]; ++j)
+      for (int64_t k = 0; k < p.kernel[2]; ++k) {
+        const int64_t d = a * p.stride[0] - p.padding[0] + i;
+        const int64_t h = b * p.stride[1] - p.padding[1] + j;
+        const int64_t w = e * p.stride[2] - p.padding[2] + k;
+        if (d < 0 || d >= D || h < 0 || h >= H || w < 0 || w >= W) continue;  // padding
+        f((d * H + h) * W + w);
+      }
+}
+
+}  // namespace
+
 PoolReference reference_pool3d(bool max, const Tensor& x, const ops::Pool3dParams& p) {
   const Shape& s = x.shape();
   const int64_t D = s[2], H = s[3], W = s[4];
@@ -108,21 +128,14 @@ PoolReference reference_pool3d(bool max, const Tensor& x, const ops::Pool3dParam
         for (int64_t e = 0; e < ow; ++e) {
           double best = -std::numeric_limits<double>::infinity(), sum = 0;
           int64_t best_at = -1;
-          for (int64_t i = 0; i < p.kernel[0]; ++i)
-            for (int64_t j = 0; j < p.kernel[1]; ++j)
-              for (int64_t k = 0; k < p.kernel[2]; ++k) {
-                const int64_t d = a * p.stride[0] - p.padding[0] + i;
-                const int64_t h = b * p.stride[1] - p.padding[1] + j;
-                const int64_t w = e * p.stride[2] - p.padding[2] + k;
-                if (d < 0 || d >= D || h < 0 || h >= H || w < 0 || w >= W) continue;  // padding
-                const int64_t at = (d * H + h) * W + w;
-                const double v = in[size_t(nc * D * H * W + at)];
-                sum += v;
-                if (best_at < 0 || v > best) {
-                  best = v;
-                  best_at = at;
-                }
-              }
+          for_each_window_voxel(p, D, H, W, a, b, e, [&](int64_t at) {
+            const double v = in[size_t(nc * D * H * W + at)];
+            sum += v;
+            if (best_at < 0 || v > best) {
+              best = v;
+              best_at = at;
+            }
+          });
           r.y.push_back(max ? best : sum / double(p.kernel[0] * p.kernel[1] * p.kernel[2]));
           if (max) r.argmax.push_back(best_at);
         }
@@ -145,15 +158,8 @@ std::vector<double> reference_pool3d_backward(bool max, const Shape& xs, const P
             dx[size_t(nc * vol + fwd.argmax[size_t(o)])] += dy[size_t(o)];
             continue;
           }
-          for (int64_t i = 0; i < p.kernel[0]; ++i)
-            for (int64_t j = 0; j < p.kernel[1]; ++j)
-              for (int64_t k = 0; k < p.kernel[2]; ++k) {
-                const int64_t d = a * p.stride[0] - p.padding[0] + i;
-                const int64_t h = b * p.stride[1] - p.padding[1] + j;
-                const int64_t w = e * p.stride[2] - p.padding[2] + k;
-                if (d < 0 || d >= D || h < 0 || h >= H || w < 0 || w >= W) continue;
-                dx[size_t(nc * vol + (d * H + h) * W + w)] += dy[size_t(o)] / kvol;
-              }
+          for_each_window_voxel(p, D, H, W, a, b, e,
+                                [&](int64_t at) { dx[size_t(nc * vol + at)] += dy[size_t(o)] / kvol; });
         }
   return dx;
 }

@@ -9,15 +9,29 @@
 
 namespace gridnn::test {
 
+namespace {
+
+// A row's max m and sum_j exp(row[j] - m): what softmax and the log-sum-exp of the loss
+// share.
+struct RowExp {
+  double max = -std::numeric_limits<double>::infinity(), sum = 0;
+};
+
+RowExp row_exp(const double* row, int64_t cols) {
+  RowExp e;
+  for (int64_t j = 0; j < cols; ++j) e.max = std::max(e.max, row[j]);
+  for (int64_t j = 0; j < cols; ++j) e.sum += std::exp(row[j] - e.max);
+  return e;
+}
+
+}  // namespace
+
 std::vector<double> reference_softmax(const std::vector<double>& x, int64_t rows, int64_t cols) {
   std::vector<double> y(x.size());
   for (int64_t r = 0; r < rows; ++r) {
     const double* row = x.data() + r * cols;
-    double m = -std::numeric_limits<double>::infinity();
-    for (int64_t j = 0; j < cols; ++j) m = std::max(m, row[j]);
-    double s = 0;
-    for (int64_t j = 0; j < cols; ++j) s += std::exp(row[j] - m);
-    for (int64_t j = 0; j < cols; ++j) y[size_t(r * cols + j)] = std::exp(row[j] - m) / s;
+    const RowExp e = row_exp(row, cols);
+    for (int64_t j = 0; j < cols; ++j) y[size_t(r * cols + j)] = std::exp(row[j] - e.max) / e.sum;
   }
   return y;
 }
@@ -47,11 +61,8 @@ CrossEntropyReference reference_cross_entropy(const std::vector<double>& logits,
   r.probs = reference_softmax(logits, n, classes);
   for (int64_t i = 0; i < n; ++i) {
     const double* row = logits.data() + i * classes;
-    double m = -std::numeric_limits<double>::infinity();
-    for (int64_t j = 0; j < classes; ++j) m = std::max(m, row[j]);
-    double s = 0;
-    for (int64_t j = 0; j < classes; ++j) s += std::exp(row[j] - m);
-    r.row_loss.push_back(m + std::log(s) - row[labels[size_t(i)]]);
+    const RowExp e = row_exp(row, classes);
+    r.row_loss.push_back(e.max + std::log(e.sum) - row[labels[size_t(i)]]);
   }
   return r;
 }

@@ -2,6 +2,8 @@
 // GridShape::parse, balanced_range, the self communicator, CommLog and CommLayerScope.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <utility>
 #include <vector>
 
 #include "parallel/process_grid.h"
@@ -186,21 +188,19 @@ TEST(SelfCommunicator, CollectivesAreCopies) {
   c->all_reduce(t, ReduceOp::max);
   c->broadcast(t, 0);
   EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
-  Tensor out = Tensor::zeros({2, 2});
-  c->all_gather(t, out);
-  EXPECT_EQ(out.to_vector<float>(), t.to_vector<float>());
-  Tensor out2 = Tensor::zeros({2, 2});
-  c->all_gatherv(t, out2, {2});
-  EXPECT_EQ(out2.to_vector<float>(), t.to_vector<float>());
-  Tensor rs = Tensor::zeros({2, 2});
-  c->reduce_scatter(t, rs);
-  EXPECT_EQ(rs.to_vector<float>(), t.to_vector<float>());
-  Tensor rsv = Tensor::zeros({2, 2});
-  c->reduce_scatterv(t, rsv, {2});
-  EXPECT_EQ(rsv.to_vector<float>(), t.to_vector<float>());
-  Tensor recv = Tensor::zeros({2, 2});
-  c->send_recv(t, 0, recv, 0, 7);
-  EXPECT_EQ(recv.to_vector<float>(), t.to_vector<float>());
+  // Each collective that writes a fresh output copies t into it.
+  const std::vector<std::pair<const char*, std::function<void(Tensor&)>>> copies = {
+      {"all_gather", [&](Tensor& out) { c->all_gather(t, out); }},
+      {"all_gatherv", [&](Tensor& out) { c->all_gatherv(t, out, {2}); }},
+      {"reduce_scatter", [&](Tensor& out) { c->reduce_scatter(t, out); }},
+      {"reduce_scatterv", [&](Tensor& out) { c->reduce_scatterv(t, out, {2}); }},
+      {"send_recv", [&](Tensor& out) { c->send_recv(t, 0, out, 0, 7); }},
+  };
+  for (const auto& [name, collective] : copies) {
+    Tensor out = Tensor::zeros({2, 2});
+    collective(out);
+    EXPECT_EQ(out.to_vector<float>(), t.to_vector<float>()) << name;
+  }
   Tensor none;
   c->send_recv(none, -1, none, -1, 0);
   c->barrier();

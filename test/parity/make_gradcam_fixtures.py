@@ -31,13 +31,12 @@ Run with a Python that has torch and safetensors (the repository's .venv):
     .venv/bin/python test/parity/make_gradcam_fixtures.py
 """
 import json
-import os
 import sys
 
 import torch
 import torch.nn.functional as F
 
-from torch_modules import ResAttNet3D, randomized_state
+from torch_modules import ResAttNet3D, randomized_state, write_fixture
 
 MODEL = {"depth": 18, "width": 4, "in_channels": 1, "classes": 3, "att3": True, "att4": True}
 LAYERS = ["att4", "layer3.1", "stem"]
@@ -103,8 +102,6 @@ def positive_share(model, x, layer, cls):
 
 
 def main():
-    from safetensors.torch import save_file
-
     # The first seed from 2027 on where "layer3.1" and "stem" each have a class whose map is
     # positive on between 5% and 95% of the voxels.
     for seed in range(2027, 2100):
@@ -133,12 +130,9 @@ def main():
         m = torch.rand(src, generator=torch.Generator().manual_seed(i), dtype=torch.float64).float().double()
         out[f"interp.{i}.in"] = m
         out[f"interp.{i}.out"] = F.interpolate(m[None, None], size=dst, mode="trilinear", align_corners=False)[0, 0]
-    out = {k: (v.float() if v.is_floating_point() else v).contiguous() for k, v in out.items()}
     metadata = {"producer": "test/parity/make_gradcam_fixtures.py", "torch": torch.__version__,
                 "model": json.dumps(MODEL), "layers": json.dumps(LAYERS), "seed": str(seed)}
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "gradcam.safetensors")
-    save_file(out, path, metadata=metadata)
-    print(f"wrote {path}: {len(out)} tensors, {os.path.getsize(path)} bytes")
+    write_fixture("gradcam.safetensors", out, metadata)
     return 0
 
 

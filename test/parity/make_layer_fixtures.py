@@ -15,13 +15,12 @@ Run with a Python that has torch and safetensors (the repository's .venv):
     .venv/bin/python test/parity/make_layer_fixtures.py
 """
 import json
-import os
 import sys
 
 import torch
 import torch.nn.functional as F
 
-from torch_modules import SelfAttention3d
+from torch_modules import SelfAttention3d, write_fixture
 
 
 def layer_cases():
@@ -80,8 +79,6 @@ def loss_case(generator):
 
 
 def main():
-    from safetensors.torch import save_file
-
     generator = torch.Generator().manual_seed(2026)
     tensors, metadata = {}, {"producer": "test/parity/make_layer_fixtures.py",
                              "torch": torch.__version__}
@@ -90,10 +87,7 @@ def main():
         metadata[name] = json.dumps(config)
     tensors.update(loss_case(generator))
     metadata["cross_entropy"] = json.dumps({"classes": 7})
-
-    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "layers.safetensors")
-    save_file(tensors, out, metadata=metadata)
-    print(f"wrote {out}: {len(tensors)} tensors, {os.path.getsize(out)} bytes")
+    write_fixture("layers.safetensors", tensors, metadata)
     return 0
 
 

@@ -21,13 +21,12 @@ Run with a Python that has torch and safetensors (the repository's .venv):
     .venv/bin/python test/parity/make_train_fixtures.py
 """
 import json
-import os
 import sys
 
 import torch
 import torch.nn.functional as F
 
-from torch_modules import ResAttNet3D, randomized_state
+from torch_modules import ResAttNet3D, randomized_state, write_fixture
 
 MODEL = {"depth": 18, "width": 2, "in_channels": 1, "classes": 3, "att3": True, "att4": True}
 OPTIMIZERS = {
@@ -62,8 +61,6 @@ def step(state, x, y, optimizer):
 
 
 def main():
-    from safetensors.torch import save_file
-
     torch.manual_seed(2026)
     generator = torch.Generator().manual_seed(2026)
     state = initial_state(generator)
@@ -78,13 +75,9 @@ def main():
             out["expect.logits"], out["expect.loss"] = logits, loss
             out.update({f"expect.grad.{k}": g for k, g in grads.items()})
         out.update({f"{name}.{k}": v for k, v in after.items()})
-    out = {k: (v.float() if v.is_floating_point() else v).contiguous() for k, v in out.items()}
-
     metadata = {"producer": "test/parity/make_train_fixtures.py", "torch": torch.__version__,
                 "model": json.dumps(MODEL), "optimizers": json.dumps(OPTIMIZERS)}
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "resattnet_step.safetensors")
-    save_file(out, path, metadata=metadata)
-    print(f"wrote {path}: {len(out)} tensors, {os.path.getsize(path)} bytes")
+    write_fixture("resattnet_step.safetensors", out, metadata)
     return 0
 
 

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/safetensors.h"
 
 namespace gridnn::parity {
@@ -55,23 +56,7 @@ void fill_by_formula(Tensor& t, double (*value)(int64_t)) {
 
 inline Tensor make_sample_tensor(const SampleTensor& spec) {
   Tensor t = Tensor::empty(Shape(spec.dims), spec.dtype);
-  switch (spec.dtype) {
-    case DType::f32:
-      fill_by_formula<float>(t, spec.value);
-      break;
-    case DType::f16:
-      fill_by_formula<f16>(t, spec.value);
-      break;
-    case DType::bf16:
-      fill_by_formula<bf16>(t, spec.value);
-      break;
-    case DType::i32:
-      fill_by_formula<int32_t>(t, spec.value);
-      break;
-    case DType::i64:
-      fill_by_formula<int64_t>(t, spec.value);
-      break;
-  }
+  GRIDNN_DISPATCH_ALL(spec.dtype, "make_sample_tensor", [&] { fill_by_formula<scalar_t>(t, spec.value); });
   return t;
 }
 

@@ -1,6 +1,8 @@
 """PyTorch versions of gridnn modules that torch.nn does not have, shared by the parity
-fixture generator (test/parity/make_layer_fixtures.py) and the benchmark comparison
-(bench/compare_torch.py)."""
+fixture generators (test/parity/make_*_fixtures.py) and the benchmark comparison
+(bench/compare_torch.py); and write_fixture, how the generators save what they made."""
+import os
+
 import torch
 
 
@@ -96,3 +98,14 @@ def randomized_state(model, generator, gammas):
             elif name.endswith("num_batches_tracked"):
                 b.fill_(7)
     return {k: v.float().double() if v.is_floating_point() else v.clone() for k, v in model.state_dict().items()}
+
+
+def write_fixture(file_name, tensors, metadata):
+    """Saves `tensors` (float ones as float32, all contiguous) with `metadata` as
+    test/parity/fixtures/<file_name> and says so."""
+    from safetensors.torch import save_file
+
+    tensors = {k: (v.float() if v.is_floating_point() else v).contiguous() for k, v in tensors.items()}
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", file_name)
+    save_file(tensors, path, metadata=metadata)
+    print(f"wrote {path}: {len(tensors)} tensors, {os.path.getsize(path)} bytes")

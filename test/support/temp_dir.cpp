@@ -18,6 +18,12 @@ TempDir::TempDir(const std::string& what) {
   owned_ = true;
 }
 
+std::set<std::string> TempDir::names() const {
+  std::set<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(path_)) names.insert(entry.path().filename());
+  return names;
+}
+
 TempDir TempDir::borrowed(const std::filesystem::path& path) { return TempDir(path, false); }
 
 TempDir::~TempDir() { remove(); }

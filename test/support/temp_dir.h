@@ -9,6 +9,7 @@
 #pragma once
 
 #include <filesystem>
+#include <set>
 #include <string>
 
 namespace gridnn::test {
@@ -28,6 +29,8 @@ class TempDir {
   const std::filesystem::path& path() const { return path_; }
   // path() / name, as a string.
   std::string file(const std::string& name) const { return (path_ / name).string(); }
+  // The names of the files and folders in it now.
+  std::set<std::string> names() const;
 
  private:
   TempDir(std::filesystem::path path, bool owned) : path_(std::move(path)), owned_(owned) {}

@@ -18,6 +18,10 @@ double as_double(T v) {
 }
 }  // namespace
 
+Tensor from_doubles(const std::vector<double>& values, const Shape& shape) {
+  return Tensor::from_vector(std::vector<float>(values.begin(), values.end()), shape);
+}
+
 std::vector<double> to_doubles(const Tensor& t) {
   Tensor host = t.to_host();
   std::vector<double> out(size_t(host.numel()));

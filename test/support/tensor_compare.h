@@ -28,6 +28,8 @@ struct Tolerance {
 double max_relative_error(const Tensor& actual, const Tensor& expected);
 // Any-dtype tensor (any device) as doubles on the host.
 std::vector<double> to_doubles(const Tensor& t);
+// The other way: a CPU f32 tensor of `shape` holding `values` (rounded to float).
+Tensor from_doubles(const std::vector<double>& values, const Shape& shape);
 
 }  // namespace gridnn::test
 

@@ -29,29 +29,12 @@ void append_all(std::vector<uint8_t>& out, const std::vector<double>& values, bo
   for (size_t v = 0; v < values.size(); ++v) put<T>(out, start + v * sizeof(T), static_cast<T>(values[v]), big_endian);
 }
 
+// The library's size for the codes it knows (COMPLEX64 and RGB24 included, which gridnn
+// refuses); 4 for unknown codes: any size, the reader must reject them anyway.
 int bytes_per_voxel(int datatype) {
-  switch (datatype) {
-    case NIFTI_TYPE_UINT8:
-    case NIFTI_TYPE_INT8:
-      return 1;
-    case NIFTI_TYPE_INT16:
-    case NIFTI_TYPE_UINT16:
-      return 2;
-    case NIFTI_TYPE_INT32:
-    case NIFTI_TYPE_UINT32:
-    case NIFTI_TYPE_FLOAT32:
-      return 4;
-    case NIFTI_TYPE_INT64:
-    case NIFTI_TYPE_UINT64:
-    case NIFTI_TYPE_FLOAT64:
-      return 8;
-    case NIFTI_TYPE_COMPLEX64:
-      return 8;
-    case NIFTI_TYPE_RGB24:
-      return 3;
-    default:
-      return 4;  // unknown codes: any size, the reader must reject them anyway
-  }
+  int bytes = 0, swap_size = 0;
+  nifti_datatype_sizes(datatype, &bytes, &swap_size);
+  return bytes > 0 ? bytes : 4;
 }
 
 }  // namespace

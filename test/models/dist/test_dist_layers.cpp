@@ -26,6 +26,7 @@
 #include "models/layers/pool3d.h"
 #include "models/run/whole_state.h"
 #include "parallel/process_grid.h"
+#include "test/support/attention_case.h"
 #include "test/support/batchnorm_case.h"
 #include "test/support/grids.h"
 #include "test/support/mpi_main.h"
@@ -105,25 +106,29 @@ std::string trace(const GridShape& s) {
   return "grid " + s.str() + " (Pr x Pc), rank " + std::to_string(test::world_rank());
 }
 
+// check(grid, part) on every grid of grids(), with B samples and D planes parted over it;
+// the first fatal failure ends the test.
+template <class Check>
+void on_every_grid(int64_t B, int64_t D, Check check) {
+  for (const GridShape& shape : grids()) {
+    SCOPED_TRACE(trace(shape));
+    auto grid = ProcessGrid::create(shape);
+    check(grid.get(), part_of(*grid, B, D));
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
 // ---- SelfAttention3d ---------------------------------------------------------------------
 
 TEST(DistSelfAttention3d, MatchesSingleProcessOnEveryGrid) {
   const int64_t B = 4, C = 16, D = 7, H = 3, W = 3, c8 = C / 8;
-  const Tensor x = random_tensor({B, C, D, H, W}, 1);
-  const Tensor dy = random_tensor({B, C, D, H, W}, 2);
-  nn::SelfAttention3d ref(C);
-  ref.initialize(7);
-  ops::fill(find_parameter(ref, "gamma")->value, 0.7);  // nonzero: the attention path matters
-  const Tensor y_ref = ref.forward(x);
-  const Tensor dx_ref = ref.backward(dy);
+  test::AttentionCase c({B, C, D, H, W});
+  const Tensor &x = c.x, &dy = c.dy, &y_ref = c.y_ref, &dx_ref = c.dx_ref;
+  nn::SelfAttention3d& ref = c.ref;
 
-  for (const GridShape& shape : grids()) {
-    SCOPED_TRACE(trace(shape));
-    auto grid = ProcessGrid::create(shape);
-    const Part part = part_of(*grid, B, D);
+  on_every_grid(B, D, [&](ProcessGrid* grid, const Part& part) {
     nn::DistSelfAttention3d layer(*grid, C, D);
-    layer.initialize(7);
-    ops::fill(find_parameter(layer, "gamma")->value, 0.7);
+    c.set_up(layer);
     ASSERT_EQ(layer.named_parameters().size(), ref.named_parameters().size());
     for (auto& [name, p] : ref.named_parameters())
       EXPECT_TRUE(test::tensors_equal(find_parameter(layer, name)->value, p->value)) << name;
@@ -149,7 +154,7 @@ TEST(DistSelfAttention3d, MatchesSingleProcessOnEveryGrid) {
     // key.bias's is zero (softmax over keys ignores q_i . bk, the same for every key).
     expect_grads_summed_over(layer, ref, grid->stage_comm(), {"key.bias"},
                              max_abs(find_parameter(ref, "key.weight")->grad));
-  }
+  });
 }
 
 TEST(DistSelfAttention3d, RejectsAWrongSlabAndTooManyRows) {
@@ -170,10 +175,7 @@ TEST(SynchronizedBatchNorm3d, StatisticsAndGradientsAreGridInvariant) {
   const Tensor &x = c.x, &dy = c.dy, &y_ref = c.y_ref, &dx_ref = c.dx_ref, &y_eval_ref = c.y_eval_ref;
   nn::BatchNorm3d& ref = c.ref;
 
-  for (const GridShape& shape : grids()) {
-    SCOPED_TRACE(trace(shape));
-    auto grid = ProcessGrid::create(shape);
-    const Part part = part_of(*grid, B, D);
+  on_every_grid(B, D, [&](ProcessGrid* grid, const Part& part) {
     nn::BatchNorm3d bn(C, 1e-5, 0.1, Device::cpu(), &grid->stage_comm());
     c.set_affine(bn);
 
@@ -198,7 +200,7 @@ TEST(SynchronizedBatchNorm3d, StatisticsAndGradientsAreGridInvariant) {
     parallel::comm_log().clear();
     EXPECT_LE(max_relative_error(bn.forward(slab(x, part)), slab(y_eval_ref, part)), kRel);
     EXPECT_EQ(parallel::comm_log().records().size(), 0u);
-  }
+  });
 }
 
 // ---- GlobalAvgPool3d ---------------------------------------------------------------------
@@ -211,10 +213,7 @@ TEST(DistGlobalAvgPool3d, ReplicatedFeaturesAndSlabGradients) {
   const Tensor y_ref = ref.forward(x);
   const Tensor dx_ref = ref.backward(dy);
 
-  for (const GridShape& shape : grids()) {
-    SCOPED_TRACE(trace(shape));
-    auto grid = ProcessGrid::create(shape);
-    const Part part = part_of(*grid, B, D);
+  on_every_grid(B, D, [&](ProcessGrid* grid, const Part& part) {
     nn::DistGlobalAvgPool3d pool(grid->row(), D * H * W);
     parallel::comm_log().clear();
     const Tensor y = pool.forward(slab(x, part));
@@ -224,7 +223,7 @@ TEST(DistGlobalAvgPool3d, ReplicatedFeaturesAndSlabGradients) {
     // docs/design.md §4: the B_c x C partial sums all-reduced over the row; nothing backward.
     EXPECT_EQ(parallel::comm_log().elements("row", "all_reduce", "GlobalAvgPool3d"), part.samples.size() * C);
     EXPECT_EQ(parallel::comm_log().records().size(), 1u);
-  }
+  });
 }
 
 // ---- Linear (1.5D) -----------------------------------------------------------------------

@@ -52,6 +52,7 @@
 #include "parallel/mpi_session.h"
 #include "parallel/process_grid.h"
 #include "parallel/progress_board.h"
+#include "test/support/attention_case.h"
 #include "test/support/batchnorm_case.h"
 #include "test/support/gpu_test.h"
 #include "test/support/grid_invariance.h"
@@ -146,6 +147,18 @@ nn::Parameter* find_parameter(nn::Module& m, const std::string& name) {
     if (n == name) return p;
   ADD_FAILURE() << "no parameter " << name;
   return nullptr;
+}
+
+// `layer`'s forward and backward on the device slabs (samples, planes) of x and dy: both on
+// the device, and within `tol` of those slabs of the one-process y_ref and dx_ref.
+void expect_device_slab_pass(nn::Module& layer, const Tensor& x, const Tensor& dy, const Tensor& y_ref,
+                             const Tensor& dx_ref, Range samples, Range planes, double tol) {
+  const Tensor y = layer.forward(on_gpu(slab(x, samples, planes)));
+  EXPECT_EQ(y.device(), gpu());
+  EXPECT_LE(max_relative_error(y, slab(y_ref, samples, planes)), tol) << "y";
+  const Tensor dx = layer.backward(on_gpu(slab(dy, samples, planes)));
+  EXPECT_EQ(dx.device(), gpu());
+  EXPECT_LE(max_relative_error(dx, slab(dx_ref, samples, planes)), tol) << "dx";
 }
 
 // ---- the backend ---------------------------------------------------------------------------
@@ -375,12 +388,7 @@ TEST_F(GpuGrid, SynchronizedBatchNormOnDeviceMatchesOneProcessOnTheCpu) {
       c.set_affine(bn);
       bn.to(gpu());
 
-      const Tensor y = bn.forward(on_gpu(slab(x, samples, planes)));
-      EXPECT_EQ(y.device(), gpu());
-      EXPECT_LE(max_relative_error(y, slab(y_ref, samples, planes)), kTol) << "y";
-      const Tensor dx = bn.backward(on_gpu(slab(dy, samples, planes)));
-      EXPECT_EQ(dx.device(), gpu());
-      EXPECT_LE(max_relative_error(dx, slab(dx_ref, samples, planes)), kTol) << "dx";
+      expect_device_slab_pass(bn, x, dy, y_ref, dx_ref, samples, planes, kTol);
       EXPECT_LE(max_relative_error(bn.running_mean(), ref.running_mean()), kTol) << "running_mean";
       EXPECT_LE(max_relative_error(bn.running_var(), ref.running_var()), kTol) << "running_var";
       EXPECT_TRUE(tensors_equal(bn.num_batches_tracked().to_host(), ref.num_batches_tracked()));
@@ -475,13 +483,9 @@ TEST_F(GpuGrid, DistributedAttentionOnDeviceMatchesOneProcessOnTheCpu) {
   ending_the_job_on_error([&] {
     constexpr double kTol = 1e-4, kGradTol = 1e-3;
     const int64_t B = 2, C = 8, D = 5, H = 3, W = 3;
-    const Tensor x = random_tensor({B, C, D, H, W}, 1);
-    const Tensor dy = random_tensor({B, C, D, H, W}, 2);
-    nn::SelfAttention3d ref(C);
-    ref.initialize(7);
-    ops::fill(find_parameter(ref, "gamma")->value, 0.7);  // nonzero: the attention path matters
-    const Tensor y_ref = ref.forward(x);
-    const Tensor dx_ref = ref.backward(dy);
+    test::AttentionCase c({B, C, D, H, W});
+    const Tensor &x = c.x, &dy = c.dy, &y_ref = c.y_ref, &dx_ref = c.dx_ref;
+    nn::SelfAttention3d& ref = c.ref;
     const double key_scale = max_abs(find_parameter(ref, "key.weight")->grad);
 
     for (const GridShape& shape : test::job_grids(test::world_size())) {
@@ -490,16 +494,10 @@ TEST_F(GpuGrid, DistributedAttentionOnDeviceMatchesOneProcessOnTheCpu) {
       const Range samples = parallel::balanced_range(B, shape.cols, grid->col_rank());
       const Range planes = parallel::balanced_range(D, shape.rows, grid->row_rank());
       nn::DistSelfAttention3d layer(*grid, C, D);
-      layer.initialize(7);
-      ops::fill(find_parameter(layer, "gamma")->value, 0.7);
+      c.set_up(layer);
       layer.to(gpu());
 
-      const Tensor y = layer.forward(on_gpu(slab(x, samples, planes)));
-      EXPECT_EQ(y.device(), gpu());
-      EXPECT_LE(max_relative_error(y, slab(y_ref, samples, planes)), kTol) << "y";
-      const Tensor dx = layer.backward(on_gpu(slab(dy, samples, planes)));
-      EXPECT_EQ(dx.device(), gpu());
-      EXPECT_LE(max_relative_error(dx, slab(dx_ref, samples, planes)), kTol) << "dx";
+      expect_device_slab_pass(layer, x, dy, y_ref, dx_ref, samples, planes, kTol);
       for (auto& [name, p] : ref.named_parameters()) {
         Tensor g = find_parameter(layer, name)->grad.clone();
         grid->stage_comm().all_reduce(g);

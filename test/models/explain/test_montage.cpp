@@ -24,6 +24,16 @@ Tensor volume(int64_t D, int64_t H, int64_t W, float value) {
 
 float& at(Tensor& t, int64_t d, int64_t h, int64_t w) { return t.data<float>()[(d * t.size(1) + h) * t.size(2) + w]; }
 
+// A [D, H, W] volume whose voxel (d, h, w) is value(d, h, w).
+template <class Value>
+Tensor volume_of(int64_t D, int64_t H, int64_t W, Value value) {
+  Tensor t = volume(D, H, W, 0.0f);
+  for (int64_t d = 0; d < D; ++d)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t w = 0; w < W; ++w) at(t, d, h, w) = value(d, h, w);
+  return t;
+}
+
 // The montage pixel showing voxel `v` in panel `p` (0 axial, 1 coronal, 2 sagittal), by the
 // header's rule: the horizontal axis's index grows to the right, the vertical's upwards.
 struct Pixel {
@@ -56,13 +66,10 @@ TEST(PeakVoxel, FindsTheHeatCubesPeakAndTheFirstOfTies) {
 
 TEST(Montage, HeatIsColouredWhereItIsAndTheRestIsGrey) {
   const int64_t D = 20, H = 24, W = 28;
-  Tensor anatomy = volume(D, H, W, 0.0f);
-  for (int64_t d = 0; d < D; ++d)  // a smooth brain-like blob
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t w = 0; w < W; ++w) {
-        const double r2 = std::pow((d - 10) / 8.0, 2) + std::pow((h - 12) / 10.0, 2) + std::pow((w - 14) / 11.0, 2);
-        at(anatomy, d, h, w) = r2 < 1 ? float(0.5 + 0.3 * std::sin(0.7 * double(d + h + w))) : 0.0f;
-      }
+  Tensor anatomy = volume_of(D, H, W, [](int64_t d, int64_t h, int64_t w) {  // a smooth brain-like blob
+    const double r2 = std::pow((d - 10) / 8.0, 2) + std::pow((h - 12) / 10.0, 2) + std::pow((w - 14) / 11.0, 2);
+    return r2 < 1 ? float(0.5 + 0.3 * std::sin(0.7 * double(d + h + w))) : 0.0f;
+  });
   Tensor heat = volume(D, H, W, 0.0f);
   for (int64_t d = 10; d < 14; ++d)
     for (int64_t h = 12; h < 16; ++h)
@@ -100,10 +107,8 @@ TEST(Montage, HeatIsColouredWhereItIsAndTheRestIsGrey) {
 // in the axial panel, anterior up).
 TEST(Montage, OrientationIsNeurologicalWithSuperiorAndAnteriorUp) {
   const int64_t D = 16, H = 18, W = 20;
-  Tensor anatomy = volume(D, H, W, 0.0f);
-  for (int64_t d = 0; d < D; ++d)
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t w = 0; w < W; ++w) at(anatomy, d, h, w) = float(0.5 + 0.4 * std::sin(double(d * 3 + h * 5 + w)));
+  Tensor anatomy = volume_of(
+      D, H, W, [](int64_t d, int64_t h, int64_t w) { return float(0.5 + 0.4 * std::sin(double(d * 3 + h * 5 + w))); });
   for (int64_t d = 11; d < 15; ++d)  // 64 voxels: more than 1%, so the 99th percentile is 5
     for (int64_t h = 13; h < 17; ++h)
       for (int64_t w = 15; w < 19; ++w) at(anatomy, d, h, w) = 5.0f;
@@ -134,10 +139,7 @@ TEST(Montage, OrientationIsNeurologicalWithSuperiorAndAnteriorUp) {
 TEST(Montage, AnisotropicVoxelsScaleToMillimetres) {
   // [10, 20, 40] voxels of 4 x 2 x 1 mm: 40 mm along every axis, so every panel is square.
   const int64_t D = 10, H = 20, W = 40;
-  Tensor anatomy = volume(D, H, W, 0.0f);
-  for (int64_t d = 0; d < D; ++d)
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t w = 0; w < W; ++w) at(anatomy, d, h, w) = float(d);
+  Tensor anatomy = volume_of(D, H, W, [](int64_t d, int64_t, int64_t) { return float(d); });
   const MontageLayout layout = montage_layout(anatomy.shape(), {4, 2, 1}, 1);
   for (const PanelRect& r : layout.panels) {
     EXPECT_EQ(r.width, 40);
@@ -247,10 +249,7 @@ TEST(Montage, ColourBarShowsJetWithTheUndrawnPartDimmedAndTicks) {
 // line_width of its border; the coronal panel through d = 3 (outside the cube) has none.
 TEST(Montage, RegionOutlineLiesOnTheCubesBorder) {
   const int64_t D = 20, H = 24, W = 28;
-  Tensor anatomy = volume(D, H, W, 0.0f);
-  for (int64_t d = 0; d < D; ++d)
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t w = 0; w < W; ++w) at(anatomy, d, h, w) = float((d * 7 + h * 3 + w) % 11);
+  Tensor anatomy = volume_of(D, H, W, [](int64_t d, int64_t h, int64_t w) { return float((d * 7 + h * 3 + w) % 11); });
   Tensor heat = volume(D, H, W, 0.0f);
   for (int64_t h = 0; h < H; ++h)
     for (int64_t w = 0; w < W; ++w) at(heat, 10, h, w) = float(w) / float(W - 1);  // the whole jet range

@@ -146,22 +146,22 @@ TEST_F(RegionMaskTest, NearestStoredVoxelRoundsHalfUp) {
 
 TEST_F(RegionMaskTest, MasksInAnotherGridAreRefusedNamingBoth) {
   const data::Scan s = scan(anatomy(), {9, 4, 8});
+  // The message names the mask, its grid and the scan's (`mask_grid`, `scan_grid`).
+  const auto expect_refused = [&](const std::string& mask, const std::string& mask_grid, const std::string& scan_grid) {
+    const std::string message = error_message([&] { explain::region_in_network_space(mask, s); });
+    EXPECT_TRUE(contains(message, mask));
+    EXPECT_TRUE(contains(message, mask_grid));
+    EXPECT_TRUE(contains(message, scan_grid));
+    EXPECT_TRUE(contains(message, "the mask must be in the scan's own voxel grid"));
+  };
   // Other dims: one slice fewer along k.
-  const std::string thin = write("thin.nii", {kNi, kNj, kNk - 1}, kPilSform, 4, box_value);
-  const std::string dims_message = error_message([&] { explain::region_in_network_space(thin, s); });
-  EXPECT_TRUE(contains(dims_message, thin));
-  EXPECT_TRUE(contains(dims_message, "shape [4, 7, 6]"));
-  EXPECT_TRUE(contains(dims_message, "shape [5, 7, 6]"));
-  EXPECT_TRUE(contains(dims_message, "the mask must be in the scan's own voxel grid"));
+  expect_refused(write("thin.nii", {kNi, kNj, kNk - 1}, kPilSform, 4, box_value), "shape [4, 7, 6]", "shape [5, 7, 6]");
   // The same dims, shifted 2 mm anteriorly.
   std::array<std::array<float, 4>, 3> shifted = kPilSform;
   shifted[1][3] = 16;
-  const std::string moved = write("moved.nii", {kNi, kNj, kNk}, shifted, 4, box_value);
-  const std::string affine_message = error_message([&] { explain::region_in_network_space(moved, s); });
-  EXPECT_TRUE(contains(affine_message, moved));
-  EXPECT_TRUE(contains(affine_message, "[[0, 0, -1.5, 3], [-2, 0, 0, 16], [0, -2.5, 0, 20]]"));
-  EXPECT_TRUE(contains(affine_message, "[[0, 0, -1.5, 3], [-2, 0, 0, 14], [0, -2.5, 0, 20]]"));
-  EXPECT_TRUE(contains(affine_message, "the mask must be in the scan's own voxel grid"));
+  expect_refused(write("moved.nii", {kNi, kNj, kNk}, shifted, 4, box_value),
+                 "[[0, 0, -1.5, 3], [-2, 0, 0, 16], [0, -2.5, 0, 20]]",
+                 "[[0, 0, -1.5, 3], [-2, 0, 0, 14], [0, -2.5, 0, 20]]");
   // Within 1e-3 mm it is the same grid.
   std::array<std::array<float, 4>, 3> close = kPilSform;
   close[1][3] = 14.0002f;

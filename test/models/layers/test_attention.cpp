@@ -9,6 +9,7 @@
 #include "kernels/softmax.h"
 #include "models/layers/attention.h"
 #include "test/ops/reference_layers.h"
+#include "test/support/error_message.h"
 #include "test/support/grad_check.h"
 #include "test/support/layer_check.h"
 #include "test/support/random_tensor.h"
@@ -17,14 +18,10 @@
 namespace gridnn {
 namespace {
 
+using test::from_doubles;
 using test::random_tensor;
 using test::reference_softmax;
 using test::to_doubles;
-
-Tensor from_doubles(const std::vector<double>& v, const Shape& shape) {
-  std::vector<float> f(v.begin(), v.end());
-  return Tensor::from_vector(f, shape);
-}
 
 // ---- softmax kernels -------------------------------------------------------------------
 
@@ -96,13 +93,9 @@ TEST(Softmax, Deterministic) {
 
 TEST(Softmax, BadArgumentsNameTheOp) {
   Tensor x = random_tensor({2, 3}, 1), y = Tensor::empty({3, 2});
-  try {
-    ops::softmax_forward(x, y);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("softmax_forward"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("[3, 2]"), std::string::npos) << e.what();
-  }
+  const std::string what = test::error_message([&] { ops::softmax_forward(x, y); });
+  EXPECT_NE(what.find("softmax_forward"), std::string::npos) << what;
+  EXPECT_NE(what.find("[3, 2]"), std::string::npos) << what;
   Tensor i = Tensor::zeros({2, 3}, DType::i32);
   EXPECT_THROW(ops::softmax_forward(i, i), Error);
 }
@@ -232,32 +225,20 @@ TEST(SelfAttention3d, GradientsWithGammaZero) {
 }
 
 TEST(SelfAttention3d, BadInputNamesLayerAndShapes) {
-  try {
-    nn::SelfAttention3d bad(12);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("SelfAttention3d(12)"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("multiple of 8"), std::string::npos) << e.what();
-  }
+  const std::string made = test::error_message([&] { nn::SelfAttention3d bad(12); });
+  EXPECT_NE(made.find("SelfAttention3d(12)"), std::string::npos) << made;
+  EXPECT_NE(made.find("multiple of 8"), std::string::npos) << made;
   nn::SelfAttention3d att(16);
   Tensor x = random_tensor({2, 8, 2, 2, 2}, 1);
-  try {
-    att.forward(x);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("SelfAttention3d(16)"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("[2, 8, 2, 2, 2]"), std::string::npos) << e.what();
-  }
+  const std::string forward = test::error_message([&] { att.forward(x); });
+  EXPECT_NE(forward.find("SelfAttention3d(16)"), std::string::npos) << forward;
+  EXPECT_NE(forward.find("[2, 8, 2, 2, 2]"), std::string::npos) << forward;
   EXPECT_THROW(att.forward(random_tensor({16, 4}, 1)), Error);
   EXPECT_THROW(att.backward(random_tensor({2, 16, 2, 2, 2}, 1)), Error);  // before forward
   att.forward(random_tensor({2, 16, 2, 2, 2}, 2));
-  try {
-    att.backward(random_tensor({2, 16, 2, 2, 3}, 1));
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("SelfAttention3d(16)"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("[2, 16, 2, 2, 3]"), std::string::npos) << e.what();
-  }
+  const std::string backward = test::error_message([&] { att.backward(random_tensor({2, 16, 2, 2, 3}, 1)); });
+  EXPECT_NE(backward.find("SelfAttention3d(16)"), std::string::npos) << backward;
+  EXPECT_NE(backward.find("[2, 16, 2, 2, 3]"), std::string::npos) << backward;
 }
 
 }  // namespace

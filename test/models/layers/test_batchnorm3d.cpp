@@ -33,12 +33,8 @@ namespace {
 // The references, in double: test/ops/reference_conv_pool_norm.h (shared with the op
 // harness). Per-channel mean and biased variance of x [N, C, ...]:
 using RefStats = test::BatchNormStats;
+using test::from_doubles;
 constexpr auto reference_stats = &test::reference_batchnorm_stats;
-
-Tensor from_doubles(const std::vector<double>& v, const Shape& s) {
-  std::vector<float> f(v.begin(), v.end());
-  return Tensor::from_vector(f, s);
-}
 
 std::vector<double> values(const Tensor& t) { return test::to_doubles(t); }
 

@@ -10,6 +10,7 @@
 #include "kernels/elementwise.h"
 #include "models/layers/dropout.h"
 #include "test/ops/reference_layers.h"
+#include "test/support/error_message.h"
 #include "test/support/layer_check.h"
 #include "test/support/random_tensor.h"
 #include "test/support/tensor_compare.h"
@@ -122,23 +123,15 @@ TEST(Dropout, BackwardAppliesTheForwardMask) {
 }
 
 TEST(Dropout, BadArgumentsNameTheLayer) {
-  try {
-    nn::Dropout bad(1.5f);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("Dropout(p=1.5)"), std::string::npos) << e.what();
-  }
+  const std::string made = test::error_message([&] { nn::Dropout bad(1.5f); });
+  EXPECT_NE(made.find("Dropout(p=1.5)"), std::string::npos) << made;
   nn::Dropout d(0.5f);
   EXPECT_THROW(d.backward(random_tensor({2, 2}, 1)), Error);
   d.forward(random_tensor({2, 3}, 1));
-  try {
-    d.backward(random_tensor({3, 2}, 1));
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("Dropout"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("[3, 2]"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("[2, 3]"), std::string::npos) << e.what();
-  }
+  const std::string what = test::error_message([&] { d.backward(random_tensor({3, 2}, 1)); });
+  EXPECT_NE(what.find("Dropout"), std::string::npos) << what;
+  EXPECT_NE(what.find("[3, 2]"), std::string::npos) << what;
+  EXPECT_NE(what.find("[2, 3]"), std::string::npos) << what;
 }
 
 }  // namespace

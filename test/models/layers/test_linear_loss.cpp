@@ -19,13 +19,9 @@
 namespace gridnn {
 namespace {
 
+using test::from_doubles;
 using test::random_tensor;
 using test::to_doubles;
-
-Tensor from_doubles(const std::vector<double>& v, const Shape& shape) {
-  std::vector<float> f(v.begin(), v.end());
-  return Tensor::from_vector(f, shape);
-}
 
 // ---- Linear ----------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@
 #include "models/layers/linear.h"
 #include "models/layers/loss.h"
 #include "models/layers/pool3d.h"
+#include "test/support/parity_fixture.h"
 #include "test/support/tensor_compare.h"
 
 namespace gridnn {
@@ -28,16 +29,7 @@ constexpr double kTolerance = 1e-5;
 // their relative error means nothing; such tensors are compared absolutely.
 constexpr double kZeroFloor = 1e-5;  // about fp32 rounding of sums of O(1) terms
 
-const SafetensorsFile& fixtures() {
-  static const SafetensorsFile f = load_safetensors(std::string(GRIDNN_TEST_DATA_DIR) + "/layers.safetensors");
-  return f;
-}
-
-Tensor fixture(const std::string& name) {
-  auto it = fixtures().tensors.find(name);
-  if (it == fixtures().tensors.end()) throw Error("layers.safetensors has no tensor " + name);
-  return it->second;
-}
+Tensor fixture(const std::string& name) { return test::parity_fixture("layers.safetensors", name); }
 
 ::testing::AssertionResult close(const std::string& what, const Tensor& actual, const Tensor& expected) {
   if (actual.shape() != expected.shape())

@@ -9,6 +9,7 @@
 
 #include "kernels/optim.h"
 #include "models/optim/optimizer.h"
+#include "test/models/optim/adam_step.h"
 #include "test/support/gpu_test.h"
 #include "test/support/random_tensor.h"
 
@@ -52,12 +53,7 @@ TEST_F(GpuOptim, AdamUpdateMatchesCpuBitwise) {
       Tensor gp = on_gpu(p), gm = on_gpu(m), gv = on_gpu(v);
       for (int t = 1; t <= 3; ++t) {
         Tensor g = random_tensor({n}, 10 + uint64_t(t), -2, 2);
-        ops::AdamSpec s;
-        s.lr = 1e-2;
-        s.weight_decay = 0.05;
-        s.decoupled = decoupled;
-        s.bias_correction1 = ops::adam_bias_correction(s.beta1, t);
-        s.bias_correction2 = ops::adam_bias_correction(s.beta2, t);
+        const ops::AdamSpec s = test::adam_step_spec(decoupled, t);
         ops::adam_update(p, g, m, v, s);
         ops::adam_update(gp, on_gpu(g), gm, gv, s);
         EXPECT_TRUE(tensors_equal(gp, p)) << "param, step " << t;

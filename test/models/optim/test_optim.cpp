@@ -18,7 +18,9 @@
 #include "models/optim/optimizer.h"
 #include "models/optim/schedule.h"
 #include "models/optim/sgd.h"
+#include "test/models/optim/adam_step.h"
 #include "test/support/error_message.h"
+#include "test/support/parity_fixture.h"
 #include "test/support/random_tensor.h"
 #include "test/support/tensor_compare.h"
 
@@ -269,12 +271,7 @@ TEST(OptimKernels, TheListFormIsEachParameterAloneBitForBit) {
     std::vector<Tensor> q1 = clones(params), m1 = clones(buffers), v1 = clones(squares);
     std::vector<Tensor> q2 = clones(params), m2 = clones(buffers), v2 = clones(squares);
     for (int step = 1; step <= 3; ++step) {
-      ops::AdamSpec adam;
-      adam.lr = 1e-2;
-      adam.weight_decay = 0.05;
-      adam.decoupled = decoupled;
-      adam.bias_correction1 = ops::adam_bias_correction(adam.beta1, step);
-      adam.bias_correction2 = ops::adam_bias_correction(adam.beta2, step);
+      const ops::AdamSpec adam = test::adam_step_spec(decoupled, step);
       std::vector<ops::AdamTensors> list;
       for (size_t i = 0; i < sizes.size(); ++i) {
         ops::adam_update(q1[i], grads[i], m1[i], v1[i], adam);
@@ -297,15 +294,8 @@ TEST(OptimKernels, TheListFormIsEachParameterAloneBitForBit) {
 
 // ---- PyTorch parity (test/parity/make_optim_fixtures.py) -----------------------------------
 
-const SafetensorsFile& fixtures() {
-  static const SafetensorsFile f = load_safetensors(std::string(GRIDNN_TEST_DATA_DIR) + "/optim.safetensors");
-  return f;
-}
-Tensor fixture(const std::string& name) {
-  auto it = fixtures().tensors.find(name);
-  if (it == fixtures().tensors.end()) throw Error("optim.safetensors has no tensor " + name);
-  return it->second;
-}
+const SafetensorsFile& fixtures() { return test::parity_fixtures("optim.safetensors"); }
+Tensor fixture(const std::string& name) { return test::parity_fixture("optim.safetensors", name); }
 
 struct ParityCase {
   std::string name;

@@ -14,6 +14,7 @@
 #include "models/run/memory_plan.h"
 #include "models/train/trainer.h"
 #include "test/models/data/nifti_writer.h"
+#include "test/support/error_message.h"
 #include "test/support/temp_dir.h"
 
 namespace gridnn {
@@ -181,14 +182,10 @@ TEST_F(Predict, ACheckpointThatDoesNotFitTheFlagsListsTheTensors) {
   predict::PredictOptions p = predict_options(o);
   p.run.resattnet.width = 4;
   auto grid = parallel::ProcessGrid::single();
-  try {
-    predict::predict(p, *grid, null_);
-    FAIL() << "width 4 cannot load a width-2 checkpoint";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("does not match the model"), std::string::npos) << what;
-    EXPECT_NE(what.find("conv1.weight"), std::string::npos) << what;
-  }
+  // Width 4 cannot load a width-2 checkpoint.
+  const std::string what = test::error_message([&] { predict::predict(p, *grid, null_); });
+  EXPECT_NE(what.find("does not match the model"), std::string::npos) << what;
+  EXPECT_NE(what.find("conv1.weight"), std::string::npos) << what;
 }
 
 TEST_F(Predict, ExplainWritesHeatmapsInEachScansGridAndNamesBadLayers) {
@@ -199,12 +196,9 @@ TEST_F(Predict, ExplainWritesHeatmapsInEachScansGridAndNamesBadLayers) {
   p.explain_dir = (dir_ / "heat").string();
   p.explain_layer = "no-such-layer";
   auto grid = parallel::ProcessGrid::single();
-  try {
-    predict::predict(p, *grid, null_);
-    FAIL() << "an unknown layer must be refused";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("choose one of: stem, layer1.0"), std::string::npos) << e.what();
-  }
+  // An unknown layer must be refused.
+  const std::string what = test::error_message([&] { predict::predict(p, *grid, null_); });
+  EXPECT_NE(what.find("choose one of: stem, layer1.0"), std::string::npos) << what;
   p.explain_layer = "layer3.1";
   const predict::PredictResult r = predict::predict(p, *grid, null_);
   // Explaining gives the logits of a plain prediction.
@@ -255,23 +249,16 @@ TEST_F(Predict, ExplainMasksAreOutlinedAndAMaskInAnotherGridIsRefused) {
   other.dims = {11, 13, 13};
   test::write_nifti1((dir_ / "masks" / "other.nii").string(), other, std::vector<double>(11 * 13 * 13, 1.0));
   p.explain_mask = (dir_ / "masks" / "other.nii").string();
-  try {
-    predict::predict(p, *grid, null_);
-    FAIL() << "a mask in another grid must be refused";
-  } catch (const Error& e) {
-    const std::string m = e.what();
-    EXPECT_NE(m.find("is not in the voxel grid of the scan"), std::string::npos) << m;
-    EXPECT_NE(m.find("[13, 13, 11]"), std::string::npos) << m;
-    EXPECT_NE(m.find("[12, 13, 11]"), std::string::npos) << m;
-  }
+  // A mask in another grid must be refused.
+  const std::string m = test::error_message([&] { predict::predict(p, *grid, null_); });
+  EXPECT_NE(m.find("is not in the voxel grid of the scan"), std::string::npos) << m;
+  EXPECT_NE(m.find("[13, 13, 11]"), std::string::npos) << m;
+  EXPECT_NE(m.find("[12, 13, 11]"), std::string::npos) << m;
   p.explain_mask.clear();
   p.explain_tta = 0;
-  try {
-    predict::predict(p, *grid, null_);
-    FAIL() << "--explain-tta 0 must be refused";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--explain-tta 0: give at least 1"), std::string::npos) << e.what();
-  }
+  // --explain-tta 0 must be refused.
+  const std::string what = test::error_message([&] { predict::predict(p, *grid, null_); });
+  EXPECT_NE(what.find("--explain-tta 0: give at least 1"), std::string::npos) << what;
 }
 
 // --memory-limit below the predicted peak stops before any scan is read or file written,
@@ -293,14 +280,10 @@ TEST_F(Predict, AMemoryLimitBelowThePredictedPeakStopsBeforeAnythingIsWritten) {
   ASSERT_LT(peak(1, run::MemoryJob::explanation), explaining);
   auto grid = parallel::ProcessGrid::single();
   p.run.memory_limit = explaining - 1;
-  try {
-    predict::predict(p, *grid, null_);
-    FAIL() << "a limit below the predicted peak must stop the job";
-  } catch (const Error& e) {
-    const std::string m = e.what();
-    for (const char* needed : {"--memory-limit", "would need", "Nothing was run or written", "what fits: --batch"})
-      EXPECT_NE(m.find(needed), std::string::npos) << needed << " in: " << m;
-  }
+  // A limit below the predicted peak must stop the job.
+  const std::string m = test::error_message([&] { predict::predict(p, *grid, null_); });
+  for (const char* needed : {"--memory-limit", "would need", "Nothing was run or written", "what fits: --batch"})
+    EXPECT_NE(m.find(needed), std::string::npos) << needed << " in: " << m;
   EXPECT_FALSE(fs::exists(p.out));
   EXPECT_FALSE(fs::exists(p.explain_dir));
   // Above the plain prediction's peak (with room for what reading a scan holds for a moment),
@@ -333,13 +316,10 @@ TEST_F(Predict, OneClassGivesNoRocAndScansOfOneNameGetTheirOwnHeatmaps) {
     EXPECT_TRUE(fs::exists(dir_ / "heat" / name)) << name;
   EXPECT_FALSE(fs::exists(dir_ / "heat" / "x_gradcam.nii.gz"));
 
-  // A split without rows says which splits there are.
-  try {
-    predict::list_scans((dir_ / "scans.csv").string(), predict::SplitFilter::test);
-    FAIL() << "the manifest has no test rows";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("train 8, val 4"), std::string::npos) << e.what();
-  }
+  // A split without rows (the manifest has no test rows) says which splits there are.
+  const std::string what =
+      test::error_message([&] { predict::list_scans((dir_ / "scans.csv").string(), predict::SplitFilter::test); });
+  EXPECT_NE(what.find("train 8, val 4"), std::string::npos) << what;
 }
 
 TEST_F(Predict, FoldersAndSingleFilesAreUnlabelled) {
