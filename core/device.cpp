@@ -1,10 +1,10 @@
 #include "core/device.h"
 
-#include <cstdlib>
 #include <fstream>
 #include <string>
 
 #include "core/error.h"
+#include "core/test_switches.h"
 
 #if GRIDNN_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -49,10 +49,7 @@ int real_device_count() {
 }  // namespace
 
 bool device_standin() {
-  static const bool on = [] {
-    const char* v = std::getenv("GRIDNN_DEVICE_STANDIN");
-    return v && std::string(v) == "1" && real_device_count() == 0;
-  }();
+  static const bool on = [] { return test_switches().device_standin && real_device_count() == 0; }();
   return on;
 }
 

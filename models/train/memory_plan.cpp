@@ -8,6 +8,7 @@
 
 #include "core/allocator.h"
 #include "core/error.h"
+#include "core/test_switches.h"
 #include "models/nets/blocks.h"
 #include "models/train/grid_batch.h"
 #include "models/train/pipelined_model.h"
@@ -289,8 +290,7 @@ void enforce_memory_limit(int64_t limit, const Device& device, parallel::Process
   if (limit <= 0) return;
   // GRIDNN_MEMORY_PREFLIGHT=off keeps only the allocators' cap (how the tests make a job
   // cross it mid-run, as a wrong prediction would).
-  const char* preflight = std::getenv("GRIDNN_MEMORY_PREFLIGHT");
-  if (preflight && std::string(preflight) == "off") {
+  if (!test_switches().memory_preflight) {
     allocator_for(device).set_limit(size_t(limit));
     return;
   }
