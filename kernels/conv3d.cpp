@@ -45,7 +45,7 @@ void expect_shape(const char* op, const char* name, const Tensor& t, const Shape
               "lib/libcudnn.so*), or keep the tensors on the cpu");
 }
 #define GRIDNN_CONV3D_CALL(DEVICE, FN, ...) \
-  ((DEVICE).is_cpu() || device_standin() ? ::gridnn::kernels::cpu::FN(__VA_ARGS__) : throw_no_cudnn(#FN))
+  ((DEVICE).runs_on_host() ? ::gridnn::kernels::cpu::FN(__VA_ARGS__) : throw_no_cudnn(#FN))
 #endif
 
 }  // namespace

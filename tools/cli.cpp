@@ -91,7 +91,7 @@ int64_t memory_limit(const std::string& text, const train::TrainOptions& o, cons
   if (text.empty() && device.is_cpu()) return 0;
   if (!text.empty() && text != "auto") return plan::parse_bytes(text, "--memory-limit");
   int64_t available = available_memory_bytes(device);
-  if (device.is_cpu() || device_standin()) available /= std::max(process.node_size, 1);
+  if (device.runs_on_host()) available /= std::max(process.node_size, 1);
   const int64_t unknown = std::numeric_limits<int64_t>::max();
   int64_t limit = available > 0 ? available - std::max<int64_t>(available / 10, int64_t(512) << 20) : unknown;
 #if GRIDNN_HAVE_MPI
