@@ -209,7 +209,7 @@ int64_t forward_held_bytes(const std::vector<LayerMemory>& layers) {
 }
 
 MemoryPeak simulate_memory(const MemoryStep& step) {
-  Workspace workspace{};
+  kernels::Workspace workspace{};
   for (const auto* layers : {&step.layers, &step.evaluation})
     for (const LayerMemory& l : *layers)
       for (size_t s = 0; s < workspace.size(); ++s) workspace[s] = std::max(workspace[s], l.workspace[s]);

@@ -24,17 +24,13 @@
 // backward.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
-namespace gridnn::plan {
+#include "kernels/conv3d_workspace.h"
 
-// The per-thread workspace buffers of the CPU convolutions (kernels/cpu/conv3d_onednn.cpp):
-// each only grows, so it holds the largest size any convolution pass asked of it.
-constexpr int kWorkspaceSlots = 5;
-using Workspace = std::array<int64_t, kWorkspaceSlots>;
+namespace gridnn::plan {
 
 struct LayerMemory {
   enum class Op { layer, fork, branch, join, recompute_begin, recompute_end };
@@ -48,7 +44,8 @@ struct LayerMemory {
   int64_t backward_scratch = 0;  // most bytes its backward holds at once besides dy, dx and kept
   int64_t input_grad = 0;        // bytes of dL/dinput its backward returns (0: none)
   bool grad_in_place = false;    // ... written over dL/doutput, which its container gives up
-  Workspace workspace{};         // the workspace sizes its passes ask for
+  // The workspace sizes its passes ask for (kernels/conv3d_workspace.h).
+  kernels::Workspace workspace{};
 };
 
 // A named amount of memory that lives through the whole step.
