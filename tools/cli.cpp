@@ -6,9 +6,9 @@
 #include <limits>
 #include <vector>
 
+#include "core/bytes.h"
 #include "core/device.h"
 #include "core/error.h"
-#include "plan/memory_model.h"
 #if GRIDNN_HAVE_MPI
 #include <mpi.h>
 
@@ -89,7 +89,7 @@ std::unique_ptr<parallel::ProcessGrid> create_grid(const parallel::GridShape& sh
 int64_t memory_limit(const std::string& text, const train::TrainOptions& o, const Process& process) {
   const Device device = Device::parse(process_device(o.device, process));
   if (text.empty() && device.is_cpu()) return 0;
-  if (!text.empty() && text != "auto") return plan::parse_bytes(text, "--memory-limit");
+  if (!text.empty() && text != "auto") return parse_bytes(text, "--memory-limit");
   int64_t available = available_memory_bytes(device);
   if (device.runs_on_host()) available /= std::max(process.node_size, 1);
   const int64_t unknown = std::numeric_limits<int64_t>::max();
@@ -102,7 +102,7 @@ int64_t memory_limit(const std::string& text, const train::TrainOptions& o, cons
       std::fprintf(stderr, "gridnn: --memory-limit auto: no rank could read its device's free memory; no limit\n");
     return 0;
   }
-  GRIDNN_REQUIRE(limit > 0, "--memory-limit auto: ", device.str(), " has ", plan::format_bytes(available),
+  GRIDNN_REQUIRE(limit > 0, "--memory-limit auto: ", device.str(), " has ", format_bytes(available),
                  " available, less than the margin gridnn keeps (512 MiB); free memory or give --memory-limit SIZE");
   return limit;
 }

@@ -93,7 +93,7 @@ struct Process {
 std::unique_ptr<parallel::ProcessGrid> create_grid(const parallel::GridShape& shape, train::TrainOptions& options,
                                                    const Process& process);
 
-// --memory-limit's bytes (docs/design.md §6a): a size as plan::parse_bytes reads it, or "auto",
+// --memory-limit's bytes (docs/design.md §6a): a size (parse_bytes, core/bytes.h) or "auto",
 // the default on a GPU (`text` empty there): what the process's device can still give less a
 // margin (a tenth, at least 512 MiB: the CUDA context and the libraries' own buffers, which the
 // allocators do not see), on the CPU the host's available memory shared by the node's ranks;

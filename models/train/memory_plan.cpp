@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "core/allocator.h"
+#include "core/bytes.h"
 #include "core/error.h"
 #include "core/test_switches.h"
 #include "models/nets/blocks.h"
@@ -176,20 +177,19 @@ std::string memory_report(int rank, const plan::MemoryPeak& predicted, int64_t m
   char line[256];
   const double error = measured > 0 ? 100.0 * double(predicted.peak_bytes - measured) / double(measured) : 0.0;
   std::snprintf(line, sizeof line, "rank %d: predicted peak %s, measured %s (%+.1f%%)%s%s\n", rank,
-                plan::format_bytes(predicted.peak_bytes).c_str(), plan::format_bytes(measured).c_str(), error,
+                format_bytes(predicted.peak_bytes).c_str(), format_bytes(measured).c_str(), error,
                 predicted.at.empty() ? "" : "; at the ", predicted.at.c_str());
   std::string text = line;
   if (!predicted.at.empty()) {
     std::snprintf(line, sizeof line, "  resident %s, activations and scratch %s at the peak\n",
-                  plan::format_bytes(predicted.resident_bytes).c_str(),
-                  plan::format_bytes(predicted.activation_bytes).c_str());
+                  format_bytes(predicted.resident_bytes).c_str(), format_bytes(predicted.activation_bytes).c_str());
     text += line;
     std::snprintf(line, sizeof line, "  activations: training step %s at the %s",
-                  plan::format_bytes(predicted.training.activation_bytes).c_str(), predicted.training.at.c_str());
+                  format_bytes(predicted.training.activation_bytes).c_str(), predicted.training.at.c_str());
     text += line;
     if (!predicted.evaluation.at.empty()) {
-      std::snprintf(line, sizeof line, "; %s at the %s",
-                    plan::format_bytes(predicted.evaluation.activation_bytes).c_str(), predicted.evaluation.at.c_str());
+      std::snprintf(line, sizeof line, "; %s at the %s", format_bytes(predicted.evaluation.activation_bytes).c_str(),
+                    predicted.evaluation.at.c_str());
       text += line;
     }
     text += "\n";
@@ -197,7 +197,7 @@ std::string memory_report(int rank, const plan::MemoryPeak& predicted, int64_t m
   const size_t shown = std::min<size_t>(5, predicted.shares.size());
   for (size_t i = 0; i < shown; ++i) {
     const plan::MemoryShare& s = predicted.shares[i];
-    std::snprintf(line, sizeof line, "  %-40s %12s  %5.1f%%\n", s.what.c_str(), plan::format_bytes(s.bytes).c_str(),
+    std::snprintf(line, sizeof line, "  %-40s %12s  %5.1f%%\n", s.what.c_str(), format_bytes(s.bytes).c_str(),
                   100.0 * double(s.bytes) / double(std::max<int64_t>(predicted.peak_bytes, 1)));
     text += line;
   }
@@ -223,8 +223,8 @@ std::vector<std::string> grids_that_fit(const TrainOptions& o, const parallel::G
       continue;
     const int64_t peak = largest_peak(predict_grid_memory(o, {1, rows, procs / rows}, job));
     if (peak <= limit)
-      fits.push_back("--grid " + std::to_string(rows) + "x" + std::to_string(procs / rows) + " (" +
-                     plan::format_bytes(peak) + " per rank)");
+      fits.push_back("--grid " + std::to_string(rows) + "x" + std::to_string(procs / rows) + " (" + format_bytes(peak) +
+                     " per rank)");
   }
   return fits;
 }
@@ -255,7 +255,7 @@ std::string what_would_fit(const TrainOptions& o, PipelinedModel& model, paralle
     TrainOptions t = o;
     t.batch = b;
     if (const int64_t peak = peak_of(t); peak <= limit) {
-      fits.push_back("--batch " + std::to_string(b) + " (" + plan::format_bytes(peak) + ")");
+      fits.push_back("--batch " + std::to_string(b) + " (" + format_bytes(peak) + ")");
       break;
     }
   }
@@ -264,13 +264,13 @@ std::string what_would_fit(const TrainOptions& o, PipelinedModel& model, paralle
     TrainOptions t = o;
     t.recompute = Recompute::blocks;
     if (const int64_t peak = peak_of(t); peak <= limit)
-      fits.push_back("--recompute blocks (" + plan::format_bytes(peak) + ")");
+      fits.push_back("--recompute blocks (" + format_bytes(peak) + ")");
   }
   for (int m = o.micro_batches + 1; m <= shard; ++m) {
     TrainOptions t = o;
     t.micro_batches = m;
     if (const int64_t peak = plan::simulate_memory(model.memory_step(t)).peak_bytes; peak <= limit) {
-      fits.push_back("--micro-batches " + std::to_string(m) + " (" + plan::format_bytes(peak) + " on this rank)");
+      fits.push_back("--micro-batches " + std::to_string(m) + " (" + format_bytes(peak) + " on this rank)");
       break;
     }
   }
@@ -304,9 +304,9 @@ void enforce_memory_limit(int64_t limit, const Device& device, parallel::Process
   std::string holders;
   if (rank == grid.world_rank())
     for (size_t i = 0; i < std::min<size_t>(5, own.shares.size()); ++i)
-      holders += (holders.empty() ? "" : ", ") + own.shares[i].what + " " + plan::format_bytes(own.shares[i].bytes);
-  throw Error("--memory-limit " + plan::format_bytes(limit) + ": rank " + std::to_string(rank) + " would need " +
-              plan::format_bytes(*worst) + " at its peak (predicted, " +
+      holders += (holders.empty() ? "" : ", ") + own.shares[i].what + " " + format_bytes(own.shares[i].bytes);
+  throw Error("--memory-limit " + format_bytes(limit) + ": rank " + std::to_string(rank) + " would need " +
+              format_bytes(*worst) + " at its peak (predicted, " +
               (rank == grid.world_rank() ? "at the " + own.at + "; largest: " + holders : "see that rank's message") +
               "). Nothing was run or written; " + what_fits());
 }
