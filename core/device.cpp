@@ -1,10 +1,10 @@
 #include "core/device.h"
 
-#include <cstdlib>
 #include <fstream>
 #include <string>
 
 #include "core/error.h"
+#include "core/test_switches.h"
 
 #if GRIDNN_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -46,21 +46,21 @@ int real_device_count() {
   return 0;
 #endif
 }
-}  // namespace
 
-bool device_standin() {
-  static const bool on = [] {
-    const char* v = std::getenv("GRIDNN_DEVICE_STANDIN");
-    return v && std::string(v) == "1" && real_device_count() == 0;
-  }();
+// The stand-in's condition (device.h), decided once.
+bool standin_on() {
+  static const bool on = test_switches().device_standin && real_device_count() == 0;
   return on;
 }
+}  // namespace
 
-int cuda_device_count() { return device_standin() ? 1 : real_device_count(); }
+Device Device::cuda(int i) { return {standin_on() ? Kind::cuda_standin : Kind::cuda, i}; }
+
+int cuda_device_count() { return standin_on() ? 1 : real_device_count(); }
 
 void require_device(const Device& d) {
   if (d.is_cpu()) return;
-  GRIDNN_REQUIRE(built_with_cuda() || device_standin(), "device ", d.str(),
+  GRIDNN_REQUIRE(built_with_cuda() || d.is_standin(), "device ", d.str(),
                  " requested but gridnn was built without CUDA; rebuild with -DGRIDNN_CUDA=ON "
                  "(needs nvcc) or use --device cpu");
   int n = cuda_device_count();
@@ -72,7 +72,7 @@ void require_device(const Device& d) {
 }
 
 int64_t available_memory_bytes(const Device& d) {
-  if (d.is_cpu() || device_standin()) {
+  if (d.runs_on_host()) {
     std::ifstream meminfo("/proc/meminfo");
     std::string key;
     int64_t kib = 0;
@@ -100,7 +100,7 @@ int64_t available_memory_bytes(const Device& d) {
 }
 
 void synchronize(const Device& d) {
-  if (d.is_cpu() || device_standin()) return;
+  if (d.runs_on_host()) return;
 #if GRIDNN_HAVE_CUDA
   cuda::synchronize(d.index);
 #endif

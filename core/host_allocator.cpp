@@ -298,8 +298,8 @@ Allocator& allocator_for(const Device& d) {
   if (Allocator* front = front_of(d).load(std::memory_order_relaxed)) return *front;
   if (d.is_cpu()) return host_allocator();
   require_device(d);
-  if (device_standin()) {
-    static HostAllocator* standin = new HostAllocator(Device::cuda(0));
+  if (d.is_standin()) {  // cuda:0 alone (require_device): host memory
+    static HostAllocator* standin = new HostAllocator(d);
     return *standin;
   }
 #if GRIDNN_HAVE_CUDA

@@ -19,7 +19,7 @@ void copy_bytes(void* dst, const Device& dst_device, const void* src, const Devi
     std::memmove(dst, src, n);
     return;
   }
-  if (device_standin()) {  // host memory on both sides (core/device.h)
+  if (dst_device.runs_on_host() && src_device.runs_on_host()) {  // the stand-in's memory is host memory
     count_copy(dst_device, src_device, n);
     std::memmove(dst, src, n);
     return;
@@ -53,7 +53,7 @@ void copy_bytes(void* dst, const Device& dst_device, const void* src, const Devi
 
 void zero_bytes(void* dst, const Device& device, size_t n) {
   if (n == 0) return;
-  if (device.is_cpu() || device_standin()) {
+  if (device.runs_on_host()) {
     std::memset(dst, 0, n);
     return;
   }

@@ -35,7 +35,7 @@ void Readback::start(const Tensor& t) {
     host_ = t.clone();
     return;
   }
-  if (device_standin()) {  // the stand-in's memory is host memory (core/device.h)
+  if (t.device().is_standin()) {  // the stand-in's memory is host memory (core/device.h)
     count_copy(Device::cpu(), t.device(), t.nbytes());
     host_ = Tensor::empty(t.shape(), t.dtype());
     std::memcpy(host_.raw(), t.raw(), t.nbytes());

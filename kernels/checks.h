@@ -23,14 +23,12 @@ void expect_disjoint(const char* op, const Tensor& in, const Tensor& out);
 }  // namespace gridnn::kernels
 
 // Calls cpu::FN(...) or cuda::FN(...) by device; without CUDA support a CUDA tensor is a
-// clear error rather than a link failure. The device stand-in runs the CPU's body
-// (core/device.h).
+// clear error rather than a link failure. A device whose ops run on the host (the CPU and the
+// device stand-in, core/device.h) runs the CPU's body.
 #if GRIDNN_HAVE_CUDA
-#define GRIDNN_BACKEND_CALL(DEVICE, FN, ...)                                                 \
-  ((DEVICE).is_cpu() || ::gridnn::device_standin() ? ::gridnn::kernels::cpu::FN(__VA_ARGS__) \
-                                                   : ::gridnn::kernels::cuda::FN(__VA_ARGS__))
+#define GRIDNN_BACKEND_CALL(DEVICE, FN, ...) \
+  ((DEVICE).runs_on_host() ? ::gridnn::kernels::cpu::FN(__VA_ARGS__) : ::gridnn::kernels::cuda::FN(__VA_ARGS__))
 #else
-#define GRIDNN_BACKEND_CALL(DEVICE, FN, ...)                                                 \
-  ((DEVICE).is_cpu() || ::gridnn::device_standin() ? ::gridnn::kernels::cpu::FN(__VA_ARGS__) \
-                                                   : ::gridnn::kernels::throw_no_cuda(#FN))
+#define GRIDNN_BACKEND_CALL(DEVICE, FN, ...) \
+  ((DEVICE).runs_on_host() ? ::gridnn::kernels::cpu::FN(__VA_ARGS__) : ::gridnn::kernels::throw_no_cuda(#FN))
 #endif

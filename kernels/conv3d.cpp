@@ -45,7 +45,7 @@ void expect_shape(const char* op, const char* name, const Tensor& t, const Shape
               "lib/libcudnn.so*), or keep the tensors on the cpu");
 }
 #define GRIDNN_CONV3D_CALL(DEVICE, FN, ...) \
-  ((DEVICE).is_cpu() || device_standin() ? ::gridnn::kernels::cpu::FN(__VA_ARGS__) : throw_no_cudnn(#FN))
+  ((DEVICE).runs_on_host() ? ::gridnn::kernels::cpu::FN(__VA_ARGS__) : throw_no_cudnn(#FN))
 #endif
 
 }  // namespace
@@ -266,7 +266,7 @@ Conv3dCpuMemory conv3d_cpu_memory(const Conv3dGeometry& g, int64_t n, bool bias,
   const Conv3dGeometry& r = t.geometry;  // what the passes run
   for (const ConvPass pass : {ConvPass::forward, ConvPass::backward_data, ConvPass::backward_filter}) {
     if (pass == ConvPass::backward_data && !input_gradient) continue;
-    cpu::onednn::Workspace w{};
+    kernels::Workspace w{};
     if (cpu_conv() == CpuConv::onednn) w = cpu::onednn::workspace(r, n, cpu::onednn::Pass(int(pass)), bias);
     const bool by_onednn =
         cpu_conv() == CpuConv::onednn && !cpu::onednn::implementation(r, n, cpu::onednn::Pass(int(pass))).empty();

@@ -28,6 +28,7 @@
 
 #include "core/tensor.h"
 #include "kernels/conv3d_bodies.h"
+#include "kernels/conv3d_workspace.h"
 #include "kernels/math_mode.h"
 
 namespace gridnn::ops {
@@ -100,7 +101,7 @@ std::string conv3d_cpu_implementation(const Conv3dGeometry& g, int64_t n, ConvPa
 // kernel of which only some taps reach the input, the copies of the weights on those taps
 // and of their gradient.
 struct Conv3dCpuMemory {
-  std::array<int64_t, 5> workspace{};  // kernels/cpu/conv3d_onednn.h, by buffer
+  kernels::Workspace workspace{};  // kernels/conv3d_workspace.h, by buffer
   int64_t scratch = 0;
 };
 Conv3dCpuMemory conv3d_cpu_memory(const Conv3dGeometry& g, int64_t n, bool bias, bool input_gradient);

@@ -5,9 +5,9 @@
 #include <cstdlib>
 #include <exception>
 #include <map>
-#include <sstream>
 #include <thread>
 
+#include "core/test_switches.h"
 #include "parallel/mpi_check.h"
 #include "parallel/progress_board.h"
 
@@ -36,21 +36,8 @@ int g_thread_level = MPI_THREAD_SINGLE;
 }
 // The node of every world rank (see node_of_rank()); `node`: this rank's node communicator.
 std::vector<int> nodes_of_ranks(MPI_Comm node, int rank, int size) {
+  if (test_switches().node_of_rank) return test_switches().nodes_of_ranks(size);  // a test's (core/test_switches.h)
   std::vector<int> nodes(static_cast<size_t>(size));
-  if (const char* test = std::getenv("GRIDNN_TEST_NODE_OF_RANK"); test && *test) {
-    std::stringstream list(test);
-    std::string item;
-    size_t i = 0;
-    while (std::getline(list, item, ',')) {
-      GRIDNN_REQUIRE(i < nodes.size() && !item.empty() && item.find_first_not_of("0123456789") == std::string::npos,
-                     "GRIDNN_TEST_NODE_OF_RANK=\"", test, "\": give one node number per rank (", size,
-                     " comma-separated integers >= 0)");
-      nodes[i++] = std::stoi(item);
-    }
-    GRIDNN_REQUIRE(i == nodes.size(), "GRIDNN_TEST_NODE_OF_RANK=\"", test, "\" has ", i, " entries for ", size,
-                   " ranks");
-    return nodes;
-  }
   int leader = rank;  // the node's lowest world rank names it
   GRIDNN_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, node));
   std::vector<int> leaders(static_cast<size_t>(size));

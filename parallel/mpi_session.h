@@ -28,8 +28,8 @@ class MpiSession {
   int node_rank() const { return node_rank_; }
   int node_size() const { return node_size_; }
   // The node of every world rank, numbered 0, 1, ... in the order of their lowest rank.
-  // For tests without several machines, the environment variable GRIDNN_TEST_NODE_OF_RANK
-  // ("0,0,1,1": one entry per world rank) replaces what MPI reports.
+  // For tests without several machines, the test switch GRIDNN_TEST_NODE_OF_RANK
+  // ("0,0,1,1": one entry per world rank, core/test_switches.h) replaces what MPI reports.
   const std::vector<int>& node_of_rank() const { return node_of_rank_; }
 
   // Prints "gridnn: rank R failed: <why>" to stderr and aborts every rank of the job

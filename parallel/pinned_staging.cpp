@@ -26,10 +26,10 @@ size_t rounded_size(size_t bytes) {
   return n;
 }
 
-// Page-locked host memory (cudaHostAlloc); plain host memory for the device stand-in
-// (core/device.h), whose copies are memcpy.
-void* host_buffer(size_t bytes) {
-  if (device_standin()) {
+// Page-locked host memory (cudaHostAlloc) for staging tensors of `device`; plain host memory
+// for the device stand-in (core/device.h), whose copies are memcpy.
+void* host_buffer(size_t bytes, const Device& device) {
+  if (device.is_standin()) {
     void* p = std::aligned_alloc(4096, bytes);
     GRIDNN_REQUIRE(p, "pinned staging: could not allocate ", bytes, " bytes of host memory");
     return p;
@@ -45,8 +45,9 @@ void* host_buffer(size_t bytes) {
 #endif
 }
 
-void free_host_buffer(void* p) {  // never throws (destructors call it); nothing to do on failure
-  if (device_standin()) {
+// `p` from host_buffer(..., device) with device.is_standin() == `plain`.
+void free_host_buffer(void* p, bool plain) {  // never throws (destructors call it); nothing to do on failure
+  if (plain) {
     std::free(p);
     return;
   }
@@ -58,7 +59,7 @@ void free_host_buffer(void* p) {  // never throws (destructors call it); nothing
 
 PinnedPool::~PinnedPool() {
   for (Buffer& b : buffers_)
-    if (b.data) free_host_buffer(b.data);
+    if (b.data) free_host_buffer(b.data, b.plain);
 }
 
 size_t PinnedPool::reserved_bytes() const {
@@ -67,7 +68,7 @@ size_t PinnedPool::reserved_bytes() const {
   return n;
 }
 
-PinnedPool::Lease PinnedPool::acquire(size_t bytes) {
+PinnedPool::Lease PinnedPool::acquire(size_t bytes, const Device& device) {
   // The smallest free buffer that is large enough; else the largest free one, grown; else a
   // new one. So the pool holds as many buffers as were ever leased at once.
   size_t best = buffers_.size(), largest_free = buffers_.size();
@@ -80,16 +81,17 @@ PinnedPool::Lease PinnedPool::acquire(size_t bytes) {
   size_t slot = best;
   if (slot == buffers_.size()) {
     const size_t size = rounded_size(bytes);
-    void* data = host_buffer(size);
+    void* data = host_buffer(size, device);
     ++host_allocations_;
     if (largest_free != buffers_.size()) {  // grow that one
       slot = largest_free;
-      free_host_buffer(buffers_[slot].data);
+      free_host_buffer(buffers_[slot].data, buffers_[slot].plain);
     } else {
       buffers_.emplace_back();
     }
     buffers_[slot].data = data;
     buffers_[slot].bytes = size;
+    buffers_[slot].plain = device.is_standin();
   }
   buffers_[slot].leased = true;
   return Lease(this, slot);
@@ -121,7 +123,7 @@ void download_to_pinned(const Tensor& device_tensor, void* host) {
                  " is not a device tensor");
   if (device_tensor.nbytes() == 0) return;
   count_staged_copy(/*to_device=*/false, device_tensor.nbytes());
-  if (device_standin()) {
+  if (device_tensor.device().is_standin()) {
     std::memcpy(host, device_tensor.raw(), device_tensor.nbytes());
     return;
   }
@@ -140,7 +142,7 @@ void upload_from_pinned(const void* host, Tensor& device_tensor) {
                  " is not a device tensor");
   if (device_tensor.nbytes() == 0) return;
   count_staged_copy(/*to_device=*/true, device_tensor.nbytes());
-  if (device_standin()) {
+  if (device_tensor.device().is_standin()) {
     std::memcpy(device_tensor.raw(), host, device_tensor.nbytes());
     return;
   }
@@ -166,7 +168,7 @@ StagedTensor::StagedTensor(PinnedPool& pool, const Tensor& t, bool fill) {
   }
   staged_ = true;
   if (t.nbytes() == 0) return;  // nothing to move: data() stays null, as for an empty host tensor
-  lease_ = pool.acquire(t.nbytes());
+  lease_ = pool.acquire(t.nbytes(), t.device());
   data_ = lease_.data();
   if (fill) download_to_pinned(t, data_);
 }

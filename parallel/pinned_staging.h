@@ -54,8 +54,10 @@ class PinnedPool {
     size_t slot_ = 0;
   };
 
-  // Throws gridnn::Error in a build without CUDA (no device tensor ever needs staging there).
-  Lease acquire(size_t bytes);
+  // For tensors of `device` (pinned memory serves every GPU; the device stand-in's buffers are
+  // plain host memory, core/device.h). Throws gridnn::Error in a build without CUDA for a
+  // real CUDA device (no device tensor ever needs staging there).
+  Lease acquire(size_t bytes, const Device& device = Device::cuda(0));
 
   // For tests and reports.
   size_t buffers() const { return buffers_.size(); }
@@ -67,6 +69,7 @@ class PinnedPool {
     void* data = nullptr;
     size_t bytes = 0;
     bool leased = false;
+    bool plain = false;  // plain host memory (the stand-in's), not cudaHostAlloc's
   };
   std::vector<Buffer> buffers_;
   int64_t host_allocations_ = 0;

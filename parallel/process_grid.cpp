@@ -168,7 +168,7 @@ bool ranks_share_a_gpu(const Device& device) {
 CommBackend resolve_backend(CommBackend asked, const Device& device, bool multi_process) {
   if (asked == CommBackend::mpi) return CommBackend::mpi;
   const bool required = asked == CommBackend::nccl;
-  if (device_standin()) {  // host memory (core/device.h): MPI stages it as it would a GPU's
+  if (device.is_standin()) {  // host memory (core/device.h): MPI stages it as it would a GPU's
     GRIDNN_REQUIRE(!required, "communication backend nccl needs a real GPU; ", device.str(),
                    " is the device stand-in (GRIDNN_DEVICE_STANDIN=1)");
     return CommBackend::mpi;

@@ -24,17 +24,13 @@
 // backward.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
-namespace gridnn::plan {
+#include "kernels/conv3d_workspace.h"
 
-// The per-thread workspace buffers of the CPU convolutions (kernels/cpu/conv3d_onednn.cpp):
-// each only grows, so it holds the largest size any convolution pass asked of it.
-constexpr int kWorkspaceSlots = 5;
-using Workspace = std::array<int64_t, kWorkspaceSlots>;
+namespace gridnn::plan {
 
 struct LayerMemory {
   enum class Op { layer, fork, branch, join, recompute_begin, recompute_end };
@@ -48,7 +44,8 @@ struct LayerMemory {
   int64_t backward_scratch = 0;  // most bytes its backward holds at once besides dy, dx and kept
   int64_t input_grad = 0;        // bytes of dL/dinput its backward returns (0: none)
   bool grad_in_place = false;    // ... written over dL/doutput, which its container gives up
-  Workspace workspace{};         // the workspace sizes its passes ask for
+  // The workspace sizes its passes ask for (kernels/conv3d_workspace.h).
+  kernels::Workspace workspace{};
 };
 
 // A named amount of memory that lives through the whole step.
@@ -98,12 +95,5 @@ MemoryPeak simulate_memory(const MemoryStep& step);
 // What a forward of `layers` holds when it ends, its input excluded: what they keep for their
 // backward, and the output. (A pipeline block's stash per micro-batch, for GABRA.)
 int64_t forward_held_bytes(const std::vector<LayerMemory>& layers);
-
-// "1.50 GiB", "512.0 MiB", "12.0 KiB", "100 B".
-std::string format_bytes(int64_t bytes);
-// Parses "6GiB", "512MiB", "1.5GB", "2048", "4 KiB" (binary K/M/G/TiB, decimal kB/MB/GB/TB,
-// plain bytes); throws gridnn::Error naming the accepted forms for anything else, zero or a
-// negative size.
-int64_t parse_bytes(const std::string& text, const std::string& what);
 
 }  // namespace gridnn::plan

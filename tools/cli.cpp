@@ -6,10 +6,12 @@
 #include <limits>
 #include <vector>
 
+#include "core/bytes.h"
 #include "core/device.h"
 #include "core/error.h"
+#if GRIDNN_HAVE_MPI
 #include "parallel/mpi_session.h"
-#include "plan/memory_model.h"
+#endif
 
 namespace gridnn::cli {
 
@@ -70,9 +72,9 @@ Device process_device(const std::string& text, const Process& process) {
 
 int64_t memory_limit(const std::string& text, const Device& device, const Process& process) {
   if (text.empty() && device.is_cpu()) return 0;
-  if (!text.empty() && text != "auto") return plan::parse_bytes(text, "--memory-limit");
+  if (!text.empty() && text != "auto") return parse_bytes(text, "--memory-limit");
   int64_t available = available_memory_bytes(device);
-  if (device.is_cpu() || device_standin()) available /= std::max(process.node_size, 1);
+  if (device.runs_on_host()) available /= std::max(process.node_size, 1);
   const int64_t unknown = std::numeric_limits<int64_t>::max();
   const int64_t limit = parallel::min_over_world(
       available > 0 ? available - std::max<int64_t>(available / 10, int64_t(512) << 20) : unknown);
@@ -81,7 +83,7 @@ int64_t memory_limit(const std::string& text, const Device& device, const Proces
       std::fprintf(stderr, "gridnn: --memory-limit auto: no rank could read its device's free memory; no limit\n");
     return 0;
   }
-  GRIDNN_REQUIRE(limit > 0, "--memory-limit auto: ", device.str(), " has ", plan::format_bytes(available),
+  GRIDNN_REQUIRE(limit > 0, "--memory-limit auto: ", device.str(), " has ", format_bytes(available),
                  " available, less than the margin gridnn keeps (512 MiB); free memory or give --memory-limit SIZE");
   return limit;
 }

@@ -92,7 +92,7 @@ struct Process {
 // --device: run::device_of, with the process's place among its node's ranks ("cuda": rank i of
 // a node on GPU i, modulo the node's GPUs).
 Device process_device(const std::string& text, const Process& process);
-// --memory-limit's bytes (docs/design.md §6a): a size as parse_bytes reads it, or "auto", the
+// --memory-limit's bytes (docs/design.md §6a): a size (parse_bytes, core/bytes.h) or "auto", the
 // default on a GPU (`text` empty there): what `device` can still give less a margin (a tenth,
 // at least 512 MiB: the CUDA context and the libraries' own buffers, which the allocators do
 // not see), on the CPU the host's available memory shared by the node's ranks; the smallest

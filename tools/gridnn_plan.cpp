@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "core/bytes.h"
 #include "core/error.h"
 #include "models/run/grid_choice.h"
 #include "models/run/memory_plan.h"
@@ -289,7 +290,7 @@ struct PlanFlags {
   std::string calibration_file, calibration_kind = "world";
   ConvUse conv_use = ConvUse::domain;
   bool json = false, explain = false, physical = false;
-  std::string memory_per_rank;  // a size (plan::parse_bytes); empty: memory not considered
+  std::string memory_per_rank;  // a size (gridnn::parse_bytes); empty: memory not considered
   NodeFlags nodes;
   CLI::Option *procs_opt = nullptr, *alpha = nullptr, *beta = nullptr, *bandwidth_opt = nullptr, *conv = nullptr;
 };
@@ -410,7 +411,7 @@ void plan_flat(const PlanFlags& f, const gridnn::run::RunOptions& options, const
   // With --memory-per-rank: every grid's largest predicted peak (-1: the run cannot use the
   // grid), and the best among those that fit.
   std::vector<int64_t> peaks, recomputed;  // recomputed: with --recompute blocks, where that fits alone
-  const int64_t limit = f.memory_per_rank.empty() ? 0 : parse_bytes(f.memory_per_rank, "--memory-per-rank");
+  const int64_t limit = f.memory_per_rank.empty() ? 0 : gridnn::parse_bytes(f.memory_per_rank, "--memory-per-rank");
   size_t best = best_index(plans);
   if (limit > 0) {
     GRIDNN_REQUIRE(f.model.model != gridnn::cli::PlanModel::alexnet,
@@ -433,7 +434,7 @@ void plan_flat(const PlanFlags& f, const gridnn::run::RunOptions& options, const
     }
     bool with_recompute = false;
     for (int64_t r : recomputed) with_recompute = with_recompute || (r >= 0 && r <= limit);
-    GRIDNN_REQUIRE(any || with_recompute, "--memory-per-rank ", format_bytes(limit), ": no grid of ", procs,
+    GRIDNN_REQUIRE(any || with_recompute, "--memory-per-rank ", gridnn::format_bytes(limit), ": no grid of ", procs,
                    " processes fits, even with --recompute blocks (see the peaks with a larger limit); use more "
                    "processes, a smaller --batch or --input");
     if (!any) {  // the fastest of those that fit with it
@@ -463,8 +464,8 @@ void plan_flat(const PlanFlags& f, const gridnn::run::RunOptions& options, const
     std::string memory;
     if (limit > 0)
       memory = peaks[i] < 0 ? "     (unusable)    -"
-                            : " " + std::string(13 - std::min<size_t>(13, format_bytes(peaks[i]).size()), ' ') +
-                                  format_bytes(peaks[i]) +
+                            : " " + std::string(13 - std::min<size_t>(13, gridnn::format_bytes(peaks[i]).size()), ' ') +
+                                  gridnn::format_bytes(peaks[i]) +
                                   (peaks[i] <= limit                              ? "   yes"
                                    : recomputed[i] >= 0 && recomputed[i] <= limit ? "   recompute"
                                                                                   : "    no");
@@ -476,7 +477,7 @@ void plan_flat(const PlanFlags& f, const gridnn::run::RunOptions& options, const
     std::printf(
         "memory per rank: %s; the best grid is the fastest that fits (\"recompute\": fits only with --recompute "
         "blocks, a slower step)\n",
-        format_bytes(limit).c_str());
+        gridnn::format_bytes(limit).c_str());
   std::printf(
       "best: %dx%d (speedup over pure batch 1x%d: %.2f; \"comm/\": pure batch's "
       "communication over this grid's)\n",

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/stop_signal.h"
+#include "core/test_switches.h"
 #include "models/run/grid_choice.h"
 #include "models/train/trainer.h"
 #include "parallel/process_grid.h"
@@ -262,9 +263,8 @@ train::TrainOptions settle(const Cli& c, const cli::Process& process) {
 // process writes (core/file_io.h: checkpoints, mostly) fails with ENOSPC once N of its bytes
 // are written, as on a full device. Null without the variable.
 std::unique_ptr<FileWriteOverride> full_disk_for_testing() {
-  const char* after = std::getenv("GRIDNN_TEST_DISK_FULL_AFTER");
-  const long long bytes = after && *after ? std::strtoll(after, nullptr, 10) : -1;
-  if (bytes < 0) return nullptr;
+  if (!test_switches().disk_full_after) return nullptr;
+  const int64_t bytes = *test_switches().disk_full_after;
   return std::make_unique<FileWriteOverride>([bytes](int fd, const char* data, size_t size, size_t offset) -> ssize_t {
     if (offset >= size_t(bytes)) {
       errno = ENOSPC;

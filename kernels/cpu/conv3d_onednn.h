@@ -21,6 +21,7 @@
 
 #include "core/tensor.h"
 #include "kernels/conv3d_bodies.h"
+#include "kernels/conv3d_workspace.h"
 
 namespace gridnn::kernels::cpu::onednn {
 
@@ -46,8 +47,6 @@ bool backward(const Tensor& x, const Tensor& dy, const Tensor& w, const Conv3dGe
 // The bytes `pass` of g on a batch of n asks of each per-thread workspace buffer (the
 // operands' blocked copies by role, then the scratchpad); zeros where oneDNN does not run it.
 // Builds and caches the plan, as a call would. The per-rank memory model adds these up.
-constexpr int kWorkspaceSlots = 5;  // source, weights, destination, bias, scratchpad
-using Workspace = std::array<int64_t, kWorkspaceSlots>;
 Workspace workspace(const Conv3dGeometry& g, int64_t n, Pass pass, bool bias);
 
 }  // namespace gridnn::kernels::cpu::onednn

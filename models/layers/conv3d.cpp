@@ -1,7 +1,6 @@
 // nn::Conv3d: shape checks, PyTorch initialization, and forward/backward on the conv3d ops.
 #include "models/layers/conv3d.h"
 
-#include <algorithm>
 #include <cmath>
 
 #include "core/profile.h"
@@ -90,7 +89,7 @@ Shape Conv3d::describe(const Shape& in, plan::RankStep& step) const {
   m.input_grad = input_gradient_ ? activation_bytes(in) : 0;
   if (weight_->value.device().is_cpu()) {
     const ops::Conv3dCpuMemory cpu = ops::conv3d_cpu_memory(g, in[0], bias_ != nullptr, input_gradient_);
-    std::copy(cpu.workspace.begin(), cpu.workspace.end(), m.workspace.begin());
+    m.workspace = cpu.workspace;
     m.forward_scratch = m.backward_scratch = cpu.scratch;
   }
   step.memory.push_back(m);

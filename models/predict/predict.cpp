@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "core/bytes.h"
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/png.h"
@@ -210,7 +211,7 @@ void check_memory(const PredictOptions& o, run::PipelinedModel& model, parallel:
       run::RunOptions t = o.run;
       t.batch = b;
       if (const int64_t peak = run::largest_peak(run::predict_grid_memory(t, g, job)); peak <= limit) {
-        fits.push_back("--batch " + std::to_string(b) + " (" + plan::format_bytes(peak) + ")");
+        fits.push_back("--batch " + std::to_string(b) + " (" + format_bytes(peak) + ")");
         break;
       }
     }

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "core/bytes.h"
 #include "core/error.h"
 #include "models/run/memory_plan.h"
 #include "models/run/step_plan.h"
@@ -45,14 +46,14 @@ GridChoice choose_grid(const RunOptions& o, int nodes, int ranks_per_node, std::
     if (o.memory_limit > 0) {  // only the grids whose every rank fits --memory-limit
       const int64_t peak = largest_peak(predict_grid_memory(o, {1, p.cost.grid.rows, p.cost.grid.cols}));
       if (peak > o.memory_limit) {
-        too_large += (too_large.empty() ? "" : ", ") + name(p) + " " + plan::format_bytes(peak);
+        too_large += (too_large.empty() ? "" : ", ") + name(p) + " " + format_bytes(peak);
         continue;
       }
     }
     if (!best || p.cost.total_s() < best->cost.total_s()) best = &p;
   }
   GRIDNN_REQUIRE(too_large.empty() || best, "--grid auto: no grid of ", procs, " processes fits --memory-limit ",
-                 plan::format_bytes(o.memory_limit), " (predicted peaks per rank: ", too_large,
+                 format_bytes(o.memory_limit), " (predicted peaks per rank: ", too_large,
                  "); use more processes, a smaller batch or input, or a larger limit");
   GRIDNN_REQUIRE(best, "--grid auto: no grid of ", procs, " processes fits --batch ", o.batch, " and depth ",
                  o.input[0], "; give --grid PrxPc or change the batch");

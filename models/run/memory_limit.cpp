@@ -2,10 +2,11 @@
 #include "models/run/memory_limit.h"
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "core/allocator.h"
+#include "core/bytes.h"
 #include "core/error.h"
+#include "core/test_switches.h"
 #include "models/nets/blocks.h"
 #include "models/run/step_plan.h"
 
@@ -20,8 +21,8 @@ std::vector<std::string> grids_that_fit(const RunOptions& o, const parallel::Gri
       continue;
     const int64_t peak = largest_peak(predict_grid_memory(o, {1, rows, procs / rows}, job));
     if (peak <= limit)
-      fits.push_back("--grid " + std::to_string(rows) + "x" + std::to_string(procs / rows) + " (" +
-                     plan::format_bytes(peak) + " per rank)");
+      fits.push_back("--grid " + std::to_string(rows) + "x" + std::to_string(procs / rows) + " (" + format_bytes(peak) +
+                     " per rank)");
   }
   return fits;
 }
@@ -52,7 +53,7 @@ std::string what_would_fit(const RunOptions& o, PipelinedModel& model, parallel:
     RunOptions t = o;
     t.batch = b;
     if (const int64_t peak = peak_of(t); peak <= limit) {
-      fits.push_back("--batch " + std::to_string(b) + " (" + plan::format_bytes(peak) + ")");
+      fits.push_back("--batch " + std::to_string(b) + " (" + format_bytes(peak) + ")");
       break;
     }
   }
@@ -61,13 +62,13 @@ std::string what_would_fit(const RunOptions& o, PipelinedModel& model, parallel:
     RunOptions t = o;
     t.recompute = Recompute::blocks;
     if (const int64_t peak = peak_of(t); peak <= limit)
-      fits.push_back("--recompute blocks (" + plan::format_bytes(peak) + ")");
+      fits.push_back("--recompute blocks (" + format_bytes(peak) + ")");
   }
   for (int m = o.micro_batches + 1; m <= shard; ++m) {
     RunOptions t = o;
     t.micro_batches = m;
     if (const int64_t peak = plan::simulate_memory(model.memory_step(t)).peak_bytes; peak <= limit) {
-      fits.push_back("--micro-batches " + std::to_string(m) + " (" + plan::format_bytes(peak) + " on this rank)");
+      fits.push_back("--micro-batches " + std::to_string(m) + " (" + format_bytes(peak) + " on this rank)");
       break;
     }
   }
@@ -87,8 +88,7 @@ void enforce_memory_limit(int64_t limit, const Device& device, parallel::Process
   if (limit <= 0) return;
   // GRIDNN_MEMORY_PREFLIGHT=off keeps only the allocators' cap (how the tests make a job
   // cross it mid-run, as a wrong prediction would).
-  const char* preflight = std::getenv("GRIDNN_MEMORY_PREFLIGHT");
-  if (preflight && std::string(preflight) == "off") {
+  if (!test_switches().memory_preflight) {
     allocator_for(device).set_limit(size_t(limit));
     return;
   }
@@ -102,9 +102,9 @@ void enforce_memory_limit(int64_t limit, const Device& device, parallel::Process
   std::string holders;
   if (rank == grid.world_rank())
     for (size_t i = 0; i < std::min<size_t>(5, own.shares.size()); ++i)
-      holders += (holders.empty() ? "" : ", ") + own.shares[i].what + " " + plan::format_bytes(own.shares[i].bytes);
-  throw Error("--memory-limit " + plan::format_bytes(limit) + ": rank " + std::to_string(rank) + " would need " +
-              plan::format_bytes(*worst) + " at its peak (predicted, " +
+      holders += (holders.empty() ? "" : ", ") + own.shares[i].what + " " + format_bytes(own.shares[i].bytes);
+  throw Error("--memory-limit " + format_bytes(limit) + ": rank " + std::to_string(rank) + " would need " +
+              format_bytes(*worst) + " at its peak (predicted, " +
               (rank == grid.world_rank() ? "at the " + own.at + "; largest: " + holders : "see that rank's message") +
               "). Nothing was run or written; " + what_fits());
 }

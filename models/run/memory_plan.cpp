@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "core/allocator.h"
+#include "core/bytes.h"
 #include "core/error.h"
 #include "models/nets/blocks.h"
 #include "models/run/grid_batch.h"
@@ -173,20 +174,19 @@ std::string memory_report(int rank, const plan::MemoryPeak& predicted, int64_t m
   char line[256];
   const double error = measured > 0 ? 100.0 * double(predicted.peak_bytes - measured) / double(measured) : 0.0;
   std::snprintf(line, sizeof line, "rank %d: predicted peak %s, measured %s (%+.1f%%)%s%s\n", rank,
-                plan::format_bytes(predicted.peak_bytes).c_str(), plan::format_bytes(measured).c_str(), error,
+                format_bytes(predicted.peak_bytes).c_str(), format_bytes(measured).c_str(), error,
                 predicted.at.empty() ? "" : "; at the ", predicted.at.c_str());
   std::string text = line;
   if (!predicted.at.empty()) {
     std::snprintf(line, sizeof line, "  resident %s, activations and scratch %s at the peak\n",
-                  plan::format_bytes(predicted.resident_bytes).c_str(),
-                  plan::format_bytes(predicted.activation_bytes).c_str());
+                  format_bytes(predicted.resident_bytes).c_str(), format_bytes(predicted.activation_bytes).c_str());
     text += line;
     std::snprintf(line, sizeof line, "  activations: training step %s at the %s",
-                  plan::format_bytes(predicted.training.activation_bytes).c_str(), predicted.training.at.c_str());
+                  format_bytes(predicted.training.activation_bytes).c_str(), predicted.training.at.c_str());
     text += line;
     if (!predicted.evaluation.at.empty()) {
-      std::snprintf(line, sizeof line, "; %s at the %s",
-                    plan::format_bytes(predicted.evaluation.activation_bytes).c_str(), predicted.evaluation.at.c_str());
+      std::snprintf(line, sizeof line, "; %s at the %s", format_bytes(predicted.evaluation.activation_bytes).c_str(),
+                    predicted.evaluation.at.c_str());
       text += line;
     }
     text += "\n";
@@ -194,7 +194,7 @@ std::string memory_report(int rank, const plan::MemoryPeak& predicted, int64_t m
   const size_t shown = std::min<size_t>(5, predicted.shares.size());
   for (size_t i = 0; i < shown; ++i) {
     const plan::MemoryShare& s = predicted.shares[i];
-    std::snprintf(line, sizeof line, "  %-40s %12s  %5.1f%%\n", s.what.c_str(), plan::format_bytes(s.bytes).c_str(),
+    std::snprintf(line, sizeof line, "  %-40s %12s  %5.1f%%\n", s.what.c_str(), format_bytes(s.bytes).c_str(),
                   100.0 * double(s.bytes) / double(std::max<int64_t>(predicted.peak_bytes, 1)));
     text += line;
   }

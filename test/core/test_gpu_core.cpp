@@ -193,6 +193,20 @@ TEST_F(GpuCore, MissingDeviceIsAClearError) {
   EXPECT_THROW(Tensor::empty({4}, DType::f32, Device::cuda(99)), Error);
 }
 
+// The device stand-in is a kind of device (core/device.h): every CUDA device made while it is
+// on is of that kind, a GPU whose ops run on the host; a real GPU's ops do not.
+TEST_F(GpuCore, TheDeviceKindSaysWhereItsOpsRun) {
+  const Device d = gpu();
+  EXPECT_TRUE(d.is_cuda());
+  EXPECT_FALSE(d.is_cpu());
+  EXPECT_EQ(d.str(), "cuda:0");
+  EXPECT_EQ(Device::parse("cuda:0"), d);
+  EXPECT_EQ(d.runs_on_host(), d.is_standin());
+  EXPECT_EQ(Tensor::zeros({4}, DType::f32, d).device(), d);
+  EXPECT_TRUE(Device::cpu().runs_on_host());
+  EXPECT_FALSE(Device::cpu().is_standin());
+}
+
 // The tests below use the CUDA API directly; without CUDA their bodies are empty (and
 // never run: the fixture skips), so every build lists the same tests.
 

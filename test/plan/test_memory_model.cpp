@@ -1,5 +1,4 @@
-// The memory model's replay (plan/memory_model.h) on steps whose peak is counted by hand, and
-// its size parser.
+// The memory model's replay (plan/memory_model.h) on steps whose peak is counted by hand.
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -110,28 +109,6 @@ TEST(MemoryModel, UnbalancedStructureIsAnError) {
   EXPECT_THROW(simulate_memory(s), Error);
   s.layers = {op(LayerMemory::Op::join, 4)};
   EXPECT_THROW(simulate_memory(s), Error);
-}
-
-TEST(MemoryModel, ParsesSizes) {
-  EXPECT_EQ(parse_bytes("6GiB", "--memory-limit"), int64_t(6) << 30);
-  EXPECT_EQ(parse_bytes("512MiB", "--memory-limit"), int64_t(512) << 20);
-  EXPECT_EQ(parse_bytes("1.5GB", "--memory-limit"), int64_t(1500000000));
-  EXPECT_EQ(parse_bytes("4096", "--memory-limit"), 4096);
-  EXPECT_EQ(parse_bytes("4 KiB", "--memory-limit"), 4096);
-  for (const char* bad : {"6GB?", "-1", "0", "", "GiB", "1.2.3MiB", "0.1"}) {
-    try {
-      parse_bytes(bad, "--memory-limit");
-      ADD_FAILURE() << bad << " was accepted";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("KiB, MiB, GiB"), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("--memory-limit"), std::string::npos) << e.what();
-    }
-  }
-}
-
-TEST(MemoryModel, FormatsBytes) {
-  EXPECT_EQ(format_bytes(100), "100 B");
-  EXPECT_EQ(format_bytes(int64_t(3) << 29), "1.50 GiB");
 }
 
 }  // namespace

@@ -21,9 +21,10 @@ inline Device gpu() { return Device::cuda(0); }
 
 // The first statement of a test of what only a real GPU has (the caching allocator, CUDA
 // streams and events, cuBLAS and NCCL): skipped on the device stand-in.
-#define GRIDNN_NEEDS_REAL_GPU(WHAT)                                                                             \
-  do {                                                                                                          \
-    if (::gridnn::device_standin()) GTEST_SKIP() << "needs a real GPU (" WHAT "); this is the device stand-in"; \
+#define GRIDNN_NEEDS_REAL_GPU(WHAT)                                               \
+  do {                                                                            \
+    if (::gridnn::test::gpu().is_standin())                                       \
+      GTEST_SKIP() << "needs a real GPU (" WHAT "); this is the device stand-in"; \
   } while (0)
 inline Tensor on_gpu(const Tensor& t) { return t.to(gpu()); }
 
