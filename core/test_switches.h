@@ -26,7 +26,7 @@ struct TestSwitches {
   bool device_standin = false;
 
   // GRIDNN_MEMORY_PREFLIGHT=off: the --memory-limit check before a job runs is skipped and
-  // only the allocators' cap is set (models/train/memory_plan.h), so a job crosses the limit
+  // only the allocators' cap is set (models/run/memory_limit.h), so a job crosses the limit
   // mid-run, as a wrong prediction would. Used by test/tools/check_memory.py.
   bool memory_preflight = true;
 
