@@ -7,7 +7,12 @@
 # --quick), the benchmarks per math mode and a training step against PyTorch.
 #
 #   bash scripts/gpu_check.sh [--quick]   on the GPU machine (no MPI, no internet there)
-#   bash scripts/gpu_check.sh --dry-run   anywhere: the same flow without a GPU
+#   bash scripts/gpu_check.sh --dry-run   anywhere: the same flow without a GPU (the host code
+#                                         compiled at -O0: no test runs, so nothing is lost)
+#   bash scripts/gpu_check.sh --dry-run --build-only
+#                                         its packages, configure and build alone, so that a
+#                                         later --dry-run finds the targets built (CI builds
+#                                         them while other stages run); no summary
 #
 # .gpu-deps/ (scripts/gpu_deps.sh) is git-ignored: copy it to the GPU machine explicitly,
 # beside the tracked files, and give the call a wall-clock limit of the budget + 60 s or more.
@@ -18,15 +23,17 @@
 # with --dry-run), CUDA_ARCH (90), PYTHON (python3, the one with torch), TRAIN_FILTER
 # (the compare_train_torch.py case, "w16 64^3 b8").
 set -uo pipefail
-DRY_RUN=0 QUICK=0
+DRY_RUN=0 QUICK=0 BUILD_ONLY=0
 for arg in "$@"; do
   case "$arg" in
     --dry-run) DRY_RUN=1 ;;
     --quick) QUICK=1 ;;
+    --build-only) BUILD_ONLY=1 ;;
     -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "gpu_check.sh: unknown argument '$arg' (--dry-run, --quick, --help)" >&2; exit 2 ;;
+    *) echo "gpu_check.sh: unknown argument '$arg' (--dry-run, --quick, --build-only, --help)" >&2; exit 2 ;;
   esac
 done
+((BUILD_ONLY && !DRY_RUN)) && { echo "gpu_check.sh: --build-only goes with --dry-run" >&2; exit 2; }
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT" || exit 2
 abs() { case "$1" in /*) echo "$1" ;; *) echo "$ROOT/$1" ;; esac; }
@@ -92,7 +99,7 @@ echo "gridnn GPU check$( ((DRY_RUN)) && echo ' --dry-run'): budget ${BUDGET_S}s,
 GPU="$(timeout 30 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 NVCC="$(command -v nvcc)"
 echo "budget ${BUDGET_S}s (a GPU run's default: ${GPU_BUDGET_S}s); gpu: ${GPU:-none}; $JOBS cores, $THREADS threads per test ($SOLO alone); nvcc $("$NVCC" --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p'), $(cmake --version | head -1)" >"$LOGS/head.txt"
-timeout 120 "$PYTHON" -c 'import torch; ok = torch.cuda.is_available(); print("torch", torch.__version__, "CUDA", torch.version.cuda, "sees the GPU" if ok else "sees no GPU")' >"$LOGS/torch.log" 2>&1 &
+((BUILD_ONLY)) || timeout 120 "$PYTHON" -c 'import torch; ok = torch.cuda.is_available(); print("torch", torch.__version__, "CUDA", torch.version.cuda, "sees the GPU" if ok else "sees no GPU")' >"$LOGS/torch.log" 2>&1 &
 TORCH_PID=$!
 if ((DRY_RUN)); then  # the wheels' layout (include/, versioned libraries only), from the toolkit's files
   cuda_home="$(dirname "$(dirname "$(realpath "$NVCC")")")" site="$BUILD/pip_layout"
@@ -124,11 +131,12 @@ stage deps plain 90 240 bash scripts/gpu_deps.sh --unpack "$DEPS" "$( ((DRY_RUN)
 export PKG_CONFIG_LIBDIR="$DEPS/usr/lib/x86_64-linux-gnu/pkgconfig:$DEPS/usr/share/pkgconfig" PKG_CONFIG_PATH=""
 rm -f "$BUILD/CMakeCache.txt"  # another configuration's finds would stay
 GENERATOR=$(command -v ninja >/dev/null && echo Ninja || echo "Unix Makefiles")
-GRIDNN_DEPS="$DEPS" GRIDNN_NVCC="$NVCC" GRIDNN_CUDA_ARCH="${CUDA_ARCH:-90}" \
+GRIDNN_DEPS="$DEPS" GRIDNN_NVCC="$NVCC" GRIDNN_CUDA_ARCH="${CUDA_ARCH:-90}" GRIDNN_GPU_CHECK_DRY_RUN=$DRY_RUN \
   stage configure configure 120 220 cmake -C cmake/GpuCheck.cmake -S "$ROOT" -B "$BUILD" -G "$GENERATOR" || finish
 KEEP_GOING=(-k 0) && [[ "$GENERATOR" != Ninja ]] && KEEP_GOING=(-k)
 stage build build $( ((DRY_RUN)) && echo 3000 || echo 240) 130 \
   cmake --build "$BUILD" --target gpu-check-targets -j "$JOBS" -- "${KEEP_GOING[@]}"
+((BUILD_ONLY)) && exit 0  # the --dry-run after it judges the build
 [[ -x "$BUILD/tools/gridnn-train" ]] || finish
 stage libraries plain 60 120 "${HELPER[@]}" libs "$BUILD" "$DEPS" "$LOGS" "$( ((DRY_RUN)) && echo --dry-run)"
 stage selection plain 60 120 "${HELPER[@]}" select "$BUILD" "$LOGS"

@@ -32,7 +32,12 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 echo "== configure ($preset)"
 cmake --preset "$preset" >/dev/null
 echo "== build ($preset)"
+t0=$SECONDS
 cmake --build --preset "$preset" -j "$jobs"
-echo "== test ($preset)"
+echo "== build ($preset) in $((SECONDS - t0)) s; test ($preset)"
+t0=$SECONDS
 # Each test of an MPI label starts its own ranks; ctest runs tests in parallel.
-ctest --preset "$preset" -j "$jobs" --timeout 600 "${ctest_args[@]}"
+status=0
+ctest --preset "$preset" -j "$jobs" --timeout 600 "${ctest_args[@]}" || status=$?
+echo "== test ($preset) in $((SECONDS - t0)) s"
+exit "$status"
