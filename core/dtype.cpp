@@ -18,48 +18,18 @@ size_t dtype_size(DType t) {
   return 0;
 }
 
-const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::f32:
-      return "f32";
-    case DType::f16:
-      return "f16";
-    case DType::bf16:
-      return "bf16";
-    case DType::i32:
-      return "i32";
-    case DType::i64:
-      return "i64";
-  }
-  return "?";
-}
+namespace {
+constexpr EnumName<DType> kSafetensorsSpelling[] = {
+    {DType::f32, "F32"}, {DType::f16, "F16"}, {DType::bf16, "BF16"}, {DType::i32, "I32"}, {DType::i64, "I64"}};
+constexpr EnumNames<DType> kSafetensorsNames{"safetensors dtype", kSafetensorsSpelling};
+}  // namespace
 
-const char* dtype_safetensors_name(DType t) {
-  switch (t) {
-    case DType::f32:
-      return "F32";
-    case DType::f16:
-      return "F16";
-    case DType::bf16:
-      return "BF16";
-    case DType::i32:
-      return "I32";
-    case DType::i64:
-      return "I64";
-  }
-  return "?";
-}
+const char* dtype_safetensors_name(DType t) { return name_in(kSafetensorsNames, t); }
 
 bool dtype_from_safetensors_name(const std::string& name, DType* out) {
-  static const std::pair<const char*, DType> table[] = {
-      {"F32", DType::f32}, {"F16", DType::f16}, {"BF16", DType::bf16}, {"I32", DType::i32}, {"I64", DType::i64}};
-  for (const auto& [n, t] : table) {
-    if (name == n) {
-      *out = t;
-      return true;
-    }
-  }
-  return false;
+  const std::optional<DType> t = find_in(kSafetensorsNames, name);
+  if (t) *out = *t;
+  return t.has_value();
 }
 
 bool is_floating(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }

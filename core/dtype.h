@@ -6,14 +6,18 @@
 #include <string>
 
 #include "core/half.h"
+#include "core/names.h"
 
 namespace gridnn {
 
 enum class DType : uint8_t { f32, f16, bf16, i32, i64 };
+inline constexpr EnumName<DType> kDTypeNames[] = {
+    {DType::f32, "f32"}, {DType::f16, "f16"}, {DType::bf16, "bf16"}, {DType::i32, "i32"}, {DType::i64, "i64"}};
+constexpr EnumNames<DType> enum_names(DType) { return {"dtype", kDTypeNames}; }
 
 size_t dtype_size(DType t);
 // Short lower-case name for messages: "f32", "bf16", ...
-const char* dtype_name(DType t);
+constexpr const char* dtype_name(DType t) { return enum_name(t); }
 // Name used in safetensors headers: "F32", "BF16", ...
 const char* dtype_safetensors_name(DType t);
 // Inverse of dtype_safetensors_name; false when the name is not one gridnn supports.

@@ -49,19 +49,31 @@ struct HasEnumNames : std::false_type {};
 template <class E>
 struct HasEnumNames<E, std::void_t<decltype(enum_names(E{}))>> : std::true_type {};
 
+// `value`'s name in `names`: the enum's own table, or another spelling of it (a file format's);
+// "?" for a value not in the table.
 template <class E>
-constexpr const char* enum_name(E value) {
-  for (const EnumName<E>& n : enum_names(E{}))
+constexpr const char* name_in(const EnumNames<E>& names, E value) {
+  for (const EnumName<E>& n : names)
     if (n.value == value) return n.name;
   return "?";
 }
 
-// The value named `name`; nullopt for a name not in the table.
+// The value named `name` in `names`; nullopt for a name not in the table.
 template <class E>
-std::optional<E> find_enum(std::string_view name) {
-  for (const EnumName<E>& n : enum_names(E{}))
+std::optional<E> find_in(const EnumNames<E>& names, std::string_view name) {
+  for (const EnumName<E>& n : names)
     if (name == n.name) return n.value;
   return std::nullopt;
+}
+
+template <class E>
+constexpr const char* enum_name(E value) {
+  return name_in(enum_names(E{}), value);
+}
+
+template <class E>
+std::optional<E> find_enum(std::string_view name) {
+  return find_in(enum_names(E{}), name);
 }
 
 // "crop or resample"; with meanings "crop (center crop / zero pad) or resample (trilinear)".

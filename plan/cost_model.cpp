@@ -11,36 +11,6 @@
 
 namespace gridnn::plan {
 
-const char* kind_name(LayerKind kind) {
-  switch (kind) {
-    case LayerKind::conv:
-      return "conv";
-    case LayerKind::fc:
-      return "fc";
-    case LayerKind::pool:
-      return "pool";
-    case LayerKind::bn:
-      return "bn";
-    case LayerKind::attention:
-      return "attention";
-    case LayerKind::global_pool:
-      return "global_pool";
-  }
-  return "?";
-}
-
-const char* use_name(LayerUse use) {
-  switch (use) {
-    case LayerUse::batch:
-      return "batch";
-    case LayerUse::model:
-      return "model";
-    case LayerUse::domain:
-      return "domain";
-  }
-  return "?";
-}
-
 int64_t Network::weights() const {
   int64_t n = 0;
   for (const LayerShape& l : layers) n += l.weights;

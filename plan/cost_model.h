@@ -35,12 +35,17 @@
 #include <tuple>
 #include <vector>
 
+#include "core/names.h"
 #include "plan/memory_model.h"
 
 namespace gridnn::plan {
 
 enum class LayerKind { conv, fc, pool, bn, attention, global_pool };
-const char* kind_name(LayerKind kind);
+inline constexpr EnumName<LayerKind> kLayerKindNames[] = {
+    {LayerKind::conv, "conv"},           {LayerKind::fc, "fc"},
+    {LayerKind::pool, "pool"},           {LayerKind::bn, "bn"},
+    {LayerKind::attention, "attention"}, {LayerKind::global_pool, "global_pool"}};
+constexpr EnumNames<LayerKind> enum_names(LayerKind) { return {"layer kind", kLayerKindNames}; }
 
 // One layer's shape. fc: in_channels = d_in, out_channels = d_out, sizes {1, 1, 1}.
 // in_size/out_size are {D, H, W}; the domain split is over D (for 2D nets, D is the height).
@@ -110,7 +115,9 @@ struct Links {
 double layer_compute_s(const LayerShape& l, double samples, double fraction, const Machine& m);
 
 enum class LayerUse { batch, model, domain };
-const char* use_name(LayerUse use);
+inline constexpr EnumName<LayerUse> kLayerUseNames[] = {
+    {LayerUse::batch, "batch"}, {LayerUse::model, "model"}, {LayerUse::domain, "domain"}};
+constexpr EnumNames<LayerUse> enum_names(LayerUse) { return {"layer distribution", kLayerUseNames}; }
 
 struct Strategy {
   LayerUse conv = LayerUse::domain;  // convolutions, pooling, BN, attention

@@ -118,7 +118,7 @@ void print_json(const Network& net, const std::vector<PlanCost>& plans, size_t b
       for (size_t j = 0; j < p.layers.size(); ++j) {
         const LayerCost& l = p.layers[j];
         std::printf("%s{\"layer\": \"%s\", \"use\": \"%s\", \"compute_s\": %g, \"terms\": [", j ? ", " : "",
-                    l.layer.c_str(), use_name(l.use), l.compute_s);
+                    l.layer.c_str(), gridnn::enum_name(l.use), l.compute_s);
         for (size_t k = 0; k < l.terms.size(); ++k) {
           const CommTerm& t = l.terms[k];
           std::printf(
@@ -139,7 +139,7 @@ void print_explain(const PlanCost& p, const char* rank_order = nullptr) {
   std::printf("\n%dx%d%s%s, per layer:\n", p.grid.rows, p.grid.cols, rank_order ? " --rank-order " : "",
               rank_order ? rank_order : "");
   for (const LayerCost& l : p.layers) {
-    std::printf("  %-22s %-6s compute %.3e s\n", l.layer.c_str(), use_name(l.use), l.compute_s);
+    std::printf("  %-22s %-6s compute %.3e s\n", l.layer.c_str(), gridnn::enum_name(l.use), l.compute_s);
     for (const CommTerm& t : l.terms)
       std::printf("      %-44s %12.0f words  %3g msgs  %.3e + %.3e s\n", t.what.c_str(), t.words, t.messages,
                   t.latency_s, t.bandwidth_s);

@@ -90,25 +90,6 @@ int64_t parse_label(const std::string& text, const std::string& where) {
 
 }  // namespace
 
-const char* split_name(Split split) {
-  switch (split) {
-    case Split::train:
-      return "train";
-    case Split::val:
-      return "val";
-    case Split::test:
-      return "test";
-    default:
-      return "";
-  }
-}
-
-std::optional<Split> parse_split(const std::string& name) {
-  for (Split s : {Split::unassigned, Split::train, Split::val, Split::test})
-    if (name == split_name(s)) return s;
-  return std::nullopt;
-}
-
 Manifest parse_manifest(const std::string& text, const std::string& source, const std::string& base_dir) {
   Manifest manifest;
   manifest.source = source;
@@ -140,7 +121,7 @@ Manifest parse_manifest(const std::string& text, const std::string& source, cons
       row.path = (std::filesystem::path(base_dir) / row.path).lexically_normal().string();
     row.label = parse_label(fields[1], where);
     if (fields.size() == 3) {
-      std::optional<Split> split = parse_split(fields[2]);
+      std::optional<Split> split = find_enum<Split>(fields[2]);
       GRIDNN_REQUIRE(split.has_value(), where, ": unknown split \"", fields[2],
                      "\"; use train, val, test or leave it empty");
       row.split = *split;

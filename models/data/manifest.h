@@ -18,14 +18,16 @@
 #include <string>
 #include <vector>
 
+#include "core/names.h"
+
 namespace gridnn::data {
 
+// A row's split: "train", "val", "test"; "" for unassigned. find_enum<Split>(name) is the
+// split named `name`, nullopt for any other word.
 enum class Split { unassigned, train, val, test };
-
-// "train", "val", "test"; "" for unassigned.
-const char* split_name(Split split);
-// The split named `name` ("" = unassigned); nullopt for any other word.
-std::optional<Split> parse_split(const std::string& name);
+inline constexpr EnumName<Split> kSplitNames[] = {
+    {Split::unassigned, ""}, {Split::train, "train"}, {Split::val, "val"}, {Split::test, "test"}};
+constexpr EnumNames<Split> enum_names(Split) { return {"split", kSplitNames}; }
 
 struct ManifestRow {
   std::string path;  // resolved against the manifest's folder when relative

@@ -27,7 +27,7 @@ NiftiDataset::NiftiDataset(Manifest manifest, NiftiDatasetOptions options)
                  " must be 0 (off) or a positive number of mm");
   for (ManifestRow& row : manifest.rows)
     if (!options_.split || row.split == *options_.split) rows_.push_back(std::move(row));
-  GRIDNN_REQUIRE(!rows_.empty(), source_, ": no rows in split \"", options_.split ? split_name(*options_.split) : "",
+  GRIDNN_REQUIRE(!rows_.empty(), source_, ": no rows in split \"", options_.split ? enum_name(*options_.split) : "",
                  "\"", options_.split == Split::unassigned ? " (unassigned rows)" : "",
                  "; assign rows to it in the manifest's third column or choose another split");
   int64_t max_label = 0;

@@ -65,17 +65,6 @@ void warn_no_orientation(const std::string& path) {
 
 }  // namespace
 
-const char* affine_source_name(AffineSource source) {
-  switch (source) {
-    case AffineSource::sform:
-      return "sform";
-    case AffineSource::qform:
-      return "qform";
-    default:
-      return "none";
-  }
-}
-
 AxisOrientation io_orientation(const Affine& affine, const std::string& what) {
   Mat3 rs;
   for (int j = 0; j < 3; ++j) {

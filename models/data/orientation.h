@@ -53,8 +53,10 @@ namespace gridnn::data {
 
 // Voxel index (i, j, k) -> world mm (x, y, z) as a 4x4 row-major matrix.
 using Affine = std::array<std::array<double, 4>, 4>;
-enum class AffineSource { sform, qform, none };       // which header field gave it
-const char* affine_source_name(AffineSource source);  // "sform" | "qform" | "none"
+enum class AffineSource { sform, qform, none };  // which header field gave it
+inline constexpr EnumName<AffineSource> kAffineSourceNames[] = {
+    {AffineSource::sform, "sform"}, {AffineSource::qform, "qform"}, {AffineSource::none, "none"}};
+constexpr EnumNames<AffineSource> enum_names(AffineSource) { return {"affine source", kAffineSourceNames}; }
 
 // A scan as stored: what its header says about where the voxels are.
 struct ScanGeometry {

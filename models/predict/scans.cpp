@@ -68,7 +68,7 @@ std::vector<ScanEntry> list_scans(const std::string& data, SplitFilter split) {
   const std::optional<data::Split> only = manifest_split(split);
   std::map<std::string, int> splits;
   for (const auto& row : manifest.rows) {
-    ++splits[row.split == data::Split::unassigned ? "(none)" : data::split_name(row.split)];
+    ++splits[row.split == data::Split::unassigned ? "(none)" : enum_name(row.split)];
     if (!only || row.split == *only) scans.push_back({row.path, row.label, row.line});
   }
   std::string found;

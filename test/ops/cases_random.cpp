@@ -16,20 +16,12 @@ namespace {
 enum class Init { uniform, normal, kaiming_normal, kaiming_uniform, xavier_uniform };
 constexpr int64_t kFanIn = 27, kFanOut = 64;
 
-const char* init_name(Init i) {
-  switch (i) {
-    case Init::uniform:
-      return "random_uniform";
-    case Init::normal:
-      return "random_normal";
-    case Init::kaiming_normal:
-      return "random_kaiming_normal";
-    case Init::kaiming_uniform:
-      return "random_kaiming_uniform";
-    default:
-      return "random_xavier_uniform";
-  }
-}
+constexpr EnumName<Init> kInitOps[] = {{Init::uniform, "random_uniform"},
+                                       {Init::normal, "random_normal"},
+                                       {Init::kaiming_normal, "random_kaiming_normal"},
+                                       {Init::kaiming_uniform, "random_kaiming_uniform"},
+                                       {Init::xavier_uniform, "random_xavier_uniform"}};
+constexpr EnumNames<Init> enum_names(Init) { return {"initializer", kInitOps}; }
 
 void draw(Init i, Tensor& t, const ops::RandomKey& key) {
   switch (i) {
@@ -72,7 +64,7 @@ double expected(Init i, uint64_t seed, uint64_t stream, uint64_t index) {
 OpCase random_case(Init init, const std::string& what, const Shape& shape, DType dt, ops::RandomKey key,
                    std::function<uint64_t(int64_t)> index) {
   OpCase c;
-  c.op = init_name(init);
+  c.op = enum_name(init);
   c.params = what + " " + shape_name(shape) + " " + dtype_name(dt);
   c.make_inputs = [=] { return Tensors{Tensor::zeros(shape, dt)}; };  // where to draw (its device)
   c.run = [=](const Tensors& in) {
