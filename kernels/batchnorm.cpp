@@ -46,6 +46,20 @@ void expect_like(const char* op, const char* name, const Tensor& t, const Tensor
   expect_same_device(op, t, x);
 }
 
+// A backward pass that reads x and dy per element and writes `out` (which may be dy, never x),
+// with the batch statistics and the affine weight.
+void expect_elementwise_backward(const char* op, const BatchNormGeometry& g, const Tensor& x, const Tensor& dy,
+                                 const char* out_name, const Tensor& out, const Tensor& mean, const Tensor& invstd,
+                                 const Tensor& weight) {
+  expect_like(op, "dy", dy, x);
+  expect_like(op, out_name, out, x);
+  expect_disjoint(op, x, out);
+  expect_no_partial_overlap(op, dy, out);
+  expect_channel(op, "mean", mean, g.c, x);
+  expect_channel(op, "invstd", invstd, g.c, x);
+  expect_channel(op, "weight", weight, g.c, x, true);
+}
+
 }  // namespace
 
 void batchnorm_channel_sums(const Tensor& x, const Tensor& shift, Tensor& sums) {
@@ -116,13 +130,7 @@ void batchnorm_relu_gate(const Tensor& x, const Tensor& dy, const Tensor& mean, 
                          const Tensor& weight, const Tensor& bias, Tensor& gated) {
   const char* op = "batchnorm_relu_gate";
   BatchNormGeometry g = geometry_of(op, x);
-  expect_like(op, "dy", dy, x);
-  expect_like(op, "gated", gated, x);
-  expect_disjoint(op, x, gated);
-  expect_no_partial_overlap(op, dy, gated);
-  expect_channel(op, "mean", mean, g.c, x);
-  expect_channel(op, "invstd", invstd, g.c, x);
-  expect_channel(op, "weight", weight, g.c, x, true);
+  expect_elementwise_backward(op, g, x, dy, "gated", gated, mean, invstd, weight);
   expect_channel(op, "bias", bias, g.c, x, true);
   GRIDNN_BACKEND_CALL(x.device(), batchnorm_relu_gate, x, dy, mean, invstd, weight, bias, g, gated);
 }
@@ -145,13 +153,7 @@ void batchnorm_backward_input(const Tensor& x, const Tensor& dy, const Tensor& m
   const char* op = "batchnorm_backward_input";
   BatchNormGeometry g = geometry_of(op, x);
   expect_gate(op, gate, g.c, x);
-  expect_like(op, "dy", dy, x);
-  expect_like(op, "dx", dx, x);
-  expect_disjoint(op, x, dx);
-  expect_no_partial_overlap(op, dy, dx);
-  expect_channel(op, "mean", mean, g.c, x);
-  expect_channel(op, "invstd", invstd, g.c, x);
-  expect_channel(op, "weight", weight, g.c, x, true);
+  expect_elementwise_backward(op, g, x, dy, "dx", dx, mean, invstd, weight);
   if (training) {
     expect_sums(op, sums, g.c, x);
     GRIDNN_REQUIRE(count >= 1, op, ": count must be >= 1 in training, got ", count);

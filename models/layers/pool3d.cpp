@@ -60,6 +60,16 @@ plan::LayerMemory pool_memory(const std::string& name, const Shape& in, const Sh
   m.kept = kept;
   return m;
 }
+
+// A window pooling layer's cost and memory, from in to its output; kept as pool_memory.
+Shape describe_window_pool(const std::string& name, const Shape& in, const ops::Pool3dParams& params,
+                           int64_t kept_per_output, plan::RankStep& step) {
+  const Shape out = ops::pool3d_output_shape(name.c_str(), in, params);
+  step.layers.push_back(
+      pool_layer_shape(name, plan::LayerKind::pool, in, out, params.kernel, params.stride, params.padding));
+  step.memory.push_back(pool_memory(name, in, out, out.numel() * kept_per_output));
+  return out;
+}
 }  // namespace
 
 MaxPool3d::MaxPool3d(Triple3 kernel, Triple3 stride, Triple3 padding)
@@ -80,11 +90,7 @@ Tensor MaxPool3d::forward(const Tensor& x) {
 }
 
 Shape MaxPool3d::describe(const Shape& in, plan::RankStep& step) const {
-  const Shape out = ops::pool3d_output_shape(name().c_str(), in, params_);
-  step.layers.push_back(
-      pool_layer_shape(name(), plan::LayerKind::pool, in, out, params_.kernel, params_.stride, params_.padding));
-  step.memory.push_back(pool_memory(name(), in, out, out.numel() * int64_t(sizeof(int64_t))));
-  return out;
+  return describe_window_pool(name(), in, params_, int64_t(sizeof(int64_t)), step);  // the argmax
 }
 
 Tensor MaxPool3d::do_backward(const Tensor& dy) {
@@ -110,11 +116,7 @@ Tensor AvgPool3d::forward(const Tensor& x) {
 }
 
 Shape AvgPool3d::describe(const Shape& in, plan::RankStep& step) const {
-  const Shape out = ops::pool3d_output_shape(name().c_str(), in, params_);
-  step.layers.push_back(
-      pool_layer_shape(name(), plan::LayerKind::pool, in, out, params_.kernel, params_.stride, params_.padding));
-  step.memory.push_back(pool_memory(name(), in, out, 0));
-  return out;
+  return describe_window_pool(name(), in, params_, 0, step);
 }
 
 Tensor AvgPool3d::do_backward(const Tensor& dy) {
