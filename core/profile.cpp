@@ -33,6 +33,24 @@ std::string Profiler::table(double total_seconds, int64_t steps) const {
   return out;
 }
 
+void Profiler::reset() {
+  seconds_ = {};
+  layers_.clear();
+  layer_index_.clear();
+}
+
+void Profiler::add_layer(const std::string& layer, ProfilePass pass, double seconds) {
+  auto [it, added] = layer_index_.emplace(layer, layers_.size());
+  if (added) layers_.push_back(LayerSeconds{layer});
+  LayerSeconds& l = layers_[it->second];
+  (pass == ProfilePass::forward ? l.forward : l.backward) += seconds;
+}
+
+ProfileScope::ProfileScope(ProfileKind kind, const std::string& layer, ProfilePass pass) : ProfileScope(kind) {
+  layer_ = &layer;
+  pass_ = pass;
+}
+
 ProfileScope::ProfileScope(ProfileKind kind) : profiler_(g_profiler), kind_(kind) {
   if (!profiler_) return;
   synchronize(profiler_->device_);  // what was queued before belongs to the outer scope
@@ -45,7 +63,13 @@ ProfileScope::~ProfileScope() {
   if (!profiler_) return;
   synchronize(profiler_->device_);
   const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
-  profiler_->seconds_[size_t(kind_)] += elapsed - inner_seconds_;
+  const double own = elapsed - inner_seconds_;
+  profiler_->seconds_[size_t(kind_)] += own;
+  const bool step_kind =
+      kind_ == ProfileKind::gradient_sync || kind_ == ProfileKind::optimizer || kind_ == ProfileKind::data;
+  const ProfileScope* owner = this;
+  while (!step_kind && owner && !owner->layer_) owner = owner->outer_;
+  if (!step_kind && owner) profiler_->add_layer(*owner->layer_, owner->pass_, own);
   if (outer_) outer_->inner_seconds_ += elapsed;
   g_innermost = outer_;
 }

@@ -1,12 +1,15 @@
-// Where a training step's time goes, by kind of work: gridnn-train --profile.
+// Where a training step's time goes, by kind of work and by layer: gridnn-train --profile.
 //
 //   Profiler profiler(device);                   // off until installed
 //   { ProfilerScope on(profiler); ...steps... }   // installed on this thread
-//   ProfileScope scope(ProfileKind::convolution);  // in a layer or kernel: a no-op when off
+//   ProfileScope scope(ProfileKind::convolution);  // in a kernel: a no-op when off
+//   ProfileScope scope(ProfileKind::convolution, name(), ProfilePass::forward);  // in a layer
 //
 // Each scope's time is exclusive: a scope opened inside another (a reorder inside a
 // convolution, a gradient bucket started inside a layer's backward) counts for its own kind
-// only, and the outer scope's kind gets the rest. Time outside every scope is the caller's
+// only, and the outer scope's kind gets the rest. A scope that names its layer also counts
+// for that layer's pass, and so do the unnamed scopes inside it, except those of the step's
+// own kinds (gradient sync, optimizer, data), which belong to no layer. Time outside every scope is the caller's
 // to name (the trainer reports it as "other": losses, residual adds, linear layers, the
 // step's bookkeeping). Only the installing thread is profiled; the loader's background
 // thread shows as the "data" wait on it. On a GPU each scope boundary synchronizes the
@@ -19,6 +22,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "core/device.h"
 #include "core/names.h"
@@ -38,12 +43,22 @@ inline constexpr EnumName<ProfileKind> kProfileKindNames[] = {
 constexpr EnumNames<ProfileKind> enum_names(ProfileKind) { return {"profile kind", kProfileKindNames}; }
 constexpr size_t kProfileKinds = std::size(kProfileKindNames);
 
+enum class ProfilePass { forward, backward };
+
+// One layer's exclusive seconds in each pass.
+struct LayerSeconds {
+  std::string layer;
+  double forward = 0, backward = 0;
+};
+
 class Profiler {
  public:
   explicit Profiler(Device device = Device::cpu()) : device_(device) {}
   // Exclusive seconds by kind (index: size_t(kind)) since construction or reset().
   const std::array<double, kProfileKinds>& seconds() const { return seconds_; }
-  void reset() { seconds_ = {}; }
+  // The layers' seconds, in the order they were first timed (a forward pass's order).
+  const std::vector<LayerSeconds>& layers() const { return layers_; }
+  void reset();
   // A table of the kinds' seconds per step and shares of `total_seconds` (the time the
   // profiled steps took, `steps` of them); the rest of it is "other".
   std::string table(double total_seconds, int64_t steps) const;
@@ -52,8 +67,12 @@ class Profiler {
 
  private:
   friend class ProfileScope;
+  void add_layer(const std::string& layer, ProfilePass pass, double seconds);
+
   Device device_;
   std::array<double, kProfileKinds> seconds_{};
+  std::vector<LayerSeconds> layers_;
+  std::unordered_map<std::string, size_t> layer_index_;  // into layers_
 };
 
 // Installs `profiler` on this thread for the scope's lifetime (the previous one after).
@@ -72,6 +91,8 @@ class ProfilerScope {
 class ProfileScope {
  public:
   explicit ProfileScope(ProfileKind kind);
+  // The scope of `layer`'s `pass` (the string must outlive the scope: a module's name).
+  ProfileScope(ProfileKind kind, const std::string& layer, ProfilePass pass);
   ~ProfileScope();
   ProfileScope(const ProfileScope&) = delete;
   ProfileScope& operator=(const ProfileScope&) = delete;
@@ -80,6 +101,8 @@ class ProfileScope {
   using Clock = std::chrono::steady_clock;
   Profiler* profiler_;
   ProfileKind kind_;
+  const std::string* layer_ = nullptr;
+  ProfilePass pass_ = ProfilePass::forward;
   ProfileScope* outer_ = nullptr;
   Clock::time_point start_;
   double inner_seconds_ = 0;  // of the scopes opened inside this one

@@ -117,7 +117,8 @@ void add_flags(CLI::App& app, Cli& c) {
   app.add_flag("--comm-report", o.comm_report, "print the communication per layer at the end");
   app.add_flag("--profile", o.profile,
                "print rank 0's step time by kind of work (convolution, reorder, batch norm/ReLU, pooling, "
-               "attention, optimizer, gradient sync, data wait) at the end; steps after the first");
+               "attention, optimizer, gradient sync, data wait), then every rank's per layer, at the end; "
+               "steps after the first");
   app.add_option("--memory-limit", c.memory_limit,
                  "each rank's memory at most (6GiB, 512MiB, bytes, or auto: the device's free memory less a "
                  "margin, the default on a GPU): nothing runs when a rank's predicted peak is larger, and the "

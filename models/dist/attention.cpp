@@ -23,7 +23,7 @@ DistSelfAttention3d::DistSelfAttention3d(parallel::ProcessGrid& grid, int64_t ch
 parallel::BlockSplit DistSelfAttention3d::positions(int64_t hw) const { return {&row_, 2, global_depth_, hw}; }
 
 Tensor DistSelfAttention3d::forward(const Tensor& x) {
-  const ProfileScope profile(ProfileKind::attention);
+  const ProfileScope profile(ProfileKind::attention, name(), ProfilePass::forward);
   const int64_t c = layer_->channels(), c8 = c / 8;
   require_layer(x.defined() && x.rank() == 5 && x.size(1) == c && x.size(2) == planes_.size(), layer_->label(),
                 "expects this rank's slab [B, " + std::to_string(c) + ", " + std::to_string(planes_.size()) +
@@ -48,7 +48,7 @@ Tensor DistSelfAttention3d::forward(const Tensor& x) {
 }
 
 Tensor DistSelfAttention3d::do_backward(const Tensor& dy) {
-  const ProfileScope profile(ProfileKind::attention);
+  const ProfileScope profile(ProfileKind::attention, name(), ProfilePass::backward);
   require_layer(core_.attention.defined(), layer_->label(), "backward called before forward");
   require_layer(dy.defined() && dy.shape() == input_shape_, layer_->label(),
                 "dy " + (dy.defined() ? dy.str() : std::string("undefined")) + " does not match the output " +

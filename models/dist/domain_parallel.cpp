@@ -3,6 +3,7 @@
 
 #include <limits>
 
+#include "core/profile.h"
 #include "models/layers/conv3d.h"
 #include "models/layers/pool3d.h"
 
@@ -11,6 +12,7 @@ namespace gridnn::nn {
 DomainParallel::DomainParallel(parallel::ProcessGrid& grid, std::unique_ptr<Module> layer, parallel::DepthWindow window,
                                int64_t global_in_depth, float padding_value, const std::string& kind)
     : Module(kind),
+      profile_kind_(dynamic_cast<const Conv3d*>(layer.get()) ? ProfileKind::convolution : ProfileKind::pooling),
       exchange_(grid.row(),
                 parallel::plan_depth_halo(kind, global_in_depth, window, grid.row().size(), grid.row().rank()), kind),
       padding_value_(padding_value) {
@@ -19,12 +21,14 @@ DomainParallel::DomainParallel(parallel::ProcessGrid& grid, std::unique_ptr<Modu
 }
 
 Tensor DomainParallel::forward(const Tensor& x) {
+  const ProfileScope profile(profile_kind_, name(), ProfilePass::forward);  // the halo exchange too
   parallel::CommLayerScope scope(name());
   exchange_.set_layer(name());
   return layer_->forward(exchange_.extend(x, padding_value_));  // halo planes in, own planes out
 }
 
 Tensor DomainParallel::do_backward(const Tensor& dy) {
+  const ProfileScope profile(profile_kind_, name(), ProfilePass::backward);
   parallel::CommLayerScope scope(name());
   Tensor d_extended = layer_->backward(dy);  // weight gradients: this rank's part only
   if (!d_extended.defined()) return d_extended;

@@ -23,6 +23,7 @@
 #include <memory>
 #include <string>
 
+#include "core/profile.h"
 #include "models/layers/module.h"
 #include "parallel/halo.h"
 #include "parallel/process_grid.h"
@@ -46,6 +47,7 @@ class DomainParallel : public Module {
  private:
   Tensor do_backward(const Tensor& dy) override;  // undefined when the layer computes no input gradient
 
+  ProfileKind profile_kind_;  // the wrapped layer's: convolution or pooling
   Module* layer_;
   parallel::HaloExchange exchange_;
   float padding_value_;

@@ -17,7 +17,7 @@ DistGlobalAvgPool3d::DistGlobalAvgPool3d(parallel::Communicator& row, int64_t gl
 }
 
 Tensor DistGlobalAvgPool3d::forward(const Tensor& x) {
-  const ProfileScope profile(ProfileKind::pooling);
+  const ProfileScope profile(ProfileKind::pooling, name(), ProfilePass::forward);
   require_layer(x.defined() && x.rank() == 5, "DistGlobalAvgPool3d",
                 "expects a [B, C, D_r, H, W] slab, got " + (x.defined() ? x.str() : std::string("(undefined)")));
   parallel::CommLayerScope scope(name());
@@ -48,7 +48,7 @@ Shape DistGlobalAvgPool3d::describe(const Shape& in, plan::RankStep& step) const
 }
 
 Tensor DistGlobalAvgPool3d::do_backward(const Tensor& dy) {
-  const ProfileScope profile(ProfileKind::pooling);
+  const ProfileScope profile(ProfileKind::pooling, name(), ProfilePass::backward);
   require_layer(input_shape_.rank() == 5, "DistGlobalAvgPool3d", "backward called before forward");
   const int64_t b = input_shape_[0], c = input_shape_[1];
   const int64_t local = input_shape_[2] * input_shape_[3] * input_shape_[4];

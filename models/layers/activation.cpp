@@ -6,7 +6,7 @@
 namespace gridnn::nn {
 
 Tensor ReLU::forward(const Tensor& x) {
-  const ProfileScope profile(ProfileKind::batchnorm_relu);
+  const ProfileScope profile(ProfileKind::batchnorm_relu, name(), ProfilePass::forward);
   if (!NoBackwardScope::active()) input_ = x;  // kept for backward
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   ops::relu_forward(x, y);
@@ -14,7 +14,7 @@ Tensor ReLU::forward(const Tensor& x) {
 }
 
 Tensor ReLU::do_backward(const Tensor& dy) {
-  const ProfileScope profile(ProfileKind::batchnorm_relu);
+  const ProfileScope profile(ProfileKind::batchnorm_relu, name(), ProfilePass::backward);
   require_layer(input_.defined(), "ReLU", "backward called before forward");
   require_layer(dy.shape() == input_.shape(), "ReLU",
                 "dy " + dy.shape().str() + " does not match the input " + input_.shape().str());

@@ -166,7 +166,7 @@ std::string SelfAttention3d::label() const { return "SelfAttention3d(" + std::to
 void SelfAttention3d::reset_parameters(uint64_t, const std::string&) { ops::fill(gamma_->value, 0.0); }
 
 Tensor SelfAttention3d::forward(const Tensor& x) {
-  const ProfileScope profile(ProfileKind::attention);
+  const ProfileScope profile(ProfileKind::attention, name(), ProfilePass::forward);
   require_layer(x.defined() && x.rank() == 5 && x.size(1) == channels_, label(),
                 "expects input [B, " + std::to_string(channels_) + ", D, H, W], got " +
                     (x.defined() ? x.str() : std::string("undefined")) + "; check the channel count");
@@ -184,7 +184,7 @@ Tensor SelfAttention3d::forward(const Tensor& x) {
 }
 
 Tensor SelfAttention3d::do_backward(const Tensor& dy) {
-  const ProfileScope profile(ProfileKind::attention);
+  const ProfileScope profile(ProfileKind::attention, name(), ProfilePass::backward);
   require_layer(core_.attention.defined(), label(), "backward called before forward");
   require_layer(dy.shape() == input_shape_, label(),
                 "dy " + dy.str() + " does not match the output " + input_shape_.str() + " of the last forward");

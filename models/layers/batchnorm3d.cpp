@@ -99,7 +99,7 @@ void BatchNorm3d::check_input(const Tensor& x) const {
 }
 
 Tensor BatchNorm3d::forward(const Tensor& x) {
-  const ProfileScope profile(ProfileKind::batchnorm_relu);
+  const ProfileScope profile(ProfileKind::batchnorm_relu, name(), ProfilePass::forward);
   check_input(x);
   batch_statistics_ = is_training();
   if (batch_statistics_) {
@@ -131,7 +131,7 @@ Tensor BatchNorm3d::forward(const Tensor& x) {
 }
 
 Tensor BatchNorm3d::do_backward(const Tensor& dy) {
-  const ProfileScope profile(ProfileKind::batchnorm_relu);
+  const ProfileScope profile(ProfileKind::batchnorm_relu, name(), ProfilePass::backward);
   require_layer(input_.defined(), "BatchNorm3d", "backward called before forward");
   require_layer(dy.defined() && dy.shape() == input_.shape(), "BatchNorm3d",
                 "dy " + (dy.defined() ? dy.shape().str() : std::string("(undefined)")) + " does not match the input " +

@@ -46,7 +46,7 @@ void Conv3d::reset_parameters(uint64_t seed, const std::string& prefix) {
 }
 
 Tensor Conv3d::forward(const Tensor& x) {
-  const ProfileScope profile(ProfileKind::convolution);
+  const ProfileScope profile(ProfileKind::convolution, name(), ProfilePass::forward);
   require_layer(x.defined() && x.rank() == 5, "Conv3d",
                 "input must be 5-D [N, C, D, H, W], got " + (x.defined() ? x.str() : "undefined"));
   require_layer(x.size(1) == in_channels_, "Conv3d",
@@ -97,7 +97,7 @@ Shape Conv3d::describe(const Shape& in, plan::RankStep& step) const {
 }
 
 Tensor Conv3d::do_backward(const Tensor& dy) {
-  const ProfileScope profile(ProfileKind::convolution);
+  const ProfileScope profile(ProfileKind::convolution, name(), ProfilePass::backward);
   require_layer(input_.defined(), "Conv3d", "backward called before forward");
   const Shape want = ops::conv3d_output_shape(geometry_, input_.size(0));
   require_layer(dy.defined() && dy.shape() == want, "Conv3d",

@@ -78,7 +78,7 @@ MaxPool3d::MaxPool3d(int64_t kernel, int64_t stride, int64_t padding)
     : MaxPool3d(Triple3{kernel, kernel, kernel}, Triple3{stride, stride, stride}, Triple3{padding, padding, padding}) {}
 
 Tensor MaxPool3d::forward(const Tensor& x) {
-  const ProfileScope profile(ProfileKind::pooling);
+  const ProfileScope profile(ProfileKind::pooling, name(), ProfilePass::forward);
   Shape out = checked_output("MaxPool3d", x, params_);
   Tensor y = Tensor::empty(out, x.dtype(), x.device());
   if (!argmax_.defined() || argmax_.shape() != out || argmax_.device() != x.device())
@@ -94,7 +94,7 @@ Shape MaxPool3d::describe(const Shape& in, plan::RankStep& step) const {
 }
 
 Tensor MaxPool3d::do_backward(const Tensor& dy) {
-  const ProfileScope profile(ProfileKind::pooling);
+  const ProfileScope profile(ProfileKind::pooling, name(), ProfilePass::backward);
   check_dy("MaxPool3d", input_shape_, argmax_.defined() ? argmax_.shape() : Shape{}, dy);
   Tensor dx = Tensor::empty(input_shape_, dy.dtype(), dy.device());
   ops::max_pool3d_backward(dy, argmax_, params_, dx);
@@ -108,7 +108,7 @@ AvgPool3d::AvgPool3d(int64_t kernel, int64_t stride, int64_t padding)
     : AvgPool3d(Triple3{kernel, kernel, kernel}, Triple3{stride, stride, stride}, Triple3{padding, padding, padding}) {}
 
 Tensor AvgPool3d::forward(const Tensor& x) {
-  const ProfileScope profile(ProfileKind::pooling);
+  const ProfileScope profile(ProfileKind::pooling, name(), ProfilePass::forward);
   Tensor y = Tensor::empty(checked_output("AvgPool3d", x, params_), x.dtype(), x.device());
   ops::avg_pool3d_forward(x, params_, y);
   input_shape_ = x.shape();
@@ -120,7 +120,7 @@ Shape AvgPool3d::describe(const Shape& in, plan::RankStep& step) const {
 }
 
 Tensor AvgPool3d::do_backward(const Tensor& dy) {
-  const ProfileScope profile(ProfileKind::pooling);
+  const ProfileScope profile(ProfileKind::pooling, name(), ProfilePass::backward);
   check_dy("AvgPool3d", input_shape_,
            input_shape_.rank() == 5 ? ops::pool3d_output_shape("AvgPool3d", input_shape_, params_) : Shape{}, dy);
   Tensor dx = Tensor::empty(input_shape_, dy.dtype(), dy.device());
@@ -129,7 +129,7 @@ Tensor AvgPool3d::do_backward(const Tensor& dy) {
 }
 
 Tensor GlobalAvgPool3d::forward(const Tensor& x) {
-  const ProfileScope profile(ProfileKind::pooling);
+  const ProfileScope profile(ProfileKind::pooling, name(), ProfilePass::forward);
   require_layer(x.defined() && x.rank() == 5, "GlobalAvgPool3d",
                 "expects a [N, C, D, H, W] input, got " + (x.defined() ? x.str() : std::string("(undefined)")));
   Tensor y = Tensor::empty({x.size(0), x.size(1)}, x.dtype(), x.device());
@@ -147,7 +147,7 @@ Shape GlobalAvgPool3d::describe(const Shape& in, plan::RankStep& step) const {
 }
 
 Tensor GlobalAvgPool3d::do_backward(const Tensor& dy) {
-  const ProfileScope profile(ProfileKind::pooling);
+  const ProfileScope profile(ProfileKind::pooling, name(), ProfilePass::backward);
   check_dy("GlobalAvgPool3d", input_shape_,
            input_shape_.rank() == 5 ? Shape{input_shape_[0], input_shape_[1]} : Shape{}, dy);
   Tensor dx = Tensor::empty(input_shape_, dy.dtype(), dy.device());

@@ -82,7 +82,7 @@ struct RunOptions {
   parallel::CommBackend comm_backend = parallel::CommBackend::automatic;
   ops::MathMode precision = ops::MathMode::fp32;
   bool comm_report = false;  // print the per-layer communication table at the end
-  bool profile = false;      // print where the steps' time went, by kind of work (core/profile.h), at the end
+  bool profile = false;      // print where the steps' time went, by kind of work and by layer, at the end
 
   // Running on a cluster (docs/cluster.md). They change where and how long ranks run, never
   // the results, so checkpoints do not record them.

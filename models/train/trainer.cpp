@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -14,6 +15,7 @@
 #include "core/stop_signal.h"
 #include "core/transfers.h"
 #include "models/run/grid_batch.h"
+#include "models/run/layer_profile.h"
 #include "models/run/memory_limit.h"
 #include "parallel/progress_board.h"
 
@@ -282,6 +284,7 @@ run::Metrics Trainer::run(int64_t stop_at_step) {
   Profiler profiler(model_->device());
   double profiled_seconds = 0;
   int64_t profiled_steps = 0;
+  std::map<std::string, double> profiled_comm;  // seconds by layer
   while (state_.step < end) {
     parallel::set_progress_step(state_.step + 1);
     const double lr = schedule_->lr(state_.step);
@@ -289,6 +292,7 @@ run::Metrics Trainer::run(int64_t stop_at_step) {
     const auto step_start = std::chrono::steady_clock::now();
     std::optional<ProfilerScope> on;
     if (profiled) on.emplace(profiler);
+    const size_t comm_before = parallel::comm_log().records().size();
     const data::Batch batch = [&] {
       const ProfileScope profile(ProfileKind::data);
       return loader_->next();
@@ -299,6 +303,7 @@ run::Metrics Trainer::run(int64_t stop_at_step) {
       on.reset();
       profiled_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
       ++profiled_steps;
+      run::add_comm_seconds(comm_before, profiled_comm);
     }
     ++state_.step;
     if (state_.step == first_step + 1) report_memory(false);
@@ -363,6 +368,9 @@ run::Metrics Trainer::run(int64_t stop_at_step) {
   if (options_.profile && profiled_steps > 0) {
     say("time per step by kind of work, rank 0, the " + std::to_string(profiled_steps) +
         " steps after the first (core/profile.h):\n" + profiler.table(profiled_seconds, profiled_steps));
+    const std::string layers =
+        run::layer_profile_table(*grid_, profiler, profiled_comm, profiled_seconds, profiled_steps);
+    say("ms per step by layer, every rank (models/run/layer_profile.h):\n" + layers.substr(0, layers.size() - 1));
     Json by_kind = Json::object();
     for (const EnumName<ProfileKind>& k : kProfileKindNames) by_kind[k.name] = profiler.seconds()[size_t(k.value)];
     log_json(

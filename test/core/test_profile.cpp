@@ -87,5 +87,54 @@ TEST(Profiler, TheTableHasEveryKindOtherAndTheStep) {
   EXPECT_NE(t.find("| 100.0% |"), std::string::npos) << t;
 }
 
+TEST(Profiler, ALayersScopesCountForItsPassWithTheUnnamedOnesInside) {
+  Profiler profiler;
+  const std::string conv = "layer1.0.conv1", bn = "layer1.0.bn1";
+  {
+    const ProfilerScope on(profiler);
+    {
+      const ProfileScope forward(ProfileKind::convolution, conv, ProfilePass::forward);
+      std::this_thread::sleep_for(10ms);
+      const ProfileScope reorder(ProfileKind::reorder);  // the layer's own work: counted for it
+      std::this_thread::sleep_for(10ms);
+    }
+    {
+      const ProfileScope forward(ProfileKind::batchnorm_relu, bn, ProfilePass::forward);
+      std::this_thread::sleep_for(5ms);
+    }
+    {
+      const ProfileScope backward(ProfileKind::convolution, conv, ProfilePass::backward);
+      std::this_thread::sleep_for(10ms);
+      {
+        const ProfileScope bucket(ProfileKind::gradient_sync);  // the step's: no layer's
+        std::this_thread::sleep_for(30ms);
+      }
+      const ProfileScope inner(ProfileKind::batchnorm_relu, bn, ProfilePass::backward);  // named: its own
+      std::this_thread::sleep_for(20ms);
+    }
+    {
+      const ProfileScope unnamed(ProfileKind::pooling);  // outside every layer
+      std::this_thread::sleep_for(5ms);
+    }
+  }
+  ASSERT_EQ(profiler.layers().size(), 2u);
+  const LayerSeconds& c = profiler.layers()[0];
+  const LayerSeconds& b = profiler.layers()[1];
+  EXPECT_EQ(c.layer, conv);  // in the order first timed
+  EXPECT_EQ(b.layer, bn);
+  EXPECT_GE(c.forward, 0.020);
+  EXPECT_GE(c.backward, 0.010);
+  EXPECT_LT(c.backward, 0.030);  // neither the bucket's 30 ms nor the inner layer's 20 ms
+  EXPECT_GE(b.forward, 0.005);
+  EXPECT_GE(b.backward, 0.020);
+  EXPECT_GE(of(profiler, ProfileKind::gradient_sync), 0.030);
+  // Every second of the layers is a second of a kind, once.
+  const double layers = c.forward + c.backward + b.forward + b.backward;
+  EXPECT_NEAR(layers + of(profiler, ProfileKind::gradient_sync) + of(profiler, ProfileKind::pooling), total(profiler),
+              1e-9);
+  profiler.reset();
+  EXPECT_TRUE(profiler.layers().empty());
+}
+
 }  // namespace
 }  // namespace gridnn
