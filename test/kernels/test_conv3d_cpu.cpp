@@ -181,6 +181,25 @@ TEST(Conv3dCpu, ReportsWhatRunsEachPass) {
   }
 }
 
+// A stem's backward filter (one input channel) on a depth slab, which the halo exchange
+// extends instead of padding: oneDNN's GEMM kernel, as on the whole volume, not its first
+// choice there, a JIT kernel that took 1.5-2.4 times as long for half the planes
+// (conv3d_onednn.cpp: backward_weights_pd). The gradients are the same sums either way.
+TEST(Conv3dCpu, AStemsBackwardFilterRunsOnGemmOnASlabAsOnTheVolume) {
+  if (!kernels::cpu::onednn::built()) GTEST_SKIP() << "built without oneDNN";
+  UseConv use(CpuConv::onednn);
+  const ops::Conv3dGeometry volume = geometry_of({"stem", 2, 1, 16, {7, 7, 7}, {2, 2, 2}, {3, 3, 3}, {32, 32, 32}});
+  const ops::Conv3dGeometry slab = geometry_of({"stem_slab", 2, 1, 16, {7, 7, 7}, {2, 2, 2}, {0, 3, 3}, {21, 32, 32}});
+  for (const ops::Conv3dGeometry& g : {volume, slab}) {
+    const std::string impl = ops::conv3d_cpu_implementation(g, 2, ConvPass::backward_filter);
+    EXPECT_NE(impl.find("gemm"), std::string::npos) << ops::str(g) << ": " << impl;
+    EXPECT_EQ(impl.find("brg"), std::string::npos) << ops::str(g) << ": " << impl;
+  }
+  // More input channels keep oneDNN's own choice.
+  const ops::Conv3dGeometry wide = geometry_of({"wide_slab", 2, 16, 16, {3, 3, 3}, {1, 1, 1}, {0, 1, 1}, {10, 16, 16}});
+  EXPECT_EQ(ops::conv3d_cpu_implementation(wide, 2, ConvPass::backward_filter).find("ref"), std::string::npos);
+}
+
 // The taps kept per dimension are the first to the last that read an input voxel from some
 // output voxel, found here by trying every output; the narrowed geometry has the same
 // output. Over kernels up to 7, strides up to 3, paddings up to 3 and inputs up to 6.
