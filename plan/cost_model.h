@@ -46,6 +46,7 @@ inline constexpr EnumName<LayerKind> kLayerKindNames[] = {
     {LayerKind::pool, "pool"},           {LayerKind::bn, "bn"},
     {LayerKind::attention, "attention"}, {LayerKind::global_pool, "global_pool"}};
 constexpr EnumNames<LayerKind> enum_names(LayerKind) { return {"layer kind", kLayerKindNames}; }
+inline const char* kind_name(LayerKind kind) { return enum_name(kind); }
 
 // One layer's shape. fc: in_channels = d_in, out_channels = d_out, sizes {1, 1, 1}.
 // in_size/out_size are {D, H, W}; the domain split is over D (for 2D nets, D is the height).
@@ -118,6 +119,7 @@ enum class LayerUse { batch, model, domain };
 inline constexpr EnumName<LayerUse> kLayerUseNames[] = {
     {LayerUse::batch, "batch"}, {LayerUse::model, "model"}, {LayerUse::domain, "domain"}};
 constexpr EnumNames<LayerUse> enum_names(LayerUse) { return {"layer distribution", kLayerUseNames}; }
+inline const char* use_name(LayerUse use) { return enum_name(use); }
 
 struct Strategy {
   LayerUse conv = LayerUse::domain;  // convolutions, pooling, BN, attention

@@ -22,12 +22,14 @@
 
 namespace gridnn::data {
 
-// A row's split: "train", "val", "test"; "" for unassigned. find_enum<Split>(name) is the
-// split named `name`, nullopt for any other word.
+// A row's split: "train", "val", "test"; "" for unassigned. parse_split(name) is the split
+// named `name`, nullopt for any other word.
 enum class Split { unassigned, train, val, test };
 inline constexpr EnumName<Split> kSplitNames[] = {
     {Split::unassigned, ""}, {Split::train, "train"}, {Split::val, "val"}, {Split::test, "test"}};
 constexpr EnumNames<Split> enum_names(Split) { return {"split", kSplitNames}; }
+inline const char* split_name(Split split) { return enum_name(split); }
+inline std::optional<Split> parse_split(const std::string& name) { return find_enum<Split>(name); }
 
 struct ManifestRow {
   std::string path;  // resolved against the manifest's folder when relative

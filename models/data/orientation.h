@@ -57,6 +57,7 @@ enum class AffineSource { sform, qform, none };  // which header field gave it
 inline constexpr EnumName<AffineSource> kAffineSourceNames[] = {
     {AffineSource::sform, "sform"}, {AffineSource::qform, "qform"}, {AffineSource::none, "none"}};
 constexpr EnumNames<AffineSource> enum_names(AffineSource) { return {"affine source", kAffineSourceNames}; }
+inline const char* affine_source_name(AffineSource source) { return enum_name(source); }
 
 // A scan as stored: what its header says about where the voxels are.
 struct ScanGeometry {

@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
     if (!f) throw gridnn::Error("cannot write " + out + ".affine.txt");
     for (const auto* a : {&net, &s.stored.affine})
       for (const auto& row : *a) std::fprintf(f, "%.17g %.17g %.17g %.17g\n", row[0], row[1], row[2], row[3]);
-    std::fprintf(f, "%s\n", gridnn::enum_name(s.stored.source));
+    std::fprintf(f, "%s\n", gridnn::data::affine_source_name(s.stored.source));
     std::fclose(f);
     gridnn::data::write_nifti_like(out + ".heat.nii.gz",
                                    gridnn::data::map_to_stored(s.volume, s.to_stored, s.stored.dims), scan);

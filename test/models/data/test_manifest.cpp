@@ -93,8 +93,8 @@ TEST(Manifest, ErrorsNameFileAndLine) {
 
 TEST(Manifest, SplitNames) {
   for (Split s : {Split::unassigned, Split::train, Split::val, Split::test})
-    EXPECT_EQ(find_enum<data::Split>(enum_name(s)), s);
-  EXPECT_FALSE(find_enum<data::Split>("Train").has_value());
+    EXPECT_EQ(data::parse_split(data::split_name(s)), s);
+  EXPECT_FALSE(data::parse_split("Train").has_value());
 }
 
 class ManifestFile : public test::ScratchDirTest {};
