@@ -65,8 +65,7 @@ ProfileScope::~ProfileScope() {
   const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
   const double own = elapsed - inner_seconds_;
   profiler_->seconds_[size_t(kind_)] += own;
-  const bool step_kind =
-      kind_ == ProfileKind::gradient_sync || kind_ == ProfileKind::optimizer || kind_ == ProfileKind::data;
+  const bool step_kind = is_step_kind(kind_);
   const ProfileScope* owner = this;
   while (!step_kind && owner && !owner->layer_) owner = owner->outer_;
   if (!step_kind && owner) profiler_->add_layer(*owner->layer_, owner->pass_, own);

@@ -43,6 +43,11 @@ inline constexpr EnumName<ProfileKind> kProfileKindNames[] = {
 constexpr EnumNames<ProfileKind> enum_names(ProfileKind) { return {"profile kind", kProfileKindNames}; }
 constexpr size_t kProfileKinds = std::size(kProfileKindNames);
 
+// The step's own kinds: their time belongs to no layer, even inside a layer's scope.
+constexpr bool is_step_kind(ProfileKind k) {
+  return k == ProfileKind::gradient_sync || k == ProfileKind::optimizer || k == ProfileKind::data;
+}
+
 enum class ProfilePass { forward, backward };
 
 // One layer's exclusive seconds in each pass.

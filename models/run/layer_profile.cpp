@@ -85,9 +85,10 @@ std::string layer_profile_table(parallel::ProcessGrid& grid, const Profiler& pro
     in_layers += l.forward + l.backward;
   }
   double in_kinds = 0;
-  for (ProfileKind k : {ProfileKind::gradient_sync, ProfileKind::optimizer, ProfileKind::data}) {
-    in_kinds += profiler.seconds()[size_t(k)];
-    mine.push_back({std::string("(") + enum_name(k) + ")", ms * profiler.seconds()[size_t(k)], 0, 0, false});
+  for (const EnumName<ProfileKind>& k : kProfileKindNames) {
+    if (!is_step_kind(k.value)) continue;
+    in_kinds += profiler.seconds()[size_t(k.value)];
+    mine.push_back({std::string("(") + k.name + ")", ms * profiler.seconds()[size_t(k.value)], 0, 0, false});
   }
   mine.push_back({"(outside layers)", ms * (step_seconds - in_layers - in_kinds), 0, 0, false});
   mine.push_back({"(step)", ms * step_seconds, 0, 0, false});
