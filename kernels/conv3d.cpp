@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "kernels/checks.h"
+#include "kernels/cpu/conv3d_one_channel.h"
 #include "kernels/cpu/conv3d_onednn.h"
 
 namespace gridnn::ops {
@@ -252,6 +253,7 @@ std::string conv3d_cpu_implementation(const Conv3dGeometry& g, int64_t n, ConvPa
   const ConvTaps t = conv3d_reaching_taps(g);
   if (t.none()) return "none (every output voxel is padding alone)";
   const Conv3dGeometry& reaching = t.geometry;
+  if (pass == ConvPass::backward_filter && kernels::cpu::conv3d_filter_by_planes(reaching)) return "planes+gemm";
   if (cpu_conv() == CpuConv::onednn) {
     const std::string impl = cpu::onednn::implementation(reaching, n, cpu::onednn::Pass(int(pass)));
     if (!impl.empty()) return "onednn " + impl;
@@ -266,6 +268,10 @@ Conv3dCpuMemory conv3d_cpu_memory(const Conv3dGeometry& g, int64_t n, bool bias,
   const Conv3dGeometry& r = t.geometry;  // what the passes run
   for (const ConvPass pass : {ConvPass::forward, ConvPass::backward_data, ConvPass::backward_filter}) {
     if (pass == ConvPass::backward_data && !input_gradient) continue;
+    if (pass == ConvPass::backward_filter && kernels::cpu::conv3d_filter_by_planes(r)) {
+      m.scratch = std::max(m.scratch, kernels::cpu::one_channel::scratch_bytes(r, n));
+      continue;
+    }
     kernels::Workspace w{};
     if (cpu_conv() == CpuConv::onednn) w = cpu::onednn::workspace(r, n, cpu::onednn::Pass(int(pass)), bias);
     const bool by_onednn =

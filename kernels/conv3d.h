@@ -86,13 +86,14 @@ void conv3d_backward_bias(const Tensor& dy, Tensor& db);
 //            vol2col + GEMM with a one-time notice on stderr
 //   vol2col  always vol2col + GEMM
 // The environment variable GRIDNN_CPU_CONV=onednn|vol2col sets it at startup; a build
-// without oneDNN always runs vol2col.
+// without oneDNN runs vol2col where oneDNN would. With onednn chosen, backward filter with
+// one input channel runs plane by plane instead (kernels/cpu/conv3d_one_channel.h).
 enum class CpuConv { onednn, vol2col };
 CpuConv cpu_conv();
 CpuConv set_cpu_conv(CpuConv c);  // returns the previous choice
 enum class ConvPass { forward, backward_data, backward_filter };
 // What runs `pass` of g on a CPU batch of n: "onednn jit:avx512_core" (oneDNN's name of its
-// kernel) or "vol2col+gemm".
+// kernel), "planes+gemm" or "vol2col+gemm".
 std::string conv3d_cpu_implementation(const Conv3dGeometry& g, int64_t n, ConvPass pass);
 // What the CPU's convolution of g on a batch of n allocates besides its operands (the per-rank
 // memory model's part of a convolution): the per-thread workspace buffers oneDNN's passes ask
@@ -123,6 +124,9 @@ int64_t conv3d_set_column_budget(int64_t floats);
 // The bytes of vol2col's buffers for one pass of g on batch n: the column buffer, or backward
 // filter's column and dy buffers when samples share a GEMM (0 for a pointwise kernel).
 int64_t conv3d_column_bytes(const Conv3dGeometry& g, int64_t n, bool backward_filter);
+// True when backward filter of g runs plane by plane (kernels/cpu/conv3d_one_channel.h): one
+// input channel, with the oneDNN implementation chosen (vol2col stays the plain reference).
+bool conv3d_filter_by_planes(const Conv3dGeometry& g);
 // How many samples backward filter's vol2col + GEMM puts into one GEMM (1: one per sample).
 int64_t conv3d_filter_samples_per_gemm(const Conv3dGeometry& g, int64_t n);
 }  // namespace gridnn::kernels::cpu

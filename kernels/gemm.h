@@ -56,6 +56,9 @@ struct GemmProblem {
 
 namespace gridnn::kernels::cpu {
 void gemm(const GemmProblem& p, const Tensor& a, const Tensor& b, Tensor& c);
+// One row-major f32 matrix (p.batch and p.math not read), C = alpha op(A) op(B) + beta C,
+// k > 0. Inside an OpenMP parallel region it runs on the calling thread alone.
+void sgemm(const GemmProblem& p, const float* a, const float* b, float* c);
 // An f32 tensor's values as an operand in `math` takes them (ops::round_operand): `t`
 // itself for fp32 or a non-f32 dtype, else a rounded copy. For the CPU emulation of tf32
 // and bf16 (here and in the CPU convolution).

@@ -1,5 +1,6 @@
 // CPU backend of kernels/conv3d.h: oneDNN where it has a kernel for the geometry
-// (kernels/cpu/conv3d_onednn.h), else vol2col + GEMM (kernels/conv3d_bodies.h, kernels/gemm.h),
+// (kernels/cpu/conv3d_onednn.h), except backward filter with one input channel, which runs
+// plane by plane (kernels/cpu/conv3d_one_channel.h); else vol2col + GEMM (kernels/conv3d_bodies.h, kernels/gemm.h),
 // each on the kernel's taps that reach the input (ops::conv3d_reaching_taps): the weights on
 // those taps are copied out, and their gradient added back into dw.
 //
@@ -20,6 +21,7 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/conv3d_one_channel.h"
 #include "kernels/cpu/conv3d_onednn.h"
 #include "kernels/cpu/parallel_for.h"
 #include "kernels/gemm.h"
@@ -93,6 +95,8 @@ int64_t conv3d_column_bytes(const Conv3dGeometry& g, int64_t n, bool backward_fi
   if (group > 1) return group_bytes(g, group);
   return int64_t(sizeof(float)) * g.col_rows() * planes_per_slab(g) * g.out_plane();
 }
+
+bool conv3d_filter_by_planes(const Conv3dGeometry& g) { return use_onednn() && one_channel::takes(g); }
 
 int64_t conv3d_set_column_budget(int64_t floats) {
   const int64_t previous = column_budget;
@@ -177,6 +181,7 @@ void backward_data_all_taps(const Tensor& dy_in, const Tensor& w_in, const Conv3
 void backward_filter_all_taps(const Tensor& x_in, const Tensor& dy_in, const Conv3dGeometry& g, Tensor& dw,
                               ops::MathMode math) {
   const Tensor x = rounded_operand(x_in, math), dy = rounded_operand(dy_in, math);
+  if (conv3d_filter_by_planes(g)) return one_channel::backward_filter(x, dy, g, dw);
   if (use_onednn() && onednn::backward_filter(x, dy, g, dw)) return;
   const int64_t N = x.size(0), O = g.out_channels, K = g.col_rows(), P = g.out_volume();
   const int64_t in_sample = g.in_channels * g.in_volume(), plane = g.out_plane();
@@ -221,7 +226,7 @@ void backward_filter_all_taps(const Tensor& x_in, const Tensor& dy_in, const Con
 
 void backward_all_taps(const Tensor& x_in, const Tensor& dy_in, const Tensor& w_in, const Conv3dGeometry& g, Tensor& dx,
                        Tensor& dw, ops::MathMode math) {
-  if (use_onednn()) {
+  if (use_onednn() && !conv3d_filter_by_planes(g)) {
     const Tensor x = rounded_operand(x_in, math), dy = rounded_operand(dy_in, math), w = rounded_operand(w_in, math);
     if (onednn::backward(x, dy, w, g, dx.defined() ? &dx : nullptr, dw)) return;
   }

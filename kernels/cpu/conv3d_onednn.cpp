@@ -216,22 +216,6 @@ dnnl::convolution_forward::primitive_desc forward_pd(const Shapes& s, bool bias)
 
 bool is_gemm(const std::string& impl) { return impl.rfind("gemm:", 0) == 0 || impl.rfind("x64:gemm:", 0) == 0; }
 
-// The backward-filter pd. With one input channel (a network's stem), oneDNN 2.6's first
-// choice on a depth slab without depth padding is its JIT kernel, which on AVX2 took 1.5 to
-// 2.4 times as long for half the planes as its GEMM kernel took for the whole volume (the
-// stem of ResAttNet3D-18 at 96^3, batch 2: 145-240 ms against 91-118 ms; the whole volume's
-// padding rules the JIT kernel out there); so with one input channel the GEMM kernel runs
-// where oneDNN has one, on a slab as on the whole volume (bench/results/grid-scaling.md).
-dnnl::convolution_backward_weights::primitive_desc backward_weights_pd(
-    const dnnl::convolution_backward_weights::desc& desc, const dnnl::convolution_forward::primitive_desc& fwd,
-    int64_t in_channels) {
-  dnnl::convolution_backward_weights::primitive_desc pd(desc, user_scratchpad(), engine(), fwd);
-  if (in_channels != 1 || is_gemm(pd.impl_info_str())) return pd;
-  while (pd.next_impl())
-    if (is_gemm(pd.impl_info_str())) return pd;
-  return {desc, user_scratchpad(), engine(), fwd};  // no GEMM kernel: oneDNN's first choice
-}
-
 // The plan of one pass; a plan with impl "" when oneDNN would run only its reference kernel
 // (slower than vol2col + GEMM by far).
 Plan build(const Conv3dGeometry& g, int64_t n, Pass pass, bool bias) {
@@ -263,7 +247,7 @@ Plan build(const Conv3dGeometry& g, int64_t n, Pass pass, bool bias) {
   } else {
     const dnnl::convolution_backward_weights::desc desc(algorithm::convolution_direct, act(s.src), any(s.weights),
                                                         act(s.dst), s.strides, s.dilation, s.pad_l, s.pad_r);
-    const dnnl::convolution_backward_weights::primitive_desc pd = backward_weights_pd(desc, fwd, g.in_channels);
+    const dnnl::convolution_backward_weights::primitive_desc pd(desc, user_scratchpad(), engine(), fwd);
     p.impl = pd.impl_info_str();
     p.primitive = dnnl::convolution_backward_weights(pd);
     p.operands = {operand(DNNL_ARG_SRC, src, pd.src_desc(), kSource, false),

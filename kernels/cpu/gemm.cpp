@@ -52,21 +52,6 @@ void keep_one_thread_pool() {
 }
 #endif
 
-// One row-major sgemm, C = alpha op(A) op(B) + beta C, with k > 0.
-void sgemm(const GemmProblem& p, const float* a, const float* b, float* c) {
-#if GRIDNN_HAVE_ONEDNN
-  const dnnl_status_t status = dnnl_sgemm(p.transpose_a ? 'T' : 'N', p.transpose_b ? 'T' : 'N', p.m, p.n, p.k, p.alpha,
-                                          a, p.lda, b, p.ldb, p.beta, c, p.ldc);
-  if (status != dnnl_success)
-    throw Error("gemm (oneDNN sgemm): status " + std::to_string(int(status)) + " for m " + std::to_string(p.m) +
-                ", n " + std::to_string(p.n) + ", k " + std::to_string(p.k));
-#else
-  keep_one_thread_pool();
-  cblas_sgemm(CblasRowMajor, p.transpose_a ? CblasTrans : CblasNoTrans, p.transpose_b ? CblasTrans : CblasNoTrans,
-              int(p.m), int(p.n), int(p.k), p.alpha, a, int(p.lda), b, int(p.ldb), p.beta, c, int(p.ldc));
-#endif
-}
-
 void sgemm_batched(const GemmProblem& p, const float* a, const float* b, float* c) {
   for (int64_t i = 0; i < p.batch; ++i) {
     float* ci = c + i * p.stride_c;
@@ -81,6 +66,20 @@ void sgemm_batched(const GemmProblem& p, const float* a, const float* b, float* 
 Tensor widen(const Tensor& t) { return t.dtype() == DType::f32 ? t : ops::cast(t, DType::f32); }
 
 }  // namespace
+
+void sgemm(const GemmProblem& p, const float* a, const float* b, float* c) {
+#if GRIDNN_HAVE_ONEDNN
+  const dnnl_status_t status = dnnl_sgemm(p.transpose_a ? 'T' : 'N', p.transpose_b ? 'T' : 'N', p.m, p.n, p.k, p.alpha,
+                                          a, p.lda, b, p.ldb, p.beta, c, p.ldc);
+  if (status != dnnl_success)
+    throw Error("gemm (oneDNN sgemm): status " + std::to_string(int(status)) + " for m " + std::to_string(p.m) +
+                ", n " + std::to_string(p.n) + ", k " + std::to_string(p.k));
+#else
+  keep_one_thread_pool();
+  cblas_sgemm(CblasRowMajor, p.transpose_a ? CblasTrans : CblasNoTrans, p.transpose_b ? CblasTrans : CblasNoTrans,
+              int(p.m), int(p.n), int(p.k), p.alpha, a, int(p.lda), b, int(p.ldb), p.beta, c, int(p.ldc));
+#endif
+}
 
 Tensor rounded_operand(const Tensor& t, ops::MathMode math) {
   if (math == ops::MathMode::fp32 || t.dtype() != DType::f32) return t;

@@ -1,0 +1,153 @@
+// Backward filter with one input channel, plane by plane: see kernels/cpu/conv3d_one_channel.h.
+#include "kernels/cpu/conv3d_one_channel.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <exception>
+
+#include "kernels/cpu/parallel_for.h"
+#include "kernels/gemm.h"
+
+namespace gridnn::kernels::cpu::one_channel {
+namespace {
+
+constexpr int64_t kPlanesPerItem = 4;       // input depth planes per item of work
+constexpr int64_t kRowFloats = 1 << 15;     // floats of columns unrolled at a time (128 KiB)
+constexpr int64_t kMaxDepthTaps = 64;       // the kernel depths it takes
+constexpr double kParallelFlops = 1 << 22;  // below this a pass stays on the calling thread
+
+int64_t items_per_sample(const Conv3dGeometry& g) { return (g.in_size[0] + kPlanesPerItem - 1) / kPlanesPerItem; }
+// Output rows per chunk: kRowFloats of columns, at least one row.
+int64_t rows_per_chunk(const Conv3dGeometry& g) {
+  const int64_t row = g.kernel[1] * g.kernel[2] * g.out_size[2];
+  return std::clamp<int64_t>(kRowFloats / std::max<int64_t>(row, 1), 1, std::max<int64_t>(g.out_size[1], 1));
+}
+int64_t weights(const Conv3dGeometry& g) { return g.out_channels * g.kernel_volume(); }
+int64_t columns_floats(const Conv3dGeometry& g) {
+  return rows_per_chunk(g) * g.kernel[1] * g.kernel[2] * g.out_size[2];
+}
+// The threads a pass of g on a batch of n runs on: one for a small pass (waking the pool
+// costs more than it saves), else as many as there are items, up to the pool's size.
+int64_t teams(const Conv3dGeometry& g, int64_t n) {
+  const double flops = 2.0 * double(n) * double(g.out_channels * g.kernel_volume()) * double(g.out_volume());
+  if (flops < kParallelFlops) return 1;
+  return std::clamp<int64_t>(omp_get_max_threads(), 1, n * items_per_sample(g));
+}
+
+// The output columns [lo, hi) of a row whose tap c reads inside the input row: 0 <= iw < in
+// with iw = ow stride + c - pad.
+void reading_range(int64_t c, int64_t stride, int64_t pad, int64_t in, int64_t out, int64_t* lo, int64_t* hi) {
+  const int64_t first = pad - c;  // ow sw >= pad - c
+  *lo = first <= 0 ? 0 : (first + stride - 1) / stride;
+  const int64_t last = in - 1 + pad - c;  // ow sw <= in - 1 + pad - c
+  *hi = last < 0 ? 0 : std::min(out, last / stride + 1);
+  *lo = std::min(*lo, *hi);
+}
+
+// Output rows [oh0, oh1) of one input plane's column matrix, R = oh1 - oh0:
+// cols [(b kw + c) R Wo + (oh - oh0) Wo + ow] = plane[oh sh + b - ph][ow sw + c - pw], 0 outside.
+void unroll_rows(const float* plane, const Conv3dGeometry& g, int64_t oh0, int64_t oh1, float* cols) {
+  const int64_t H = g.in_size[1], W = g.in_size[2], Wo = g.out_size[2];
+  const int64_t sh = g.stride[1], sw = g.stride[2];
+  for (int64_t b = 0; b < g.kernel[1]; ++b)
+    for (int64_t c = 0; c < g.kernel[2]; ++c) {
+      int64_t lo = 0, hi = 0;
+      reading_range(c, sw, g.padding[2], W, Wo, &lo, &hi);
+      float* row = cols + (b * g.kernel[2] + c) * (oh1 - oh0) * Wo;
+      for (int64_t oh = oh0; oh < oh1; ++oh, row += Wo) {
+        const int64_t ih = oh * sh + b - g.padding[1];
+        if (ih < 0 || ih >= H || lo == hi) {
+          std::fill_n(row, Wo, 0.0f);
+          continue;
+        }
+        const float* in = plane + ih * W;
+        std::fill_n(row, lo, 0.0f);
+        for (int64_t ow = lo; ow < hi; ++ow) row[ow] = in[ow * sw + c - g.padding[2]];
+        std::fill(row + hi, row + Wo, 0.0f);
+      }
+    }
+}
+
+// partial [O, kd kh kw] += the gradient from sample n's input planes [id0, id1). Each plane
+// is unrolled a few output rows at a time (kRowFloats of columns), which serve the GEMMs of
+// every depth tap a that reads it (od sd + a - pd = id) while they are in cache.
+void add_planes(const float* xn, const float* dyn, const Conv3dGeometry& g, int64_t id0, int64_t id1, float* cols,
+                float* partial) {
+  const int64_t kd = g.kernel[0], taps_hw = g.kernel[1] * g.kernel[2], Wo = g.out_size[2];
+  const int64_t in_plane = g.in_size[1] * g.in_size[2], plane_out = g.out_plane();
+  const int64_t rows = rows_per_chunk(g);
+  GemmProblem p{};
+  p.batch = 1;
+  p.m = g.out_channels;
+  p.n = taps_hw;
+  p.transpose_a = false;
+  p.transpose_b = true;
+  p.lda = g.out_volume();  // dy_n [O, Do Ho Wo]: rows of one output plane, every channel
+  p.ldc = g.kernel_volume();
+  p.alpha = 1.0f;
+  p.beta = 1.0f;
+  p.math = ops::MathMode::fp32;
+  for (int64_t id = id0; id < id1; ++id) {
+    int64_t reads[kMaxDepthTaps], count = 0;  // the output plane of each tap that reads id
+    for (int64_t a = 0; a < kd; ++a) {
+      const int64_t at = id + g.padding[0] - a;  // = od sd
+      reads[a] = at >= 0 && at % g.stride[0] == 0 && at / g.stride[0] < g.out_size[0] ? at / g.stride[0] : -1;
+      count += reads[a] >= 0;
+    }
+    if (count == 0) continue;
+    for (int64_t oh0 = 0; oh0 < g.out_size[1]; oh0 += rows) {
+      const int64_t oh1 = std::min(oh0 + rows, g.out_size[1]);
+      unroll_rows(xn + id * in_plane, g, oh0, oh1, cols);
+      p.k = p.ldb = (oh1 - oh0) * Wo;
+      for (int64_t a = 0; a < kd; ++a)
+        if (reads[a] >= 0) sgemm(p, dyn + reads[a] * plane_out + oh0 * Wo, cols, partial + a * taps_hw);
+    }
+  }
+}
+
+}  // namespace
+
+bool takes(const Conv3dGeometry& g) {
+  return g.in_channels == 1 && !g.is_pointwise() && g.out_plane() > 0 && g.kernel[0] <= kMaxDepthTaps;
+}
+
+int64_t scratch_bytes(const Conv3dGeometry& g, int64_t n) {
+  const int64_t items = n * items_per_sample(g);
+  return int64_t(sizeof(float)) * (items * weights(g) + teams(g, n) * columns_floats(g));
+}
+
+void backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw) {
+  const int64_t N = x.size(0), per_sample = items_per_sample(g), items = N * per_sample, K = weights(g);
+  if (items == 0 || g.out_volume() == 0) return;
+  const int64_t threads = teams(g, N);
+  Tensor partials = Tensor::zeros({items, K}), columns = Tensor::empty({threads, columns_floats(g)});
+  const float *xp = x.data<float>(), *dyp = dy.data<float>();
+  float *pp = partials.data<float>(), *cp = columns.data<float>();
+  const int64_t in_sample = g.in_volume(), out_sample = g.out_channels * g.out_volume();
+  std::exception_ptr failed;
+#pragma omp parallel for schedule(static) num_threads(int(threads)) if (threads > 1)
+  for (int64_t item = 0; item < items; ++item) {
+    try {
+      const int64_t n = item / per_sample, id0 = (item % per_sample) * kPlanesPerItem;
+      const int64_t id1 = std::min(id0 + kPlanesPerItem, g.in_size[0]);
+      add_planes(xp + n * in_sample, dyp + n * out_sample, g, id0, id1, cp + omp_get_thread_num() * columns_floats(g),
+                 pp + item * K);
+    } catch (...) {
+#pragma omp critical(gridnn_one_channel_failure)
+      if (!failed) failed = std::current_exception();
+    }
+  }
+  if (failed) std::rethrow_exception(failed);
+  float* out = dw.data<float>();
+  parallel_for(
+      K,
+      [&](int64_t j) {
+        float sum = 0.0f;
+        for (int64_t i = 0; i < items; ++i) sum += pp[i * K + j];
+        out[j] += sum;
+      },
+      items);
+}
+
+}  // namespace gridnn::kernels::cpu::one_channel
