@@ -73,10 +73,11 @@ cases) and, unless --threads is given, the first thread count only. --filter kee
 whose name contains a string.
 
 --threads: a comma list of thread counts (default "2,1" on the CPU, os.cpu_count() on the
-GPU); each case is measured at each count. OMP_WAIT_POLICY=passive is set for both sides
-(gridnn-train's environment, and the torch worker's before torch loads libgomp) unless the
-environment already sets OMP_WAIT_POLICY: spinning OpenMP threads lose badly on a shared
-machine. The policy used is printed in the header, with the load average at the start and
+GPU); each case is measured at each count. Both sides' idle OpenMP threads spin 10000 rounds,
+then sleep (GOMP_SPINCOUNT=10000 in gridnn-train's environment, and the torch worker's before
+torch loads libgomp, as scripts/run.sh does) unless the environment sets OMP_WAIT_POLICY or
+GOMP_SPINCOUNT: sleeping at once costs two threads most of their speedup, spinning without a
+bound loses badly on a shared machine. The policy used is printed in the header, with the load average at the start and
 the end; per-run min-max and peaks go to stderr. --json FILE writes every number: the
 per-step times of both sides, the medians, ratios, peaks, the settings and load averages.
 
@@ -99,11 +100,13 @@ import sys
 import tempfile
 import time
 
-# Both frameworks wait passively in OpenMP unless the environment says otherwise: spinning
-# threads lose badly on a shared machine. libgomp reads this when it loads, so before torch
-# (the torch worker inherits it from this process's environment).
+# Both frameworks' OpenMP threads spin briefly, then sleep, unless the environment says
+# otherwise (see the docstring). libgomp reads this when it loads, so before torch (the torch
+# worker inherits it from this process's environment).
 USER_WAIT_POLICY = os.environ.get("OMP_WAIT_POLICY")
-os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+USER_SPIN_COUNT = os.environ.get("GOMP_SPINCOUNT")
+if USER_WAIT_POLICY is None:
+    os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -507,7 +510,9 @@ def main():
             warmup, steps = (2, 4) if args.quick else (3, 8)
         return (args.warmup if args.warmup is not None else warmup), (args.steps or steps)
 
-    policy_from = "from the environment" if USER_WAIT_POLICY else "set by this script"
+    policy_from = "from the environment" if USER_WAIT_POLICY or USER_SPIN_COUNT else "set by this script"
+    policy = (f"OMP_WAIT_POLICY={USER_WAIT_POLICY}" if USER_WAIT_POLICY
+              else f"GOMP_SPINCOUNT={os.environ['GOMP_SPINCOUNT']}")
     load = lambda: " ".join(f"{x:.2f}" for x in os.getloadavg())
     load_start = os.getloadavg()
     gpu = f" ({torch.cuda.get_device_name()})" if args.device == "cuda" else ""
@@ -518,7 +523,7 @@ def main():
         f"{w} warm-up + {s} timed steps" + (" (non-cubic cases)" if extra and len(set(plans.values())) > 1 else "")
         for extra, (w, s) in sorted(plans.items()) if not extra or plans.get(False) != (w, s))
     print(f"# {shown} vs torch {torch.__version__}, device {args.device}{gpu}, {args.precision}, "
-          f"threads {','.join(map(str, thread_counts))}, OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']} "
+          f"threads {','.join(map(str, thread_counts))}, {policy} "
           f"for both ({policy_from}); SGD momentum 0.9; gridnn data {args.gridnn_data}; {steps_text}, medians"
           f"{f' of {args.rounds} alternating runs' if args.rounds > 1 else ''}; "
           f"load average at start {load()}", flush=True)
@@ -629,7 +634,7 @@ def main():
             "gridnn_train": binary, "torch": torch.__version__, "device": args.device,
             "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
             "precision": args.precision, "threads": thread_counts,
-            "omp_wait_policy": os.environ["OMP_WAIT_POLICY"], "omp_wait_policy_from": policy_from,
+            "omp_wait_policy": policy, "omp_wait_policy_from": policy_from,
             "load_average_start": list(load_start), "load_average_end": list(os.getloadavg()),
             "total_s": total, "cases": results,
             "summary": [dict(threads=t, **s) for t, s in summary.items()],

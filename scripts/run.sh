@@ -12,9 +12,11 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh --minimal
 [[ -x /usr/local/cuda/bin/nvcc ]] && export PATH="/usr/local/cuda/bin:$PATH"
-# Idle OpenMP threads sleep instead of spinning: on a machine shared with anything else,
-# spinning made training steps 4-5x slower (bench/RESULTS.md).
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+# Idle OpenMP threads spin for 10000 rounds (libgomp's GOMP_SPINCOUNT), then sleep. Sleeping
+# at once (OMP_WAIT_POLICY=passive) took most of two threads' speedup, a wake-up for each of a
+# step's many parallel regions; spinning without a bound made steps 3-5x slower while another
+# process ran (bench/results/cpu-speed.md). Set OMP_WAIT_POLICY=passive on a busy machine.
+if [[ -z "${OMP_WAIT_POLICY:-}" ]]; then export GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-10000}; fi
 echo "run.sh: building gridnn-train (the first build takes a few minutes)" >&2
 # Quiet when all is well; on a failure the configure or compiler output is shown.
 log=$(mktemp)

@@ -51,7 +51,8 @@ procs=$((BASH_REMATCH[1] * BASH_REMATCH[2]))
 
 bash scripts/setup.sh  # nibabel and scipy for the dataset, mricron-data for the template
 [[ -x /usr/local/cuda/bin/nvcc ]] && export PATH="/usr/local/cuda/bin:$PATH"
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+# A short spin, then sleep, as scripts/run.sh (which says why).
+if [[ -z "${OMP_WAIT_POLICY:-}" ]]; then export GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-10000}; fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 echo "run_atrophy.sh: building gridnn-train and gridnn-predict" >&2
