@@ -5,7 +5,8 @@
 // the slowest rank's; the benchmark time (manual time, one iteration) is the median step.
 //
 //   mpiexec -n P bench_grid [--model resattnet3d|mlp] [--width W] [--input N] [--batch B]
-//       [--steps S] [--hidden 256,64] [--alpha A] [--bandwidth BYTES_PER_S] [benchmark flags]
+//       [--steps S] [--hidden 256,64] [--alpha A] [--bandwidth BYTES_PER_S]
+//       [--calibration FILE [--calibration-kind row]] [benchmark flags]
 //
 // Counters (in the console table and in --benchmark_out=FILE --benchmark_out_format=json;
 // only rank 0 reports):
@@ -21,7 +22,10 @@
 //                     that count disagreed with the sends and the mirror rule stood in
 //   comm_s_meas       CommLog seconds per step (waiting included), max over ranks, median
 //   comm_s_pred       plan::estimate_ranks(...).comm_s() of those descriptions with --alpha
-//                     and --bandwidth
+//                     and --bandwidth, or with the α and β of --calibration's kind
+//   step_s_pred       with --calibration (a gridnn-calibrate file of the same model, input and
+//                     local batches): the step the cost model predicts, the layers' measured
+//                     times scaled to each rank's share plus that communication (0 without)
 // The 1 x 1 run makes no calls (single-process layers): its words are 0. Speedups are over
 // one process: with OMP_NUM_THREADS=1 that is one core, whatever the machine has.
 #include <benchmark/benchmark.h>
@@ -45,6 +49,7 @@
 #include "parallel/communicator.h"
 #include "parallel/mpi_session.h"
 #include "parallel/process_grid.h"
+#include "plan/calibration.h"
 #include "plan/cost_model.h"
 
 namespace {
@@ -58,6 +63,7 @@ struct Config {
   int64_t width = 8, input = 32, batch = 8, steps = 5, classes = 2;
   std::vector<int64_t> hidden{256, 64};
   double alpha = 2e-6, bandwidth = 10e9;  // s per message, bytes per second
+  std::string calibration, calibration_kind = "row";
   std::string describe() const {
     std::string s = enum_name(model);
     if (model == run::Model::mlp) {
@@ -89,8 +95,8 @@ std::vector<int64_t> parse_list(const std::string& text) {
 // Google Benchmark. Ranks other than 0 also drop --benchmark_out*: only rank 0 writes.
 Config take_flags(int* argc, char** argv, bool reporting) {
   Config c;
-  const std::vector<std::string> own{"--model", "--width",  "--input", "--batch",
-                                     "--steps", "--hidden", "--alpha", "--bandwidth"};
+  const std::vector<std::string> own{"--model",  "--width", "--input",     "--batch",       "--steps",
+                                     "--hidden", "--alpha", "--bandwidth", "--calibration", "--calibration-kind"};
   int kept = 1;
   for (int i = 1; i < *argc; ++i) {
     std::string arg = argv[i], value;
@@ -127,6 +133,10 @@ Config take_flags(int* argc, char** argv, bool reporting) {
       c.alpha = std::atof(value.c_str());
     else if (name == "--bandwidth")
       c.bandwidth = std::atof(value.c_str());
+    else if (name == "--calibration")
+      c.calibration = value;
+    else if (name == "--calibration-kind")
+      c.calibration_kind = value;
   }
   *argc = kept;
   argv[kept] = nullptr;
@@ -150,13 +160,26 @@ run::RunOptions options_of(const Config& c) {
 struct Prediction {
   double words = 0;   // max over ranks of the words a rank receives
   double comm_s = 0;  // the α–β seconds (each call: the most any rank receives)
+  double step_s = 0;  // with a calibration: its compute plus comm_s
 };
+
+// --alpha and --bandwidth, or the calibration's α, β of its kind and its layer times (read
+// once; on one process the file has no communicators, and the flags' α and β stay).
+const plan::Machine& machine_of(const Config& c) {
+  static const plan::Machine m = [&] {
+    plan::Machine base;
+    base.alpha = c.alpha;
+    base.beta = 4.0 / c.bandwidth;
+    if (c.calibration.empty()) return base;
+    const plan::Calibration cal = plan::read_calibration(c.calibration);
+    return plan::machine_from(cal, cal.comm.empty() ? "" : c.calibration_kind, base);
+  }();
+  return m;
+}
 
 // From the network's own description of its step on every rank (models/run/step_plan.h).
 Prediction predict(const Config& c, plan::Grid g) {
-  plan::Machine m;
-  m.alpha = c.alpha;
-  m.beta = 4.0 / c.bandwidth;
+  const plan::Machine& m = machine_of(c);
   const std::vector<plan::RankStep> ranks = run::describe_grid(options_of(c), {1, g.rows, g.cols});
   Prediction p;
   for (const plan::RankStep& r : ranks) {
@@ -164,7 +187,9 @@ Prediction predict(const Config& c, plan::Grid g) {
     for (const plan::CommCall& call : r.calls) w += call.words;
     p.words = std::max(p.words, w);
   }
-  p.comm_s = plan::estimate_ranks(ranks, g, m).comm_s();
+  const plan::PlanCost cost = plan::estimate_ranks(ranks, g, m);
+  p.comm_s = cost.comm_s();
+  if (!c.calibration.empty()) p.step_s = cost.total_s();
   return p;
 }
 
@@ -413,15 +438,17 @@ void run_grid(benchmark::State& state, const Config& c, parallel::GridShape shap
   state.counters["words_exact"] = counted.words_exact ? 1 : 0;
   state.counters["comm_s_meas"] = median(comm_s);
   state.counters["comm_s_pred"] = p.comm_s;
+  state.counters["step_s_pred"] = p.step_s;
   state.SetLabel(c.describe() + " grid " + shape.str() + (one_proc ? " (1 process)" : ""));
 }
 
 int body(MpiSession& mpi, int argc, char** argv) {
   const Config c = take_flags(&argc, argv, mpi.rank() == 0);
+  machine_of(c);  // a bad --calibration file fails here, before any step runs
   benchmark::Initialize(&argc, argv);
   GRIDNN_REQUIRE(!benchmark::ReportUnrecognizedArguments(argc, argv),
                  "bench_grid: see the options above (and --model, --width, --input, --batch, --steps, --hidden, "
-                 "--alpha, --bandwidth)");
+                 "--alpha, --bandwidth, --calibration, --calibration-kind)");
   const int P = mpi.size();
   // Not guarded like the single-process benchmarks (bench/bench_main.h): a rank that skipped
   // a case after an exception would leave the others waiting in that case's collectives, so

@@ -1,9 +1,22 @@
 # The CTest smoke test of bench_grid (cmake -P, from bench/CMakeLists.txt): runs bench_grid
 # in a tiny configuration with --benchmark_out and checks the JSON: every grid reported (no
 # error), measured words equal to the predicted ones, speedups present. No speed is asserted.
+# With CALIBRATE (gridnn-calibrate's path) and CALIBRATE_ARGS it first writes a calibration of
+# the same network and passes it to bench_grid (--calibration): each grid's predicted step
+# (step_s_pred) must then be there and hold at least its predicted communication.
 cmake_minimum_required(VERSION 3.19)  # string(JSON), IN_LIST
 set(ENV{OMP_NUM_THREADS} 1)
 file(REMOVE "${JSON}")
+if(DEFINED CALIBRATE)
+  set(calibration "${JSON}.calibration.json")
+  execute_process(COMMAND ${MPIEXEC} ${NP_FLAG} ${NP} ${PREFLAGS} ${CALIBRATE} ${POSTFLAGS} ${CALIBRATE_ARGS}
+                          --out ${calibration}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "bench_grid smoke: gridnn-calibrate exited with ${rc}:\n${out}")
+  endif()
+  list(APPEND ARGS --calibration ${calibration})
+endif()
 execute_process(COMMAND ${MPIEXEC} ${NP_FLAG} ${NP} ${PREFLAGS} ${BENCH} ${POSTFLAGS} ${ARGS}
                         --benchmark_out=${JSON} --benchmark_out_format=json
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
@@ -33,6 +46,13 @@ foreach(i RANGE ${last})
   endif()
   if(speedup LESS_EQUAL 0)
     message(FATAL_ERROR "bench_grid smoke: ${name}: no speedup_vs_1proc in the JSON")
+  endif()
+  if(DEFINED CALIBRATE)
+    string(JSON step_pred GET "${json}" benchmarks ${i} step_s_pred)
+    string(JSON comm_pred GET "${json}" benchmarks ${i} comm_s_pred)
+    if(NOT step_pred GREATER 0 OR step_pred LESS comm_pred)
+      message(FATAL_ERROR "bench_grid smoke: ${name}: predicted step ${step_pred} s, communication ${comm_pred} s")
+    endif()
   endif()
   string(REGEX MATCH "/([0-9]+x[0-9]+)/" shape "${name}")
   list(APPEND seen ${CMAKE_MATCH_1})

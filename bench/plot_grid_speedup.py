@@ -6,9 +6,11 @@
     python3 bench/plot_grid_speedup.py p2.json p4.json -o bench/grid_speedup.png
 
 Top panel: per P (one group of bars each), the speedup of every grid Pr x Pc over the
-single-process run and over pure batch (1 x P). Bottom panel: received words per step (max
-over ranks) measured from the comm log beside the cost model's prediction. Runs of different
-models or sizes in one file set are kept apart (one group per model and P).
+single-process run and over pure batch (1 x P). Middle panel, when the runs had bench_grid
+--calibration: the median step measured beside the cost model's predicted step. Bottom panel:
+received words per step (max over ranks) measured from the comm log beside the cost model's
+prediction. Runs of different models or sizes in one file set are kept apart (one group per
+model and P).
 """
 import argparse
 import json
@@ -43,6 +45,7 @@ def load(paths):
                 "words_meas": b.get("words_meas", 0.0),
                 "words_pred": b.get("words_pred", 0.0),
                 "step_s": b.get("step_s", 0.0),
+                "step_s_pred": b.get("step_s_pred", 0.0),
             })
     return list(groups.items())
 
@@ -79,7 +82,17 @@ def main():
         at += 1
     runs = [r for _, rs in groups for r in rs]
     w = 0.38
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(max(6, 0.7 * len(xs) + 2), 7), sharex=True)
+    predicted = any(r["step_s_pred"] > 0 for r in runs)
+    panels = 3 if predicted else 2
+    fig, axes = plt.subplots(panels, 1, figsize=(max(6, 0.7 * len(xs) + 2), 3.5 * panels), sharex=True)
+    top, bottom = axes[0], axes[-1]
+    if predicted:
+        middle = axes[1]
+        middle.bar([x - w / 2 for x in xs], [r["step_s"] * 1e3 for r in runs], w, label="measured (median)")
+        middle.bar([x + w / 2 for x in xs], [r["step_s_pred"] * 1e3 for r in runs], w,
+                   label="predicted (calibrated cost model)")
+        middle.set_ylabel("step (ms)")
+        middle.legend(fontsize=8)
     top.bar([x - w / 2 for x in xs], [r["vs_1proc"] for r in runs], w, label="over 1 process")
     top.bar([x + w / 2 for x in xs], [r["vs_1xP"] for r in runs], w, label="over 1 x P (pure batch)")
     top.axhline(1.0, color="gray", linewidth=0.8)
