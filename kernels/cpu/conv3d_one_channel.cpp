@@ -23,9 +23,16 @@ int64_t rows_per_chunk(const Conv3dGeometry& g) {
   const int64_t row = g.kernel[1] * g.kernel[2] * g.out_size[2];
   return std::clamp<int64_t>(kRowFloats / std::max<int64_t>(row, 1), 1, std::max<int64_t>(g.out_size[1], 1));
 }
-int64_t weights(const Conv3dGeometry& g) { return g.out_channels * g.kernel_volume(); }
+// The partials' floats: every phase's taps, kd rounded up to a multiple of sd.
+int64_t partial_floats(const Conv3dGeometry& g) {
+  return g.stride[0] * ((g.kernel[0] + g.stride[0] - 1) / g.stride[0]) * g.out_channels * g.kernel[1] * g.kernel[2];
+}
 int64_t columns_floats(const Conv3dGeometry& g) {
   return rows_per_chunk(g) * g.kernel[1] * g.kernel[2] * g.out_size[2];
+}
+// A chunk's rows of dy, packed for the depth taps of one phase.
+int64_t packed_floats(const Conv3dGeometry& g) {
+  return ((g.kernel[0] + g.stride[0] - 1) / g.stride[0]) * g.out_channels * rows_per_chunk(g) * g.out_size[2];
 }
 // The threads a pass of g on a batch of n runs on: one for a small pass (waking the pool
 // costs more than it saves), else as many as there are items, up to the pool's size.
@@ -69,39 +76,52 @@ void unroll_rows(const float* plane, const Conv3dGeometry& g, int64_t oh0, int64
     }
 }
 
-// partial [O, kd kh kw] += the gradient from sample n's input planes [id0, id1). Each plane
-// is unrolled a few output rows at a time (kRowFloats of columns), which serve the GEMMs of
-// every depth tap a that reads it (od sd + a - pd = id) while they are in cache.
+// The partials' layout: row (a, o) of taps_hw values at row_of(a, o), the depth taps of one
+// phase a % sd next to each other, so that the taps that read one input plane (one phase,
+// consecutive a / sd) are consecutive blocks of O rows.
+int64_t taps_per_phase(const Conv3dGeometry& g) { return (g.kernel[0] + g.stride[0] - 1) / g.stride[0]; }
+int64_t row_of(const Conv3dGeometry& g, int64_t a, int64_t o) {
+  return ((a % g.stride[0]) * taps_per_phase(g) + a / g.stride[0]) * g.out_channels + o;
+}
+
+// partial += the gradient from sample n's input planes [id0, id1). Each plane is unrolled a few
+// output rows at a time (kRowFloats of columns). The depth taps a that read it (od sd + a - pd
+// = id, one phase of a) take one GEMM together: their output planes' rows of dy, packed one
+// tap after another, times the columns, into their consecutive rows of the partial.
 void add_planes(const float* xn, const float* dyn, const Conv3dGeometry& g, int64_t id0, int64_t id1, float* cols,
-                float* partial) {
-  const int64_t kd = g.kernel[0], taps_hw = g.kernel[1] * g.kernel[2], Wo = g.out_size[2];
-  const int64_t in_plane = g.in_size[1] * g.in_size[2], plane_out = g.out_plane();
-  const int64_t rows = rows_per_chunk(g);
+                float* packed, float* partial) {
+  const int64_t sd = g.stride[0], pd = g.padding[0], O = g.out_channels, taps_hw = g.kernel[1] * g.kernel[2];
+  const int64_t Wo = g.out_size[2], in_plane = g.in_size[1] * g.in_size[2], plane_out = g.out_plane();
+  const int64_t rows = rows_per_chunk(g), out_volume = g.out_volume();
   GemmProblem p{};
   p.batch = 1;
-  p.m = g.out_channels;
   p.n = taps_hw;
   p.transpose_a = false;
   p.transpose_b = true;
-  p.lda = g.out_volume();  // dy_n [O, Do Ho Wo]: rows of one output plane, every channel
-  p.ldc = g.kernel_volume();
+  p.ldc = taps_hw;
   p.alpha = 1.0f;
   p.beta = 1.0f;
   p.math = ops::MathMode::fp32;
   for (int64_t id = id0; id < id1; ++id) {
-    int64_t reads[kMaxDepthTaps], count = 0;  // the output plane of each tap that reads id
-    for (int64_t a = 0; a < kd; ++a) {
-      const int64_t at = id + g.padding[0] - a;  // = od sd
-      reads[a] = at >= 0 && at % g.stride[0] == 0 && at / g.stride[0] < g.out_size[0] ? at / g.stride[0] : -1;
-      count += reads[a] >= 0;
-    }
-    if (count == 0) continue;
+    // The taps that read id: a = id + pd - od sd for 0 <= od < Do and 0 <= a < kd.
+    const int64_t top = id + pd;  // a for od = 0
+    if (top < 0) continue;
+    const int64_t phase = top % sd, last = std::min(top, g.kernel[0] - 1);
+    const int64_t a_hi = last - ((last - phase) % sd + sd) % sd;
+    const int64_t a_lo = std::max(top - (g.out_size[0] - 1) * sd, phase);
+    if (a_hi < a_lo) continue;
+    const int64_t count = (a_hi - a_lo) / sd + 1;
+    p.m = count * O;
     for (int64_t oh0 = 0; oh0 < g.out_size[1]; oh0 += rows) {
-      const int64_t oh1 = std::min(oh0 + rows, g.out_size[1]);
+      const int64_t oh1 = std::min(oh0 + rows, g.out_size[1]), K = (oh1 - oh0) * Wo;
       unroll_rows(xn + id * in_plane, g, oh0, oh1, cols);
-      p.k = p.ldb = (oh1 - oh0) * Wo;
-      for (int64_t a = 0; a < kd; ++a)
-        if (reads[a] >= 0) sgemm(p, dyn + reads[a] * plane_out + oh0 * Wo, cols, partial + a * taps_hw);
+      for (int64_t t = 0; t < count; ++t) {  // dy rows of tap a_lo + t sd, output plane (top - a) / sd
+        const int64_t od = (top - a_lo - t * sd) / sd;
+        for (int64_t o = 0; o < O; ++o)
+          std::copy_n(dyn + o * out_volume + od * plane_out + oh0 * Wo, K, packed + (t * O + o) * K);
+      }
+      p.k = p.lda = p.ldb = K;
+      sgemm(p, packed, cols, partial + row_of(g, a_lo, 0) * taps_hw);
     }
   }
 }
@@ -114,16 +134,16 @@ bool takes(const Conv3dGeometry& g) {
 
 int64_t scratch_bytes(const Conv3dGeometry& g, int64_t n) {
   const int64_t items = n * items_per_sample(g);
-  return int64_t(sizeof(float)) * (items * weights(g) + teams(g, n) * columns_floats(g));
+  return int64_t(sizeof(float)) * (items * partial_floats(g) + teams(g, n) * (columns_floats(g) + packed_floats(g)));
 }
 
 void backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw) {
-  const int64_t N = x.size(0), per_sample = items_per_sample(g), items = N * per_sample, K = weights(g);
+  const int64_t N = x.size(0), per_sample = items_per_sample(g), items = N * per_sample, K = partial_floats(g);
   if (items == 0 || g.out_volume() == 0) return;
-  const int64_t threads = teams(g, N);
-  Tensor partials = Tensor::zeros({items, K}), columns = Tensor::empty({threads, columns_floats(g)});
+  const int64_t threads = teams(g, N), scratch = columns_floats(g) + packed_floats(g);
+  Tensor partials = Tensor::zeros({items, K}), buffers = Tensor::empty({threads, scratch});
   const float *xp = x.data<float>(), *dyp = dy.data<float>();
-  float *pp = partials.data<float>(), *cp = columns.data<float>();
+  float *pp = partials.data<float>(), *bp = buffers.data<float>();
   const int64_t in_sample = g.in_volume(), out_sample = g.out_channels * g.out_volume();
   std::exception_ptr failed;
 #pragma omp parallel for schedule(static) num_threads(int(threads)) if (threads > 1)
@@ -131,23 +151,28 @@ void backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g,
     try {
       const int64_t n = item / per_sample, id0 = (item % per_sample) * kPlanesPerItem;
       const int64_t id1 = std::min(id0 + kPlanesPerItem, g.in_size[0]);
-      add_planes(xp + n * in_sample, dyp + n * out_sample, g, id0, id1, cp + omp_get_thread_num() * columns_floats(g),
-                 pp + item * K);
+      float* mine = bp + omp_get_thread_num() * scratch;
+      add_planes(xp + n * in_sample, dyp + n * out_sample, g, id0, id1, mine, mine + columns_floats(g), pp + item * K);
     } catch (...) {
 #pragma omp critical(gridnn_one_channel_failure)
       if (!failed) failed = std::current_exception();
     }
   }
   if (failed) std::rethrow_exception(failed);
+  // dw [O, kd, kh kw] += the partials' rows (a, o), summed in item order.
+  const int64_t taps_hw = g.kernel[1] * g.kernel[2], kd = g.kernel[0];
   float* out = dw.data<float>();
   parallel_for(
-      K,
-      [&](int64_t j) {
-        float sum = 0.0f;
-        for (int64_t i = 0; i < items; ++i) sum += pp[i * K + j];
-        out[j] += sum;
+      g.out_channels * kd,
+      [&](int64_t r) {
+        const int64_t o = r / kd, a = r % kd, from = row_of(g, a, o) * taps_hw;
+        for (int64_t q = 0; q < taps_hw; ++q) {
+          float sum = 0.0f;
+          for (int64_t i = 0; i < items; ++i) sum += pp[i * K + from + q];
+          out[r * taps_hw + q] += sum;
+        }
       },
-      items);
+      items * taps_hw);
 }
 
 }  // namespace gridnn::kernels::cpu::one_channel

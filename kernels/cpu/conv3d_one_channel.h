@@ -5,9 +5,11 @@
 // took 120-140 ms on 1 or 2 threads, 40% of a training step, and its JIT kernel on a depth
 // slab longer still; this takes 52-55 ms on 1 thread and 27-29 on 2 (bench/results/cpu-speed.md).
 // Full vol2col would write kd copies of the input. Here each input depth plane id is
-// unrolled once, a few output rows at a time, into a 2D column matrix cols [kh kw, rows Wo]
-// that serves every output plane od and depth tap a with od sd + a - pd = id:
-//   dW[:, a, :, :] [O, kh kw] += dy_n[:, od, rows] [O, rows Wo] * cols^T
+// unrolled once, a few output rows at a time, into a 2D column matrix cols [kh kw, rows Wo].
+// The depth taps a that read it (od sd + a - pd = id: one phase of a modulo sd) take it in one
+// GEMM, their output planes' rows of dy packed one tap after another:
+//   dW[a_lo.., :] [taps O, kh kw] += [dy_n[:, od(a_lo), rows]; dy_n[:, od(a_lo + sd), rows]; ...] * cols^T
+// into partials whose rows (a, o) keep each phase's taps together.
 // Work is split into fixed items (a sample's run of kPlanesPerItem input planes), each
 // summed into its own partial dW in plane order; the partials are added into dw in item
 // order. The result is the same bits on any number of threads.
