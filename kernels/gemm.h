@@ -52,6 +52,11 @@ struct GemmProblem {
   float alpha, beta;
   ops::MathMode math;
 };
+// One row-major fp32 matrix, C [m, n] (row stride ldc) = op(A) op(B) + beta C.
+inline GemmProblem matrix_problem(int64_t m, int64_t n, int64_t k, bool transpose_a, int64_t lda, bool transpose_b,
+                                  int64_t ldb, int64_t ldc, float beta) {
+  return {1, m, n, k, transpose_a, transpose_b, lda, ldb, ldc, 0, 0, 0, 1.0f, beta, ops::MathMode::fp32};
+}
 }  // namespace gridnn::kernels
 
 namespace gridnn::kernels::cpu {

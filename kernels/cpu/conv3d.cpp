@@ -47,24 +47,10 @@ Tensor at(const Tensor& t, int64_t offset) {
   return flat.narrow(offset, t.numel() - offset);
 }
 
-// C [m, n] (row stride ldc) = alpha op(A) op(B) + beta C, one matrix, row-major.
+// C [m, n] (row stride ldc) = op(A) op(B) + beta C, one matrix, row-major.
 void gemm_at(const Tensor& a, int64_t lda, bool ta, const Tensor& b, int64_t ldb, bool tb, Tensor c, int64_t ldc,
              int64_t m, int64_t n, int64_t k, float beta) {
-  GemmProblem p{};
-  p.batch = 1;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.transpose_a = ta;
-  p.transpose_b = tb;
-  p.lda = lda;
-  p.ldb = ldb;
-  p.ldc = ldc;
-  p.stride_a = p.stride_b = p.stride_c = 0;
-  p.alpha = 1.0f;
-  p.beta = beta;
-  p.math = ops::MathMode::fp32;
-  gemm(p, a, b, c);
+  gemm(matrix_problem(m, n, k, ta, lda, tb, ldb, ldc, beta), a, b, c);
 }
 
 // Fills the column matrix of sample `xn` for planes [od0, od1).

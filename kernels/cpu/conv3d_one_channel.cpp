@@ -93,15 +93,6 @@ void add_planes(const float* xn, const float* dyn, const Conv3dGeometry& g, int6
   const int64_t sd = g.stride[0], pd = g.padding[0], O = g.out_channels, taps_hw = g.kernel[1] * g.kernel[2];
   const int64_t Wo = g.out_size[2], in_plane = g.in_size[1] * g.in_size[2], plane_out = g.out_plane();
   const int64_t rows = rows_per_chunk(g), out_volume = g.out_volume();
-  GemmProblem p{};
-  p.batch = 1;
-  p.n = taps_hw;
-  p.transpose_a = false;
-  p.transpose_b = true;
-  p.ldc = taps_hw;
-  p.alpha = 1.0f;
-  p.beta = 1.0f;
-  p.math = ops::MathMode::fp32;
   for (int64_t id = id0; id < id1; ++id) {
     // The taps that read id: a = id + pd - od sd for 0 <= od < Do and 0 <= a < kd.
     const int64_t top = id + pd;  // a for od = 0
@@ -111,7 +102,6 @@ void add_planes(const float* xn, const float* dyn, const Conv3dGeometry& g, int6
     const int64_t a_lo = std::max(top - (g.out_size[0] - 1) * sd, phase);
     if (a_hi < a_lo) continue;
     const int64_t count = (a_hi - a_lo) / sd + 1;
-    p.m = count * O;
     for (int64_t oh0 = 0; oh0 < g.out_size[1]; oh0 += rows) {
       const int64_t oh1 = std::min(oh0 + rows, g.out_size[1]), K = (oh1 - oh0) * Wo;
       unroll_rows(xn + id * in_plane, g, oh0, oh1, cols);
@@ -120,8 +110,8 @@ void add_planes(const float* xn, const float* dyn, const Conv3dGeometry& g, int6
         for (int64_t o = 0; o < O; ++o)
           std::copy_n(dyn + o * out_volume + od * plane_out + oh0 * Wo, K, packed + (t * O + o) * K);
       }
-      p.k = p.lda = p.ldb = K;
-      sgemm(p, packed, cols, partial + row_of(g, a_lo, 0) * taps_hw);
+      sgemm(matrix_problem(count * O, taps_hw, K, false, K, true, K, taps_hw, 1.0f), packed, cols,
+            partial + row_of(g, a_lo, 0) * taps_hw);
     }
   }
 }
