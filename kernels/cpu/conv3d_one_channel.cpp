@@ -14,7 +14,6 @@ namespace {
 
 constexpr int64_t kPlanesPerItem = 4;       // input depth planes per item of work
 constexpr int64_t kRowFloats = 1 << 15;     // floats of columns unrolled at a time (128 KiB)
-constexpr int64_t kMaxDepthTaps = 64;       // the kernel depths it takes
 constexpr double kParallelFlops = 1 << 22;  // below this a pass stays on the calling thread
 
 int64_t items_per_sample(const Conv3dGeometry& g) { return (g.in_size[0] + kPlanesPerItem - 1) / kPlanesPerItem; }
@@ -23,16 +22,18 @@ int64_t rows_per_chunk(const Conv3dGeometry& g) {
   const int64_t row = g.kernel[1] * g.kernel[2] * g.out_size[2];
   return std::clamp<int64_t>(kRowFloats / std::max<int64_t>(row, 1), 1, std::max<int64_t>(g.out_size[1], 1));
 }
+// Depth taps of one phase a % sd, at most.
+int64_t taps_per_phase(const Conv3dGeometry& g) { return (g.kernel[0] + g.stride[0] - 1) / g.stride[0]; }
 // The partials' floats: every phase's taps, kd rounded up to a multiple of sd.
 int64_t partial_floats(const Conv3dGeometry& g) {
-  return g.stride[0] * ((g.kernel[0] + g.stride[0] - 1) / g.stride[0]) * g.out_channels * g.kernel[1] * g.kernel[2];
+  return g.stride[0] * taps_per_phase(g) * g.out_channels * g.kernel[1] * g.kernel[2];
 }
 int64_t columns_floats(const Conv3dGeometry& g) {
   return rows_per_chunk(g) * g.kernel[1] * g.kernel[2] * g.out_size[2];
 }
 // A chunk's rows of dy, packed for the depth taps of one phase.
 int64_t packed_floats(const Conv3dGeometry& g) {
-  return ((g.kernel[0] + g.stride[0] - 1) / g.stride[0]) * g.out_channels * rows_per_chunk(g) * g.out_size[2];
+  return taps_per_phase(g) * g.out_channels * rows_per_chunk(g) * g.out_size[2];
 }
 // The threads a pass of g on a batch of n runs on: one for a small pass (waking the pool
 // costs more than it saves), else as many as there are items, up to the pool's size.
@@ -79,7 +80,6 @@ void unroll_rows(const float* plane, const Conv3dGeometry& g, int64_t oh0, int64
 // The partials' layout: row (a, o) of taps_hw values at row_of(a, o), the depth taps of one
 // phase a % sd next to each other, so that the taps that read one input plane (one phase,
 // consecutive a / sd) are consecutive blocks of O rows.
-int64_t taps_per_phase(const Conv3dGeometry& g) { return (g.kernel[0] + g.stride[0] - 1) / g.stride[0]; }
 int64_t row_of(const Conv3dGeometry& g, int64_t a, int64_t o) {
   return ((a % g.stride[0]) * taps_per_phase(g) + a / g.stride[0]) * g.out_channels + o;
 }
@@ -118,9 +118,7 @@ void add_planes(const float* xn, const float* dyn, const Conv3dGeometry& g, int6
 
 }  // namespace
 
-bool takes(const Conv3dGeometry& g) {
-  return g.in_channels == 1 && !g.is_pointwise() && g.out_plane() > 0 && g.kernel[0] <= kMaxDepthTaps;
-}
+bool takes(const Conv3dGeometry& g) { return g.in_channels == 1 && !g.is_pointwise() && g.out_plane() > 0; }
 
 int64_t scratch_bytes(const Conv3dGeometry& g, int64_t n) {
   const int64_t items = n * items_per_sample(g);
