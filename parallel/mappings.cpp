@@ -33,6 +33,9 @@ void check(const char* op, const Tensor& t, const BlockSplit& s, int64_t expecte
                  expected, " slices along dimension ", s.dim, ", got ", t.defined() ? t.str() : "undefined");
 }
 
+// The tag of redistribute_blocks' messages (halo.cpp's are 0x4a10 and 0x4a11).
+constexpr int kRedistributeTag = 0x4a20;
+
 }  // namespace
 
 std::vector<int64_t> BlockSplit::sizes() const {
@@ -61,6 +64,32 @@ Tensor reduce_scatter_blocks(const Tensor& whole, const BlockSplit& split) {
   Tensor mine = Tensor::empty(all.shape().with(0, split.own().size()), all.dtype(), all.device());
   split.comm->reduce_scatterv(all, mine, split.sizes());
   return restored(mine, split.dim);
+}
+
+Tensor redistribute_blocks(const Tensor& t, const BlockSplit& from, const BlockSplit& to) {
+  GRIDNN_REQUIRE(from.comm && from.comm == to.comm && from.dim != to.dim, "redistribute_blocks: both splits must be ",
+                 "over the same communicator and along different dimensions");
+  check("redistribute_blocks", t, from, from.own().size());
+  check("redistribute_blocks", t, to, to.whole());
+  Communicator& comm = *from.comm;
+  const int p = comm.size(), r = comm.rank();
+  auto block_of = [](const BlockSplit& s, int rank) {
+    const Range u = balanced_range(s.parts, s.comm->size(), rank);
+    return Range{u.begin * s.unit, u.end * s.unit};
+  };
+  // Rank j's part of this rank's block: the slices of j's block along to.dim (a copy).
+  auto part_for = [&](int j) { return ops::slice(t, to.dim, block_of(to, j).begin, block_of(to, j).size()); };
+  const Range mine = from.own();
+  Tensor out = Tensor::empty(t.shape().with(to.dim, to.own().size()).with(from.dim, from.whole()), t.dtype(), t.device());
+  ops::copy_slices(part_for(r), from.dim, 0, out, mine.begin, mine.size());
+  for (int d = 1; d < p; ++d) {  // round d: to r + d, from r - d
+    const int dest = (r + d) % p, source = (r - d + p) % p;
+    const Range theirs = block_of(from, source);
+    Tensor incoming = Tensor::empty(out.shape().with(from.dim, theirs.size()), t.dtype(), t.device());
+    comm.send_recv(part_for(dest), dest, incoming, source, kRedistributeTag);
+    ops::copy_slices(incoming, from.dim, 0, out, theirs.begin, theirs.size());
+  }
+  return out;
 }
 
 }  // namespace gridnn::parallel

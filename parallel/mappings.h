@@ -18,6 +18,10 @@
 //   all-reduce <-> copy       Communicator::all_reduce of       nothing: the output's gradient is
 //                             partial results                   replicated
 //   all-reduce <-> all-reduce batch-norm statistics             the sums of their gradients
+//   all-to-all <-> all-to-all redistribute_blocks: a tensor     the same with the splits swapped
+//                             split along one dimension becomes (its own transpose: data only
+//                             split along another (depth slabs  moves, so the pair is exact)
+//                             -> batch shards)
 //
 // Blocks may lie along any dimension: the tensors are permuted so that the block dimension
 // comes first (the communicators gather along dimension 0) and back (kernels/layout.h, on
@@ -55,5 +59,11 @@ Tensor gather_blocks(const Tensor& block, const BlockSplit& split);
 Tensor own_block(const Tensor& whole, const BlockSplit& split);
 // The sum over the ranks of their `whole` tensors, this rank's block of it (reduce_scatterv).
 Tensor reduce_scatter_blocks(const Tensor& whole, const BlockSplit& split);
+// A tensor split along `from.dim` (this rank's block `t`, whole along to.dim) -> the same
+// tensor split along `to.dim` (whole along from.dim): rank i sends rank j the part of its
+// block that lies in j's block along to.dim, by send_recv over the common communicator
+// (P - 1 rounds, each rank sending one peer and receiving from another in each). Both splits
+// are over the same communicator and along different dimensions.
+Tensor redistribute_blocks(const Tensor& t, const BlockSplit& from, const BlockSplit& to);
 
 }  // namespace gridnn::parallel

@@ -342,6 +342,10 @@ CommCall make_call(const std::string& layer, const std::string& comm, const std:
   return c;
 }
 
+namespace {
+int64_t samples_of(const LayerShape& l, const RankStep& r) { return l.samples > 0 ? l.samples : r.samples; }
+}  // namespace
+
 PlanCost estimate_ranks(const std::vector<RankStep>& ranks, Grid g, const Machine& m) {
   return estimate_ranks(ranks, g, m, Links::flat(m));
 }
@@ -386,7 +390,7 @@ PlanCost estimate_ranks(const std::vector<RankStep>& ranks, Grid g, const Machin
     for (size_t i = 0; i < first.layers.size(); ++i) {
       if (first.layers[i].name != name) continue;
       for (const RankStep& r : ranks)
-        c.compute_s = std::max(c.compute_s, layer_compute_s(r.layers[i], double(r.samples), 1.0, m));
+        c.compute_s = std::max(c.compute_s, layer_compute_s(r.layers[i], double(samples_of(r.layers[i], r)), 1.0, m));
     }
     plan.add(std::move(c));
   }

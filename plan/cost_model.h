@@ -58,6 +58,7 @@ struct LayerShape {
   int64_t kernel = 1, stride = 1, padding = 0;  // along the split dimension
   int64_t weights = 0;                          // parameters (weights and biases)
   double forward_flops = 0;                     // per sample
+  int64_t samples = 0;  // the samples the rank runs it on (0: its batch shard; fewer past a switch to the batch split)
   bool input_gradient = true;                   // false for the first layer (data)
 
   int64_t in_words() const { return in_channels * in_size[0] * in_size[1] * in_size[2]; }

@@ -20,6 +20,7 @@
 #include "core/stop_signal.h"
 #include "core/test_switches.h"
 #include "models/run/grid_choice.h"
+#include "models/run/step_plan.h"
 #include "models/train/trainer.h"
 #include "parallel/process_grid.h"
 #include "parallel/progress_board.h"
@@ -114,6 +115,10 @@ void add_flags(CLI::App& app, Cli& c) {
   app.add_option("--placement", o.placement,
                  "where the stages cut the network: even (default), auto (GABRA on measured blocks) "
                  "or a placement file (gridnn-place --out)");
+  app.add_option("--batch-split-from", o.batch_split_from,
+                 "the block (layer3.0, att4, head, ...) from whose input each row splits the batch instead of "
+                 "the depth: whole volumes of B/Pr samples per rank in the late layers; 'auto': the cost "
+                 "model's choice (none if no switch is predicted faster)");
   app.add_flag("--comm-report", o.comm_report, "print the communication per layer at the end");
   app.add_flag("--profile", o.profile,
                "print rank 0's step time by kind of work (convolution, reorder, batch norm/ReLU, pooling, "
@@ -255,6 +260,17 @@ train::TrainOptions settle(const Cli& c, const cli::Process& process) {
   o.device = cli::process_device(c.device, process);
   o.memory_limit = cli::memory_limit(c.memory_limit, o.device, process);
   std::tie(o.grid, o.rank_order) = grid_of(c, o, process, process.rank == 0);
+  if (o.batch_split_from == "auto") {
+    // Compute at an assumed rate (what matters is its ratio to the communication): the
+    // switch pays where a depth split leaves ranks unbalanced or gathers more than it saves.
+    plan::Machine m;
+    m.flops = 1e11;
+    const run::BatchSplitChoice choice = run::choose_batch_split(o, {1, o.grid.rows, o.grid.cols}, m);
+    o.batch_split_from = choice.block;
+    if (process.rank == 0)
+      std::printf("--batch-split-from auto: %s (predicted steps: %s)\n",
+                  choice.block.empty() ? "none" : choice.block.c_str(), choice.why.c_str());
+  }
   return o;
 }
 

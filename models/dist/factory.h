@@ -14,7 +14,14 @@
 //   fully connected layers on replicated features: 1.5D (DistLinear) with Pr > 1 row ranks
 //   and at least Pr outputs, else replicated.
 // So any input runs on any Pr up to its depth, and the result is the 1x1 run's.
+//
+// With a switch block (--batch-split-from, models/dist/batch_split.h), the row splits the
+// batch instead from that block's input on: SplitBatch there, then the single-process layers
+// on B/Pr samples (gradients and batch-norm statistics summed over the stage), and global
+// pooling followed by GatherBatch, so the head sees replicated features as without it.
 #pragma once
+
+#include <string>
 
 #include "models/nets/layer_factory.h"
 #include "parallel/process_grid.h"
@@ -27,7 +34,10 @@ inline bool depth_is_split(int64_t depth, int rows) { return rows > 1 && depth >
 
 class GridLayerFactory : public LayerFactory {
  public:
-  explicit GridLayerFactory(parallel::ProcessGrid& grid) : grid_(grid) {}
+  // `batch_split_from`: the block whose input switches the row to the batch split (empty:
+  // none; no switch either with one row).
+  explicit GridLayerFactory(parallel::ProcessGrid& grid, std::string batch_split_from = "")
+      : grid_(grid), batch_split_from_(std::move(batch_split_from)) {}
 
   std::unique_ptr<Module> conv3d(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding, bool bias,
                                  int64_t in_depth, bool input_gradient = true) const override;
@@ -37,13 +47,20 @@ class GridLayerFactory : public LayerFactory {
   std::unique_ptr<Module> global_avg_pool(int64_t positions, int64_t depth) const override;
   std::unique_ptr<Module> linear(int64_t in, int64_t out) const override;
   std::unique_ptr<Module> whole_volume(int64_t depth) const override;
+  std::unique_ptr<Module> block_input(const std::string& block, int64_t depth,
+                                      bool input_gradient = true) const override;
 
  private:
   // Whether an activation of this (global) depth is split over the rows.
   bool split(int64_t depth) const { return depth_is_split(depth, grid_.shape().rows); }
   // `layer` run whole on every rank of the row, its input gathered first when split.
   std::unique_ptr<Module> replicated(std::unique_ptr<Module> layer, int64_t in_depth) const;
+  // `layer` run on this rank's samples after the switch: its gradients summed over the stage.
+  std::unique_ptr<Module> on_batch_shard(std::unique_ptr<Module> layer) const;
   parallel::ProcessGrid& grid_;
+  std::string batch_split_from_;
+  // Set at the switch block's input: the factory makes one network's layers in order.
+  mutable bool batch_split_ = false;
 };
 
 }  // namespace gridnn::nn

@@ -211,6 +211,7 @@ Shape SelfAttention3d::describe(const Shape& in, plan::RankStep& step) const {
   l.in_size = l.out_size = {in[2], in[3], in[4]};
   l.weights = 2 * (c * c8 + c8) + c * c + c + 1;
   l.forward_flops = 2.0 * attention_macs(c, n, n, n);
+  l.samples = in[0];
   step.layers.push_back(l);
   step.memory.push_back(attention_memory(name(), in[0], c, n, n));
   return in;

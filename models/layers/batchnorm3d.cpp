@@ -54,6 +54,7 @@ Shape BatchNorm3d::describe(const Shape& in, plan::RankStep& step) const {
   l.in_size = l.out_size = {in[2], in[3], in[4]};
   l.weights = 2 * channels_;
   l.forward_flops = 4.0 * double(channels_) * double(in[2] * in[3] * in[4]);
+  l.samples = in[0];
   step.layers.push_back(l);
   plan::LayerMemory m;  // keeps its input (x - mean, and with the ReLU fused bn(x), are recomputed in backward)
   m.layer = name();

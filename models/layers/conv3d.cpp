@@ -79,6 +79,7 @@ Shape Conv3d::describe(const Shape& in, plan::RankStep& step) const {
   l.weights = out_channels_ * in_channels_ * taps + (bias_ ? out_channels_ : 0);
   l.forward_flops = 2.0 * double(out_channels_ * in_channels_ * taps) * double(g.out_volume());
   l.input_gradient = input_gradient_;
+  l.samples = in[0];
   step.layers.push_back(l);
   const Shape out{in[0], out_channels_, g.out_size[0], g.out_size[1], g.out_size[2]};
   // Keeps its input for the filter gradient; the CPU's workspace and columns as the kernels say.

@@ -37,6 +37,7 @@ plan::LayerShape pool_layer_shape(const std::string& name, plan::LayerKind kind,
   l.kind = kind;
   l.in_channels = l.out_channels = in[1];
   l.in_size = {in[2], in[3], in[4]};
+  l.samples = in[0];
   l.out_size = {1, 1, 1};
   if (out.rank() == 5) l.out_size = {out[2], out[3], out[4]};
   l.kernel = kernel[0];

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "kernels/batchnorm.h"
 #include "models/layers/module.h"
@@ -36,6 +37,15 @@ class LayerFactory {
   // For a network that needs each sample whole (an MLP on volumes): the module that turns
   // this rank's part of the input into the whole volume; null where it holds it already.
   virtual std::unique_ptr<Module> whole_volume(int64_t /*depth*/) const { return nullptr; }
+  // Called by a network at the input of each of its blocks (models/nets/blocks.h), in order,
+  // before it makes the block's layers; `depth`: the input's global depth; input_gradient =
+  // false: backward need not give the block's input a gradient (the network's input). The
+  // module that changes the activation's distribution there (a grid's switch to the batch
+  // split), or null where the distribution stays.
+  virtual std::unique_ptr<Module> block_input(const std::string& /*block*/, int64_t /*depth*/,
+                                              bool /*input_gradient*/ = true) const {
+    return nullptr;
+  }
 };
 
 // The output depth of a convolution or pooling window along depth.

@@ -98,6 +98,17 @@ ResAttNet3D::ResAttNet3D(const ResAttNetConfig& config, const LayerFactory& laye
     for (int64_t& side : size) side = window_output_depth(side, k, s, p);
   };
   const int64_t& depth = size[0];
+  // The factory's distribution switch at a block's input, if any (one per network).
+  std::unique_ptr<Module> split;
+  std::string split_name;
+  auto block_input = [&](const std::string& block) {
+    // At the stem the block's input is the network's: a gradient only where it gives one.
+    if (auto m = layers.block_input(block, depth, block != "stem" || config.input_gradient)) {
+      split = std::move(m);
+      split_name = block;
+    }
+  };
+  block_input("stem");
   conv1_ =
       &register_module("conv1", layers.conv3d(config.in_channels, w, 7, 2, 3, false, depth, config.input_gradient));
   shrink(7, 2, 3);
@@ -116,6 +127,7 @@ ResAttNet3D::ResAttNet3D(const ResAttNetConfig& config, const LayerFactory& laye
     std::vector<Module*> residuals;
     for (int b = 0; b < blocks[l]; ++b) {
       const int64_t stride = b == 0 && l > 0 ? 2 : 1;
+      block_input(name + "." + std::to_string(b));
       residuals.push_back(
           &layer->add(std::make_unique<BasicBlock>(b == 0 ? channels : out, out, stride, depth, layers)));
       shrink(3, stride, 1);
@@ -125,17 +137,25 @@ ResAttNet3D::ResAttNet3D(const ResAttNetConfig& config, const LayerFactory& laye
     for (size_t b = 0; b < residuals.size(); ++b)
       add_block(name + "." + std::to_string(b), Part::residual, residuals[b], size);
     if (l == 2 && config.attention3) {
+      block_input("att3");
       att3_ = &register_module("att3", layers.attention(channels, depth));
       add_block("att3", Part::attention, att3_, size);
     }
     if (l == 3 && config.attention4) {
+      block_input("att4");
       att4_ = &register_module("att4", layers.attention(channels, depth));
       add_block("att4", Part::attention, att4_, size);
     }
   }
+  block_input("head");
   avgpool_ = &register_module("avgpool", layers.global_avg_pool(size[0] * size[1] * size[2], size[0]));
   fc_ = &register_module("fc", layers.linear(channels, config.classes));
   add_block("head", Part::head, nullptr);
+  if (split) {  // no state: the state_dict does not change
+    split_ = &register_module("batch_split", std::move(split));
+    for (size_t i = 0; i < blocks_.size(); ++i)
+      if (blocks_[i].name == split_name) split_block_ = i;
+  }
 }
 
 void ResAttNet3D::add_block(std::string name, Part part, Module* module, std::array<int64_t, 3> output_size) {
@@ -154,8 +174,9 @@ Shape ResAttNet3D::describe(const Shape& input, plan::RankStep& step) const {
   return describe_blocks(0, block_count(), input, step);
 }
 
-Shape ResAttNet3D::describe_block(size_t i, const Shape& in, plan::RankStep& step) const {
+Shape ResAttNet3D::describe_block(size_t i, const Shape& block_in, plan::RankStep& step) const {
   const auto& [part, module] = block_parts_.at(i);
+  const Shape in = split_ && i == split_block_ ? split_->describe(block_in, step) : block_in;
   switch (part) {
     case Part::stem: {
       const Shape s = bn1_->describe(conv1_->describe(in, step), step);
@@ -186,6 +207,7 @@ bool ResAttNet3D::recomputable(size_t i) const {
 
 void ResAttNet3D::release_block(size_t i) {
   const auto& [part, module] = block_parts_.at(i);
+  if (split_ && i == split_block_) split_->release_saved();
   switch (part) {
     case Part::stem:
       for (Module* m : {conv1_, bn1_, maxpool_}) m->release_saved();
@@ -197,8 +219,9 @@ void ResAttNet3D::release_block(size_t i) {
   }
 }
 
-Tensor ResAttNet3D::forward_block(size_t i, const Tensor& x) {
+Tensor ResAttNet3D::forward_block(size_t i, const Tensor& block_in) {
   const auto& [part, module] = block_parts_.at(i);
+  const Tensor x = split_ && i == split_block_ ? split_->forward(block_in) : block_in;
   switch (part) {
     case Part::stem: {
       Tensor h = conv1_->forward(x);
@@ -213,6 +236,11 @@ Tensor ResAttNet3D::forward_block(size_t i, const Tensor& x) {
 }
 
 Tensor ResAttNet3D::backward_block(size_t i, const Tensor& dy) {
+  const Tensor d = backward_block_layers(i, dy);
+  return split_ && i == split_block_ && d.defined() ? split_->backward(d) : d;
+}
+
+Tensor ResAttNet3D::backward_block_layers(size_t i, const Tensor& dy) {
   const auto& [part, module] = block_parts_.at(i);
   switch (part) {
     case Part::stem: {  // one statement per layer: each gradient is freed once the next exists

@@ -95,6 +95,9 @@ class ResAttNet3D : public Module, public BlockNetwork {
   // dL/dx with config.input_gradient, else an undefined tensor.
   Tensor do_backward(const Tensor& dlogits) override;
 
+  // backward_block without the distribution switch at its input.
+  Tensor backward_block_layers(size_t i, const Tensor& dy);
+
   enum class Part { stem, residual, attention, head };
   void add_block(std::string name, Part part, Module* module, std::array<int64_t, 3> output_size = {0, 0, 0});
 
@@ -110,6 +113,10 @@ class ResAttNet3D : public Module, public BlockNetwork {
   Module* att4_ = nullptr;
   Module* avgpool_;
   Module* fc_;
+  // Where the layers' distribution changes (LayerFactory::block_input): at the input of
+  // block split_block_, none when null.
+  Module* split_ = nullptr;
+  size_t split_block_ = 0;
 };
 
 }  // namespace gridnn::nn

@@ -48,17 +48,41 @@ Tensor take_rows(const Tensor& t, const std::vector<int64_t>& rows) {
 
 }  // namespace
 
-std::unique_ptr<nn::LayerFactory> layers_for(parallel::ProcessGrid& grid) {
+std::unique_ptr<nn::LayerFactory> layers_for(parallel::ProcessGrid& grid, const std::string& batch_split_from) {
   if (grid.shape().rows == 1 && grid.shape().cols == 1) return std::make_unique<nn::LayerFactory>();
-  return std::make_unique<nn::GridLayerFactory>(grid);
+  return std::make_unique<nn::GridLayerFactory>(grid, batch_split_from);
+}
+
+void check_batch_split(const RunOptions& o, const nn::BlockNetwork& net, const parallel::GridShape& grid) {
+  if (o.batch_split_from.empty()) return;
+  GRIDNN_REQUIRE(o.model == Model::resattnet3d, "--batch-split-from: only ResAttNet3D switches its layers' ",
+                 "distribution; the ", enum_name(o.model), " network cannot");
+  const std::vector<std::string> names = net.block_names();
+  std::string all;
+  for (const std::string& n : names) all += (all.empty() ? "" : ", ") + n;
+  GRIDNN_REQUIRE(std::find(names.begin(), names.end(), o.batch_split_from) != names.end(), "--batch-split-from ",
+                 o.batch_split_from, " names no block of the network; its blocks are ", all);
+  if (grid.rows == 1) return;  // nothing to switch
+  // Every micro-batch of every batch shard splits evenly over the row (SplitBatch's rule).
+  const int M = o.micro_batches;
+  for (int c = 0; c < grid.cols; ++c) {
+    const int64_t rows = shard_rows(grid, c, o.batch).size();
+    GRIDNN_REQUIRE(rows % (int64_t(M) * grid.rows) == 0, "--batch-split-from ", o.batch_split_from, " splits each ",
+                   "batch shard's micro-batches over the ", grid.rows, " ranks of a row, but --batch ", o.batch,
+                   " on grid ", grid.str(), M > 1 ? " with --micro-batches " + std::to_string(M) : std::string(),
+                   " gives a shard of ", rows, " samples; use a --batch whose shards are multiples of ",
+                   int64_t(M) * grid.rows, ", or no --batch-split-from");
+  }
 }
 
 PipelinedModel::PipelinedModel(const RunOptions& o, parallel::ProcessGrid& grid)
-    : grid_(grid), device_(o.device), classes_(o.classes), layers_(layers_for(grid)), micro_batches_(o.micro_batches) {
+    : grid_(grid), device_(o.device), classes_(o.classes), layers_(layers_for(grid, o.batch_split_from)),
+      micro_batches_(o.micro_batches) {
   require_device(device_);
   model_ = build_model(o, *layers_);
   net_ = dynamic_cast<nn::BlockNetwork*>(model_.get());
   GRIDNN_REQUIRE(net_, "a training step needs a network made of blocks (ResAttNet3D or MLP)");
+  check_batch_split(o, *net_, grid.shape());
   if (!o.init_from.empty()) load_model_tensors(*model_, read_weights(o.init_from), o.init_from);
   model_->to(device_);
   // Convolutions and GEMMs in the chosen math; parameters, gradients and optimizer state

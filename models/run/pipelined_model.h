@@ -56,8 +56,11 @@
 namespace gridnn::run {
 
 // The layers for `grid`: the single-process ones on a 1x1 grid (of each stage), else
-// models/dist/'s.
-std::unique_ptr<nn::LayerFactory> layers_for(parallel::ProcessGrid& grid);
+// models/dist/'s, switching to the batch split at block `batch_split_from` (none if empty).
+std::unique_ptr<nn::LayerFactory> layers_for(parallel::ProcessGrid& grid, const std::string& batch_split_from = "");
+// Checks options.batch_split_from against the network's blocks and the batch shards of
+// `grid` (gridnn::Error saying what to change).
+void check_batch_split(const RunOptions& options, const nn::BlockNetwork& net, const parallel::GridShape& grid);
 
 // A model's training state as one process holds it: parameters and buffers (state_dict
 // names), the optimizer's state ("<param>.<what>") and its step count.

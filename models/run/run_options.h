@@ -78,6 +78,10 @@ struct RunOptions {
   // placement file (placement_rule below).
   int micro_batches = 1;
   std::string placement;
+  // Where each row of the grid switches from the depth split to the batch split
+  // (models/dist/batch_split.h): a block's name (ResAttNet3D's "layer3.0", "att4", "head",
+  // ...), or empty for none. The programs settle "auto" into a name (choose_batch_split).
+  std::string batch_split_from;
   Device device = Device::cpu();  // this process's device
   parallel::CommBackend comm_backend = parallel::CommBackend::automatic;
   ops::MathMode precision = ops::MathMode::fp32;

@@ -8,6 +8,8 @@
 #include "models/dist/factory.h"
 #include "models/nets/blocks.h"
 #include "models/run/grid_batch.h"
+#include "models/run/memory_plan.h"
+#include "models/run/pipelined_model.h"
 
 namespace gridnn::run {
 
@@ -56,7 +58,7 @@ PlannedModel planned_model(const RunOptions& o, const parallel::GridShape& grid,
   if (grid.rows * grid.cols == 1)
     p.layers = std::make_unique<nn::LayerFactory>();
   else
-    p.layers = std::make_unique<nn::GridLayerFactory>(*p.grid);
+    p.layers = std::make_unique<nn::GridLayerFactory>(*p.grid, o.batch_split_from);
   p.model = build_model(o, *p.layers, false);
   return p;
 }
@@ -75,6 +77,38 @@ std::vector<plan::RankStep> describe_grid(const RunOptions& o, const parallel::G
 
 plan::PlanCost estimate_grid(const RunOptions& o, const parallel::GridShape& grid, const plan::Machine& m) {
   return plan::estimate_ranks(describe_grid(o, grid), plan::Grid{grid.rows, grid.cols}, m);
+}
+
+BatchSplitChoice choose_batch_split(const RunOptions& o, const parallel::GridShape& grid, const plan::Machine& m) {
+  RunOptions none = o;
+  none.batch_split_from.clear();
+  BatchSplitChoice choice;
+  choice.without_s = choice.step_s = estimate_grid(none, grid, m).total_s();
+  auto ms = [](double s) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f ms", 1e3 * s);
+    return std::string(text);
+  };
+  choice.why = "none " + ms(choice.without_s);
+  if (grid.rows == 1 || o.model != Model::resattnet3d) return choice;
+  const PlannedModel one = planned_model(none, {1, 1, 1}, 0);
+  for (const std::string& block : dynamic_cast<const nn::BlockNetwork&>(*one.model).block_names()) {
+    RunOptions with = o;
+    with.batch_split_from = block;
+    try {
+      check_batch_split(with, dynamic_cast<const nn::BlockNetwork&>(*one.model), grid);
+    } catch (const Error&) {
+      continue;  // the batch does not split there
+    }
+    if (o.memory_limit > 0 && largest_peak(predict_grid_memory(with, grid)) > o.memory_limit) continue;
+    const double s = estimate_grid(with, grid, m).total_s();
+    choice.why += ", " + block + " " + ms(s);
+    if (s < choice.step_s) {
+      choice.step_s = s;
+      choice.block = block;
+    }
+  }
+  return choice;
 }
 
 bool usable_grid(const RunOptions& o, int rows, int cols) { return cols <= o.batch && rows <= o.input[0]; }

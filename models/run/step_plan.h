@@ -51,6 +51,19 @@ std::vector<plan::PlanCost> sweep_grids(const RunOptions& options, int procs, co
 // strategies (plan::estimate with plan::Strategy), named "ResAttNet3D-18" or "MLP".
 plan::Network network_of(const RunOptions& options);
 
+// The switch to the batch split (RunOptions::batch_split_from) with the least predicted step
+// on `grid` at `m`: every block where the run can switch (check_batch_split) and, with
+// options.memory_limit, every rank's predicted peak fits, against none.
+// `block` is empty where no switch is predicted faster, or none is possible (one row).
+struct BatchSplitChoice {
+  std::string block;
+  double step_s = 0;     // predicted with the choice
+  double without_s = 0;  // predicted without a switch
+  std::string why;       // the candidates and their predicted steps, for the programs to print
+};
+BatchSplitChoice choose_batch_split(const RunOptions& options, const parallel::GridShape& grid,
+                                    const plan::Machine& m);
+
 // Every usable grid of the cluster's N·G ranks (Pr ascending), each in both rank orders
 // (rows-in-node first), each communicator at the link it crosses (plan/node_layout.h).
 std::vector<plan::NodePlan> sweep_grids_on_nodes(const RunOptions& options, const plan::NodeCluster& c,

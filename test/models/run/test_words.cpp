@@ -92,14 +92,22 @@ Counts predicted(run::PipelinedModel& net, const train::TrainOptions& o, const p
   return want;
 }
 
-// With --recompute blocks too: the recomputed blocks' forward collectives count twice.
+// With --recompute blocks too: the recomputed blocks' forward collectives count twice. And
+// with the switch to the batch split (--batch-split-from) at the stem, in the middle (from
+// depth slabs at 2 rows, from replicated layers at 4) and at an attention block.
 TEST(Words, ResAttNetPredictionEqualsTheCounts) {
   const int n = test::world_size();
+  const std::pair<run::Recompute, const char*> cases[] = {{run::Recompute::none, ""},
+                                                          {run::Recompute::blocks, ""},
+                                                          {run::Recompute::none, "stem"},
+                                                          {run::Recompute::blocks, "layer3.0"},
+                                                          {run::Recompute::none, "att4"}};
   for (const parallel::GridShape& shape : shapes(n))
-    for (const run::Recompute recompute : {run::Recompute::none, run::Recompute::blocks}) {
+    for (const auto& [recompute, split] : cases) {
       auto grid = parallel::ProcessGrid::create(shape);
       train::TrainOptions o;
       o.recompute = recompute;
+      o.batch_split_from = split;
       o.resattnet.width = 2;  // at 4 rows layer2.0 hands over; at 2 rows layer4.0
       o.classes = 3;
       o.input = {24, 24, 20};
@@ -113,7 +121,8 @@ TEST(Words, ResAttNetPredictionEqualsTheCounts) {
       EXPECT_EQ(run::network_of(o).weights(), whole_parameters(net)) << shape.str();
       const Counts want = predicted(net, o, shape, *grid);
       const std::string where = shape.str() + " rank (" + std::to_string(grid->row_rank()) + ", " +
-                                std::to_string(grid->col_rank()) + "), --recompute " + enum_name(recompute);
+                                std::to_string(grid->col_rank()) + "), --recompute " + enum_name(recompute) +
+                                ", --batch-split-from " + split;
       expect_equal(without_zeros(counted()), want, where);
 
       // The gradients: every parameter (block) this rank holds once, in whichever group

@@ -81,6 +81,71 @@ TEST_F(DistTrain, DumpStepOnEveryGridEqualsOneProcess) { dump_step_on_every_grid
 
 TEST_F(DistTrain, MlpDumpStepOnEveryGridEqualsOneProcess) { dump_step_on_every_grid(tiny_mlp(), "mlp"); }
 
+// --batch-split-from: from a block's input on, each row splits the batch instead of the
+// depth. The step equals the single-process step on every grid, switching at the stem, in
+// the middle (from depth slabs, or at 4 rows from the replicated layers), at an attention
+// block and at the head; and with two pipeline stages of two micro-batches, the switch
+// before or after the stages' cut.
+TEST_F(DistTrain, BatchSplitFromABlockEqualsOneProcess) {
+  const test::TempDir shared = shared_dir("batch_split");
+  const fs::path& dir = shared.path();
+  if (test::world_rank() == 0) {
+    data::SyntheticDataset d({8, 0, 3, 1, Shape{24, 24, 20}, 7, 0.15f});
+    data::BatchLoader loader(d, {8, false, true, 7, false, 0, -1, {}, false});
+    const data::Batch b = loader.next();
+    save_safetensors((dir / "batch.safetensors").string(), {{"x", b.x}, {"y", b.y}});
+    // With micro-batches batch norm normalizes each one: the stages' reference has two.
+    for (const int m : {1, 2}) {
+      train::TrainOptions o = tiny();
+      o.micro_batches = m;
+      train::dump_step(o, (dir / "batch.safetensors").string(), (dir / ("1x1m" + std::to_string(m))).string());
+    }
+  }
+  world_->world().barrier();
+  std::vector<parallel::GridShape> shapes = grids(test::world_size());
+  if (test::world_size() % 2 == 0) shapes.push_back({2, 1, test::world_size() / 2});
+  for (const parallel::GridShape& shape : shapes) {
+    auto grid = parallel::ProcessGrid::create(shape);
+    const fs::path reference = dir / ("1x1m" + std::to_string(shape.stages));
+    for (const char* block : {"stem", "layer2.0", "layer3.1", "att4", "head"}) {
+      train::TrainOptions o = tiny();
+      o.batch_split_from = block;
+      o.grid = shape;
+      o.micro_batches = shape.stages;
+      const std::string out = (dir / (shape.str() + block + ".safetensors")).string();
+      train::dump_step(o, (dir / "batch.safetensors").string(), out, grid.get());
+      if (test::world_rank() == 0)
+        expect_close(load_safetensors(out).tensors, load_safetensors(reference.string()).tensors,
+                     "batch split from " + std::string(block) + " on " + shape.str());
+    }
+  }
+  world_->world().barrier();  // before rank 0 removes the folder
+}
+
+// The switch's errors name what to change: an unknown block, a batch shard the row cannot
+// split evenly.
+TEST_F(DistTrain, BatchSplitFromRejectsWhatItCannotRun) {
+  auto grid = parallel::ProcessGrid::create({1, test::world_size(), 1});
+  train::TrainOptions o = tiny();
+  o.batch_split_from = "layer9.0";
+  try {
+    run::PipelinedModel net(o, *grid);
+    ADD_FAILURE() << "an unknown block was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("its blocks are stem, layer1.0"), std::string::npos) << e.what();
+  }
+  if (test::world_size() < 2) return;
+  o.batch_split_from = "layer2.0";
+  o.batch = 8 * test::world_size() + 1;
+  try {
+    run::PipelinedModel net(o, *grid);
+    ADD_FAILURE() << "a batch the row cannot split was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("multiples of " + std::to_string(test::world_size())), std::string::npos)
+        << e.what();
+  }
+}
+
 // --recompute blocks runs each residual and attention block's forward again before its
 // backward: the step (logits, loss, gradients, updated weights, batch-norm running statistics)
 // is bitwise the step without it, on every grid and with two pipeline stages of two
