@@ -33,7 +33,8 @@ namespace gridnn {
 enum class ProfileKind { convolution, reorder, batchnorm_relu, pooling, attention, optimizer, gradient_sync, data };
 inline constexpr EnumName<ProfileKind> kProfileKindNames[] = {
     {ProfileKind::convolution, "convolution", "conv3d passes (oneDNN, vol2col + GEMM or cuDNN), halo exchange"},
-    {ProfileKind::reorder, "reorder", "copies to and from oneDNN's blocked layouts"},
+    {ProfileKind::reorder, "reorder",
+     "copies to and from oneDNN's blocked layouts, and between the grid's depth slabs and batch shards"},
     {ProfileKind::batchnorm_relu, "batchnorm_relu", "batch norm (fused with its ReLU or not) and ReLU"},
     {ProfileKind::pooling, "pooling", "max, average and global pooling"},
     {ProfileKind::attention, "attention", "self-attention blocks"},

@@ -369,6 +369,11 @@ PlanCost estimate_ranks(const std::vector<RankStep>& ranks, Grid g, const Machin
       throw std::invalid_argument("estimate_ranks: the ranks describe different steps");
   std::vector<std::string> names;
   for (const LayerShape& l : first.layers) names.push_back(l.name);
+  // Calls of modules that are no layer of their own (a distribution switch) count too.
+  for (const CommCall& call : first.calls)
+    if (call.layer != "loss" && call.layer != "gradients" &&
+        std::find(names.begin(), names.end(), owner(call.layer)) == names.end())
+      names.push_back(owner(call.layer));
   names.push_back("loss");
   names.push_back("gradients");
   for (const std::string& name : names) {

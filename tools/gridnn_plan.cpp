@@ -400,6 +400,17 @@ void plan_on_nodes(PlanFlags& f, const gridnn::run::RunOptions& options, const N
   if (f.nodes.slurm) print_srun(f, nodes[best]);
 }
 
+// For each grid with Pr > 1, the switch to the batch split the cost model predicts fastest
+// (gridnn-train --batch-split-from), against none.
+void print_batch_splits(const gridnn::run::RunOptions& options, const std::vector<PlanCost>& plans, const Machine& m) {
+  for (const PlanCost& p : plans) {
+    if (p.grid.rows == 1 || options.model != gridnn::run::Model::resattnet3d) continue;
+    const gridnn::run::BatchSplitChoice c = gridnn::run::choose_batch_split(options, {1, p.grid.rows, p.grid.cols}, m);
+    std::printf("%dx%d --batch-split-from %s: %.4e s (none %.4e s; %s)\n", p.grid.rows, p.grid.cols,
+                c.block.empty() ? "(none)" : c.block.c_str(), c.step_s, c.without_s, c.why.c_str());
+  }
+}
+
 // Every Pr x Pc grid of P processes with one link.
 void plan_flat(const PlanFlags& f, const gridnn::run::RunOptions& options, const Network& net, const Strategy& strategy,
                const CalibrationUse* used) {
@@ -482,6 +493,7 @@ void plan_flat(const PlanFlags& f, const gridnn::run::RunOptions& options, const
       "best: %dx%d (speedup over pure batch 1x%d: %.2f; \"comm/\": pure batch's "
       "communication over this grid's)\n",
       plans[best].grid.rows, plans[best].grid.cols, procs, plans[0].total_s() / plans[best].total_s());
+  if (f.conv_use == ConvUse::gridnn) print_batch_splits(options, plans, machine);
   if (f.explain)
     for (const PlanCost& p : plans) print_explain(p);
 }

@@ -2,6 +2,8 @@
 // to replicated features (see the header).
 #include "models/dist/batch_split.h"
 
+#include "core/profile.h"
+
 
 namespace gridnn::nn {
 
@@ -34,6 +36,7 @@ Tensor SplitBatch::forward(const Tensor& x) {
                     ", got " + (x.defined() ? x.str() : std::string("(undefined)")));
   check_batch(x.size(0));
   batch_ = x.size(0);
+  const ProfileScope profile(ProfileKind::reorder, name(), ProfilePass::forward);
   parallel::CommLayerScope scope(name());
   if (split_depth_ == 0) return parallel::own_block(x, samples(batch_));
   return parallel::redistribute_blocks(x, planes(), samples(batch_));
@@ -46,6 +49,7 @@ Tensor SplitBatch::do_backward(const Tensor& dy) {
   require_layer(dy.defined() && dy.rank() == 5 && dy.size(0) == own && (split_depth_ == 0 || dy.size(2) == split_depth_),
                 name(), "dy must hold this rank's " + std::to_string(own) + " samples, whole, got " +
                             (dy.defined() ? dy.str() : std::string("(undefined)")));
+  const ProfileScope profile(ProfileKind::reorder, name(), ProfilePass::backward);
   parallel::CommLayerScope scope(name());
   if (split_depth_ == 0) return parallel::gather_blocks(dy, samples(batch_));
   return parallel::redistribute_blocks(dy, samples(batch_), planes());

@@ -139,6 +139,40 @@ TEST(StepPlan, GridnnsOwnRunCountsTheHandoverTheLossAndTheGradients) {
   EXPECT_EQ(plans[1].grid.rows, 4);
 }
 
+// The switch to the batch split: past it a layer's compute is that of the whole volume on
+// this rank's B/Pr samples, against the larger slab's share before it. ResAttNet3D-18 w2 at
+// 24x24x20 has 3 planes in layer2 (2 + 1 on 2 rows): layer2.1.conv1's compute is 1/2 of the
+// 1 x 1 run's with the switch at layer2.0, 2/3 without. The choice is the cheapest of the
+// candidates, and none on a grid of one row.
+TEST(StepPlan, BatchSplitComputesOnTheRanksSamplesAndIsChosenByThePredictedStep) {
+  RunOptions o = resattnet(2, 3, {24, 24, 20}, 8);
+  const Machine m{0, 0, 1e9};
+  const double whole = compute_of(estimate_grid(o, {1, 1, 1}, m), "layer2.1.conv1");
+  EXPECT_NEAR(compute_of(estimate_grid(o, {1, 2, 1}, m), "layer2.1.conv1"), whole * 2 / 3, whole * 1e-12);
+  o.batch_split_from = "layer2.0";
+  EXPECT_NEAR(compute_of(estimate_grid(o, {1, 2, 1}, m), "layer2.1.conv1"), whole / 2, whole * 1e-12);
+  // Its words: layer2.0's input, 8 samples of 2 channels, 6 x 6 x 5 planes in slabs of 3:
+  // each rank sends the other's 4 samples of its 3 planes and receives as many, both ways.
+  EXPECT_DOUBLE_EQ(words_of(estimate_grid(o, {1, 2, 1}, kPaper), "batch_split"), 2 * 4 * 2 * 3 * 6 * 5);
+
+  o.batch_split_from.clear();
+  const BatchSplitChoice c = choose_batch_split(o, {1, 2, 1}, m);
+  EXPECT_LE(c.step_s, c.without_s);
+  RunOptions chosen = o;
+  chosen.batch_split_from = c.block;
+  EXPECT_DOUBLE_EQ(estimate_grid(chosen, {1, 2, 1}, m).total_s(), c.step_s);
+  EXPECT_FALSE(c.block.empty()) << c.why;  // compute alone: a switch that balances layer2 is faster
+  for (const char* block : {"layer2.0", "layer3.0", "head"}) {
+    RunOptions other = o;
+    other.batch_split_from = block;
+    EXPECT_GE(estimate_grid(other, {1, 2, 1}, m).total_s(), c.step_s) << block;
+  }
+  EXPECT_TRUE(choose_batch_split(o, {1, 1, 2}, m).block.empty());
+  o.batch = 6;  // shards of 6 on 2 x 2 split into 3 + 3 only without micro-batches
+  o.micro_batches = 2;
+  EXPECT_TRUE(choose_batch_split(o, {1, 2, 2}, m).block.empty());
+}
+
 TEST(StepPlan, ComputeTermUsesTheLocalBatch) {
   const Network net = network_of(mlp({100, 10}, 64));
   const Machine m{0, 0, 1e9};
