@@ -108,6 +108,10 @@ BatchSplitChoice choose_batch_split(const RunOptions& o, const parallel::GridSha
       choice.block = block;
     }
   }
+  if (choice.step_s > (1 - kBatchSplitMinGain) * choice.without_s) {  // within what the model resolves
+    choice.step_s = choice.without_s;
+    choice.block.clear();
+  }
   return choice;
 }
 
