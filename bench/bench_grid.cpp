@@ -6,7 +6,10 @@
 //
 //   mpiexec -n P bench_grid [--model resattnet3d|mlp] [--width W] [--input N] [--batch B]
 //       [--steps S] [--hidden 256,64] [--alpha A] [--bandwidth BYTES_PER_S]
-//       [--calibration FILE [--calibration-kind row]] [benchmark flags]
+//       [--calibration FILE [--calibration-kind row]] [--batch-split-from BLOCK] [benchmark flags]
+//
+// --batch-split-from BLOCK: grids with Pr > 1 switch to the batch split at that block's input
+// (gridnn-train's flag; docs/design.md §4), the 1 x 1 run and the predictions alike.
 //
 // Counters (in the console table and in --benchmark_out=FILE --benchmark_out_format=json;
 // only rank 0 reports):
@@ -64,6 +67,7 @@ struct Config {
   std::vector<int64_t> hidden{256, 64};
   double alpha = 2e-6, bandwidth = 10e9;  // s per message, bytes per second
   std::string calibration, calibration_kind = "row";
+  std::string batch_split_from;
   std::string describe() const {
     std::string s = enum_name(model);
     if (model == run::Model::mlp) {
@@ -72,7 +76,8 @@ struct Config {
     } else {
       s += " w" + std::to_string(width);
     }
-    return s + " in" + std::to_string(input) + " B" + std::to_string(batch);
+    s += " in" + std::to_string(input) + " B" + std::to_string(batch);
+    return batch_split_from.empty() ? s : s + " batch-split-from " + batch_split_from;
   }
 };
 
@@ -95,8 +100,9 @@ std::vector<int64_t> parse_list(const std::string& text) {
 // Google Benchmark. Ranks other than 0 also drop --benchmark_out*: only rank 0 writes.
 Config take_flags(int* argc, char** argv, bool reporting) {
   Config c;
-  const std::vector<std::string> own{"--model",  "--width", "--input",     "--batch",       "--steps",
-                                     "--hidden", "--alpha", "--bandwidth", "--calibration", "--calibration-kind"};
+  const std::vector<std::string> own{"--model",     "--width",       "--input",           "--batch",
+                                     "--steps",     "--hidden",      "--alpha",           "--bandwidth",
+                                     "--calibration", "--calibration-kind", "--batch-split-from"};
   int kept = 1;
   for (int i = 1; i < *argc; ++i) {
     std::string arg = argv[i], value;
@@ -137,6 +143,8 @@ Config take_flags(int* argc, char** argv, bool reporting) {
       c.calibration = value;
     else if (name == "--calibration-kind")
       c.calibration_kind = value;
+    else if (name == "--batch-split-from")
+      c.batch_split_from = value;
   }
   *argc = kept;
   argv[kept] = nullptr;
@@ -154,6 +162,7 @@ run::RunOptions options_of(const Config& c) {
   o.classes = c.classes;
   o.input = {c.input, c.input, c.input};
   o.batch = c.batch;
+  o.batch_split_from = c.batch_split_from;
   return o;
 }
 
@@ -448,7 +457,7 @@ int body(MpiSession& mpi, int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   GRIDNN_REQUIRE(!benchmark::ReportUnrecognizedArguments(argc, argv),
                  "bench_grid: see the options above (and --model, --width, --input, --batch, --steps, --hidden, "
-                 "--alpha, --bandwidth, --calibration, --calibration-kind)");
+                 "--alpha, --bandwidth, --calibration, --calibration-kind, --batch-split-from)");
   const int P = mpi.size();
   // Not guarded like the single-process benchmarks (bench/bench_main.h): a rank that skipped
   // a case after an exception would leave the others waiting in that case's collectives, so

@@ -1,6 +1,8 @@
 // The paired collectives of the distributed layers (mappings.h).
 #include "parallel/mappings.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "kernels/layout.h"
 
@@ -66,27 +68,33 @@ Tensor reduce_scatter_blocks(const Tensor& whole, const BlockSplit& split) {
   return restored(mine, split.dim);
 }
 
+RedistributeRound redistribute_round(const Shape& t, const BlockSplit& from, const BlockSplit& to, int d) {
+  const int p = from.comm->size(), r = from.comm->rank();
+  RedistributeRound round;
+  round.dest = (r + d) % p;
+  round.source = (r - d + p) % p;
+  const int64_t slice = t.numel() / std::max<int64_t>(1, t[from.dim] * t[to.dim]);  // the other dimensions
+  round.sent = from.own().size() * to.block(round.dest).size() * slice;
+  round.received = from.block(round.source).size() * to.own().size() * slice;
+  return round;
+}
+
 Tensor redistribute_blocks(const Tensor& t, const BlockSplit& from, const BlockSplit& to) {
   GRIDNN_REQUIRE(from.comm && from.comm == to.comm && from.dim != to.dim, "redistribute_blocks: both splits must be ",
                  "over the same communicator and along different dimensions");
   check("redistribute_blocks", t, from, from.own().size());
   check("redistribute_blocks", t, to, to.whole());
   Communicator& comm = *from.comm;
-  const int p = comm.size(), r = comm.rank();
-  auto block_of = [](const BlockSplit& s, int rank) {
-    const Range u = balanced_range(s.parts, s.comm->size(), rank);
-    return Range{u.begin * s.unit, u.end * s.unit};
-  };
   // Rank j's part of this rank's block: the slices of j's block along to.dim (a copy).
-  auto part_for = [&](int j) { return ops::slice(t, to.dim, block_of(to, j).begin, block_of(to, j).size()); };
+  auto part_for = [&](int j) { return ops::slice(t, to.dim, to.block(j).begin, to.block(j).size()); };
   const Range mine = from.own();
   Tensor out = Tensor::empty(t.shape().with(to.dim, to.own().size()).with(from.dim, from.whole()), t.dtype(), t.device());
-  ops::copy_slices(part_for(r), from.dim, 0, out, mine.begin, mine.size());
-  for (int d = 1; d < p; ++d) {  // round d: to r + d, from r - d
-    const int dest = (r + d) % p, source = (r - d + p) % p;
-    const Range theirs = block_of(from, source);
+  ops::copy_slices(part_for(comm.rank()), from.dim, 0, out, mine.begin, mine.size());
+  for (int d = 1; d < comm.size(); ++d) {
+    const RedistributeRound round = redistribute_round(t.shape(), from, to, d);
+    const Range theirs = from.block(round.source);
     Tensor incoming = Tensor::empty(out.shape().with(from.dim, theirs.size()), t.dtype(), t.device());
-    comm.send_recv(part_for(dest), dest, incoming, source, kRedistributeTag);
+    comm.send_recv(part_for(round.dest), round.dest, incoming, round.source, kRedistributeTag);
     ops::copy_slices(incoming, from.dim, 0, out, theirs.begin, theirs.size());
   }
   return out;

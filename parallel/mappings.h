@@ -47,8 +47,12 @@ struct BlockSplit {
   int64_t unit = 1;
 
   Range own_units() const { return balanced_range(parts, comm->size(), comm->rank()); }
-  // Slices along `dim`: this rank's, every rank's, the whole's.
-  Range own() const { return {own_units().begin * unit, own_units().end * unit}; }
+  // Slices along `dim`: rank i's, this rank's, every rank's, the whole's.
+  Range block(int i) const {
+    const Range u = balanced_range(parts, comm->size(), i);
+    return {u.begin * unit, u.end * unit};
+  }
+  Range own() const { return block(comm->rank()); }
   std::vector<int64_t> sizes() const;
   int64_t whole() const { return parts * unit; }
 };
@@ -65,5 +69,12 @@ Tensor reduce_scatter_blocks(const Tensor& whole, const BlockSplit& split);
 // (P - 1 rounds, each rank sending one peer and receiving from another in each). Both splits
 // are over the same communicator and along different dimensions.
 Tensor redistribute_blocks(const Tensor& t, const BlockSplit& from, const BlockSplit& to);
+// Round d (1 ... P - 1) of redistribute_blocks on this rank, for a block of shape `t`: the
+// peers and the elements sent and received (what the cost model describes).
+struct RedistributeRound {
+  int dest = 0, source = 0;
+  int64_t sent = 0, received = 0;
+};
+RedistributeRound redistribute_round(const Shape& t, const BlockSplit& from, const BlockSplit& to, int d);
 
 }  // namespace gridnn::parallel

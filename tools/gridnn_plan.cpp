@@ -406,7 +406,7 @@ void print_batch_splits(const gridnn::run::RunOptions& options, const std::vecto
   for (const PlanCost& p : plans) {
     if (p.grid.rows == 1 || options.model != gridnn::run::Model::resattnet3d) continue;
     const gridnn::run::BatchSplitChoice c = gridnn::run::choose_batch_split(options, {1, p.grid.rows, p.grid.cols}, m);
-    std::printf("%dx%d --batch-split-from %s: %.4e s (none %.4e s; %s)\n", p.grid.rows, p.grid.cols,
+    std::printf("batch split on %dx%d: --batch-split-from %s, %.4e s (none %.4e s; %s)\n", p.grid.rows, p.grid.cols,
                 c.block.empty() ? "(none)" : c.block.c_str(), c.step_s, c.without_s, c.why.c_str());
   }
 }

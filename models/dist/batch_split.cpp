@@ -2,6 +2,8 @@
 // to replicated features (see the header).
 #include "models/dist/batch_split.h"
 
+#include <algorithm>
+
 #include "core/profile.h"
 
 
@@ -78,28 +80,25 @@ Shape SplitBatch::describe(const Shape& in, plan::RankStep& step) const {
     step.calls.push_back(c);
     return out;
   }
-  // Each round sends a copied part and receives into a buffer: at most the input and the
-  // output in flight, forward and backward.
-  m.forward_scratch = m.backward_scratch = activation_bytes(in) + activation_bytes(out);
-  step.memory.push_back(m);
+  // Each round holds a copy of the part it sends and a buffer for the part it receives; the
+  // first copies this rank's own part.
   const parallel::BlockSplit depth = planes();
-  const int64_t my_planes = depth.own().size();
+  int64_t most[2] = {in.numel() / std::max<int64_t>(1, procs), out.numel() / std::max<int64_t>(1, procs)};
   for (const bool backward : {false, true}) {
     if (backward && !input_gradient_) break;
-    for (int d = 1; d < procs; ++d) {  // round d: to r + d, from r - d
-      const int r = row_.rank(), dest = (r + d) % procs, source = (r - d + procs) % procs;
-      const int64_t dest_rows = parallel::balanced_range(in[0], procs, dest).size();
-      const int64_t source_planes = parallel::balanced_range(split_depth_, procs, source).size();
-      const int64_t source_rows = parallel::balanced_range(in[0], procs, source).size();
-      // forward: my planes of dest's samples out, source's planes of my samples in;
-      // backward: my samples' planes of dest out, source's samples of my planes in.
-      const int64_t sent = backward ? own * parallel::balanced_range(split_depth_, procs, dest).size() : dest_rows * my_planes;
-      const int64_t received = backward ? source_rows * my_planes : own * source_planes;
-      plan::CommCall c = plan::make_call(name(), "row", "send_recv", sent * sample, procs, double(received * sample));
+    const Shape block = backward ? out : in;
+    for (int d = 1; d < procs; ++d) {
+      const parallel::RedistributeRound round = backward ? parallel::redistribute_round(block, batch, depth, d)
+                                                         : parallel::redistribute_round(block, depth, batch, d);
+      most[backward] = std::max(most[backward], round.sent + round.received);
+      plan::CommCall c = plan::make_call(name(), "row", "send_recv", round.sent, procs, double(round.received));
       c.backward = backward;
       step.calls.push_back(c);
     }
   }
+  m.forward_scratch = activation_bytes({most[0]});
+  m.backward_scratch = input_gradient_ ? activation_bytes({most[1]}) : 0;
+  step.memory.push_back(m);
   return out;
 }
 

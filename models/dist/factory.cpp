@@ -22,6 +22,7 @@ std::unique_ptr<Module> GridLayerFactory::on_batch_shard(std::unique_ptr<Module>
 
 std::unique_ptr<Module> GridLayerFactory::block_input(const std::string& block, int64_t depth,
                                                       bool input_gradient) const {
+  if (block == "stem") batch_split_ = false;  // a network's first block: a new network
   if (block != batch_split_from_ || grid_.shape().rows == 1) return nullptr;
   batch_split_ = true;
   auto s = std::make_unique<SplitBatch>(grid_.row(), split(depth) ? depth : 0);

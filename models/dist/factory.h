@@ -59,7 +59,8 @@ class GridLayerFactory : public LayerFactory {
   std::unique_ptr<Module> on_batch_shard(std::unique_ptr<Module> layer) const;
   parallel::ProcessGrid& grid_;
   std::string batch_split_from_;
-  // Set at the switch block's input: the factory makes one network's layers in order.
+  // Set at the switch block's input, reset at a network's first ("stem"): the factory makes
+  // a network's layers in order.
   mutable bool batch_split_ = false;
 };
 

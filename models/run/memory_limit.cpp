@@ -52,6 +52,7 @@ std::string what_would_fit(const RunOptions& o, PipelinedModel& model, parallel:
   for (int64_t b = o.batch - g.cols; b >= g.cols * o.micro_batches; b -= g.cols) {
     RunOptions t = o;
     t.batch = b;
+    if (!batch_split_fits(t, g)) continue;
     if (const int64_t peak = peak_of(t); peak <= limit) {
       fits.push_back("--batch " + std::to_string(b) + " (" + format_bytes(peak) + ")");
       break;
@@ -67,6 +68,7 @@ std::string what_would_fit(const RunOptions& o, PipelinedModel& model, parallel:
   for (int m = o.micro_batches + 1; m <= shard; ++m) {
     RunOptions t = o;
     t.micro_batches = m;
+    if (!batch_split_fits(t, g)) continue;
     if (const int64_t peak = plan::simulate_memory(model.memory_step(t)).peak_bytes; peak <= limit) {
       fits.push_back("--micro-batches " + std::to_string(m) + " (" + format_bytes(peak) + " on this rank)");
       break;

@@ -88,8 +88,13 @@ plan::MemoryStep memory_step(const RunOptions& o, nn::Module& model, const paral
   const int M = job == MemoryJob::training ? o.micro_batches : 1;
   const int64_t micro = (rows + M - 1) / M;  // the largest micro-batch (interleaved rows)
   const Shape batch{rows, o.in_channels, planes, o.input[1], o.input[2]};
-  plan::RankStep before;  // the shape at the span's first block
-  const Shape at = span.begin > 0 ? net.describe_blocks(0, span.begin, batch, before) : batch;
+  // The shape at the span's first block, of the shard and of one micro-batch (past a switch
+  // to the batch split their first dimension is not the rows').
+  auto at_span = [&](const Shape& in) {
+    plan::RankStep before;
+    return span.begin > 0 ? net.describe_blocks(0, span.begin, in, before) : in;
+  };
+  const Shape at = at_span(batch);
 
   plan::MemoryStep step;
   // Resident: every stage builds the whole network; only its own part is optimized and synced.
@@ -111,7 +116,7 @@ plan::MemoryStep memory_step(const RunOptions& o, nn::Module& model, const paral
   // file: not counted.
   const int64_t scans_bytes = batch_bytes + activation_bytes(batch) * (on_cpu ? 1 : 2);
   switch (job) {
-    case MemoryJob::training:
+    case MemoryJob::training: {
       step.resident.push_back({"optimizer state", optimizer_copies(o.optimizer) * optimized});
       // The loader's batch and the one it prefetches (host memory: on a GPU, its copy on the
       // device instead).
@@ -123,15 +128,17 @@ plan::MemoryStep memory_step(const RunOptions& o, nn::Module& model, const paral
         const int64_t per_sample = activation_bytes(batch) / std::max<int64_t>(rows, 1);
         step.resident.push_back({"cached samples", per_sample * ((o.data.train_samples + grid.cols - 1) / grid.cols)});
       }
-      training_layers(o, net, span, at.with(0, micro), step);
+      const Shape at_micro = at_span(batch.with(0, micro));
+      training_layers(o, net, span, at_micro, step);
       // Every micro-batch's input stays for its recomputation (a received one, or a copy of
       // the batch's rows; one micro-batch on the first stage is the batch itself).
-      if (M > 1 || !span.first) step.micro_batch_stash = int64_t(M) * activation_bytes(at.with(0, micro));
+      if (M > 1 || !span.first) step.micro_batch_stash = int64_t(M) * activation_bytes(at_micro);
       // Validation runs the shard's rows at once through the same blocks, reading batches of
       // its own while the training loader holds its prefetched one.
       step.evaluation = evaluation_layers(net, span, at);
       step.evaluation_batch_bytes = 2 * batch_bytes;
       break;
+    }
     case MemoryJob::prediction:
       step.resident.push_back({"batch and its scans", scans_bytes});
       step.evaluation = evaluation_layers(net, span, at);

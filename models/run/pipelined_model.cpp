@@ -53,6 +53,13 @@ std::unique_ptr<nn::LayerFactory> layers_for(parallel::ProcessGrid& grid, const 
   return std::make_unique<nn::GridLayerFactory>(grid, batch_split_from);
 }
 
+bool batch_split_fits(const RunOptions& o, const parallel::GridShape& grid) {
+  if (o.batch_split_from.empty() || grid.rows == 1) return true;
+  for (int c = 0; c < grid.cols; ++c)
+    if (shard_rows(grid, c, o.batch).size() % (int64_t(o.micro_batches) * grid.rows) != 0) return false;
+  return true;
+}
+
 void check_batch_split(const RunOptions& o, const nn::BlockNetwork& net, const parallel::GridShape& grid) {
   if (o.batch_split_from.empty()) return;
   GRIDNN_REQUIRE(o.model == Model::resattnet3d, "--batch-split-from: only ResAttNet3D switches its layers' ",
@@ -62,17 +69,12 @@ void check_batch_split(const RunOptions& o, const nn::BlockNetwork& net, const p
   for (const std::string& n : names) all += (all.empty() ? "" : ", ") + n;
   GRIDNN_REQUIRE(std::find(names.begin(), names.end(), o.batch_split_from) != names.end(), "--batch-split-from ",
                  o.batch_split_from, " names no block of the network; its blocks are ", all);
-  if (grid.rows == 1) return;  // nothing to switch
-  // Every micro-batch of every batch shard splits evenly over the row (SplitBatch's rule).
   const int M = o.micro_batches;
-  for (int c = 0; c < grid.cols; ++c) {
-    const int64_t rows = shard_rows(grid, c, o.batch).size();
-    GRIDNN_REQUIRE(rows % (int64_t(M) * grid.rows) == 0, "--batch-split-from ", o.batch_split_from, " splits each ",
-                   "batch shard's micro-batches over the ", grid.rows, " ranks of a row, but --batch ", o.batch,
-                   " on grid ", grid.str(), M > 1 ? " with --micro-batches " + std::to_string(M) : std::string(),
-                   " gives a shard of ", rows, " samples; use a --batch whose shards are multiples of ",
-                   int64_t(M) * grid.rows, ", or no --batch-split-from");
-  }
+  GRIDNN_REQUIRE(batch_split_fits(o, grid), "--batch-split-from ", o.batch_split_from, " splits each batch shard's ",
+                 "micro-batches over the ", grid.rows, " ranks of a row, but --batch ", o.batch, " on grid ",
+                 grid.str(), M > 1 ? " with --micro-batches " + std::to_string(M) : std::string(),
+                 " gives shards of ", shard_rows(grid, 0, o.batch).size(), " samples or fewer; use a --batch whose ",
+                 "shards are multiples of ", int64_t(M) * grid.rows, ", or no --batch-split-from");
 }
 
 PipelinedModel::PipelinedModel(const RunOptions& o, parallel::ProcessGrid& grid)
@@ -83,6 +85,7 @@ PipelinedModel::PipelinedModel(const RunOptions& o, parallel::ProcessGrid& grid)
   net_ = dynamic_cast<nn::BlockNetwork*>(model_.get());
   GRIDNN_REQUIRE(net_, "a training step needs a network made of blocks (ResAttNet3D or MLP)");
   check_batch_split(o, *net_, grid.shape());
+  if (!o.batch_split_from.empty()) split_rows_ = grid.shape().rows;
   if (!o.init_from.empty()) load_model_tensors(*model_, read_weights(o.init_from), o.init_from);
   model_->to(device_);
   // Convolutions and GEMMs in the chosen math; parameters, gradients and optimizer state
@@ -259,11 +262,20 @@ double PipelinedModel::evaluate(const data::Batch& shard, Tensor* logits) {
   }
   model_->eval();
   const nn::NoBackwardScope no_backward;  // layers keep nothing for a backward
+  // Past a switch to the batch split the row splits the shard evenly: a shard that does not
+  // split (the last validation batch) is padded with copies of its last sample, whose
+  // outputs are dropped. In evaluation each sample's output is its own (batch norm uses its
+  // running statistics), so the others' do not change.
+  const int64_t rows = shard.y.size(0);
+  const int64_t padded = (rows + split_rows_ - 1) / split_rows_ * split_rows_;
+  std::vector<int64_t> padding_rows(size_t(padded), rows - 1);
+  for (int64_t i = 0; i < rows; ++i) padding_rows[size_t(i)] = i;
   Tensor loss_sum;
-  Tensor h = first() ? shard.x.to(device_) : receive(partition_ - 1, kActivationTag);
+  Tensor h = first() ? take_rows(shard.x, padding_rows).to(device_) : receive(partition_ - 1, kActivationTag);
   h = net_->forward_blocks(begin_, end_, h);
   if (last()) {
     nn::check_labels(shard.y, classes_, "validation batch");
+    if (padded != rows) h = h.narrow(0, rows).clone();
     loss_.compute(h, shard.y.to(device_));
     loss_sum = loss_.sum();
     *logits = h;

@@ -58,8 +58,11 @@ namespace gridnn::run {
 // The layers for `grid`: the single-process ones on a 1x1 grid (of each stage), else
 // models/dist/'s, switching to the batch split at block `batch_split_from` (none if empty).
 std::unique_ptr<nn::LayerFactory> layers_for(parallel::ProcessGrid& grid, const std::string& batch_split_from = "");
-// Checks options.batch_split_from against the network's blocks and the batch shards of
-// `grid` (gridnn::Error saying what to change).
+// Whether every micro-batch of every batch shard of `grid` splits evenly over its row, as the
+// switch to the batch split needs (SplitBatch); true without a switch or with one row.
+bool batch_split_fits(const RunOptions& options, const parallel::GridShape& grid);
+// Checks options.batch_split_from against the network's blocks and batch_split_fits
+// (gridnn::Error saying what to change).
 void check_batch_split(const RunOptions& options, const nn::BlockNetwork& net, const parallel::GridShape& grid);
 
 // A model's training state as one process holds it: parameters and buffers (state_dict
@@ -150,6 +153,9 @@ class PipelinedModel {
   nn::BlockNetwork* net_;
   plan::Placement placement_;
   int micro_batches_;
+  // The row's size past a switch to the batch split (options.batch_split_from), else 1:
+  // evaluate() pads a shard to a multiple of it.
+  int split_rows_ = 1;
   int partition_ = 0;
   size_t begin_ = 0, end_ = 0;  // this partition's blocks
   std::unique_ptr<optim::Optimizer> optimizer_;

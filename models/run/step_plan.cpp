@@ -95,11 +95,8 @@ BatchSplitChoice choose_batch_split(const RunOptions& o, const parallel::GridSha
   for (const std::string& block : dynamic_cast<const nn::BlockNetwork&>(*one.model).block_names()) {
     RunOptions with = o;
     with.batch_split_from = block;
-    try {
-      check_batch_split(with, dynamic_cast<const nn::BlockNetwork&>(*one.model), grid);
-    } catch (const Error&) {
-      continue;  // the batch does not split there
-    }
+    if (!batch_split_fits(with, grid)) break;  // the same for every block
+
     if (o.memory_limit > 0 && largest_peak(predict_grid_memory(with, grid)) > o.memory_limit) continue;
     const double s = estimate_grid(with, grid, m).total_s();
     choice.why += ", " + block + " " + ms(s);
@@ -115,7 +112,9 @@ BatchSplitChoice choose_batch_split(const RunOptions& o, const parallel::GridSha
   return choice;
 }
 
-bool usable_grid(const RunOptions& o, int rows, int cols) { return cols <= o.batch && rows <= o.input[0]; }
+bool usable_grid(const RunOptions& o, int rows, int cols) {
+  return cols <= o.batch && rows <= o.input[0] && batch_split_fits(o, {1, rows, cols});
+}
 
 std::vector<plan::PlanCost> sweep_grids(const RunOptions& o, int procs, const plan::Machine& m) {
   GRIDNN_REQUIRE(procs >= 1, "the number of processes must be >= 1, got ", procs);

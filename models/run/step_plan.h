@@ -43,7 +43,8 @@ std::vector<plan::RankStep> describe_grid(const RunOptions& options, const paral
 // The same, estimated: plan::estimate_ranks over every rank.
 plan::PlanCost estimate_grid(const RunOptions& options, const parallel::GridShape& grid, const plan::Machine& m);
 // Whether the run can use a grid of `rows` x `cols`: each batch shard needs a sample
-// (Pc <= batch), each depth slab a plane of the input (Pr <= D).
+// (Pc <= batch), each depth slab a plane of the input (Pr <= D), and a switch to the batch
+// split (options.batch_split_from) its even shares (batch_split_fits).
 bool usable_grid(const RunOptions& options, int rows, int cols);
 // Every usable factorization Pr x Pc of `procs` (Pr ascending), estimated.
 std::vector<plan::PlanCost> sweep_grids(const RunOptions& options, int procs, const plan::Machine& m);

@@ -122,6 +122,28 @@ TEST_F(DistTrain, BatchSplitFromABlockEqualsOneProcess) {
   world_->world().barrier();  // before rank 0 removes the folder
 }
 
+// Validation past the switch: a last batch whose shard does not split evenly over the row
+// (5 samples: shards of 5 on 2 x 1, 3 + 2 on 1 x 2, 2 + 1 ... on 4 rows) is padded and its
+// padding dropped: the metrics are the single process's.
+TEST_F(DistTrain, BatchSplitFromValidatesAnUnevenLastBatch) {
+  std::FILE* null = std::fopen("/dev/null", "w");
+  train::TrainOptions o = tiny();
+  o.steps = 1;
+  o.data.val_samples = 5;
+  o.batch_split_from = "layer3.0";
+  run::Metrics single;
+  if (test::world_rank() == 0) single = train::Trainer(o, null).run();
+  for (const parallel::GridShape& shape : grids(test::world_size())) {
+    auto grid = parallel::ProcessGrid::create(shape);
+    const run::Metrics m = train::Trainer(o, null, grid.get()).run();
+    if (test::world_rank() != 0) continue;
+    EXPECT_EQ(m.samples, 5) << shape.str();
+    EXPECT_NEAR(m.loss, single.loss, 1e-4 * std::abs(single.loss)) << shape.str();
+    EXPECT_EQ(m.accuracy, single.accuracy) << shape.str();
+  }
+  std::fclose(null);
+}
+
 // The switch's errors name what to change: an unknown block, a batch shard the row cannot
 // split evenly.
 TEST_F(DistTrain, BatchSplitFromRejectsWhatItCannotRun) {
