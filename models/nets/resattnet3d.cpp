@@ -174,9 +174,9 @@ Shape ResAttNet3D::describe(const Shape& input, plan::RankStep& step) const {
   return describe_blocks(0, block_count(), input, step);
 }
 
-Shape ResAttNet3D::describe_block(size_t i, const Shape& block_in, plan::RankStep& step) const {
+Shape ResAttNet3D::describe_block(size_t i, const Shape& input, plan::RankStep& step) const {
   const auto& [part, module] = block_parts_.at(i);
-  const Shape in = split_ && i == split_block_ ? split_->describe(block_in, step) : block_in;
+  const Shape in = split_ && i == split_block_ ? split_->describe(input, step) : input;
   switch (part) {
     case Part::stem: {
       const Shape s = bn1_->describe(conv1_->describe(in, step), step);
@@ -219,9 +219,13 @@ void ResAttNet3D::release_block(size_t i) {
   }
 }
 
-Tensor ResAttNet3D::forward_block(size_t i, const Tensor& block_in) {
+Tensor ResAttNet3D::forward_block(size_t i, const Tensor& x) {
+  const Tensor in = split_ && i == split_block_ ? split_->forward(x) : x;
+  return forward_block_layers(i, in);
+}
+
+Tensor ResAttNet3D::forward_block_layers(size_t i, const Tensor& x) {
   const auto& [part, module] = block_parts_.at(i);
-  const Tensor x = split_ && i == split_block_ ? split_->forward(block_in) : block_in;
   switch (part) {
     case Part::stem: {
       Tensor h = conv1_->forward(x);

@@ -95,7 +95,8 @@ class ResAttNet3D : public Module, public BlockNetwork {
   // dL/dx with config.input_gradient, else an undefined tensor.
   Tensor do_backward(const Tensor& dlogits) override;
 
-  // backward_block without the distribution switch at its input.
+  // forward_block and backward_block without the distribution switch at the block's input.
+  Tensor forward_block_layers(size_t i, const Tensor& x);
   Tensor backward_block_layers(size_t i, const Tensor& dy);
 
   enum class Part { stem, residual, attention, head };
