@@ -100,9 +100,10 @@ std::vector<int64_t> parse_list(const std::string& text) {
 // Google Benchmark. Ranks other than 0 also drop --benchmark_out*: only rank 0 writes.
 Config take_flags(int* argc, char** argv, bool reporting) {
   Config c;
-  const std::vector<std::string> own{"--model",     "--width",       "--input",           "--batch",
-                                     "--steps",     "--hidden",      "--alpha",           "--bandwidth",
-                                     "--calibration", "--calibration-kind", "--batch-split-from"};
+  const std::vector<std::string> own{
+      "--model",           "--width", "--input",     "--batch",       "--steps",
+      "--hidden",          "--alpha", "--bandwidth", "--calibration", "--calibration-kind",
+      "--batch-split-from"};
   int kept = 1;
   for (int i = 1; i < *argc; ++i) {
     std::string arg = argv[i], value;

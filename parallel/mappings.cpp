@@ -88,7 +88,8 @@ Tensor redistribute_blocks(const Tensor& t, const BlockSplit& from, const BlockS
   // Rank j's part of this rank's block: the slices of j's block along to.dim (a copy).
   auto part_for = [&](int j) { return ops::slice(t, to.dim, to.block(j).begin, to.block(j).size()); };
   const Range mine = from.own();
-  Tensor out = Tensor::empty(t.shape().with(to.dim, to.own().size()).with(from.dim, from.whole()), t.dtype(), t.device());
+  Tensor out =
+      Tensor::empty(t.shape().with(to.dim, to.own().size()).with(from.dim, from.whole()), t.dtype(), t.device());
   ops::copy_slices(part_for(comm.rank()), from.dim, 0, out, mine.begin, mine.size());
   for (int d = 1; d < comm.size(); ++d) {
     const RedistributeRound round = redistribute_round(t.shape(), from, to, d);

@@ -59,7 +59,7 @@ struct LayerShape {
   int64_t weights = 0;                          // parameters (weights and biases)
   double forward_flops = 0;                     // per sample
   int64_t samples = 0;  // the samples the rank runs it on (0: its batch shard; fewer past a switch to the batch split)
-  bool input_gradient = true;                   // false for the first layer (data)
+  bool input_gradient = true;  // false for the first layer (data)
 
   int64_t in_words() const { return in_channels * in_size[0] * in_size[1] * in_size[2]; }
   int64_t out_words() const { return out_channels * out_size[0] * out_size[1] * out_size[2]; }

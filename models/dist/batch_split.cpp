@@ -6,7 +6,6 @@
 
 #include "core/profile.h"
 
-
 namespace gridnn::nn {
 
 // ---- SplitBatch ------------------------------------------------------------------------
@@ -48,9 +47,10 @@ Tensor SplitBatch::do_backward(const Tensor& dy) {
   require_layer(batch_ > 0, name(), "backward called before forward");
   if (!input_gradient_) return Tensor();
   const int64_t own = samples(batch_).own().size();
-  require_layer(dy.defined() && dy.rank() == 5 && dy.size(0) == own && (split_depth_ == 0 || dy.size(2) == split_depth_),
-                name(), "dy must hold this rank's " + std::to_string(own) + " samples, whole, got " +
-                            (dy.defined() ? dy.str() : std::string("(undefined)")));
+  require_layer(
+      dy.defined() && dy.rank() == 5 && dy.size(0) == own && (split_depth_ == 0 || dy.size(2) == split_depth_), name(),
+      "dy must hold this rank's " + std::to_string(own) + " samples, whole, got " +
+          (dy.defined() ? dy.str() : std::string("(undefined)")));
   const ProfileScope profile(ProfileKind::reorder, name(), ProfilePass::backward);
   parallel::CommLayerScope scope(name());
   if (split_depth_ == 0) return parallel::gather_blocks(dy, samples(batch_));

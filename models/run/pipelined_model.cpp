@@ -72,13 +72,16 @@ void check_batch_split(const RunOptions& o, const nn::BlockNetwork& net, const p
   const int M = o.micro_batches;
   GRIDNN_REQUIRE(batch_split_fits(o, grid), "--batch-split-from ", o.batch_split_from, " splits each batch shard's ",
                  "micro-batches over the ", grid.rows, " ranks of a row, but --batch ", o.batch, " on grid ",
-                 grid.str(), M > 1 ? " with --micro-batches " + std::to_string(M) : std::string(),
-                 " gives shards of ", shard_rows(grid, 0, o.batch).size(), " samples or fewer; use a --batch whose ",
+                 grid.str(), M > 1 ? " with --micro-batches " + std::to_string(M) : std::string(), " gives shards of ",
+                 shard_rows(grid, 0, o.batch).size(), " samples or fewer; use a --batch whose ",
                  "shards are multiples of ", int64_t(M) * grid.rows, ", or no --batch-split-from");
 }
 
 PipelinedModel::PipelinedModel(const RunOptions& o, parallel::ProcessGrid& grid)
-    : grid_(grid), device_(o.device), classes_(o.classes), layers_(layers_for(grid, o.batch_split_from)),
+    : grid_(grid),
+      device_(o.device),
+      classes_(o.classes),
+      layers_(layers_for(grid, o.batch_split_from)),
       micro_batches_(o.micro_batches) {
   require_device(device_);
   model_ = build_model(o, *layers_);

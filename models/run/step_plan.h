@@ -66,8 +66,7 @@ struct BatchSplitChoice {
   double without_s = 0;  // predicted without a switch
   std::string why;       // the candidates and their predicted steps, for the programs to print
 };
-BatchSplitChoice choose_batch_split(const RunOptions& options, const parallel::GridShape& grid,
-                                    const plan::Machine& m);
+BatchSplitChoice choose_batch_split(const RunOptions& options, const parallel::GridShape& grid, const plan::Machine& m);
 
 // Every usable grid of the cluster's N·G ranks (Pr ascending), each in both rank orders
 // (rows-in-node first), each communicator at the link it crosses (plan/node_layout.h).

@@ -170,7 +170,8 @@ TEST(StepPlan, BatchSplitComputesOnTheRanksSamplesAndIsChosenByThePredictedStep)
   EXPECT_TRUE(choose_batch_split(o, {1, 1, 2}, m).block.empty());
   // A best switch less than kBatchSplitMinGain faster than none is not taken: w16 at 96³, B = 4
   // on 2 x 1 at 1e11 FLOP/s, where every candidate is predicted within 1.3% of none.
-  const BatchSplitChoice small = choose_batch_split(resattnet(16, 2, {96, 96, 96}, 4), {1, 2, 1}, {2e-6, 4 / 6e9, 1e11});
+  const BatchSplitChoice small =
+      choose_batch_split(resattnet(16, 2, {96, 96, 96}, 4), {1, 2, 1}, {2e-6, 4 / 6e9, 1e11});
   EXPECT_TRUE(small.block.empty()) << small.why;
   EXPECT_EQ(small.step_s, small.without_s);
   o.batch = 6;  // shards of 6 on 2 x 2 split into 3 + 3 only without micro-batches
