@@ -386,7 +386,15 @@ std::unique_ptr<Communicator> make_planning_communicator(const std::string& name
 
 // ---- the log --------------------------------------------------------------------------------
 
-void CommLog::add(CommRecord record) { records_.push_back(std::move(record)); }
+void CommLog::add(CommRecord record) {
+  const std::lock_guard<std::mutex> lock(adding_);
+  records_.push_back(std::move(record));
+}
+
+void CommLog::clear() {
+  const std::lock_guard<std::mutex> lock(adding_);
+  records_.clear();
+}
 
 int64_t CommLog::elements(const std::string& comm, const std::string& op, const std::string& layer) const {
   int64_t n = 0;

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -130,21 +131,24 @@ struct CommRecord {
   int64_t received = 0;  // send_recv: the elements this rank received (0 for collectives)
 };
 
+// add() may be called from several threads at once (tests run ranks as threads, and a
+// watchdog may end a call); records() and the sums read the log when no call is under way.
 class CommLog {
  public:
   void add(CommRecord record);
   const std::vector<CommRecord>& records() const { return records_; }
-  void clear() { records_.clear(); }
+  void clear();
   // Sum of elements over the records matching the given fields ("" matches any).
   int64_t elements(const std::string& comm, const std::string& op, const std::string& layer = "") const;
   // A table: one row per (layer, communicator, operation) with calls, elements, MB, seconds.
   std::string report() const;
 
  private:
+  std::mutex adding_;
   std::vector<CommRecord> records_;
 };
 
-// This process's log (the training loop is single-threaded with respect to communication).
+// This process's log.
 CommLog& comm_log();
 
 // Labels the communication of a layer: `CommLayerScope scope("layer1.0.conv1");`.
