@@ -45,6 +45,14 @@ train::TrainOptions tiny_mlp() { return test::tiny_mlp(); }
 // A folder every rank shares (rank 0 makes and removes it).
 test::TempDir shared_dir(const std::string& what) { return test::shared_temp_dir("dist_train_" + what); }
 
+// One batch of 8 synthetic 24x24x20 volumes of 3 classes, as --dump-step reads it (x, y).
+void save_tiny_batch(const fs::path& file) {
+  data::SyntheticDataset d({8, 0, 3, 1, Shape{24, 24, 20}, 7, 0.15f});
+  data::BatchLoader loader(d, {8, false, true, 7, false, 0, -1, {}, false});
+  const data::Batch b = loader.next();
+  save_safetensors(file.string(), {{"x", b.x}, {"y", b.y}});
+}
+
 class DistTrain : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { world_ = parallel::ProcessGrid::create({1, test::world_size(), 1}); }
@@ -59,10 +67,7 @@ void dump_step_on_every_grid(const train::TrainOptions& options, const std::stri
   if (test::world_rank() == 0) {
     // A batch from the synthetic set and the 1x1 step, on rank 0 alone.
     const auto& o = options;
-    data::SyntheticDataset d({8, 0, 3, 1, Shape{24, 24, 20}, 7, 0.15f});
-    data::BatchLoader loader(d, {8, false, true, 7, false, 0, -1, {}, false});
-    const data::Batch b = loader.next();
-    save_safetensors((dir / "batch.safetensors").string(), {{"x", b.x}, {"y", b.y}});
+    save_tiny_batch(dir / "batch.safetensors");
     train::dump_step(o, (dir / "batch.safetensors").string(), (dir / "1x1.safetensors").string());
   }
   world->world().barrier();
@@ -90,10 +95,7 @@ TEST_F(DistTrain, BatchSplitFromABlockEqualsOneProcess) {
   const test::TempDir shared = shared_dir("batch_split");
   const fs::path& dir = shared.path();
   if (test::world_rank() == 0) {
-    data::SyntheticDataset d({8, 0, 3, 1, Shape{24, 24, 20}, 7, 0.15f});
-    data::BatchLoader loader(d, {8, false, true, 7, false, 0, -1, {}, false});
-    const data::Batch b = loader.next();
-    save_safetensors((dir / "batch.safetensors").string(), {{"x", b.x}, {"y", b.y}});
+    save_tiny_batch(dir / "batch.safetensors");
     // With micro-batches batch norm normalizes each one: the stages' reference has two.
     for (const int m : {1, 2}) {
       train::TrainOptions o = tiny();
@@ -176,10 +178,7 @@ TEST_F(DistTrain, RecomputedBlocksGiveBitwiseTheSameStep) {
   const test::TempDir shared = shared_dir("recompute");
   const fs::path& dir = shared.path();
   if (test::world_rank() == 0) {
-    data::SyntheticDataset d({8, 0, 3, 1, Shape{24, 24, 20}, 7, 0.15f});
-    data::BatchLoader loader(d, {8, false, true, 7, false, 0, -1, {}, false});
-    const data::Batch b = loader.next();
-    save_safetensors((dir / "batch.safetensors").string(), {{"x", b.x}, {"y", b.y}});
+    save_tiny_batch(dir / "batch.safetensors");
   }
   world_->world().barrier();
   std::vector<parallel::GridShape> shapes = grids(test::world_size());
