@@ -80,6 +80,9 @@ class Tensor {
   Tensor clone() const { return to(device()); }
   // This tensor itself when it is on the host, else a host copy: for reading values.
   Tensor to_host() const;
+  // This tensor itself when it is on `device`, else a copy there: for an input that is only
+  // read (a batch the step does not write).
+  Tensor on(const Device& device) const { return this->device() == device ? *this : to(device); }
   // Copies src's values into this tensor's storage (same shape and dtype; any devices).
   void copy_from(const Tensor& src);
   // Values as a host vector of T (T must match the dtype); copies from the device if needed.

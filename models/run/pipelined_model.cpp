@@ -160,8 +160,8 @@ Tensor PipelinedModel::forward_backward(const data::Batch& shard, int64_t global
   const int64_t offset = shard_rows(grid_.shape(), grid_.col_rank(), global_rows).begin;
   // The labels are checked here, on the host: on the device they are not read back.
   if (last()) nn::check_labels(shard.y, classes_, "training batch");
-  const Tensor x = first() ? shard.x.to(device_) : Tensor();
-  const Tensor y = last() ? shard.y.to(device_) : Tensor();
+  const Tensor x = first() ? shard.x.on(device_) : Tensor();
+  const Tensor y = last() ? shard.y.on(device_) : Tensor();
 
   // Forward: every micro-batch through this partition; the last one computes the loss, summed
   // on the device (nothing is read back in a step, docs/design.md §2).
@@ -274,12 +274,12 @@ double PipelinedModel::evaluate(const data::Batch& shard, Tensor* logits) {
   std::vector<int64_t> padding_rows(size_t(padded), rows - 1);
   for (int64_t i = 0; i < rows; ++i) padding_rows[size_t(i)] = i;
   Tensor loss_sum;
-  Tensor h = first() ? take_rows(shard.x, padding_rows).to(device_) : receive(partition_ - 1, kActivationTag);
+  Tensor h = first() ? take_rows(shard.x, padding_rows).on(device_) : receive(partition_ - 1, kActivationTag);
   h = net_->forward_blocks(begin_, end_, h);
   if (last()) {
     nn::check_labels(shard.y, classes_, "validation batch");
     if (padded != rows) h = h.narrow(0, rows).clone();
-    loss_.compute(h, shard.y.to(device_));
+    loss_.compute(h, shard.y.on(device_));
     loss_sum = loss_.sum();
     *logits = h;
   } else {
