@@ -1,9 +1,11 @@
 // Allocators: where tensor storage comes from.
 //
+// Every allocator rounds a request up to its size class (core/size_class.h) and counts that
+// many bytes in use: the bytes in use are the sum of the classes of the live requests.
 // host_allocator(): 64-byte aligned host memory (core/host_allocator.cpp). Blocks of 256 KiB
-// and more are cached: freed ones stay mapped and are handed out again for requests they fit
-// with at most a quarter to spare, so after the first training step large tensors cost no
-// mmap, page fault or zero-filling; smaller requests go to aligned_alloc/free. Thread-safe.
+// and more are cached: freed ones stay mapped and are handed out again for requests of
+// their class, so after the first training step large tensors cost no mmap, page fault or
+// zero-filling; smaller requests go to aligned_alloc/free. Thread-safe.
 // cuda_allocator(i): a caching allocator for device i (core/cuda_allocator.cpp). Freed
 // blocks stay reserved and are handed out again, so after the first training step no
 // cudaMalloc happens; stats() shows how much is in use, reserved and the peak.
@@ -21,7 +23,7 @@
 namespace gridnn {
 
 struct AllocatorStats {
-  size_t in_use = 0;                // bytes handed out and not yet returned
+  size_t in_use = 0;                // bytes handed out and not yet returned (their size classes)
   size_t reserved = 0;              // bytes obtained from the system / driver and still held
   size_t peak_in_use = 0;           // high-water mark of in_use
   uint64_t allocations = 0;         // calls to allocate()

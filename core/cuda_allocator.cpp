@@ -1,13 +1,13 @@
 // Caching allocator for CUDA device memory (policy in core/cuda_allocator.h).
 //
-// Blocks: every block comes from one cudaMalloc and is handed out whole. Sizes are rounded
-// up (512 B granularity up to 1 MiB, 2 MiB above), so the recurring sizes of a training
-// step map onto a few block sizes. Blocks are never split or merged (simple and obviously
-// correct); to bound the waste, a cached block serves a request only if it is at most twice
-// the rounded size, otherwise a new block is allocated.
+// Blocks: every block comes from one cudaMalloc of its size class (core/size_class.h: 512 B
+// granularity up to 1 MiB, 2 MiB above) and is handed out whole. Blocks are never split or
+// merged (simple and obviously correct), and a cached block serves requests of its own class
+// only, so the bytes in use are the sum of the classes of the live requests, as the memory
+// model predicts them (docs/design.md §6a).
 //
-// free_ holds the cached blocks ordered by size (best fit = lower_bound); live_ maps each
-// handed-out pointer to its block size. Stats: in_use and peak_in_use count block bytes held
+// free_ holds the cached blocks ordered by size; live_ maps each handed-out pointer to its
+// block size. Stats: in_use and peak_in_use count block bytes held
 // by callers, reserved counts block bytes obtained from cudaMalloc and not yet cudaFree'd
 // (in_use + cached), system_allocations counts cudaMalloc calls.
 //
@@ -16,8 +16,8 @@
 // use the block again is queued after the work that used it. Code that touches memory on
 // another stream must order that stream against the compute stream with events before it
 // releases the tensor. release_cached() synchronizes the device before cudaFree. Out of
-// memory, the allocator first takes any cached block large enough (ignoring the waste
-// bound), then releases the cache and retries, unless a StartedCollective is held for the
+// memory, the allocator first takes any cached block large enough (its spare bytes then count
+// as in use), then releases the cache and retries, unless a StartedCollective is held for the
 // device (core/cuda_allocator.h says why).
 //
 // One allocator per device, created on first use, never destroyed (tensors may outlive main).
@@ -34,19 +34,11 @@
 #include <unordered_map>
 
 #include "core/cuda_check.h"
+#include "core/size_class.h"
 #include "core/stream.h"
 
 namespace gridnn {
 namespace {
-
-constexpr size_t kSmallLimit = size_t(1) << 20;  // up to 1 MiB: 512 B granularity
-constexpr size_t kSmallGranule = 512;
-constexpr size_t kLargeGranule = size_t(2) << 20;  // above: 2 MiB granularity
-
-size_t round_size(size_t bytes) {
-  const size_t g = bytes <= kSmallLimit ? kSmallGranule : kLargeGranule;
-  return (bytes + g - 1) / g * g;
-}
 
 // StartedCollective counts, per device (at most kMaxDevices).
 constexpr int kMaxDevices = 64;
@@ -64,19 +56,12 @@ class CudaCachingAllocator final : public Allocator {
 
   void* allocate(size_t bytes) override {
     if (bytes == 0) return nullptr;
-    const size_t size = round_size(bytes);
+    const size_t size = size_class(SizeClasses::cuda, bytes, host_page_size());
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.allocations;
-    void* p = take_cached(size, 2 * size);
-    if (p && limit_ > 0 && stats_.in_use + live_.at(p) > limit_) {  // too big a block: put it back
-      free_.emplace(live_.at(p), p);
-      live_.erase(p);
-      p = nullptr;
-    }
-    if (!p) {
-      if (limit_ > 0 && stats_.in_use + size > limit_) throw memory_limit_error(device(), bytes, stats_.in_use, limit_);
-      p = system_allocate(bytes, size);
-    }
+    if (limit_ > 0 && stats_.in_use + size > limit_) throw memory_limit_error(device(), bytes, stats_.in_use, limit_);
+    void* p = take_cached(size, size);
+    if (!p) p = system_allocate(bytes, size);
     const size_t block = live_.at(p);
     stats_.in_use += block;
     stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);

@@ -1,8 +1,8 @@
 // Caching allocator for CUDA device memory (CUDA builds only).
 //
-// Requests are rounded up (512 B below 1 MiB, 2 MiB above) and served from a per-device
-// pool of freed blocks, best fit first; cudaMalloc is called only when no cached block
-// fits. On cudaErrorMemoryAllocation a larger cached block is taken if there is one, else
+// Requests are rounded up to their size class (core/size_class.h: 512 B up to 1 MiB, 2 MiB
+// above) and served from a per-device pool of freed blocks of that class; cudaMalloc is
+// called only when none is cached. On cudaErrorMemoryAllocation a larger cached block is taken if there is one, else
 // the cache is released and the call retried once, unless an all-reduce started on the
 // device has not been waited for: releasing (cudaFree) waits for the whole device, and such
 // an all-reduce may need a peer that first needs this rank's later work (docs/design.md §4).

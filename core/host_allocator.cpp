@@ -1,31 +1,34 @@
 // Host memory for tensors: a caching allocator for large blocks (policy in core/allocator.h).
 //
-// Large blocks (requests of at least 256 KiB): every block comes from one anonymous mmap and
-// is handed out whole; sizes are rounded up to whole pages (the unit the kernel maps anyway).
-// A freed block stays cached (mapped and resident) and serves a later request that it fits,
-// so a training step that repeats the sizes of the step before reaches the system for none
-// of them: no mmap/munmap, no page faults, no zero-filling of fresh pages. Blocks are never
-// split or merged (simple and obviously correct); to bound the resident memory wasted, a
-// cached block serves a request only if it exceeds the rounded size by at most a quarter of
-// it, otherwise a new block is mapped.
+// Every request is rounded up to its size class (core/size_class.h) and counted as that many
+// bytes in use, so the bytes in use are the sum of the classes of the live requests, as the
+// memory model predicts them (docs/design.md §6a).
+//
+// Large blocks (requests of at least 256 KiB): every block comes from one anonymous mmap of
+// its class (a whole number of pages) and is handed out whole. A freed block stays cached
+// (mapped and resident) and serves later requests of the same class, so a training step that
+// repeats the sizes of the step before reaches the system for none of them: no mmap/munmap,
+// no page faults, no zero-filling of fresh pages. Blocks are never split or merged, and a
+// block never serves a smaller class (its spare bytes would count as in use, depending on
+// which blocks happened to be free). Under a limit the cache gives way: before a new block
+// would take the bytes held from the system past the limit, the cached blocks are unmapped.
 //
 // Small requests (under 256 KiB) go straight to aligned_alloc/free: the C library keeps its
 // own free lists for them, and never maps or unmaps per call at these sizes.
 //
-// free_ holds the cached blocks ordered by size (best fit = lower_bound); live_ maps every
-// handed-out pointer, small or large, to the bytes it counts for. Stats: in_use and
-// peak_in_use count what callers hold (block bytes for a large block, the requested bytes for
-// a small one), reserved counts what is taken from the system and not yet returned (in_use +
-// cached blocks), system_allocations counts mmap and aligned_alloc calls.
+// free_ holds the cached blocks ordered by size; live_ maps every handed-out pointer, small
+// or large, to its class. Stats: in_use and peak_in_use count the classes callers hold,
+// reserved counts what is taken from the system and not yet returned (in_use + cached
+// blocks), system_allocations counts mmap and aligned_alloc calls.
 //
 // All memory is 64-byte aligned (large blocks are page aligned). Any thread may allocate and
 // free: tensors are released on other threads (the data loader's prefetch thread). Under
 // AddressSanitizer a cached block is poisoned, and a handed-out block is poisoned past the
 // requested bytes, so reuse keeps overflows and use-after-free visible.
 //
-// One allocator, created on first use, never destroyed (tensors may outlive main).
+// One allocator per device, created on first use, never destroyed (tensors may outlive main).
+// The device stand-in's counts by the CUDA classes.
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -39,6 +42,7 @@
 
 #include "core/allocator.h"
 #include "core/error.h"
+#include "core/size_class.h"
 
 #if GRIDNN_HAVE_CUDA
 #include "core/cuda_allocator.h"
@@ -58,8 +62,8 @@
 namespace gridnn {
 namespace {
 
-constexpr size_t kHostAlignment = 64;             // a cache line, and enough for any SIMD load
-constexpr size_t kMinCached = size_t(256) << 10;  // requests from 256 KiB up are cached
+constexpr size_t kHostAlignment = 64;  // a cache line, and enough for any SIMD load
+static_assert(kHostSmallGranule % kHostAlignment == 0, "aligned_alloc needs a multiple of the alignment");
 
 std::string mib(size_t bytes) {
   char text[32];
@@ -87,15 +91,16 @@ class HostAllocator final : public Allocator {
  public:
   // `device`: the CPU, or the device stand-in's cuda:0 (core/device.h), whose memory is host
   // memory counted apart from the CPU's.
-  explicit HostAllocator(Device device) : device_(device), page_(page_size()) {}
+  explicit HostAllocator(Device device) : device_(device), classes_(size_classes_of(device)) {}
 
   void* allocate(size_t bytes) override {
     if (bytes == 0) return nullptr;
-    if (bytes > std::numeric_limits<size_t>::max() - page_) {
+    if (bytes > std::numeric_limits<size_t>::max() / 2) {
       std::lock_guard<std::mutex> lock(mu_);
       throw out_of_memory(bytes, bytes);
     }
-    return bytes < kMinCached ? allocate_small(bytes) : allocate_large(bytes);
+    const size_t size = size_class(classes_, bytes, host_page_size());
+    return size < kHostCachedFrom ? allocate_small(bytes, size) : allocate_large(bytes, size);  // as deallocate
   }
 
   void deallocate(void* ptr, size_t /*bytes*/) override {
@@ -109,7 +114,7 @@ class HostAllocator final : public Allocator {
     const size_t counted = it->second;
     live_.erase(it);
     stats_.in_use -= counted;
-    if (counted >= kMinCached) {  // a large block: back to the cache
+    if (counted >= kHostCachedFrom) {  // a large block: back to the cache
       poison(ptr, counted);
       free_.emplace(counted, ptr);
       return;
@@ -137,66 +142,53 @@ class HostAllocator final : public Allocator {
   }
 
  private:
-  static size_t page_size() {
-    const long p = sysconf(_SC_PAGESIZE);
-    return p > 0 ? size_t(p) : size_t(4096);
-  }
-
-  // aligned_alloc, with one retry after returning the cache to the system.
-  void* allocate_small(size_t bytes) {
-    const size_t rounded = (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
-    check_limit(bytes, bytes);
-    void* p = std::aligned_alloc(kHostAlignment, rounded);
+  // aligned_alloc of the class `size`, with one retry after returning the cache to the system.
+  void* allocate_small(size_t bytes, size_t size) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      check_limit_locked(bytes, size);
+      // The cache gives way to the limit (the class's memory is the C library's, outside it).
+      if (limit_ > 0 && stats_.reserved + size > limit_) release_locked();
+    }
+    void* p = std::aligned_alloc(kHostAlignment, size);
     if (!p) {
       std::lock_guard<std::mutex> lock(mu_);
       release_locked();
-      p = std::aligned_alloc(kHostAlignment, rounded);
-      if (!p) throw out_of_memory(bytes, rounded);
+      p = std::aligned_alloc(kHostAlignment, size);
+      if (!p) throw out_of_memory(bytes, size);
     }
     std::lock_guard<std::mutex> lock(mu_);
-    live_[p] = bytes;
+    live_[p] = size;
     ++stats_.allocations;
     ++stats_.system_allocations;
-    stats_.in_use += bytes;
-    stats_.reserved += bytes;
+    stats_.in_use += size;
+    stats_.reserved += size;
     stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
     return p;
   }
 
-  void* allocate_large(size_t bytes) {
-    const size_t size = (bytes + page_ - 1) / page_ * page_;
+  // A cached block of the class `size`, else a new one.
+  void* allocate_large(size_t bytes, size_t size) {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.allocations;
-    size_t block = size;
-    void* p = take_cached(size, &block);
-    if (p && limit_ > 0 && stats_.in_use + block > limit_) {  // too big a block: put it back
-      free_.emplace(block, p);
-      p = nullptr;
-      block = size;
-    }
-    if (!p) {
-      check_limit_locked(bytes, size);
+    check_limit_locked(bytes, size);
+    void* p = nullptr;
+    if (auto it = free_.find(size); it != free_.end()) {
+      p = it->second;
+      free_.erase(it);
+    } else {
+      if (limit_ > 0 && stats_.reserved + size > limit_) release_locked();
       p = map_block(bytes, size);
     }
-    live_[p] = block;
+    live_[p] = size;
     unpoison(p, bytes);  // the tail past the requested bytes stays poisoned
-    stats_.in_use += block;
+    stats_.in_use += size;
     stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
     return p;
   }
 
-  // The smallest cached block that fits `size` and exceeds it by at most a quarter of it.
-  void* take_cached(size_t size, size_t* block) {
-    auto it = free_.lower_bound(size);
-    if (it == free_.end() || it->first - size > size / 4) return nullptr;
-    void* p = it->second;
-    *block = it->first;
-    free_.erase(it);
-    return p;
-  }
-
-  // A new block of `size` bytes (a whole number of pages), with one retry after returning the
-  // cache to the system. Returned poisoned.
+  // A new block of `size` bytes, with one retry after returning the cache to the system.
+  // Returned poisoned.
   void* map_block(size_t requested, size_t size) {
     void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED && !free_.empty()) {
@@ -223,10 +215,6 @@ class HostAllocator final : public Allocator {
   }
 
   // Throws when `counted` more bytes in use would pass the limit.
-  void check_limit(size_t requested, size_t counted) {
-    std::lock_guard<std::mutex> lock(mu_);
-    check_limit_locked(requested, counted);
-  }
   void check_limit_locked(size_t requested, size_t counted) const {
     if (limit_ > 0 && stats_.in_use + counted > limit_)
       throw memory_limit_error(device_, requested, stats_.in_use, limit_);
@@ -239,11 +227,12 @@ class HostAllocator final : public Allocator {
                  " in all; reduce the batch or the input size");
   }
 
+ private:
   const Device device_;
-  const size_t page_;
+  const SizeClasses classes_;
   mutable std::mutex mu_;
   std::multimap<size_t, void*> free_;       // cached large blocks by size
-  std::unordered_map<void*, size_t> live_;  // handed-out pointers and the bytes they count for
+  std::unordered_map<void*, size_t> live_;  // handed-out pointers and their classes
   AllocatorStats stats_;
   size_t limit_ = 0;  // bytes in use at most; 0: no limit
 };

@@ -1,6 +1,6 @@
 // The host allocator: large blocks cached and handed out again (no system allocation in the
-// steady state of a training step), the waste bound, release_cached(), alignment, threads,
-// errors.
+// steady state of a training step), size classes (the bytes in use are the classes of the
+// live requests, whatever is cached), release_cached(), alignment, threads, errors.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/allocator.h"
+#include "core/size_class.h"
 #include "core/tensor.h"
 #include "test/support/error_message.h"
 
@@ -102,48 +103,106 @@ TEST(HostAllocator, TrainingStepLoopMakesNoSystemAllocationForLargeTensors) {
   expect_consistent(after);
 }
 
-TEST(HostAllocator, ACachedBlockServesOnlyRequestsItFitsWithLittleWaste) {
+TEST(HostAllocator, ACachedBlockServesOnlyRequestsOfItsClass) {
   Allocator& alloc = host_allocator();
   alloc.release_cached();  // nothing cached: every block below is known
   const AllocatorStats start = alloc.stats();
   EXPECT_EQ(start.reserved, start.in_use);
+  const size_t page = host_page_size();
 
   void* p = alloc.allocate(4 * kMiB);
   EXPECT_EQ(alloc.stats().system_allocations, start.system_allocations + 1);
   alloc.deallocate(p, 4 * kMiB);
   EXPECT_EQ(alloc.stats().reserved, start.reserved + 4 * kMiB);  // cached, not returned
 
-  // Twice the size of every cached block: a new block.
-  void* big = alloc.allocate(8 * kMiB);
+  // 3.5 MiB would fit the 4 MiB block, but its spare half MiB would count as in use: a new
+  // block, counted as its own class.
+  void* q = alloc.allocate(3 * kMiB + kMiB / 2);
   AllocatorStats s = alloc.stats();
   EXPECT_EQ(s.system_allocations, start.system_allocations + 2);
-  EXPECT_EQ(s.reserved, start.reserved + 12 * kMiB);
-  alloc.deallocate(big, 8 * kMiB);
-
-  // 3 MiB would leave a third of the 4 MiB block unused: a new block, though 4 and 8 MiB
-  // blocks are cached.
-  void* r = alloc.allocate(3 * kMiB);
+  EXPECT_NE(q, p);
+  EXPECT_EQ(s.in_use, start.in_use + 3 * kMiB + kMiB / 2);
+  EXPECT_EQ(s.reserved, start.reserved + 7 * kMiB + kMiB / 2);
+  // A request a few bytes under 4 MiB is of the 4 MiB class (whole pages): the cached block.
+  void* r = alloc.allocate(4 * kMiB - 100);
   s = alloc.stats();
-  EXPECT_EQ(s.system_allocations, start.system_allocations + 3);
-  EXPECT_EQ(s.reserved, start.reserved + 15 * kMiB);
-  EXPECT_EQ(s.in_use, start.in_use + 3 * kMiB);
-  // 3.5 MiB fits the 4 MiB block with 1/7 to spare: reused (best fit: not the 8 MiB one).
-  void* q = alloc.allocate(3 * kMiB + kMiB / 2);
-  s = alloc.stats();
-  EXPECT_EQ(s.system_allocations, start.system_allocations + 3);
-  EXPECT_EQ(q, p);
-  EXPECT_EQ(s.in_use, start.in_use + 7 * kMiB);  // in_use counts the whole block
-  // One byte more than a cached block: a new block too.
-  void* t = alloc.allocate(8 * kMiB + 1);
-  EXPECT_EQ(alloc.stats().system_allocations, start.system_allocations + 4);
-  EXPECT_NE(t, big);
-  alloc.deallocate(t, 8 * kMiB + 1);
-  alloc.deallocate(r, 3 * kMiB);
+  EXPECT_EQ(r, p);
+  EXPECT_EQ(s.system_allocations, start.system_allocations + 2);
+  EXPECT_EQ(s.in_use, start.in_use + 7 * kMiB + kMiB / 2);
+  // One byte more than a class: the next page's class, a new block.
+  void* t = alloc.allocate(4 * kMiB + 1);
+  EXPECT_EQ(alloc.stats().system_allocations, start.system_allocations + 3);
+  EXPECT_EQ(alloc.stats().in_use, start.in_use + 11 * kMiB + kMiB / 2 + page);
+  alloc.deallocate(t, 4 * kMiB + 1);
+  alloc.deallocate(r, 4 * kMiB - 100);
   alloc.deallocate(q, 3 * kMiB + kMiB / 2);
   EXPECT_EQ(alloc.stats().in_use, start.in_use);
   expect_consistent(alloc.stats());
   alloc.release_cached();
-  EXPECT_EQ(alloc.stats().reserved, start.reserved);
+}
+
+// The property the memory model relies on: whatever blocks are cached, and in whatever order
+// tensors are made and freed, the bytes in use are the sum of the live requests' classes.
+TEST(HostAllocator, BytesInUseAreTheSumOfTheLiveRequestsClasses) {
+  Allocator& alloc = host_allocator();
+  const size_t page = host_page_size();
+  const std::vector<size_t> sizes = {1,
+                                     63,
+                                     64,
+                                     65,
+                                     4000,
+                                     kMinCached - 1,
+                                     kMinCached,
+                                     kMinCached + 1,
+                                     3 * kMiB + 17,
+                                     3 * kMiB + kMiB / 2,
+                                     4 * kMiB,
+                                     5 * kMiB - 3};
+  const size_t base = alloc.stats().in_use;
+  std::vector<std::pair<void*, size_t>> live;
+  size_t expected = 0;
+  uint64_t state = 12345;
+  auto next = [&] { return state = state * 6364136223846793005ull + 1442695040888963407ull, state >> 33; };
+  for (int i = 0; i < 400; ++i) {
+    if (!live.empty() && next() % 3 == 0) {  // free a random live one
+      const size_t k = next() % live.size();
+      alloc.deallocate(live[k].first, live[k].second);
+      expected -= size_class(SizeClasses::host, live[k].second, page);
+      live.erase(live.begin() + std::ptrdiff_t(k));
+    } else {
+      const size_t bytes = sizes[next() % sizes.size()];
+      live.emplace_back(alloc.allocate(bytes), bytes);
+      expected += size_class(SizeClasses::host, bytes, page);
+    }
+    ASSERT_EQ(alloc.stats().in_use, base + expected) << "after " << i + 1 << " calls";
+  }
+  for (auto& [ptr, bytes] : live) alloc.deallocate(ptr, bytes);
+  EXPECT_EQ(alloc.stats().in_use, base);
+}
+
+TEST(SizeClass, HostAndCudaClasses) {
+  const size_t page = 4096;
+  using C = SizeClasses;
+  EXPECT_EQ(size_class(C::host, 0, page), 0u);
+  EXPECT_EQ(size_class(C::host, 1, page), 64u);
+  EXPECT_EQ(size_class(C::host, 64, page), 64u);
+  EXPECT_EQ(size_class(C::host, 65, page), 128u);
+  EXPECT_EQ(size_class(C::host, kMinCached - 1, page), kMinCached);  // a multiple of 64 still
+  EXPECT_EQ(size_class(C::host, kMinCached - 65, page), kMinCached - 64);
+  EXPECT_EQ(size_class(C::host, kMinCached, page), kMinCached);
+  EXPECT_EQ(size_class(C::host, kMinCached + 1, page), kMinCached + page);  // whole pages
+  EXPECT_EQ(size_class(C::host, 3 * kMiB + 1, 16384), 3 * kMiB + 16384);
+  EXPECT_EQ(size_class(C::cuda, 0, page), 0u);
+  EXPECT_EQ(size_class(C::cuda, 1, page), 512u);
+  EXPECT_EQ(size_class(C::cuda, 513, page), 1024u);
+  EXPECT_EQ(size_class(C::cuda, kMiB, page), kMiB);
+  EXPECT_EQ(size_class(C::cuda, kMiB + 1, page), 2 * kMiB);  // 2 MiB granules above 1 MiB
+  EXPECT_EQ(size_class(C::cuda, 5 * kMiB, page), 6 * kMiB);
+  EXPECT_EQ(size_class(C::cuda, 6 * kMiB, page), 6 * kMiB);
+  EXPECT_EQ(size_classes_of(Device::cpu()), C::host);
+  EXPECT_EQ(block_bytes(Device::cpu(), 100), 128u);
+  EXPECT_EQ(size_classes_of(Device{Device::Kind::cuda_standin, 0}), C::cuda);  // checks a GPU's prediction here
+  EXPECT_THROW(size_class(C::cuda, SIZE_MAX - 10, page), Error);
 }
 
 TEST(HostAllocator, ReleaseCachedReturnsUnusedBlocks) {
@@ -300,12 +359,14 @@ TEST(HostAllocator, TheLimitRefusesWhatWouldPassItAndNamesTheScope) {
   void* c = alloc.allocate(4 * kMiB);
   alloc.deallocate(c, 4 * kMiB);
   alloc.deallocate(a, 6 * kMiB);
-  // The 6 MiB block is cached now; with a limit it may not serve a 5 MiB request that the
-  // limit allows only as 5 MiB.
+  // The 6 and 4 MiB blocks are cached now. A 5 MiB request takes neither (another class),
+  // and the new block would take what gridnn holds past the limit: the cache gives way.
+  ASSERT_GE(alloc.stats().reserved, alloc.stats().in_use + 10 * kMiB);
   const size_t limit = alloc.stats().in_use + 5 * kMiB + 4096;
   alloc.set_limit(limit);
   void* d = alloc.allocate(5 * kMiB);
   EXPECT_LE(alloc.stats().in_use, limit);
+  EXPECT_LE(alloc.stats().reserved, limit);
   alloc.deallocate(d, 5 * kMiB);
   alloc.set_limit(0);
 }
