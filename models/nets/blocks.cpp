@@ -38,7 +38,7 @@ Tensor BlockNetwork::backward_blocks(size_t begin, size_t end, const Tensor& dy)
       forward_block(i, stashed_[i]);
       stashed_[i] = Tensor();
     }
-    g = backward_block(i, g);
+    g = backward_block(i, std::move(g));
   }
   return g;
 }

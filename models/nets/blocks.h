@@ -32,8 +32,9 @@ class BlockNetwork {
   virtual Tensor forward_block(size_t i, const Tensor& x) = 0;
   // Block i's backward for its last forward, each module's through Module::backward (which
   // reports it to the backward observer). Block 0 returns dL/dinput only when the network
-  // computes it.
-  virtual Tensor backward_block(size_t i, const Tensor& dy) = 0;
+  // computes it. dy is taken by value, as Module::backward takes it: given up, it is freed
+  // once the block's first module has used it.
+  virtual Tensor backward_block(size_t i, Tensor dy) = 0;
   // Block i's layers and collectives as forward_block runs them (nn::Module::describe), on an
   // input of shape `input`; returns its output's shape. A network that does not describe
   // itself throws gridnn::Error (the default).

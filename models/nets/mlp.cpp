@@ -64,8 +64,8 @@ Tensor Mlp::forward_block(size_t i, const Tensor& input) {
   return i < relus_.size() ? relus_[i].forward(h) : h;
 }
 
-Tensor Mlp::backward_block(size_t i, const Tensor& dy) {
-  Tensor g = i < relus_.size() ? relus_[i].backward(dy) : dy;
+Tensor Mlp::backward_block(size_t i, Tensor dy) {
+  Tensor g = i < relus_.size() ? relus_[i].backward(std::move(dy)) : std::move(dy);
   g = fcs_.at(i)->backward(g);
   if (i > 0) return g;
   g = flatten_.backward(g);

@@ -36,7 +36,7 @@ class Mlp : public Module, public BlockNetwork {
 
   const std::vector<BlockInfo>& blocks() const override { return blocks_; }
   Tensor forward_block(size_t i, const Tensor& input) override;
-  Tensor backward_block(size_t i, const Tensor& dy) override;
+  Tensor backward_block(size_t i, Tensor dy) override;
   Shape describe_block(size_t i, const Shape& input, plan::RankStep& step) const override;
 
  private:

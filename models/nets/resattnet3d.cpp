@@ -66,6 +66,7 @@ Shape BasicBlock::describe(const Shape& in, plan::RankStep& step) const {
   step.memory.push_back(join);
   relu_out_.describe(h, step);
   step.memory.back().layer = name() + ".relu";
+  step.memory.back().dy_held_to_fork = true;  // the block's backward holds its dy throughout
   return h;
 }
 
@@ -239,23 +240,23 @@ Tensor ResAttNet3D::forward_block_layers(size_t i, const Tensor& x) {
   }
 }
 
-Tensor ResAttNet3D::backward_block(size_t i, const Tensor& dy) {
-  const Tensor d = backward_block_layers(i, dy);
-  return split_ && i == split_block_ && d.defined() ? split_->backward(d) : d;
+Tensor ResAttNet3D::backward_block(size_t i, Tensor dy) {
+  Tensor d = backward_block_layers(i, std::move(dy));
+  return split_ && i == split_block_ && d.defined() ? split_->backward(std::move(d)) : d;
 }
 
-Tensor ResAttNet3D::backward_block_layers(size_t i, const Tensor& dy) {
+Tensor ResAttNet3D::backward_block_layers(size_t i, Tensor dy) {
   const auto& [part, module] = block_parts_.at(i);
   switch (part) {
     case Part::stem: {  // one statement per layer: each gradient is freed once the next exists
-      Tensor d = maxpool_->backward(dy);
+      Tensor d = maxpool_->backward(std::move(dy));
       d = bn1_->backward(std::move(d));  // written over: describe says so
       return conv1_->backward(std::move(d));
     }
     case Part::head:
-      return avgpool_->backward(fc_->backward(dy));
+      return avgpool_->backward(fc_->backward(std::move(dy)));
     default:
-      return module->backward(dy);
+      return module->backward(std::move(dy));
   }
 }
 

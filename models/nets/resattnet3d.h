@@ -84,7 +84,7 @@ class ResAttNet3D : public Module, public BlockNetwork {
 
   const std::vector<BlockInfo>& blocks() const override { return blocks_; }
   Tensor forward_block(size_t i, const Tensor& x) override;
-  Tensor backward_block(size_t i, const Tensor& dy) override;
+  Tensor backward_block(size_t i, Tensor dy) override;
   Shape describe_block(size_t i, const Shape& input, plan::RankStep& step) const override;
   bool recomputable(size_t i) const override;  // the stem, residual and attention blocks
   void release_block(size_t i) override;       // any block
@@ -97,7 +97,7 @@ class ResAttNet3D : public Module, public BlockNetwork {
 
   // forward_block and backward_block without the distribution switch at the block's input.
   Tensor forward_block_layers(size_t i, const Tensor& x);
-  Tensor backward_block_layers(size_t i, const Tensor& dy);
+  Tensor backward_block_layers(size_t i, Tensor dy);
 
   enum class Part { stem, residual, attention, head };
   void add_block(std::string name, Part part, Module* module, std::array<int64_t, 3> output_size = {0, 0, 0});

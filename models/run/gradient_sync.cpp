@@ -29,6 +29,11 @@ GradientSync::GradientSync(nn::Module& model, std::vector<std::pair<std::string,
   }
   assign(ordered);
   index_slots();
+  // Made before any backward, so the gradients hold nothing yet: they go first and the
+  // buckets start at zero, so that setup never holds the gradients twice (the memory model
+  // counts them once, docs/design.md §6a).
+  for (Bucket& b : buckets_)
+    for (nn::Parameter* p : b.params) p->grad = Tensor();
   for (Bucket& b : buckets_) bind(b);
 }
 
@@ -45,11 +50,17 @@ void GradientSync::assign(const std::vector<CommOf>& ordered) {
           b.params.front()->value.device() == p->value.device())
         open = &b;
     if (!open || open != &buckets_.back()) {  // keep buckets contiguous in the order given
-      buckets_.push_back({comm, {}, 0, {}, 0, nullptr});
+      buckets_.push_back({comm, {}, 0, 0, {}, 0, nullptr});
       open = &buckets_.back();
     }
     open->params.push_back(p);
     open->elements += p->value.numel();
+  }
+  std::map<std::string, int64_t> used;  // elements of each device's arena
+  for (Bucket& b : buckets_) {
+    int64_t& at = used[b.params.front()->value.device().str()];
+    b.offset = at;
+    at += b.elements;
   }
 }
 
@@ -94,6 +105,7 @@ void GradientSync::rebuild_in_ready_order() {
   for (Bucket& b : buckets_)
     for (nn::Parameter* p : b.params) p->grad = Tensor();
   buckets_.clear();
+  arenas_.clear();
   assign(ordered);
   index_slots();
   for (Bucket& b : buckets_) bind(b);
@@ -109,7 +121,21 @@ GradientSync::~GradientSync() = default;  // a pending all-reduce waits for itse
 
 void GradientSync::bind(Bucket& b) {
   const Device device = b.params.front()->value.device();
-  if (!b.flat.defined() || b.flat.device() != device) b.flat = Tensor::zeros({b.elements}, DType::f32, device);
+  if (!b.flat.defined() || b.flat.device() != device) {
+    Tensor& arena = arenas_[device.str()];
+    if (!arena.defined()) {
+      int64_t elements = 0;
+      for (const Bucket& other : buckets_)
+        if (other.params.front()->value.device() == device) elements += other.elements;
+      arena = Tensor::zeros({elements}, DType::f32, device);
+      for (auto it = arenas_.begin(); it != arenas_.end();) {  // a device the parameters left
+        bool used = false;
+        for (const Bucket& other : buckets_) used |= other.params.front()->value.device().str() == it->first;
+        it = used ? std::next(it) : arenas_.erase(it);
+      }
+    }
+    b.flat = arena.narrow(b.offset, b.elements);
+  }
   int64_t offset = 0;
   for (nn::Parameter* p : b.params) {
     Tensor view = b.flat.narrow(offset, p->value.numel()).reshape(p->value.shape());

@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -47,7 +48,8 @@ class GradientSync : public nn::BackwardObserver {
  public:
   static constexpr int64_t kDefaultBucketBytes = int64_t(4) << 20;
 
-  // For `params` of `model` (by default all of them), able to overlap with its backward.
+  // For `params` of `model` (by default all of them), able to overlap with its backward. Made
+  // before any backward: the gradients it binds start at zero.
   GradientSync(nn::Module& model, std::vector<std::pair<std::string, nn::Parameter*>> params,
                int64_t bucket_bytes = kDefaultBucketBytes);
   explicit GradientSync(nn::Module& model, int64_t bucket_bytes = kDefaultBucketBytes);
@@ -84,6 +86,7 @@ class GradientSync : public nn::BackwardObserver {
     parallel::Communicator* comm;
     std::vector<nn::Parameter*> params;
     int64_t elements = 0;
+    int64_t offset = 0;   // where flat starts in its device's arena
     Tensor flat;          // the parameters' gradients, one after another (bind)
     int64_t waiting = 0;  // overlap: parameters not ready yet
     std::unique_ptr<parallel::PendingAllReduce> pending;
@@ -96,8 +99,10 @@ class GradientSync : public nn::BackwardObserver {
   // After the first overlapped step, with the gradients zero: the buckets again, in the order
   // the parameters became ready (ready_order_), those never notified last in their old order.
   void rebuild_in_ready_order();
-  // Makes each parameter's grad a view of its part of b.flat (allocated on first use, on the
-  // parameters' device), copying in any gradient that is not one yet.
+  // Makes each parameter's grad a view of its part of b.flat, copying in any gradient that is
+  // not one yet. b.flat is a view of the arena of the parameters' device (made on first use):
+  // every bucket's gradients, one after another, one allocation whatever the buckets (as
+  // Megatron's gradient buffer), which the memory model counts as one tensor.
   void bind(Bucket& b);
   void start(Bucket& b);
   void advance();
@@ -105,6 +110,7 @@ class GradientSync : public nn::BackwardObserver {
   int64_t bucket_bytes_;
   nn::Module* model_;  // whose modules tell when their parameters are final
   std::vector<Bucket> buckets_;
+  std::map<std::string, Tensor> arenas_;  // by device (Device::str)
   // Overlap: for each module, the (bucket, parameter) slots of it and its descendants; the
   // bucket of each parameter slot, and whether it is ready this step.
   std::unordered_map<nn::Module*, std::vector<int64_t>> module_slots_;

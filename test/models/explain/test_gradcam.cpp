@@ -193,7 +193,7 @@ class CubeNet : public nn::Module, public nn::BlockNetwork {
   Tensor forward_block(size_t i, const Tensor& x) override {
     return i == 0 ? relu_.forward(conv_->forward(x)) : fc_->forward(pool_->forward(x));
   }
-  Tensor backward_block(size_t i, const Tensor& dy) override {
+  Tensor backward_block(size_t i, Tensor dy) override {
     return i == 0 ? conv_->backward(relu_.backward(dy)) : pool_->backward(fc_->backward(dy));
   }
 
