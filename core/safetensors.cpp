@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -374,6 +375,29 @@ SafetensorsFile parse_safetensors(const void* bytes, size_t size, const std::str
   check_layout(entries, parts.data_size, source);
   for (const TensorEntry& e : entries) file.tensors.emplace(e.name, decode(e, parts.data));
   return file;
+}
+
+std::vector<int64_t> safetensors_tensor_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  unsigned char size_bytes[8] = {};
+  GRIDNN_REQUIRE(in.read(reinterpret_cast<char*>(size_bytes), 8), path, ": not a safetensors file (no header size)");
+  const uint64_t size = read_u64_le(size_bytes);
+  GRIDNN_REQUIRE(size <= uint64_t(std::filesystem::file_size(path)) - 8, path, ": the header size ", size,
+                 " is past the end of the file");
+  std::string header(size, '\0');
+  GRIDNN_REQUIRE(in.read(header.data(), std::streamsize(size)), path, ": the header could not be read");
+  const Json j = Json::parse(header, nullptr, /*allow_exceptions=*/false);
+  GRIDNN_REQUIRE(j.is_object(), path, ": the header is not a JSON object");
+  std::vector<int64_t> bytes;
+  for (const auto& [name, entry] : j.items()) {
+    if (name == "__metadata__") continue;
+    const Json offsets = entry.is_object() ? entry.value("data_offsets", Json()) : Json();
+    GRIDNN_REQUIRE(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() &&
+                       offsets[1].is_number_unsigned() && offsets[1].get<uint64_t>() >= offsets[0].get<uint64_t>(),
+                   path, ": tensor ", name, " has no valid data_offsets");
+    bytes.push_back(int64_t(offsets[1].get<uint64_t>() - offsets[0].get<uint64_t>()));
+  }
+  return bytes;
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {

@@ -32,6 +32,9 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 // Reads and validates a whole file.
 SafetensorsFile load_safetensors(const std::string& path);
+// The bytes of each tensor of a file, from its header alone (the memory model's count of a
+// weights file read, docs/design.md §6a); the file is validated when it is loaded.
+std::vector<int64_t> safetensors_tensor_bytes(const std::string& path);
 // Validates and decodes bytes already in memory; `source` names them in error messages.
 SafetensorsFile parse_safetensors(const void* bytes, size_t size, const std::string& source);
 

@@ -281,7 +281,7 @@ Conv3dCpuMemory conv3d_cpu_memory(const Conv3dGeometry& g, int64_t n, bool bias,
     for (size_t s = 0; s < w.size(); ++s) m.workspace[s] = std::max(m.workspace[s], w[s]);
   }
   // On fewer taps: the copy of the weights on them, and in backward their gradient beside it.
-  if (!t.all(g)) m.scratch += 2 * int64_t(sizeof(float)) * r.out_channels * r.col_rows();
+  if (!t.all(g)) m.scratch += 2 * kernels::host_floats_bytes(r.out_channels * r.col_rows());
   return m;
 }
 

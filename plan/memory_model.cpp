@@ -32,6 +32,8 @@ class Replay {
     if (--t.holders == 0) live_ -= t.bytes;
   }
   int64_t bytes(int id) const { return id < 0 ? 0 : tensors_[size_t(id)].bytes; }
+  // Nothing else holds tensor `id` (Tensor::sole_handle).
+  bool sole(int id) const { return id >= 0 && tensors_[size_t(id)].holders == 1; }
 
   // A moment of the step: what is live now plus `extra` bytes of `who`'s that are about to be
   // allocated (its output, scratch, gradient).
@@ -91,6 +93,7 @@ int replay_forward(Replay& r, const std::vector<LayerMemory>& layers, size_t fir
                    std::vector<Saved>& saved, std::map<size_t, Region>& regions, const std::string& phase) {
   std::vector<int> held;
   std::vector<Region> open;
+  int wrapper_input = -1;  // held by a wrapper's caller through the next record's forward
   for (size_t i = first; i < last; ++i) {
     const LayerMemory& l = layers[i];
     switch (l.op) {
@@ -130,12 +133,18 @@ int replay_forward(Replay& r, const std::vector<LayerMemory>& layers, size_t fir
         if (l.kept > 0) s.kept = r.make(l.kept, l.layer);
         if (l.keeps_input) r.hold(s.input = current);
         if (l.keeps_output) r.hold(s.output = out);
-        r.release(current);
+        r.release(wrapper_input);
+        wrapper_input = -1;
+        if (l.wraps_next)
+          wrapper_input = current;
+        else
+          r.release(current);
         current = out;
         break;
       }
     }
   }
+  r.release(wrapper_input);
   GRIDNN_REQUIRE(held.empty() && open.empty(), "memory model: a fork or recomputed block that does not end");
   return current;
 }
@@ -146,6 +155,7 @@ void replay_backward(Replay& r, const std::vector<LayerMemory>& layers, int grad
                      std::map<size_t, Region>& regions) {
   std::vector<int> held;
   std::vector<int> stashed;
+  int container_dy = -1;  // held until the next fork (LayerMemory::dy_held_to_fork)
   for (size_t i = layers.size(); i-- > 0;) {
     const LayerMemory& l = layers[i];
     switch (l.op) {
@@ -164,6 +174,8 @@ void replay_backward(Replay& r, const std::vector<LayerMemory>& layers, int grad
         const int out = grad < 0 && other < 0 ? -1 : r.make(sum, l.layer + " (grad)");
         r.release(grad);
         r.release(other);
+        r.release(container_dy);
+        container_dy = -1;
         grad = out;
         break;
       }
@@ -179,14 +191,19 @@ void replay_backward(Replay& r, const std::vector<LayerMemory>& layers, int grad
         stashed.pop_back();
         break;
       case Op::layer: {
-        if (l.grad_in_place) {  // dx takes dy's memory
+        // dx takes dy's memory, unless dy is held elsewhere too (a residual block's shortcut
+        // gradient): then the layer makes a new one.
+        if (l.grad_in_place && r.sole(grad)) {
           r.moment(l.backward_scratch, l.layer + " (grad)", "backward of " + l.layer);
           release_saved(r, saved[i]);
           break;
         }
         r.moment(l.input_grad + l.backward_scratch, l.layer + " (grad)", "backward of " + l.layer);
         const int dx = l.input_grad > 0 ? r.make(l.input_grad, l.layer + " (grad)") : -1;
-        r.release(grad);
+        if (l.dy_held_to_fork)
+          container_dy = grad;
+        else
+          r.release(grad);
         release_saved(r, saved[i]);
         grad = dx;
         break;
@@ -212,7 +229,10 @@ MemoryPeak simulate_memory(const MemoryStep& step) {
       for (size_t s = 0; s < workspace.size(); ++s) workspace[s] = std::max(workspace[s], l.workspace[s]);
   int64_t workspace_bytes = 0;
   for (int64_t w : workspace) workspace_bytes += w;
-  int64_t resident = workspace_bytes + step.micro_batch_stash;
+  // Each module's state once (the evaluation forward runs the same modules).
+  int64_t layer_state = 0;
+  for (const LayerMemory& l : step.layers.empty() ? step.evaluation : step.layers) layer_state += l.state;
+  int64_t resident = workspace_bytes + layer_state + step.micro_batch_stash;
   for (const MemoryItem& item : step.resident) resident += item.bytes;
 
   // The training step. The input is the batch's (a resident item), so its bytes are not
@@ -224,25 +244,40 @@ MemoryPeak simulate_memory(const MemoryStep& step) {
   replay_forward(r, step.layers, 0, step.layers.size(), r.make(0, "input"), saved, regions, "");
   r.moment(step.loss_grad_bytes, "loss", "the loss");
   replay_backward(r, step.layers, step.loss_grad_bytes > 0 ? r.make(step.loss_grad_bytes, "loss") : -1, saved, regions);
-  // Evaluation: a forward that keeps what a backward would need until it ends.
-  Replay e(resident + step.evaluation_batch_bytes);
+  // Evaluation: a forward that keeps nothing for a backward, after the step (whose stashed
+  // micro-batch inputs are gone by then), beside the validation loader's batches.
+  const int64_t evaluation_resident = resident - step.micro_batch_stash + step.evaluation_batch_bytes;
+  Replay e(evaluation_resident);
   std::vector<Saved> evaluation(step.evaluation.size());
   replay_forward(e, step.evaluation, 0, step.evaluation.size(), e.make(0, "input"), evaluation, regions,
                  "evaluation: ");
   const Replay& worst = e.peak() > r.peak() ? e : r;
 
   MemoryPeak p;
+  if (step.setup_bytes > 0 && step.setup_bytes + layer_state > worst.peak()) {  // reading the weights
+    p.peak_bytes = p.resident_bytes = step.setup_bytes + layer_state;
+    p.layer_state_bytes = layer_state;
+    p.at = "setup: the weights file read";
+    p.shares = {{"the network and the weights file read", step.setup_bytes}};
+    if (layer_state > 0) p.shares.push_back({"layer state (batch norm's statistics)", layer_state});
+    p.training = {r.peak() - resident, r.at()};
+    if (!step.evaluation.empty()) p.evaluation = {e.peak() - evaluation_resident, e.at()};
+    return p;
+  }
   p.training = {r.peak() - resident, r.at()};
-  if (!step.evaluation.empty()) p.evaluation = {e.peak() - resident - step.evaluation_batch_bytes, e.at()};
+  if (!step.evaluation.empty()) p.evaluation = {e.peak() - evaluation_resident, e.at()};
   p.peak_bytes = worst.peak();
-  p.resident_bytes = resident + (&worst == &e ? step.evaluation_batch_bytes : 0);
+  p.resident_bytes = &worst == &e ? evaluation_resident : resident;
   p.activation_bytes = worst.peak() - p.resident_bytes;
   p.workspace_bytes = workspace_bytes;
+  p.layer_state_bytes = layer_state;
   p.at = worst.at();
   for (const MemoryItem& item : step.resident)
     if (item.bytes > 0) p.shares.push_back({item.what, item.bytes});
   if (workspace_bytes > 0) p.shares.push_back({"convolution workspace", workspace_bytes});
-  if (step.micro_batch_stash > 0) p.shares.push_back({"micro-batch inputs (stash)", step.micro_batch_stash});
+  if (layer_state > 0) p.shares.push_back({"layer state (batch norm's statistics)", layer_state});
+  if (step.micro_batch_stash > 0 && &worst == &r)
+    p.shares.push_back({"micro-batch inputs (stash)", step.micro_batch_stash});
   if (&worst == &e && step.evaluation_batch_bytes > 0)
     p.shares.push_back({"validation batch (current and prefetched)", step.evaluation_batch_bytes});
   for (const auto& [who, bytes] : worst.shares())

@@ -43,7 +43,15 @@ struct LayerMemory {
   int64_t forward_scratch = 0;   // most bytes its forward holds at once besides input, output and kept
   int64_t backward_scratch = 0;  // most bytes its backward holds at once besides dy, dx and kept
   int64_t input_grad = 0;        // bytes of dL/dinput its backward returns (0: none)
+  int64_t state = 0;             // held for the layer's life besides parameters and buffers
   bool grad_in_place = false;    // ... written over dL/doutput, which its container gives up
+  // A wrapper's own step before the layer it wraps (a halo, a gather): the wrapper's caller
+  // still holds the wrapper's input until the wrapped layer's forward ends.
+  bool wraps_next = false;
+  // A container's last layer whose dL/doutput the container's backward holds until it ends
+  // at the container's fork (a residual block's last ReLU: Module::backward holds the
+  // block's dy while its layers run).
+  bool dy_held_to_fork = false;
   // The workspace sizes its passes ask for (kernels/conv3d_workspace.h).
   kernels::Workspace workspace{};
 };
@@ -65,6 +73,9 @@ struct MemoryStep {
   // backward): replayed forward only, after the training step; empty: none.
   std::vector<LayerMemory> evaluation;
   int64_t evaluation_batch_bytes = 0;  // the validation loader's batches, alive during evaluation only
+  // Setup, before the first step: the network's tensors and a weights file being read, all
+  // of whose tensors exist at once (LayerMemory::state is added); 0: nothing is read.
+  int64_t setup_bytes = 0;
 };
 
 // A holder of bytes at the peak: a layer (its kept tensors, outputs, gradients or scratch)
@@ -85,6 +96,7 @@ struct MemoryPeak {
   int64_t resident_bytes = 0;       // the part that lives across steps
   int64_t activation_bytes = 0;     // the rest at the peak: kept tensors, outputs, gradients, scratch
   int64_t workspace_bytes = 0;      // per-thread convolution workspace (part of resident_bytes)
+  int64_t layer_state_bytes = 0;    // the layers' own state (LayerMemory::state; part of resident_bytes)
   std::string at;                   // "backward of layer1.0.conv1", ...
   std::vector<MemoryShare> shares;  // every holder at the peak, largest first
   PhasePeak training, evaluation;   // each phase's own peak (the larger one is the step's)

@@ -63,8 +63,10 @@ void vol2col(const float* xn, const Conv3dGeometry& g, int64_t od0, int64_t od1,
 // Backward filter's group of samples, and the bytes of its column and dy buffers.
 constexpr int64_t kGroupBelow = 1024;
 
+// The columns and the gathered dy of a group, two host tensors.
 int64_t group_bytes(const Conv3dGeometry& g, int64_t samples) {
-  return int64_t(sizeof(float)) * (g.col_rows() + g.out_channels) * samples * g.out_volume();
+  return host_floats_bytes(g.col_rows() * samples * g.out_volume()) +
+         host_floats_bytes(g.out_channels * samples * g.out_volume());
 }
 
 }  // namespace
@@ -79,7 +81,7 @@ int64_t conv3d_column_bytes(const Conv3dGeometry& g, int64_t n, bool backward_fi
   if (g.is_pointwise()) return 0;
   const int64_t group = backward_filter ? conv3d_filter_samples_per_gemm(g, n) : 1;
   if (group > 1) return group_bytes(g, group);
-  return int64_t(sizeof(float)) * g.col_rows() * planes_per_slab(g) * g.out_plane();
+  return host_floats_bytes(g.col_rows() * planes_per_slab(g) * g.out_plane());
 }
 
 bool conv3d_filter_by_planes(const Conv3dGeometry& g) { return use_onednn() && one_channel::takes(g); }

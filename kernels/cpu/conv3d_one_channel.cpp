@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <exception>
 
+#include "kernels/conv3d_workspace.h"
 #include "kernels/cpu/parallel_for.h"
 #include "kernels/gemm.h"
 
@@ -122,7 +123,8 @@ bool takes(const Conv3dGeometry& g) { return g.in_channels == 1 && !g.is_pointwi
 
 int64_t scratch_bytes(const Conv3dGeometry& g, int64_t n) {
   const int64_t items = n * items_per_sample(g);
-  return int64_t(sizeof(float)) * (items * partial_floats(g) + teams(g, n) * (columns_floats(g) + packed_floats(g)));
+  return host_floats_bytes(items * partial_floats(g)) +
+         host_floats_bytes(teams(g, n) * (columns_floats(g) + packed_floats(g)));
 }
 
 void backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw) {

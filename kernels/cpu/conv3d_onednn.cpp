@@ -73,6 +73,8 @@ class Buffer {
     return data_;
   }
   static size_t round_up(size_t bytes) { return (bytes + 63) / 64 * 64; }
+  // The bytes the host allocator holds for a buffer reserved for `bytes` (its size class).
+  static int64_t held(size_t bytes) { return int64_t(block_bytes(Device::cpu(), round_up(bytes))); }
 
  private:
   void* data_ = nullptr;
@@ -425,9 +427,9 @@ Workspace workspace(const Conv3dGeometry& g, int64_t n, Pass pass, bool bias) {
   Plan& p = plan(g, n, pass, bias);
   if (p.impl.empty()) return bytes;
   for (const Operand& o : p.operands)
-    if (o.copy) bytes[o.slot] = std::max(bytes[o.slot], int64_t(Buffer::round_up(o.inner.get_desc().get_size())));
+    if (o.copy) bytes[o.slot] = std::max(bytes[o.slot], Buffer::held(o.inner.get_desc().get_size()));
   const size_t scratch = p.scratchpad.get_desc().get_size();
-  if (scratch > 0) bytes[kScratchpad] = int64_t(Buffer::round_up(scratch));
+  if (scratch > 0) bytes[kScratchpad] = Buffer::held(scratch);
   return bytes;
 }
 

@@ -79,9 +79,9 @@ Shape DistSelfAttention3d::describe(const Shape& in, plan::RankStep& step) const
   // Own queries over all positions; the stacked own [K; V] and their gathered copies exist
   // for a moment in forward, and all positions' [dK; dV] with this rank's block in backward.
   plan::LayerMemory& m = step.memory.back();
-  m = attention_memory(name(), in[0], c, nr, n);
+  m = attention_memory(name(), in[0], c, nr, n, layer_->math_mode(), layer_->gamma().value.device());
   const int64_t own_kv = activation_bytes({in[0], c / 8 + c, nr}), all_kv = activation_bytes({in[0], c / 8 + c, n});
-  m.forward_scratch = own_kv + 2 * all_kv;
+  m.forward_scratch += own_kv + 2 * all_kv;
   m.backward_scratch += all_kv + own_kv;
   const int64_t kv = in[0] * (c / 8 + c);
   const int procs = row_.size();

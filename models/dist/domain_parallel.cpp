@@ -41,15 +41,18 @@ Shape DomainParallel::describe(const Shape& in, plan::RankStep& step) const {
       in.rank() == 5 && in[2] == h.input.owned().size(), name(),
       "cannot run on an input " + in.str() + " (a slab of " + std::to_string(h.input.owned().size()) + " planes)");
   const int64_t plane = in[0] * in[1] * in[3] * in[4];  // elements of one input plane of the shard
-  int64_t sent = 0, received = 0;
+  int64_t sent = 0, received = 0, on_wire = 0;          // planes; bytes of the copies, one per transfer
   for (const parallel::PlaneTransfer& t : h.sends) sent += t.planes.size();
   for (const parallel::PlaneTransfer& t : h.receives) received += t.planes.size();
+  for (const auto* transfers : {&h.sends, &h.receives})
+    for (const parallel::PlaneTransfer& t : *transfers) on_wire += activation_bytes({t.planes.size(), plane});
   // The extended slab is a new tensor (also with no neighbour); the planes on the wire are
   // copies, both ways; backward returns dx of the own planes.
   plan::LayerMemory m;
   m.layer = name() + " (halo)";
   m.output = activation_bytes(in.with(2, h.extended_planes()));
-  m.forward_scratch = m.backward_scratch = activation_bytes({sent + received, plane});
+  m.forward_scratch = m.backward_scratch = on_wire;
+  m.wraps_next = true;
   const size_t halo = step.memory.size();
   step.memory.push_back(m);
   const Shape out = layer_->describe(in.with(2, h.extended_planes()), step);

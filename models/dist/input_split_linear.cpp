@@ -67,6 +67,7 @@ Shape InputSplitLinear::describe(const Shape& in, plan::RankStep& step) const {
   own.output = activation_bytes(in.with(1, block().size()));
   own.input_grad = activation_bytes(in);
   own.backward_scratch = 2 * own.input_grad;
+  own.wraps_next = true;
   step.memory.push_back(own);
   layer_->describe(in.with(1, block().size()), step);
   step.layers.back().weights += out_;  // the bias, replicated

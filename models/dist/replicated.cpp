@@ -65,7 +65,10 @@ Tensor Replicated::do_backward(const Tensor& dy) {
 }
 
 Shape Replicated::describe(const Shape& in, plan::RankStep& step) const {
-  return layer_->describe(gather_ ? gather_->describe_as(name() + " (gather)", in, step) : in, step);
+  if (!gather_) return layer_->describe(in, step);
+  const Shape whole = gather_->describe_as(name() + " (gather)", in, step);
+  step.memory.back().wraps_next = true;
+  return layer_->describe(whole, step);
 }
 
 }  // namespace gridnn::nn

@@ -135,19 +135,24 @@ double attention_macs(int64_t channels, int64_t queries, int64_t positions, int6
 // ---- SelfAttention3d -------------------------------------------------------------------
 
 plan::LayerMemory attention_memory(const std::string& name, int64_t batch, int64_t channels, int64_t queries,
-                                   int64_t positions) {
-  const int64_t f = int64_t(sizeof(float)) * batch, c = channels, c8 = c / 8, nq = queries, n = positions;
-  const int64_t x = f * c * nq, scores = f * nq * n;
+                                   int64_t positions, ops::MathMode math, const Device& device) {
+  const int64_t b = batch, c = channels, c8 = c / 8, nq = queries, n = positions;
+  const int64_t x = activation_bytes({b, c, nq}), scores = activation_bytes({b, nq, n});
+  const int64_t q = activation_bytes({b, c8, nq}), k = activation_bytes({b, c8, n}), v = activation_bytes({b, c, n});
   plan::LayerMemory m;
   m.layer = name;
   m.output = m.input_grad = x;
   m.keeps_input = true;
-  m.kept = f * c8 * nq + f * (c8 + c) * n + scores + x;  // Q; K and V; A; O
-  m.forward_scratch = int64_t(sizeof(float)) * nq;       // the bias's ones row
+  m.kept = q + k + v + scores + x;                // Q; K and V; A; O
+  m.forward_scratch = activation_bytes({1, nq});  // the bias's ones row
   // attention_backward holds dy*O, dO, dV, dS, dQ and dK at once (before dx exists); then dV,
   // dQ, dK, dx and one projection's input gradient.
-  const int64_t grads = f * c * n + f * c8 * nq + f * c8 * n;  // dV, dQ, dK
+  const int64_t grads = v + q + k;  // dV, dQ, dK
   m.backward_scratch = std::max(2 * x + scores + grads - x, grads + x);
+  const Shape largest = scores >= v ? Shape{b, nq, n} : Shape{b, c, n};
+  const int64_t copies = rounded_copies_bytes(math, device, {largest, largest, {c, c}});
+  m.forward_scratch += copies;
+  m.backward_scratch += copies;
   return m;
 }
 
@@ -213,7 +218,7 @@ Shape SelfAttention3d::describe(const Shape& in, plan::RankStep& step) const {
   l.forward_flops = 2.0 * attention_macs(c, n, n, n);
   l.samples = in[0];
   step.layers.push_back(l);
-  step.memory.push_back(attention_memory(name(), in[0], c, n, n));
+  step.memory.push_back(attention_memory(name(), in[0], c, n, n, math_mode(), gamma_->value.device()));
   return in;
 }
 

@@ -76,9 +76,11 @@ double attention_macs(int64_t channels, int64_t queries, int64_t positions, int6
 // The memory of the attention of `batch` samples, Nq own queries over N positions with C
 // channels (the memory model's record; docs/design.md §6a): it keeps its input (for the
 // projections' weight gradients), Q, K, V, the attention matrix and O; its output is a new
-// tensor (x + gamma O); its backward's largest moment is inside attention_backward.
+// tensor (x + gamma O); its backward's largest moment is inside attention_backward. Under
+// tf32 or bf16 on the host each GEMM also holds rounded copies of its two operands, at most
+// twice the largest of x, V and the attention matrix, and a weight (rounded_copies_bytes).
 plan::LayerMemory attention_memory(const std::string& name, int64_t batch, int64_t channels, int64_t queries,
-                                   int64_t positions);
+                                   int64_t positions, ops::MathMode math, const Device& device);
 
 class SelfAttention3d : public Module {
  public:

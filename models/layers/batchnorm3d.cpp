@@ -60,6 +60,7 @@ Shape BatchNorm3d::describe(const Shape& in, plan::RankStep& step) const {
   m.layer = name();
   m.output = m.input_grad = activation_bytes(in);
   m.keeps_input = true;
+  m.state = 3 * stored_bytes(channels_ * int64_t(sizeof(float))) + stored_bytes(2 * channels_ * int64_t(sizeof(float)));
   step.memory.push_back(m);
   if (statistics_over_) {  // forward: the count, the sums for the mean, then both sums; backward: both sums
     for (int64_t n : {int64_t(1), channels_, 2 * channels_, 2 * channels_})

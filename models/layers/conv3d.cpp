@@ -93,6 +93,9 @@ Shape Conv3d::describe(const Shape& in, plan::RankStep& step) const {
     m.workspace = cpu.workspace;
     m.forward_scratch = m.backward_scratch = cpu.scratch;
   }
+  const Shape w = weight_->value.shape();
+  m.forward_scratch += rounded_copies_bytes(math_mode(), weight_->value.device(), {in, w});
+  m.backward_scratch += rounded_copies_bytes(math_mode(), weight_->value.device(), {in, out, w});
   step.memory.push_back(m);
   return out;
 }

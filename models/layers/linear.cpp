@@ -65,6 +65,9 @@ Shape Linear::describe(const Shape& in, plan::RankStep& step) const {
   m.input_grad = activation_bytes(in);
   m.forward_scratch = bias_ ? activation_bytes({in[0], 1}) : 0;  // the ones column
   m.backward_scratch = bias_ ? activation_bytes({out_}) : 0;     // the bias gradient's sum
+  const Device d = weight_->value.device();
+  m.forward_scratch += rounded_copies_bytes(math_mode(), d, {in, weight_->value.shape()});
+  m.backward_scratch += rounded_copies_bytes(math_mode(), d, {in, {in[0], out_}, weight_->value.shape()});
   step.memory.push_back(m);
   return {in[0], out_};
 }

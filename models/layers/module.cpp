@@ -169,6 +169,23 @@ void require_layer(bool cond, const std::string& layer, const std::string& what)
   if (!cond) throw Error(layer + ": " + what);
 }
 
-int64_t activation_bytes(const Shape& s) { return s.numel() * int64_t(sizeof(float)); }
+namespace {
+thread_local SizeClasses described_classes = SizeClasses::host;
+}  // namespace
+
+int64_t stored_bytes(int64_t bytes) { return int64_t(size_class(described_classes, size_t(bytes), host_page_size())); }
+int64_t activation_bytes(const Shape& s) { return stored_bytes(s.numel() * int64_t(sizeof(float))); }
+
+int64_t rounded_copies_bytes(ops::MathMode m, const Device& device, std::initializer_list<Shape> shapes) {
+  int64_t bytes = 0;
+  if (m != ops::MathMode::fp32 && device.runs_on_host())
+    for (const Shape& s : shapes) bytes += activation_bytes(s);
+  return bytes;
+}
+
+SizeClassScope::SizeClassScope(const Device& device) : previous_(described_classes) {
+  described_classes = size_classes_of(device);
+}
+SizeClassScope::~SizeClassScope() { described_classes = previous_; }
 
 }  // namespace gridnn::nn

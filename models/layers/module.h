@@ -10,11 +10,13 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/size_class.h"
 #include "core/tensor.h"
 #include "kernels/math_mode.h"
 #include "kernels/random.h"
@@ -232,9 +234,29 @@ using RecomputeScope = ForwardScope<struct RecomputeTag>;
 // evaluation holds one layer's input and output at a time.
 using NoBackwardScope = ForwardScope<struct NoBackwardTag>;
 
-// The bytes of an activation (or its gradient) of shape `s`: every activation is f32
-// (kernels/math_mode.h), so 4 per element. What layers state to the memory model.
+// The bytes an activation (or its gradient) of shape `s` holds: every activation is f32
+// (kernels/math_mode.h), so 4 per element, rounded up to the size class of the allocator
+// being described (core/size_class.h; the host's unless a SizeClassScope says otherwise).
+// What layers state to the memory model, one call per tensor, so that the model counts what
+// the allocator counts.
 int64_t activation_bytes(const Shape& s);
+// The bytes of a tensor of `bytes` bytes in the allocator being described.
+int64_t stored_bytes(int64_t bytes);
+// The rounded copies of operands of `shapes` that the host's kernels make under math mode
+// `m` (tf32 and bf16 round each operand of a convolution or GEMM into a scratch copy, then
+// run in fp32: kernels/gemm.h); 0 in fp32 or on a GPU.
+int64_t rounded_copies_bytes(ops::MathMode m, const Device& device, std::initializer_list<Shape> shapes);
+// Describes the memory of `device`'s allocator on this thread for the scope's lifetime.
+class SizeClassScope {
+ public:
+  explicit SizeClassScope(const Device& device);
+  ~SizeClassScope();
+  SizeClassScope(const SizeClassScope&) = delete;
+  SizeClassScope& operator=(const SizeClassScope&) = delete;
+
+ private:
+  SizeClasses previous_;
+};
 
 // Throws gridnn::Error "<layer>: <what>" unless `cond`: the shape and argument checks of
 // every layer use it, so messages name the layer.

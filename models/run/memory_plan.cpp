@@ -5,15 +5,19 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 
 #include "core/allocator.h"
 #include "core/bytes.h"
 #include "core/error.h"
+#include "core/safetensors.h"
 #include "models/nets/blocks.h"
 #include "models/run/grid_batch.h"
 #include "models/run/step_plan.h"
 
 namespace gridnn::run {
+
+namespace fs = std::filesystem;
 
 using nn::activation_bytes;
 
@@ -24,7 +28,8 @@ int64_t optimizer_copies(const optim::OptimizerOptions& o) {
 
 namespace {
 
-int64_t tensor_bytes(const Tensor& t) { return t.numel() * int64_t(dtype_size(t.dtype())); }
+// What the allocator being described holds for `t` (nn::SizeClassScope).
+int64_t tensor_bytes(const Tensor& t) { return nn::stored_bytes(t.numel() * int64_t(dtype_size(t.dtype()))); }
 
 const nn::BlockNetwork& blocks_of(const nn::Module& model) {
   const auto* net = dynamic_cast<const nn::BlockNetwork*>(&model);
@@ -83,6 +88,7 @@ std::vector<plan::LayerMemory> evaluation_layers(const nn::BlockNetwork& net, co
 plan::MemoryStep memory_step(const RunOptions& o, nn::Module& model, const parallel::GridShape& grid, int row, int col,
                              const StageSpan& span, MemoryJob job) {
   const nn::BlockNetwork& net = blocks_of(model);
+  const nn::SizeClassScope classes(o.device);  // every tensor in its allocator's size class
   const int64_t rows = shard_rows(grid, col, o.batch).size();
   const int64_t planes = shard_planes(grid, row, o.input[0]).size();
   const int M = job == MemoryJob::training ? o.micro_batches : 1;
@@ -98,19 +104,37 @@ plan::MemoryStep memory_step(const RunOptions& o, nn::Module& model, const paral
 
   plan::MemoryStep step;
   // Resident: every stage builds the whole network; only its own part is optimized and synced.
-  // A synced gradient is a view of its bucket (GradientSync): counted once, as a gradient.
-  int64_t parameters = 0, buffers = 0, optimized = 0;
+  // A synced gradient is a view of the gradient arena (GradientSync): one tensor of all of
+  // them, counted once.
+  int64_t parameters = 0, buffers = 0, optimized = 0, synced = 0;
   for (auto& [name, p] : model.named_parameters()) {
-    parameters += tensor_bytes(p->value) + tensor_bytes(p->grad);
+    parameters += tensor_bytes(p->value);
     const size_t b = net.block_of(name);
-    if (b < span.begin || b >= span.end) continue;
-    optimized += tensor_bytes(p->value);
+    const bool mine = b >= span.begin && b < span.end;
+    const parallel::Communicator* sum_over = p->layout.grad_sum_over;
+    if (mine && sum_over && sum_over->size() > 1)
+      synced += p->grad.numel() * int64_t(sizeof(float));
+    else
+      parameters += tensor_bytes(p->grad);
+    if (mine) optimized += tensor_bytes(p->value);
   }
+  parameters += nn::stored_bytes(synced);
   for (auto& [name, b] : model.named_buffers()) buffers += tensor_bytes(*b);
-  const int64_t batch_bytes = activation_bytes(batch) + rows * int64_t(sizeof(int64_t));
+  // A weights file read at setup (--init-from; gridnn-predict's checkpoint): every tensor in
+  // it exists at once beside the network's own.
+  if (!o.init_from.empty() && fs::is_regular_file(o.init_from)) {
+    int64_t file = 0;
+    for (int64_t bytes : safetensors_tensor_bytes(o.init_from)) file += nn::stored_bytes(bytes);
+    step.setup_bytes = parameters + buffers + file + kSmallTensorsBound;
+  }
+  const int64_t batch_bytes = activation_bytes(batch) + nn::stored_bytes(rows * int64_t(sizeof(int64_t)));
   const bool on_cpu = o.device.is_cpu();
   step.resident.push_back({"parameters and gradients", parameters});
   step.resident.push_back({"buffers", buffers});
+  // What no layer states: the loss and its sum, the logged losses, the collectives' and the
+  // pipeline's small temporaries. Measured at most 32 KiB (2 stages of ResAttNet3D-34,
+  // test/tools/check_memory_random.py); a bound.
+  step.resident.push_back({"small tensors outside the layers (bound)", kSmallTensorsBound});
   // gridnn-predict's batch on the host, the fitted volumes of its scans (and the batch's copy
   // on a GPU). Reading a scan holds its stored voxels for a moment too, which depends on the
   // file: not counted.
@@ -125,7 +149,7 @@ plan::MemoryStep memory_step(const RunOptions& o, nn::Module& model, const paral
       else
         step.resident.push_back({"batch (on the device)", activation_bytes(batch)});
       if (on_cpu && o.data.cache) {
-        const int64_t per_sample = activation_bytes(batch) / std::max<int64_t>(rows, 1);
+        const int64_t per_sample = activation_bytes(batch.with(0, 1));  // one tensor each
         step.resident.push_back({"cached samples", per_sample * ((o.data.train_samples + grid.cols - 1) / grid.cols)});
       }
       const Shape at_micro = at_span(batch.with(0, micro));
@@ -136,7 +160,8 @@ plan::MemoryStep memory_step(const RunOptions& o, nn::Module& model, const paral
       // Validation runs the shard's rows at once through the same blocks, reading batches of
       // its own while the training loader holds its prefetched one.
       step.evaluation = evaluation_layers(net, span, at);
-      step.evaluation_batch_bytes = 2 * batch_bytes;
+      // (Host memory: on a GPU, the device copy of the current one.)
+      step.evaluation_batch_bytes = on_cpu ? 2 * batch_bytes : activation_bytes(batch);
       break;
     }
     case MemoryJob::prediction:
@@ -188,15 +213,15 @@ std::string memory_report(int rank, const plan::MemoryPeak& predicted, int64_t m
     std::snprintf(line, sizeof line, "  resident %s, activations and scratch %s at the peak\n",
                   format_bytes(predicted.resident_bytes).c_str(), format_bytes(predicted.activation_bytes).c_str());
     text += line;
-    std::snprintf(line, sizeof line, "  activations: training step %s at the %s",
-                  format_bytes(predicted.training.activation_bytes).c_str(), predicted.training.at.c_str());
-    text += line;
-    if (!predicted.evaluation.at.empty()) {
-      std::snprintf(line, sizeof line, "; %s at the %s", format_bytes(predicted.evaluation.activation_bytes).c_str(),
-                    predicted.evaluation.at.c_str());
-      text += line;
+    // Each phase that holds activations (a prediction has no training step).
+    std::string phases;
+    for (const auto& [what, phase] : {std::pair{"training step ", &predicted.training}, {"", &predicted.evaluation}}) {
+      if (phase->at.empty() || phase->activation_bytes == 0) continue;
+      std::snprintf(line, sizeof line, "%s%s%s at the %s", phases.empty() ? "" : "; ", what,
+                    format_bytes(phase->activation_bytes).c_str(), phase->at.c_str());
+      phases += line;
     }
-    text += "\n";
+    if (!phases.empty()) text += "  activations: " + phases + "\n";
   }
   const size_t shown = std::min<size_t>(5, predicted.shares.size());
   for (size_t i = 0; i < shown; ++i) {

@@ -17,6 +17,9 @@
 
 namespace gridnn::run {
 
+// The bytes the memory model allows for small tensors no layer states (memory_plan.cpp).
+constexpr int64_t kSmallTensorsBound = int64_t(64) << 10;
+
 // The blocks one rank runs, and where they sit in the pipeline.
 struct StageSpan {
   size_t begin = 0, end = 0;
