@@ -90,6 +90,9 @@ void add_flags(CLI::App& app, Cli& c) {
                  "each rank's memory at most (6GiB, 512MiB, bytes, or auto: the device's free memory less a "
                  "margin, the default on a GPU): nothing runs when a rank's predicted peak is larger, and the "
                  "allocators enforce it");
+  app.add_flag("--memory-report", p.memory_report,
+               "at the end, each rank's predicted peak memory beside the allocator's measured peak and the "
+               "largest holders (docs/design.md §6a)");
 }
 
 // The run's options, settled once on this process: the checkpoint's (or the defaults), then

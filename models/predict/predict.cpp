@@ -195,20 +195,36 @@ std::string explained_text(const Explanations& e, const nn::BlockNetwork& net) {
   return ", " + std::string(enum_name(e.options.method)) + " of " + layers + over + " into " + e.dir;
 }
 
-// --memory-limit's pre-flight check (models/run/memory_plan.h) for this job, before any
-// scan is read or any file written; what would fit: other grids, a smaller batch.
-void check_memory(const PredictOptions& o, run::PipelinedModel& model, parallel::ProcessGrid& grid) {
+run::MemoryJob memory_job(const PredictOptions& o) {
+  return o.explain_dir.empty() ? run::MemoryJob::prediction : run::MemoryJob::explanation;
+}
+
+// The job the memory model predicts: the network, and the weights it reads at setup.
+run::RunOptions memory_options(const PredictOptions& o) {
+  run::RunOptions r = o.run;
+  r.init_from = o.weights;
+  return r;
+}
+
+// This rank's predicted peak for this job (models/run/memory_plan.h).
+plan::MemoryPeak predicted_memory(const PredictOptions& o, run::PipelinedModel& model, parallel::ProcessGrid& grid) {
+  const run::StageSpan whole{0, dynamic_cast<nn::BlockNetwork&>(model.model()).block_count(), true, true};
+  return plan::simulate_memory(run::memory_step(memory_options(o), model.model(), grid.shape(), grid.row_rank(),
+                                                grid.col_rank(), whole, memory_job(o)));
+}
+
+// --memory-limit's pre-flight check for this job, before any scan is read or any file
+// written; what would fit: other grids, a smaller batch.
+void check_memory(const PredictOptions& o, const plan::MemoryPeak& own, run::PipelinedModel& model,
+                  parallel::ProcessGrid& grid) {
   const int64_t limit = o.run.memory_limit;
   if (limit <= 0) return;
-  const run::MemoryJob job = o.explain_dir.empty() ? run::MemoryJob::prediction : run::MemoryJob::explanation;
+  const run::MemoryJob job = memory_job(o);
   const parallel::GridShape g = grid.shape();
-  const run::StageSpan whole{0, dynamic_cast<nn::BlockNetwork&>(model.model()).block_count(), true, true};
-  const plan::MemoryPeak own =
-      plan::simulate_memory(run::memory_step(o.run, model.model(), g, grid.row_rank(), grid.col_rank(), whole, job));
   run::enforce_memory_limit(limit, model.device(), grid, own, [&] {
-    std::vector<std::string> fits = run::grids_that_fit(o.run, g, limit, job);
+    std::vector<std::string> fits = run::grids_that_fit(memory_options(o), g, limit, job);
     for (int64_t b = o.run.batch - 1; b >= 1; --b) {
-      run::RunOptions t = o.run;
+      run::RunOptions t = memory_options(o);
       t.batch = b;
       if (const int64_t peak = run::largest_peak(run::predict_grid_memory(t, g, job)); peak <= limit) {
         fits.push_back("--batch " + std::to_string(b) + " (" + format_bytes(peak) + ")");
@@ -236,7 +252,8 @@ PredictResult predict(const PredictOptions& o, parallel::ProcessGrid& grid, std:
   run::PipelinedModel model(weights, grid);
   auto* net = dynamic_cast<nn::BlockNetwork*>(&model.model());
   GRIDNN_REQUIRE(net, "gridnn-predict: the model is not made of blocks");
-  check_memory(o, model, grid);
+  const plan::MemoryPeak own = predicted_memory(o, model, grid);
+  check_memory(o, own, model, grid);
   std::optional<Explanations> explanations;
   if (!o.explain_dir.empty()) {
     explanations =
@@ -257,6 +274,23 @@ PredictResult predict(const PredictOptions& o, parallel::ProcessGrid& grid, std:
   result.failed = readable.failed;
   result.logits =
       predict_batches(o, dataset, readable.scans, model, explanations ? &*explanations : nullptr, grid, result.files);
+  result.predicted_peak_bytes = own.peak_bytes;
+  result.measured_peak_bytes = run::measured_peak_bytes(model.device());
+  if (o.memory_report) {  // every rank's numbers (collective), printed by the first
+    const std::vector<int64_t> measured = run::per_rank(grid, result.measured_peak_bytes);
+    const std::vector<plan::MemoryPeak> peaks =
+        run::predict_grid_memory(memory_options(o), grid.shape(), memory_job(o));
+    std::string text = "memory per rank (predicted by the layers, measured by the allocator of " +
+                       model.device().str() + "; docs/design.md §6a):\n";
+    std::string exact = "memory in bytes:";
+    for (size_t r = 0; r < measured.size(); ++r) {
+      const plan::MemoryPeak& p = r == size_t(grid.world_rank()) ? own : peaks.at(r);
+      text += run::memory_report(int(r), p, measured[r]);
+      exact += " rank " + std::to_string(r) + " predicted " + std::to_string(p.peak_bytes) + " measured " +
+               std::to_string(measured[r]) + (r + 1 < measured.size() ? ";" : "\n");
+    }
+    if (out) std::fprintf(out, "%s%s", text.c_str(), exact.c_str());
+  }
 
   // The files, on the first rank.
   if (!leader) return result;

@@ -60,6 +60,7 @@ struct PredictOptions {
   int64_t explain_tta = 1;     // test-time transforms (models/explain/explanation.h)
   std::string explain_mask;    // a region mask outlined on each montage: a file, or a path with {name}
   int64_t explain_class = -1;  // -1: each scan's predicted class
+  bool memory_report = false;  // each rank's predicted and measured peak at the end
 };
 
 struct PredictResult {
@@ -69,6 +70,8 @@ struct PredictResult {
   std::vector<std::vector<int64_t>> confusion;  // [label][predicted]
   std::vector<std::string> files;               // what was written
   Tensor logits;                                // [readable scans, classes]: their logits in input order (every rank)
+  int64_t predicted_peak_bytes = 0;             // this rank's (docs/design.md §6a)
+  int64_t measured_peak_bytes = 0;              // this rank's allocator's, over the process so far
 };
 
 // Collective over the grid; `out` (the first rank's, may be null) gets progress and results.
