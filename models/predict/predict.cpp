@@ -280,8 +280,7 @@ PredictResult predict(const PredictOptions& o, parallel::ProcessGrid& grid, std:
     const std::vector<int64_t> measured = run::per_rank(grid, result.measured_peak_bytes);
     const std::vector<plan::MemoryPeak> peaks =
         run::predict_grid_memory(memory_options(o), grid.shape(), memory_job(o));
-    std::string text = "memory per rank (predicted by the layers, measured by the allocator of " +
-                       model.device().str() + "; docs/design.md §6a):\n";
+    std::string text = run::memory_report_title(model.device());
     std::string exact = "memory in bytes:";
     for (size_t r = 0; r < measured.size(); ++r) {
       const plan::MemoryPeak& p = r == size_t(grid.world_rank()) ? own : peaks.at(r);

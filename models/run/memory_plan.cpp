@@ -202,6 +202,11 @@ int64_t largest_peak(const std::vector<plan::MemoryPeak>& peaks) {
 
 int64_t measured_peak_bytes(const Device& device) { return int64_t(allocator_for(device).stats().peak_in_use); }
 
+std::string memory_report_title(const Device& device) {
+  return "memory per rank (predicted by the layers, measured by the allocator of " + device.str() +
+         "; docs/design.md §6a):\n";
+}
+
 std::string memory_report(int rank, const plan::MemoryPeak& predicted, int64_t measured) {
   char line[256];
   const double error = measured > 0 ? 100.0 * double(predicted.peak_bytes - measured) / double(measured) : 0.0;

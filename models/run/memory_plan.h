@@ -59,5 +59,7 @@ int64_t measured_peak_bytes(const Device& device);
 // "predicted 1.21 GiB, measured 1.18 GiB (-2.5%)" lines and the five largest holders at the
 // predicted peak: the per-rank block of --memory-report.
 std::string memory_report(int rank, const plan::MemoryPeak& predicted, int64_t measured);
+// The line before the ranks' blocks of --memory-report, naming the allocator of `device`.
+std::string memory_report_title(const Device& device);
 
 }  // namespace gridnn::run

@@ -184,8 +184,7 @@ void Trainer::report_memory(bool at_end) {
   const parallel::GridShape g = grid_->shape();
   std::vector<plan::MemoryPeak> peaks;
   if (g.stages == 1) peaks = run::predict_grid_memory(options_, g);
-  std::string text = "memory per rank (predicted by the layers, measured by the allocator of " +
-                     model_->device().str() + "; docs/design.md §6a):\n";
+  std::string text = run::memory_report_title(model_->device());
   for (size_t r = 0; r < predicted.size(); ++r) {
     plan::MemoryPeak p = r < peaks.size() ? peaks[r] : plan::MemoryPeak{};
     if (r == size_t(grid_->world_rank())) p = predicted_memory_;
