@@ -43,7 +43,7 @@ GradientSync::GradientSync(nn::Module& model, int64_t bucket_bytes)
 void GradientSync::assign(const std::vector<CommOf>& ordered) {
   buckets_.clear();
   for (auto& [p, comm] : ordered) {
-    const int64_t bytes = p->value.numel() * int64_t(sizeof(float));
+    const int64_t bytes = gradient_slot_elements(p->value.numel()) * int64_t(sizeof(float));
     Bucket* open = nullptr;
     for (auto& b : buckets_)
       if (b.comm == comm && b.elements * int64_t(sizeof(float)) + bytes <= bucket_bytes_ &&
@@ -54,7 +54,7 @@ void GradientSync::assign(const std::vector<CommOf>& ordered) {
       open = &buckets_.back();
     }
     open->params.push_back(p);
-    open->elements += p->value.numel();
+    open->elements += gradient_slot_elements(p->value.numel());
   }
   std::map<std::string, int64_t> used;  // elements of each device's arena
   for (Bucket& b : buckets_) {
@@ -143,7 +143,7 @@ void GradientSync::bind(Bucket& b) {
       if (p->grad.defined()) view.copy_from(p->grad);
       p->grad = std::move(view);
     }
-    offset += p->value.numel();
+    offset += gradient_slot_elements(p->value.numel());
   }
 }
 

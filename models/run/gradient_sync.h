@@ -8,7 +8,10 @@
 // Gradients live in buckets of about `bucket_bytes`: each bucket is one flat tensor and each
 // of its parameters' `grad` a view of its part (bound when the buckets are made, as Megatron
 // maps main_grad into its buffer), so backward accumulates straight into the bucket and one
-// all-reduce per bucket sums it in place: no packing or unpacking. A gradient replaced since
+// all-reduce per bucket sums it in place: no packing or unpacking. Each gradient starts
+// kGradientAlignmentBytes into its device's arena (the padding between them is zeros, summed
+// with them), so that cuDNN's filter gradients and vector loads never see a 4-byte offset
+// left by a 1-float parameter before them. A gradient replaced since
 // (Module::to) is copied in and bound again before its bucket's all-reduce. Counted in the
 // comm log under the layer "gradients".
 // Buckets first follow reverse registration order (about the order backward finishes the
@@ -43,6 +46,15 @@
 #include "parallel/communicator.h"
 
 namespace gridnn::run {
+
+// Where gradients start in their arena, in bytes (cuDNN's and the CUDA allocator's alignment).
+inline constexpr int64_t kGradientAlignmentBytes = 256;
+// The f32 elements a gradient of `elements` takes in its bucket: rounded up to the alignment.
+// The all-reduces carry them all (run::step_plan counts them, run::memory_plan holds them).
+constexpr int64_t gradient_slot_elements(int64_t elements) {
+  constexpr int64_t align = kGradientAlignmentBytes / int64_t(sizeof(float));
+  return (elements + align - 1) / align * align;
+}
 
 class GradientSync : public nn::BackwardObserver {
  public:
@@ -85,10 +97,10 @@ class GradientSync : public nn::BackwardObserver {
   struct Bucket {
     parallel::Communicator* comm;
     std::vector<nn::Parameter*> params;
-    int64_t elements = 0;
-    int64_t offset = 0;   // where flat starts in its device's arena
-    Tensor flat;          // the parameters' gradients, one after another (bind)
-    int64_t waiting = 0;  // overlap: parameters not ready yet
+    int64_t elements = 0;  // the parameters' slots (gradient_slot_elements)
+    int64_t offset = 0;    // where flat starts in its device's arena
+    Tensor flat;           // the parameters' gradients, one slot after another (bind)
+    int64_t waiting = 0;   // overlap: parameters not ready yet
     std::unique_ptr<parallel::PendingAllReduce> pending;
   };
   using CommOf = std::pair<nn::Parameter*, parallel::Communicator*>;

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "models/nets/blocks.h"
+#include "models/run/gradient_sync.h"
 #include "models/run/grid_batch.h"
 #include "models/run/step_plan.h"
 
@@ -113,7 +114,7 @@ plan::MemoryStep memory_step(const RunOptions& o, nn::Module& model, const paral
     const bool mine = b >= span.begin && b < span.end;
     const parallel::Communicator* sum_over = p->layout.grad_sum_over;
     if (mine && sum_over && sum_over->size() > 1)
-      synced += p->grad.numel() * int64_t(sizeof(float));
+      synced += gradient_slot_elements(p->value.numel()) * int64_t(sizeof(float));
     else
       parameters += tensor_bytes(p->grad);
     if (mine) optimized += tensor_bytes(p->value);

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "models/dist/factory.h"
 #include "models/nets/blocks.h"
+#include "models/run/gradient_sync.h"
 #include "models/run/grid_batch.h"
 #include "models/run/memory_plan.h"
 #include "models/run/pipelined_model.h"
@@ -43,7 +44,7 @@ plan::RankStep describe_step(nn::Module& model, const parallel::GridShape& grid,
   for (auto& [name, p] : model.named_parameters()) {
     const parallel::Communicator* comm = p->layout.grad_sum_over;
     if (!comm || comm->size() < 2) continue;
-    gradients[comm->name()].first += p->grad.numel();
+    gradients[comm->name()].first += gradient_slot_elements(p->value.numel());
     gradients[comm->name()].second = comm->size();
   }
   for (const auto& [comm, n] : gradients)

@@ -151,7 +151,8 @@ TEST(GradOverlap, BucketsFollowBackwardOrderAfterTheFirstStep) {
   }
 }
 
-// Each synced gradient is a view of its bucket, the bucket's parameters back to back, before
+// Each synced gradient is a view of its bucket, the bucket's parameters one after another,
+// each in whole 256-byte units (so every gradient is 256-byte aligned after 1-float ones), before
 // and after the buckets are rebuilt in backward's order; a gradient replaced by another
 // tensor (as Module::to replaces it) is copied in and bound again, and the step's gradients
 // stay bitwise those of the blocking sync.
@@ -174,7 +175,7 @@ TEST(GradOverlap, GradientsAreViewsOfTheirBuckets) {
       const char* at = static_cast<const char*>(sync.bucket_gradients(b).raw());
       for (const nn::Parameter* p : sync.bucket_parameters(b)) {
         EXPECT_EQ(static_cast<const char*>(p->grad.raw()), at) << when << ", bucket " << b;
-        at += p->grad.nbytes();
+        at += (p->grad.nbytes() + 255) / 256 * 256;
       }
     }
   };

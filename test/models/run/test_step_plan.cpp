@@ -122,11 +122,18 @@ TEST(StepPlan, GridnnsOwnRunCountsTheHandoverTheLossAndTheGradients) {
   EXPECT_DOUBLE_EQ(words_of(p41, "fc"), 0);  // replicated; its gradient under "gradients"
   const PlanCost p22 = estimate_grid(o, {1, 2, 2}, kPaper);
   EXPECT_DOUBLE_EQ(words_of(p22, "loss"), 1 * 0.5 * 2);
-  // On 1 x 2 every gradient goes over col, once: the whole net's weights.
+  // On 1 x 2 every gradient goes over col, once: the whole net's weights, each in a slot of
+  // whole 256-byte units (64 floats) of the gradient arena.
   const Network net = network_of(o);
+  int64_t weights = 0, slots = 0;
+  for (auto& [name, p] : planned_model(o, {1, 1, 2}, 0).model->named_parameters()) {
+    weights += p->value.numel();
+    slots += (p->value.numel() + 63) / 64 * 64;
+  }
+  EXPECT_EQ(weights, net.weights());
   const auto e12 = comm_elements(describe_grid(o, {1, 1, 2}).at(1).calls);
-  EXPECT_EQ(e12.at({"gradients", "col", "all_reduce"}), net.weights());
-  EXPECT_DOUBLE_EQ(words_of(estimate_grid(o, {1, 1, 2}, kPaper), "gradients"), 2 * 0.5 * double(net.weights()));
+  EXPECT_EQ(e12.at({"gradients", "col", "all_reduce"}), slots);
+  EXPECT_DOUBLE_EQ(words_of(estimate_grid(o, {1, 1, 2}, kPaper), "gradients"), 2 * 0.5 * double(slots));
   // 3D windows are k³ also on a side of one voxel: layer4.1.conv2 (16 -> 16 on 1x1x1).
   for (const LayerShape& l : net.layers)
     if (l.name == "layer4.1.conv2") {
