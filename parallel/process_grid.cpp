@@ -1,5 +1,7 @@
 #include "parallel/process_grid.h"
 
+#include <algorithm>
+#include <array>
 #include <cctype>
 #include <cstring>
 #include <vector>
@@ -11,8 +13,10 @@
 #include "parallel/mpi_communicator.h"
 #include "parallel/slurm.h"
 #endif
-#if GRIDNN_HAVE_NCCL
+#if GRIDNN_HAVE_CUDA
 #include "core/cuda_context.h"
+#endif
+#if GRIDNN_HAVE_NCCL
 #include "parallel/nccl_communicator.h"
 #endif
 
@@ -68,6 +72,33 @@ int64_t min_over_world(int64_t value) {
   if (initialized) GRIDNN_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD));
 #endif
   return value;
+}
+
+int ranks_sharing_device([[maybe_unused]] const Device& device) {
+#if GRIDNN_HAVE_MPI
+  int initialized = 0;
+  GRIDNN_CHECK_MPI(MPI_Initialized(&initialized));
+  if (!initialized) return 1;
+  // The memory's identity: the GPU's UUID, or all zeros for the host's.
+  std::array<unsigned char, 16> id{};
+#if GRIDNN_HAVE_CUDA
+  if (device.is_cuda() && !device.is_standin()) {
+    const cudaUUID_t uuid = cuda::context(device.index).properties.uuid;
+    static_assert(sizeof uuid == sizeof id, "a CUDA UUID is 16 bytes");
+    std::memcpy(id.data(), &uuid, sizeof id);
+  }
+#endif
+  MPI_Comm node = MPI_COMM_NULL;
+  GRIDNN_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  int n = 1;
+  GRIDNN_CHECK_MPI(MPI_Comm_size(node, &n));
+  std::vector<std::array<unsigned char, 16>> all(static_cast<size_t>(n));
+  GRIDNN_CHECK_MPI(MPI_Allgather(id.data(), int(id.size()), MPI_BYTE, all.data(), int(id.size()), MPI_BYTE, node));
+  GRIDNN_CHECK_MPI(MPI_Comm_free(&node));
+  return int(std::count(all.begin(), all.end(), id));
+#else
+  return 1;
+#endif
 }
 
 // The two orders differ only in which of r and c counts fastest within a stage (stages are
@@ -139,30 +170,6 @@ std::string ProcessGrid::describe_placement(const std::vector<int>& node_of_rank
 
 namespace {
 
-#if GRIDNN_HAVE_MPI && GRIDNN_HAVE_NCCL
-// Whether two ranks of one node compute on the same GPU (NCCL refuses that: "duplicate GPU").
-// GPUs are compared by UUID, so ranks that each see their own GPU as cuda:0 through
-// CUDA_VISIBLE_DEVICES count as separate. Collective over MPI_COMM_WORLD; every rank gets
-// the same answer.
-bool ranks_share_a_gpu(const Device& device) {
-  const cudaUUID_t uuid = cuda::context(device.index).properties.uuid;
-  MPI_Comm node = MPI_COMM_NULL;
-  GRIDNN_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-  int n = 1;
-  GRIDNN_CHECK_MPI(MPI_Comm_size(node, &n));
-  std::vector<cudaUUID_t> all(static_cast<size_t>(n));
-  GRIDNN_CHECK_MPI(MPI_Allgather(&uuid, int(sizeof uuid), MPI_BYTE, all.data(), int(sizeof uuid), MPI_BYTE, node));
-  GRIDNN_CHECK_MPI(MPI_Comm_free(&node));
-  int shared = 0;
-  for (size_t i = 0; i < all.size(); ++i)
-    for (size_t j = i + 1; j < all.size(); ++j)
-      if (std::memcmp(&all[i], &all[j], sizeof uuid) == 0) shared = 1;
-  int anywhere = 0;
-  GRIDNN_CHECK_MPI(MPI_Allreduce(&shared, &anywhere, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-  return anywhere != 0;
-}
-#endif
-
 // The backend a grid on `device` uses when `asked` (see CommBackend). `multi_process`: MPI
 // runs, so ranks may share a GPU (collective over MPI_COMM_WORLD then).
 CommBackend resolve_backend(CommBackend asked, const Device& device, bool multi_process) {
@@ -183,7 +190,8 @@ CommBackend resolve_backend(CommBackend asked, const Device& device, bool multi_
   }
   require_device(device);
 #if GRIDNN_HAVE_MPI
-  if (multi_process && ranks_share_a_gpu(device)) {
+  // Whether two ranks of one node compute on the same GPU, on any node.
+  if (multi_process && -min_over_world(-ranks_sharing_device(device)) > 1) {
     GRIDNN_REQUIRE(!required,
                    "communication backend nccl: two ranks of one node compute on the same GPU, "
                    "which NCCL does not allow; give each rank its own GPU (cuda:<rank on the node>) or use "

@@ -69,6 +69,12 @@ constexpr EnumNames<CommBackend> enum_names(CommBackend) { return {"communicatio
 // without MPI or with one process.
 int64_t min_over_world(int64_t value);
 
+// How many of this node's ranks compute in `device`'s memory, this one included: those on
+// the same GPU (by UUID, so ranks that each see theirs as cuda:0 through CUDA_VISIBLE_DEVICES
+// are told apart), or every rank of the node for host memory (the CPU, the device stand-in).
+// Collective over MPI_COMM_WORLD; 1 without MPI or with one process.
+int ranks_sharing_device(const Device& device);
+
 class ProcessGrid {
  public:
   // The grid over every process of the job (MPI_COMM_WORLD); throws gridnn::Error when the

@@ -74,7 +74,7 @@ int64_t memory_limit(const std::string& text, const Device& device, const Proces
   if (text.empty() && device.is_cpu()) return 0;
   if (!text.empty() && text != "auto") return parse_bytes(text, "--memory-limit");
   int64_t available = available_memory_bytes(device);
-  if (device.runs_on_host()) available /= std::max(process.node_size, 1);
+  available /= parallel::ranks_sharing_device(device);
   const int64_t unknown = std::numeric_limits<int64_t>::max();
   const int64_t limit = parallel::min_over_world(
       available > 0 ? available - std::max<int64_t>(available / 10, int64_t(512) << 20) : unknown);

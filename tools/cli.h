@@ -93,11 +93,12 @@ struct Process {
 // a node on GPU i, modulo the node's GPUs).
 Device process_device(const std::string& text, const Process& process);
 // --memory-limit's bytes (docs/design.md §6a): a size (parse_bytes, core/bytes.h) or "auto", the
-// default on a GPU (`text` empty there): what `device` can still give less a margin (a tenth,
-// at least 512 MiB: the CUDA context and the libraries' own buffers, which the allocators do
-// not see), on the CPU the host's available memory shared by the node's ranks; the smallest
-// over the job's ranks, so that every rank plans alike. 0 (no limit): `text` empty on the CPU,
-// or auto where no rank can read its memory. Collective over the job.
+// default on a GPU (`text` empty there): what `device` can still give, shared by the ranks
+// that compute in its memory (parallel::ranks_sharing_device: a GPU's, or the host's for the
+// CPU), less a margin (a tenth, at least 512 MiB: the CUDA context and the libraries' own
+// buffers, which the allocators do not see); the smallest over the job's ranks, so that every
+// rank plans alike. 0 (no limit): `text` empty on the CPU, or auto where no rank can read its
+// memory. Collective over the job.
 int64_t memory_limit(const std::string& text, const Device& device, const Process& process);
 
 // The process grid of a run's settled options: options.grid over the job, with their

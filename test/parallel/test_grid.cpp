@@ -1,8 +1,11 @@
 // ProcessGrid under mpiexec -n 1, 2, 4 (label mpi): for every factorization Ps x Pr x Pc of
 // the job's size, the rank mapping w = (s * Pc + c) * Pr + r and the row, col, stage and world
-// communicators it builds; and the message when --grid does not match the job.
+// communicators it builds; the message when --grid does not match the job; the ranks that
+// share host memory.
 #include <gtest/gtest.h>
+#include <mpi.h>
 
+#include <string>
 #include <vector>
 
 #include "parallel/process_grid.h"
@@ -81,6 +84,21 @@ TEST(ProcessGridMpi, AGridThatDoesNotMatchTheJobSaysHowToStartIt) {
   // The job goes on: a matching grid still works afterwards.
   auto g = ProcessGrid::create(GridShape{1, 1, P});
   g->world().barrier();
+}
+
+// Host memory is shared by the ranks of a node: counted by host name here, independently of
+// the shared-memory split ranks_sharing_device uses. The stand-in's memory is the host's too.
+TEST(ProcessGridMpi, RanksSharingHostMemoryAreTheNodesRanks) {
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  MPI_Get_processor_name(name, &length);
+  const int P = test::world_size();
+  std::vector<char> all(size_t(P) * MPI_MAX_PROCESSOR_NAME);
+  MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, MPI_COMM_WORLD);
+  int same_host = 0;
+  for (int r = 0; r < P; ++r) same_host += std::string(&all[size_t(r) * MPI_MAX_PROCESSOR_NAME]) == name;
+  EXPECT_EQ(ranks_sharing_device(Device::cpu()), same_host);
+  EXPECT_EQ(ranks_sharing_device(Device{Device::Kind::cuda_standin, 0}), same_host);
 }
 
 }  // namespace
