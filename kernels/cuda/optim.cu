@@ -12,7 +12,10 @@ namespace gridnn::kernels::cuda {
 namespace {
 
 // Parameters per launch of a list form: 48 entries of four pointers and an end, 1.9 KB of
-// kernel arguments (under the 4 KB every architecture takes).
+// kernel arguments (under the 4 KB every architecture takes). The list is a __grid_constant__
+// argument: threads index it where it is, in the parameter bank, by the language's guarantee
+// rather than the optimizer's choice (a by-value argument taken by reference may be copied to
+// local memory first; nvcc 13.0 for sm_90 did not, with or without the qualifier).
 constexpr int kListTensors = 48;
 
 // Up to kListTensors parameters' tensors; `end[t]`: the elements of entries 0..t together.
@@ -35,11 +38,11 @@ __device__ void for_each_list_element(const TensorList<kPointers>& list, At at) 
   }
 }
 
-__global__ void sgd_list_kernel(SgdConstants s, TensorList<3> list) {
+__global__ void sgd_list_kernel(SgdConstants s, const __grid_constant__ TensorList<3> list) {
   for_each_list_element(list, [&](float* const* p, int64_t i) { body::sgd_at(s, p[0], p[1], p[2], i); });
 }
 
-__global__ void adam_list_kernel(AdamConstants s, TensorList<4> list) {
+__global__ void adam_list_kernel(AdamConstants s, const __grid_constant__ TensorList<4> list) {
   for_each_list_element(list, [&](float* const* p, int64_t i) { body::adam_at(s, p[0], p[1], p[2], p[3], i); });
 }
 
