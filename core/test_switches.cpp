@@ -12,6 +12,7 @@ TestSwitches read_test_switches(const std::function<const char*(const char*)>& g
   if (const char* v = getenv("GRIDNN_DEVICE_STANDIN")) s.device_standin = std::string(v) == "1";
   if (const char* v = getenv("GRIDNN_MEMORY_PREFLIGHT")) s.memory_preflight = std::string(v) != "off";
   if (const char* v = getenv("GRIDNN_TEST_NODE_OF_RANK"); v && *v) s.node_of_rank = v;
+  if (const char* v = getenv("GRIDNN_TEST_NCCL_LOOPBACK")) s.nccl_loopback = std::string(v) == "1";
   if (const char* v = getenv("GRIDNN_TEST_DISK_FULL_AFTER"); v && *v) {
     const long long bytes = std::strtoll(v, nullptr, 10);
     if (bytes >= 0) s.disk_full_after = bytes;

@@ -42,6 +42,14 @@ struct TestSwitches {
   // strtoll reads it; empty or negative: unset.
   std::optional<int64_t> disk_full_after;
 
+  // GRIDNN_TEST_NCCL_LOOPBACK=1: ranks of one node that compute on the same GPU, which NCCL
+  // refuses ("duplicate GPU") and which otherwise get the MPI backend, use NCCL anyway, each
+  // as a host of its own talking over loopback sockets (parallel/nccl_loopback.h). For
+  // correctness only, on a machine with one GPU: it shows nothing of NVLink, shared memory or
+  // kernels of several communicators resident at once. Set by CTest for the *_nccl_loopback
+  // tests (test/models/dist/CMakeLists.txt, test/parallel/CMakeLists.txt).
+  bool nccl_loopback = false;
+
   // The node of each of `ranks` world ranks from node_of_rank (which must be set); throws
   // gridnn::Error unless it gives one number >= 0 per rank.
   std::vector<int> nodes_of_ranks(int ranks) const;

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/test_switches.h"
+#include "parallel/nccl_loopback.h"
 
 #if GRIDNN_HAVE_MPI
 #include "parallel/mpi_check.h"
@@ -175,9 +177,13 @@ namespace {
 CommBackend resolve_backend(CommBackend asked, const Device& device, bool multi_process) {
   if (asked == CommBackend::mpi) return CommBackend::mpi;
   const bool required = asked == CommBackend::nccl;
+  // The test switch asks for NCCL between GPU ranks: where there can be none, the run says
+  // so rather than test the MPI backend in its name.
+  const bool loopback = multi_process && device.is_cuda() && test_switches().nccl_loopback;
   if (device.is_standin()) {  // host memory (core/device.h): MPI stages it as it would a GPU's
-    GRIDNN_REQUIRE(!required, "communication backend nccl needs a real GPU; ", device.str(),
-                   " is the device stand-in (GRIDNN_DEVICE_STANDIN=1)");
+    GRIDNN_REQUIRE(!required && !loopback, "communication backend nccl needs a real GPU; ", device.str(),
+                   " is the device stand-in (GRIDNN_DEVICE_STANDIN=1)",
+                   loopback ? "; GRIDNN_TEST_NCCL_LOOPBACK=1 runs NCCL between ranks on a real GPU only" : "");
     return CommBackend::mpi;
   }
 #if GRIDNN_HAVE_NCCL
@@ -192,6 +198,12 @@ CommBackend resolve_backend(CommBackend asked, const Device& device, bool multi_
 #if GRIDNN_HAVE_MPI
   // Whether two ranks of one node compute on the same GPU, on any node.
   if (multi_process && -min_over_world(-ranks_sharing_device(device)) > 1) {
+    if (loopback) {  // the test switch: each rank a host of its own, over loopback sockets
+      int rank = 0;
+      GRIDNN_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+      set_nccl_loopback_environment(rank);
+      return CommBackend::nccl;
+    }
     GRIDNN_REQUIRE(!required,
                    "communication backend nccl: two ranks of one node compute on the same GPU, "
                    "which NCCL does not allow; give each rank its own GPU (cuda:<rank on the node>) or use "
@@ -203,11 +215,10 @@ CommBackend resolve_backend(CommBackend asked, const Device& device, bool multi_
 #endif
   return CommBackend::nccl;
 #else
-  (void)device;
-  (void)multi_process;
-  GRIDNN_REQUIRE(!required,
+  GRIDNN_REQUIRE(!required && !loopback,
                  "communication backend nccl: gridnn was built without NCCL (it needs "
-                 "-DGRIDNN_CUDA=ON and NCCL 2 found at configure; set NCCL_ROOT); use the mpi or auto backend");
+                 "-DGRIDNN_CUDA=ON and NCCL 2 found at configure; set NCCL_ROOT); ",
+                 loopback ? "unset GRIDNN_TEST_NCCL_LOOPBACK" : "use the mpi or auto backend");
   return CommBackend::mpi;
 #endif
 }

@@ -25,14 +25,17 @@ TEST(TestSwitches, UnsetMeansTheProductionBehaviour) {
   EXPECT_TRUE(s.memory_preflight);
   EXPECT_FALSE(s.node_of_rank.has_value());
   EXPECT_FALSE(s.disk_full_after.has_value());
+  EXPECT_FALSE(s.nccl_loopback);
 }
 
 TEST(TestSwitches, EachReadsItsVariable) {
   const TestSwitches s = read({{"GRIDNN_DEVICE_STANDIN", "1"},
                                {"GRIDNN_MEMORY_PREFLIGHT", "off"},
                                {"GRIDNN_TEST_NODE_OF_RANK", "0,0,1,1"},
-                               {"GRIDNN_TEST_DISK_FULL_AFTER", "16384"}});
+                               {"GRIDNN_TEST_DISK_FULL_AFTER", "16384"},
+                               {"GRIDNN_TEST_NCCL_LOOPBACK", "1"}});
   EXPECT_TRUE(s.device_standin);
+  EXPECT_TRUE(s.nccl_loopback);
   EXPECT_FALSE(s.memory_preflight);
   EXPECT_EQ(s.node_of_rank, "0,0,1,1");
   EXPECT_EQ(s.disk_full_after, 16384);
@@ -43,8 +46,10 @@ TEST(TestSwitches, OtherValuesLeaveThemOff) {
   const TestSwitches s = read({{"GRIDNN_DEVICE_STANDIN", "0"},
                                {"GRIDNN_MEMORY_PREFLIGHT", "on"},
                                {"GRIDNN_TEST_NODE_OF_RANK", ""},
-                               {"GRIDNN_TEST_DISK_FULL_AFTER", "-1"}});
+                               {"GRIDNN_TEST_DISK_FULL_AFTER", "-1"},
+                               {"GRIDNN_TEST_NCCL_LOOPBACK", "yes"}});
   EXPECT_FALSE(s.device_standin);
+  EXPECT_FALSE(s.nccl_loopback);
   EXPECT_TRUE(s.memory_preflight);
   EXPECT_FALSE(s.node_of_rank.has_value());
   EXPECT_FALSE(s.disk_full_after.has_value());

@@ -1,11 +1,16 @@
 // Single-process parts of the process grid and the communicators (label unit, no MPI):
-// GridShape::parse, balanced_range, the self communicator, CommLog and CommLayerScope.
+// GridShape::parse, balanced_range, the self communicator, CommLog and CommLayerScope, and
+// the NCCL loopback environment.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <functional>
+#include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "parallel/nccl_loopback.h"
 #include "parallel/process_grid.h"
 #include "test/support/error_message.h"
 
@@ -291,6 +296,35 @@ TEST(CommLog, ReportHasOneRowPerLayerCommunicatorAndOperation) {
   EXPECT_TRUE(contains(report, "200")) << report;
   EXPECT_TRUE(contains(report, "210")) << report;
   EXPECT_EQ(log.elements("col", "all_reduce", "fc"), 200);
+}
+
+// The test switch GRIDNN_TEST_NCCL_LOOPBACK's environment: each rank a host of its own (its
+// NCCL_HOSTID), no CUDA IPC or shared memory between them, NCCL's sockets over loopback; set
+// in the process, over what was there.
+TEST(NcclLoopback, EachRankIsAHostOfItsOwnTalkingOverLoopback) {
+  const auto as_map = [](int rank) {
+    std::map<std::string, std::string> m;
+    for (const auto& [name, value] : nccl_loopback_environment(rank))
+      EXPECT_TRUE(m.emplace(name, value).second) << name;
+    return m;
+  };
+  const std::map<std::string, std::string> r0 = as_map(0), r1 = as_map(1);
+  EXPECT_NE(r0.at("NCCL_HOSTID"), r1.at("NCCL_HOSTID"));
+  EXPECT_FALSE(r0.at("NCCL_HOSTID").empty());
+  for (const auto* m : {&r0, &r1}) {
+    EXPECT_EQ(m->size(), 5u);
+    EXPECT_EQ(m->at("NCCL_P2P_DISABLE"), "1");
+    EXPECT_EQ(m->at("NCCL_SHM_DISABLE"), "1");
+    EXPECT_EQ(m->at("NCCL_NET"), "Socket");
+    EXPECT_EQ(m->at("NCCL_SOCKET_IFNAME"), "lo");
+  }
+  setenv("NCCL_SOCKET_IFNAME", "eth0", 1);
+  set_nccl_loopback_environment(7);
+  for (const auto& [name, value] : as_map(7)) {
+    ASSERT_NE(std::getenv(name.c_str()), nullptr) << name;
+    EXPECT_EQ(std::string(std::getenv(name.c_str())), value) << name;
+    unsetenv(name.c_str());
+  }
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 // The grid's device paths (docs/design.md §4) with every rank on one GPU (labels mpi and gpu;
 // run under mpiexec -n 2). The ranks share cuda:0, so the communicators are MPI ones that
-// stage device tensors through pinned host buffers (parallel/pinned_staging.h). Each test
+// stage device tensors through pinned host buffers (parallel/pinned_staging.h); under the test
+// switch GRIDNN_TEST_NCCL_LOOPBACK=1 (test_gpu_grid_nccl_loopback_np2) NCCL ones, each rank a
+// host of its own over loopback sockets, where the same expectations hold: two ranks' NCCL
+// sums are a + b in one order or the other, the same bits as MPI's rank order. Each test
 // runs on device tensors what the CPU tests (test_domain, test_dist_layers, test_dist_train)
 // check on host tensors, and compares it with the same computation on the host or with the
 // single-process run:
@@ -32,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "core/test_switches.h"
 #include "core/transfers.h"
 #include "kernels/elementwise.h"
 #include "kernels/layout.h"
@@ -54,6 +58,7 @@
 #include "parallel/progress_board.h"
 #include "test/support/attention_case.h"
 #include "test/support/batchnorm_case.h"
+#include "test/support/error_message.h"
 #include "test/support/gpu_test.h"
 #include "test/support/grid_invariance.h"
 #include "test/support/grids.h"
@@ -112,10 +117,10 @@ class GpuGrid : public ::testing::Test {
   }
 };
 
-// The grid of `shape` on cuda:0 with the MPI backend: what ranks sharing a GPU get
-// (RanksSharingTheGpuGetTheMpiBackend checks that the automatic choice agrees).
+// The grid of `shape` on cuda:0 with the backend ranks sharing a GPU get: MPI, or NCCL under
+// the loopback switch (TheBackendOfRanksSharingTheGpu).
 std::unique_ptr<ProcessGrid> gpu_grid(const GridShape& shape) {
-  return ProcessGrid::create(shape, CommBackend::mpi, gpu());
+  return ProcessGrid::create(shape, CommBackend::automatic, gpu());
 }
 std::unique_ptr<ProcessGrid> row_grid() { return gpu_grid(GridShape{1, test::world_size(), 1}); }
 
@@ -164,16 +169,26 @@ void expect_device_slab_pass(nn::Module& layer, const Tensor& x, const Tensor& d
 // ---- the backend ---------------------------------------------------------------------------
 
 // NCCL refuses two ranks on one GPU: the automatic choice must fall back to MPI with pinned
-// staging (parallel/process_grid.h), and a device all-reduce on it must add up.
-TEST_F(GpuGrid, RanksSharingTheGpuGetTheMpiBackend) {
+// staging (parallel/process_grid.h); under GRIDNN_TEST_NCCL_LOOPBACK=1 it is NCCL over
+// loopback, and on the device stand-in the switch is refused, naming why. A device
+// all-reduce on the grid must add up.
+TEST_F(GpuGrid, TheBackendOfRanksSharingTheGpu) {
+  const int p = test::world_size();
+  const bool loopback = test_switches().nccl_loopback && p > 1;
+  if (loopback && gpu().is_standin()) {
+    const std::string m = test::error_message([&] {
+      ProcessGrid::create(GridShape{1, p, 1}, CommBackend::automatic, gpu());
+    });
+    EXPECT_NE(m.find("GRIDNN_TEST_NCCL_LOOPBACK=1 runs NCCL between ranks on a real GPU only"), std::string::npos) << m;
+    return;
+  }
   ending_the_job_on_error([&] {
-    auto grid = ProcessGrid::create(GridShape{1, test::world_size(), 1}, CommBackend::automatic, gpu());
-    if (test::world_size() > 1) {
-      EXPECT_EQ(grid->backend(), CommBackend::mpi);
+    auto grid = ProcessGrid::create(GridShape{1, p, 1}, CommBackend::automatic, gpu());
+    if (p > 1) {
+      EXPECT_EQ(grid->backend(), loopback ? CommBackend::nccl : CommBackend::mpi);
     }
     Tensor t = on_gpu(Tensor::from_vector(std::vector<float>{float(test::world_rank() + 1), 0.5f}, {2}));
     grid->world().all_reduce(t);
-    const int p = test::world_size();
     EXPECT_EQ(t.device(), gpu());
     EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{float(p * (p + 1) / 2), 0.5f * float(p)}));
   });
