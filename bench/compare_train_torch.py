@@ -59,9 +59,11 @@ these are host memory only; the torch worker also records torch.cuda.max_memory_
 
     /usr/bin/python3 bench/compare_train_torch.py [--gridnn PATH] [--quick] [--threads 2,1] [--rounds R]
         [--extra | --cases default|extra|all | --case W:DxHxW:B ...] [--json FILE] [--device cuda]
+        [--filter TEXT[,TEXT...]] [--torch-compile [--compile-timeout S]] [--list-cases]
 
 Cases (ResAttNet3D-18, width / input / batch): by default w8 32^3 b8 (the README's default
-job), w16 64^3 b8 and w32 64^3 b4; --device cuda adds w16 128^3 b4 and w32 128^3 b4. --extra
+job), w16 64^3 b8 and w32 64^3 b4; --device cuda adds w16 128^3 b4, w16 128^3 b2 and w32
+128^3 b4. --extra
 (or --cases all) adds non-cubic volumes with small batches: w16 96x112x96 b1 and w24 64x80x64
 b2; --cases extra runs only those. Steps: 3 warm-up + 8 timed on the CPU (20 on the GPU); the
 --extra cases 2 warm-up + 5 timed on the CPU; --warmup and --steps set them for every case.
@@ -70,7 +72,16 @@ b2; --cases extra runs only those. Steps: 3 warm-up + 8 timed on the CPU (20 on 
 each side's median of its runs' medians: on a shared host a slow spell then hits both.
 --quick runs the first selected case only, with fewer steps (2 + 4; 1 + 3 for the --extra
 cases) and, unless --threads is given, the first thread count only. --filter keeps the cases
-whose name contains a string.
+whose name contains a string, or any of several separated by commas ("w16 64^3 b8,w16 128^3
+b2"). --list-cases prints the selected cases' names and exits; it needs no torch.
+
+--torch-compile also times the torch step with the model under torch.compile, once per case
+and thread count after the rounds, in a worker of its own whose first step compiles (it is
+never timed; the worker prints how long it took): the step-time table gains the columns
+"torch.compile s/step Tt" and "compile/gridnn Tt". A torch without torch.compile, a compile
+that fails, or a worker past --compile-timeout seconds (default --timeout) leaves "-" in
+those columns and a line saying why under the table; the eager comparison stands and the
+exit status is unchanged.
 
 --threads: a comma list of thread counts (default "2,1" on the CPU, os.cpu_count() on the
 GPU); each case is measured at each count. Both sides' idle OpenMP threads spin 10000 rounds,
@@ -108,17 +119,21 @@ USER_SPIN_COUNT = os.environ.get("GOMP_SPINCOUNT")
 if USER_WAIT_POLICY is None:
     os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+try:  # --list-cases needs no torch
+    import torch  # noqa: E402
+    import torch.nn.functional as F  # noqa: E402
+except ImportError:
+    torch = F = None
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.join(ROOT, "test", "parity"))
-from torch_modules import ResAttNet3D  # noqa: E402
+if torch is not None:
+    from torch_modules import ResAttNet3D  # noqa: E402
 
 DEPTH = 18
 # (width, (D, H, W), batch)
 CPU_CASES = [(8, (32, 32, 32), 8), (16, (64, 64, 64), 8), (32, (64, 64, 64), 4)]
-GPU_EXTRA_CASES = [(16, (128, 128, 128), 4), (32, (128, 128, 128), 4)]
+GPU_EXTRA_CASES = [(16, (128, 128, 128), 4), (16, (128, 128, 128), 2), (32, (128, 128, 128), 4)]
 # Non-cubic volumes with small batches (--extra); fewer steps on the CPU.
 EXTRA_CASES = [(16, (96, 112, 96), 1), (24, (64, 80, 64), 2)]
 SEARCH_DIRS = ["build/default/tools", "build/cpu/tools", "build/lead/tools"]
@@ -150,7 +165,7 @@ def case_name(width, dhw, batch):
 
 
 def find_gridnn(device):
-    dirs = (["build-gpu/models"] if device == "cuda" else []) + SEARCH_DIRS
+    dirs = (["build-gpu/tools"] if device == "cuda" else []) + SEARCH_DIRS
     for d in dirs:
         path = os.path.join(ROOT, d, "gridnn-train")
         if os.access(path, os.X_OK):
@@ -234,14 +249,24 @@ def time_gridnn(binary, width, dhw, batch, warmup, steps, threads, args, tmpdir)
     return {"median_s": statistics.median(times), "step_s": times, "peak_rss_kib": peak}
 
 
-def time_torch(width, dhw, batch, warmup, steps, threads, args, tmpdir):
-    """The same training step in PyTorch, in a child process (this script, --torch-worker)."""
+def time_torch(width, dhw, batch, warmup, steps, threads, args, tmpdir, compiled=False):
+    """The same training step in PyTorch, in a child process (this script, --torch-worker).
+    compiled: the model under torch.compile (--torch-compile); a failure or a timeout then
+    returns {"error": why} instead of ending the comparison."""
     spec = {"width": width, "input": list(dhw), "batch": batch, "warmup": warmup, "steps": steps,
-            "threads": threads, "device": args.device, "precision": args.precision}
+            "threads": threads, "device": args.device, "precision": args.precision, "compile": compiled}
     cmd = [sys.executable, os.path.abspath(__file__), "--torch-worker", json.dumps(spec)]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
-    tag = f"torch_w{width}_{'x'.join(map(str, dhw))}_b{batch}_t{threads}"
-    rc, out, err, peak = run_measured(cmd, env, args.timeout, tmpdir, tag)
+    tag = f"torch{'_compile' if compiled else ''}_w{width}_{'x'.join(map(str, dhw))}_b{batch}_t{threads}"
+    timeout = (args.compile_timeout or args.timeout) if compiled else args.timeout
+    rc, out, err, peak = run_measured(cmd, env, timeout, tmpdir, tag)
+    if rc != 0 and compiled:
+        lines = [l.strip() for l in err.splitlines() if l.strip()]
+        why = f"timed out after {timeout:g} s" if rc is None else (
+            f"exit status {rc}: {lines[-1][:200] if lines else 'no message'}")
+        print(f"compare_train_torch: the torch.compile worker failed ({why}); the eager comparison stands",
+              file=sys.stderr)
+        return {"error": why}
     if rc != 0:
         fail("the torch worker", cmd, rc, out, err, args.timeout)
     result = json.loads(out.strip().splitlines()[-1])
@@ -269,6 +294,10 @@ def torch_worker(spec):
     torch.manual_seed(0)
     model = ResAttNet3D(DEPTH, width, 1, 2).to(dev).train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    compiled = spec.get("compile", False)
+    if compiled and not hasattr(torch, "compile"):
+        sys.exit(f"torch {torch.__version__} has no torch.compile")
+    net = torch.compile(model) if compiled else model  # compiles at the first step (a warm-up step)
     x = torch.randn(batch, 1, *spec["input"], device=dev)
     y = torch.randint(0, 2, (batch,), device=dev)
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
@@ -278,24 +307,25 @@ def torch_worker(spec):
     def step():
         if autocast:
             with autocast():
-                loss = F.cross_entropy(model(x), y)
+                loss = F.cross_entropy(net(x), y)
         else:
-            loss = F.cross_entropy(model(x), y)
+            loss = F.cross_entropy(net(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
 
-    times = []
-    for i in range(spec["warmup"] + spec["steps"]):
+    times, first = [], None
+    for i in range(max(spec["warmup"], 1 if compiled else 0) + spec["steps"]):
         sync()
         t0 = time.perf_counter()
         step()
         sync()
-        if i >= spec["warmup"]:
+        if i >= spec["warmup"] and (i > 0 or not compiled):
             times.append(time.perf_counter() - t0)
-    flops = step_flops(model, x)
+        first = first if first is not None else time.perf_counter() - t0
+    flops = None if compiled else step_flops(model, x)
     print(json.dumps({
-        "median_s": statistics.median(times), "step_s": times, "step_flops": flops,
+        "median_s": statistics.median(times), "step_s": times, "step_flops": flops, "first_step_s": first,
         "threads": torch.get_num_threads(), "rss_after_import_kib": after_import,
         "vmhwm_kib": resident_kib("VmHWM"),
         "cuda_max_allocated_bytes": torch.cuda.max_memory_allocated() if dev == "cuda" else None}))
@@ -411,6 +441,23 @@ def parse_case(text):
     return width, dims, batch
 
 
+def select_cases(args):
+    """[((width, dhw, batch), extra)] that the options select; exits when none does."""
+    base = CPU_CASES + (GPU_EXTRA_CASES if args.device == "cuda" else [])
+    selection = "all" if args.extra and args.cases == "default" else args.cases
+    cases = [(c, False) for c in base] if selection in ("default", "all") else []
+    cases += [(c, True) for c in EXTRA_CASES] if selection in ("extra", "all") else []
+    if args.case:
+        cases = [(c, True) for c in args.case]
+    if args.quick:
+        cases = cases[:1]
+    wanted = [f.strip() for f in args.filter.split(",") if f.strip()] or [""]
+    cases = [c for c in cases if any(f in case_name(*c[0]) for f in wanted)]
+    if not cases:
+        sys.exit(f"compare_train_torch: no case matches --filter {args.filter!r}")
+    return cases
+
+
 def parse_threads(text):
     try:
         counts = [int(t) for t in text.split(",") if t.strip()]
@@ -424,7 +471,7 @@ def parse_threads(text):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gridnn", default=None,
-                    help="gridnn-train binary (default: the first of build-gpu/models (cuda "
+                    help="gridnn-train binary (default: the first of build-gpu/tools (cuda "
                          "only), " + ", ".join(SEARCH_DIRS) + ")")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--precision", choices=["fp32", "tf32", "bf16"], default="fp32",
@@ -443,7 +490,17 @@ def main():
     ap.add_argument("--rounds", type=int, default=1,
                     help="runs per case and thread count, gridnn and torch alternately; each side's "
                          "step time is the median of its runs' medians (default 1)")
-    ap.add_argument("--filter", default="", help="only cases whose name contains this")
+    ap.add_argument("--filter", default="",
+                    help="only cases whose name contains this; several strings separated by commas: "
+                         "the cases whose name contains any of them")
+    ap.add_argument("--list-cases", action="store_true",
+                    help="print the cases the other options select, one a line, and exit (needs no torch)")
+    ap.add_argument("--torch-compile", action="store_true",
+                    help="also time the torch step with the model under torch.compile (a column of its "
+                         "own, after the warm-up that compiles it); where it fails or times out, the "
+                         "column says so and the eager comparison stands")
+    ap.add_argument("--compile-timeout", type=float, default=None,
+                    help="seconds per torch.compile worker, the compilation included (default: --timeout)")
     ap.add_argument("--case", action="append", default=[], metavar="W:DxHxW:B", type=parse_case,
                     help="a case of your own (width, input, batch), e.g. 12:72x88x64:3; repeatable; "
                          "replaces the built-in cases")
@@ -468,6 +525,12 @@ def main():
         print(json.dumps(sgemm_gflops()))
         return
 
+    if args.list_cases:
+        for (width, dhw, batch), _ in select_cases(args):
+            print(case_name(width, dhw, batch))
+        return
+    if torch is None:
+        sys.exit("compare_train_torch: torch is not importable by " + sys.executable)
     if args.device == "cuda" and not torch.cuda.is_available():
         print(f"compare_train_torch: --device cuda, but torch {torch.__version__} sees no GPU "
               f"(torch.version.cuda = {torch.version.cuda}); run it with a CUDA build of torch "
@@ -488,17 +551,7 @@ def main():
         if args.quick:
             thread_counts = thread_counts[:1]
 
-    base = CPU_CASES + (GPU_EXTRA_CASES if args.device == "cuda" else [])
-    selection = "all" if args.extra and args.cases == "default" else args.cases
-    cases = [(c, False) for c in base] if selection in ("default", "all") else []
-    cases += [(c, True) for c in EXTRA_CASES] if selection in ("extra", "all") else []
-    if args.case:
-        cases = [(c, True) for c in args.case]
-    if args.quick:
-        cases = cases[:1]
-    cases = [c for c in cases if args.filter in case_name(*c[0])]
-    if not cases:
-        sys.exit(f"compare_train_torch: no case matches --filter {args.filter!r}")
+    cases = select_cases(args)
 
     def plan(extra):
         """(warm-up, timed steps) of a case."""
@@ -550,6 +603,13 @@ def main():
                       f"{max(gt):.4f}, {len(gt)} steps, peak {mib(g['peak_rss_kib'])} MiB), torch "
                       f"{p['median_s']:.4f} s/step ({min(tt):.4f}-{max(tt):.4f}, {len(tt)} steps, "
                       f"peak {mib(p['peak_rss_kib'])} MiB)", file=sys.stderr, flush=True)
+                if args.torch_compile:  # one run after the rounds; never ends the comparison
+                    c = time_torch(width, dhw, batch, warmup, steps, t, args, tmpdir, compiled=True)
+                    runs[-1]["torch_compile"] = c
+                    if "median_s" in c:
+                        runs[-1]["compile_ratio"] = c["median_s"] / g["median_s"]
+                        print(f"  {name}, {t} thread{'s' if t > 1 else ''}: torch.compile {c['median_s']:.4f} "
+                              f"s/step, first step (compiling) {c['first_step_s']:.1f} s", file=sys.stderr, flush=True)
             # The case's sgemm: the median run (the lower middle one of an even count).
             median_run = sorted(all_rates, key=fastest)[(len(all_rates) - 1) // 2] if all_rates else None
             sgemm = fastest(median_run) if median_run else None
@@ -576,9 +636,28 @@ def main():
             print("| " + " | ".join(c.ljust(w) if i == 0 else c.rjust(w)
                                     for i, (c, w) in enumerate(zip(row, widths))) + " |")
 
-    print("step time (Tt: T threads; torch/gridnn > 1: gridnn faster)")
-    table(["gridnn s/step {t}t", "torch s/step {t}t", "torch/gridnn {t}t"],
-          lambda run, r: [fmt(run["gridnn"]["median_s"]), fmt(run["torch"]["median_s"]), f"{run['ratio']:.2f}"])
+    print("step time (Tt: T threads; torch/gridnn > 1: gridnn faster" +
+          ("; torch.compile: the torch model compiled, its ratio compile/gridnn)" if args.torch_compile else ")"))
+    if args.torch_compile:
+        def compiled_cells(run):
+            c = run.get("torch_compile", {})
+            return [fmt(c["median_s"]), f"{run['compile_ratio']:.2f}"] if "median_s" in c else ["-", "-"]
+
+        table(["gridnn s/step {t}t", "torch s/step {t}t", "torch/gridnn {t}t", "torch.compile s/step {t}t",
+               "compile/gridnn {t}t"],
+              lambda run, r: [fmt(run["gridnn"]["median_s"]), fmt(run["torch"]["median_s"]), f"{run['ratio']:.2f}"]
+              + compiled_cells(run))
+        for r in results:
+            for run in r["runs"]:
+                c = run.get("torch_compile", {})
+                threads = f"{run['threads']} thread{'s' if run['threads'] > 1 else ''}"
+                if "error" in c:
+                    print(f"torch.compile, {r['name']}, {threads}: {c['error']}")
+                elif c:
+                    print(f"torch.compile, {r['name']}, {threads}: first step (compiling) {c['first_step_s']:.1f} s")
+    else:
+        table(["gridnn s/step {t}t", "torch s/step {t}t", "torch/gridnn {t}t"],
+              lambda run, r: [fmt(run["gridnn"]["median_s"]), fmt(run["torch"]["median_s"]), f"{run['ratio']:.2f}"])
     summary = {}
     for i, t in enumerate(thread_counts):
         ratios = [(r["runs"][i]["ratio"], r["name"]) for r in results]

@@ -10,6 +10,10 @@ and judged; Python's standard library only, so it runs on any machine with pytho
                                             where configure found each dependency, what
                                             gridnn-train loads; in the dry run, that no
                                             header or library of /usr's packages was used
+  gpu_check.py memory TRAIN LOGS            one training step on cuda: the allocator's peak
+                                            at most the predicted one; then the allocator's
+                                            cap crossed on purpose (the dry run: on the
+                                            device stand-in, GRIDNN_DEVICE_STANDIN=1)
   gpu_check.py summary LOGS [--dry-run] [--budget S] [--quick]
                                             the summary (at most 3 KB), its exit status
 
@@ -24,11 +28,22 @@ judged by kind:
   ops      LOGS/<name>.log (test-ops -m backend): its "backend mode:" line; exit status 77
            with "no CUDA device" is skipped
   bench    LOGS/<name>.json (Google Benchmark): cases run and failed, one key number
-  compare  LOGS/<name>.log (bench/compare_train_torch.py): its first table row
+  memcheck LOGS/<name>.log (compute-sanitizer --tool memcheck, its first line naming the
+           sanitizer): errors reported (ERROR SUMMARY: N > 0, or an error's own lines) fail;
+           a sanitizer that cannot run here (no program output, a tool error, the program
+           seeing no GPU under it) is "skipped: sanitizer unavailable" with the reason; its
+           limit reached with no error reported so far is "partial", which passes. The dry
+           run ran the command alone on the device stand-in: "skipped" when it ran clean
+  profile  LOGS/<name>.log (gridnn-train --profile): the step time, the largest kinds of
+           work and the slowest layer (the tables stay in the log)
+  compare  LOGS/<name>.log (bench/compare_train_torch.py): each row of its step-time table,
+           torch.compile's column where it has one
+  cases    LOGS/<name>.log (compare_train_torch.py --list-cases, the dry run): the cases
   skip     not run (the note says why)
 
-Stages of the hard kinds (plain, ctest, ops) decide the exit status; benchmarks and the
-PyTorch comparison never do.
+Stages of the hard kinds (plain, configure, build, ctest, ops, memcheck, cases) decide the
+exit status; benchmarks, the profile and the PyTorch comparison never do (the dry run: the
+profile does).
 """
 import json
 import os
@@ -45,9 +60,9 @@ BASE_LIBS = {"libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "librt.s
              "libresolv.so.2", "libutil.so.1", "ld-linux-x86-64.so.2", "libgcc_s.so.1",
              "libstdc++.so.6", "libgomp.so.1"}
 ARCH = "usr/lib/x86_64-linux-gnu"
-CANNOT_TEST = ("not testable on one GPU: multi-rank NCCL (two ranks on one GPU use MPI with pinned "
-               "staging; the NCCL tests use groups of one rank), so the per-communicator ordering "
-               "rule, the CTA limit's residency argument (design §4) and NCCL timeouts stay untested")
+CANNOT_TEST = ("not testable on one GPU: NCCL's NVLink, P2P and shared-memory paths (two ranks on one "
+               "GPU run NCCL as two loopback hosts over sockets, GRIDNN_TEST_NCCL_LOOPBACK), and the CTA "
+               "limit's residency argument across GPUs (design §4)")
 
 
 # ---- ELF: the libraries a binary needs ------------------------------------------------
@@ -313,6 +328,64 @@ def libs(build, prefix, logs, dry_run):
     return 1 if problems else 0
 
 
+# ---- memory: the prediction against the allocator, and the allocator's cap --------------
+
+def mib(n):
+    return f"{n / 2**20:.2f} MiB"
+
+
+def memory(train, logs):
+    """One training step on cuda with --memory-report and --metrics: the allocator's measured
+    peak (the CUDA caching allocator's, the stand-in's in the dry run) at most the predicted
+    one, both exact from the metrics file's "memory" event. Then the same step with the
+    pre-flight check off (GRIDNN_MEMORY_PREFLIGHT=off) and --memory-limit at 3/4 of the
+    measured peak (the parameters and batches are about half of it, so the cap is crossed
+    inside a layer): the run must fail, naming the layer whose forward or backward crossed
+    the cap. Each run's output goes to stderr (the stage's log); one line last. Exit status
+    1 when either check fails. The dry run: the same on the device stand-in."""
+    job = ["--width", "8", "--input", "64x64x64", "--batch", "2"]
+    batch = job[-1]
+    metrics = os.path.join(logs, "memory.jsonl")
+    common = [train, "--device", "cuda", *job, "--steps", "1", "--train-samples", batch, "--val-samples", batch,
+              "--eval-every", "2", "--no-progress"]
+
+    def run(cmd, env=None):
+        print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+        except subprocess.TimeoutExpired:
+            return None, ""
+        print(r.stdout + r.stderr, file=sys.stderr, flush=True)
+        return r.returncode, r.stdout + r.stderr
+
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    rc, text = run(common + ["--memory-report", "--metrics", metrics])
+    ends = [json.loads(l) for l in read(metrics).splitlines() if '"event":"memory"' in l and '"when":"end"' in l]
+    m = re.search(r"^rank 0: predicted peak .*, measured .*", text, re.M)
+    if rc != 0 or not ends or not m:
+        print(f"--memory-report run: exit status {rc}, {len(ends)} memory events at the end, "
+              f"{'a' if m else 'no'} report (memory.log)")
+        return 1
+    e = ends[0]
+    predicted, measured = e["predicted_peak_bytes"], e["measured_peak_bytes"]
+    error = 100.0 * (predicted - measured) / max(measured, 1)
+    line = (f"predicted {mib(predicted)} >= measured {mib(measured)} ({error:+.1f}%)" if measured <= predicted
+            else f"predicted {mib(predicted)} < measured {mib(measured)} ({error:+.1f}%): UNDER-PREDICTED")
+    limit = measured * 3 // 4
+    env = dict(os.environ, GRIDNN_MEMORY_PREFLIGHT="off")
+    rc2, text2 = run(common + ["--memory-limit", str(limit)], env)
+    named = re.search(r"memory limit: the (forward|backward) of (?:block )?(\S+) asked", text2)
+    if rc2 not in (0, None) and named:
+        cap = f"cap {mib(limit)} crossed in the {named.group(1)} of {named.group(2)} (exit {rc2})"
+    else:
+        other = re.search(r"gridnn: error: (.{0,90})", text2)
+        cap = (f"cap {mib(limit)}: exit {rc2}, " +
+               (f"no layer named: {other.group(1)}" if other else "no memory-limit error"))
+    print(f"{line}; {cap}")
+    return 0 if measured <= predicted and rc2 not in (0, None) and named else 1
+
+
 # ---- the summary -----------------------------------------------------------------------
 
 def read(path):
@@ -371,11 +444,96 @@ def bench_numbers(path):
     return len(ok), len(errs), key, [f"{b['name']}: {b.get('error_message', '')[:150]}" for b in errs[:3]]
 
 
+# memcheck's report of an error (its first line), and the sanitizer's own failures.
+MEMCHECK_ERROR = re.compile(r"^=+ (Invalid |Misaligned|Out-of-range|Program hit|Malloc|Free|Hardware|Cuda |"
+                            r"Device heap|Barrier|Uninitialized|Leaked)", re.M)
+SANITIZER_FAILURE = re.compile(r"^=+ (Internal Sanitizer Error.*|Error: .*|.*(?:not supported|unsupported).*)$", re.M)
+
+
+def memcheck_judge(log, rc, st, limit, dry_run):
+    """(status, detail, failure lines) of a memcheck stage's log (memcheck's lines begin with
+    '=========' ; the program's own: test-ops's case lines and 'backend mode:' line, or
+    gridnn-train's)."""
+    lines = log.splitlines()
+    sanitizer = lines[0].split("sanitizer: ", 1)[-1] if lines and lines[0].startswith("sanitizer: ") else "?"
+    cases = re.findall(r"^  \S+ +(OK|FAIL)", log, re.M)
+    passed, failed = cases.count("OK"), cases.count("FAIL")
+    started = bool(cases) or "training ResAttNet3D" in log or "training MLP" in log
+    trained = '"event":"done"' in log
+    what = (f"{passed} cases OK" + (f", {failed} FAIL" if failed else "")) if cases else (
+        "1 training step" if trained else ("the training step started" if started else "the program did not start"))
+    if dry_run:
+        good = (rc == 0 or st == "TIMEOUT") and failed == 0 and (passed > 0 or trained)
+        cut = f", stopped at its {limit} s limit" if st == "TIMEOUT" else ""
+        return ("skipped" if good else "FAILED"), f"dry run, stand-in, no sanitizer ({sanitizer}): {what}{cut}", []
+    summary = re.findall(r"ERROR SUMMARY: (\d+) error", log)
+    errors = MEMCHECK_ERROR.findall(log)
+    if (summary and int(summary[-1]) > 0) or errors:
+        found = []
+        for i, l in enumerate(lines):
+            if MEMCHECK_ERROR.match(l) and len(found) < 3:
+                found.append(" / ".join(x.strip("= ").strip() for x in lines[i:i + 2]))
+        n = int(summary[-1]) if summary else len(errors)
+        return "FAILED", f"memcheck: {n} errors; {what}", found
+    no_device = re.search(r"no CUDA device|no usable CUDA device", log)
+    if summary:
+        if rc == 0 and (passed or trained) and not failed:
+            return "ok", f"memcheck: 0 errors; {what}", []
+        if no_device or not started:
+            why = "the program saw no GPU under it" if no_device else "ERROR SUMMARY without the program's output"
+            return "skipped", f"sanitizer unavailable: {why} (exit {rc})", []
+        return "FAILED", f"memcheck: 0 errors, but the program failed under it (exit {rc}); {what}", []
+    if st == "TIMEOUT":
+        return "partial", f"memcheck: no error reported before its {limit} s limit; {what}", []
+    if st == "NOT RUN":
+        return st, "no time left for it", []
+    if started and not no_device:
+        return "FAILED", f"exit {rc} under the sanitizer, no ERROR SUMMARY (crashed?); {what}", []
+    tool = SANITIZER_FAILURE.findall(log)
+    last = next((l.strip() for l in reversed(lines[1:]) if l.strip() and not l.startswith("+ ")), "no output")
+    why = tool[0] if tool else ("the program saw no GPU under it" if no_device else last)
+    return "skipped", f"sanitizer unavailable: {why[:140]} (exit {rc})", []
+
+
+def profile_line(log):
+    """'step 12.3 ms: convolution 45.1%, ...; slowest layer L 1.20 ms' from gridnn-train --profile."""
+    kinds = re.findall(r"^\| (\w+) \| ([\d.]+) \| ([\d.]+)% \|$", log, re.M)
+    step = next((float(ms) for k, ms, _ in kinds if k == "step"), None)
+    if step is None:
+        return None
+    top = sorted(((float(share), k) for k, _, share in kinds if k != "step"), reverse=True)[:3]
+    layers = re.findall(r"^\| (\S+) \| ([\d.]+) \| ([\d.]+) \| [\d.]+ \|", log, re.M)
+    slow = max(layers, key=lambda l: float(l[1]) + float(l[2]), default=None)
+    text = f"step {step:.3g} ms: " + ", ".join(f"{k} {sh:.0f}%" for sh, k in top)
+    if slow:
+        text += f"; slowest layer {slow[0]} {float(slow[1]) + float(slow[2]):.3g} ms fwd+bwd"
+    return text + f"; {len(layers)} layers in profile.log"
+
+
+def compare_rows(log):
+    """Each row of compare_train_torch.py's step-time table, as its header's names -> cells."""
+    lines = log.splitlines()
+    start = next((i for i, l in enumerate(lines) if l.startswith("| case ")), None)
+    if start is None:
+        return []
+    heads = [c.strip() for c in lines[start].strip("|").split("|")]
+    rows = []
+    for l in lines[start + 2:]:
+        if not l.startswith("| "):
+            break
+        rows.append(dict(zip(heads, (c.strip() for c in l.strip("|").split("|")))))
+    return rows
+
+
 def status_word(rc):
     return {0: "ok", 124: "TIMEOUT", 137: "TIMEOUT", 125: "NOT RUN"}.get(rc, "FAILED")
 
 
-def judge(logs, name, kind, rc, note, dry_run, owners):
+def note_of(names):
+    return "selects " + ", ".join(n.replace("resattnet3d-18 ", "") for n in names)
+
+
+def judge(logs, name, kind, rc, note, dry_run, owners, limit=0):
     """(status, detail, failure lines) of one stage."""
     base = os.path.join(logs, name.replace(" ", "_"))
     st = status_word(rc)
@@ -441,16 +599,41 @@ def judge(logs, name, kind, rc, note, dry_run, owners):
         ok = rc == 0 and n_err == 0 and n_ok > 0
         return ("ok" if ok else ("FAILED" if st == "ok" else st)), f"{n_ok} ok, {n_err} errors{key}", errs
     if kind == "compare":
-        rows = re.findall(r"^\| resattnet3d.*$", read(base + ".log"), re.M)
+        log = read(base + ".log")
+        rows = compare_rows(log)
         if rc == 0 and rows:
-            cells = [c.strip() for c in rows[0].strip("|").split("|")]
-            return "ok", f"{cells[0]}: gridnn {cells[1]} s/step, torch {cells[2]}, torch/gridnn {cells[3]}", []
-        errs = re.findall(r"^.*(?:compare_train_torch:|Error|error).*$", read(base + ".log"), re.M)[:2]
+            parts = []
+            for r in rows:
+                col = lambda prefix: next((v for k, v in r.items() if k.startswith(prefix)), "-")
+                text = (f"{col('case').replace('resattnet3d-18 ', '')}: {col('gridnn s/step')} s/step, "
+                        f"torch {col('torch s/step')} ({col('torch/gridnn')}x)")
+                if any(k.startswith("torch.compile") for k in r):
+                    compiled = col("torch.compile s/step")
+                    text += (f", torch.compile {compiled} ({col('compile/gridnn')}x)" if compiled != "-"
+                             else ", torch.compile failed")
+                parts.append(text)
+            fails = re.findall(r"^torch\.compile, .*: (?!first step).*$", log, re.M)[:2]
+            return "ok", "; ".join(parts), fails
+        errs = re.findall(r"^.*(?:compare_train_torch:|Error|error).*$", log, re.M)[:2]
         return ("FAILED" if st == "ok" else st), f"status {rc} ({os.path.basename(base)}.log)", errs
+    if kind == "memcheck":
+        return memcheck_judge(read(base + ".log"), rc, st, limit, dry_run)
+    if kind == "profile":
+        line = profile_line(read(base + ".log"))
+        if rc == 0 and line:
+            return "ok", line, []
+        errs = re.findall(r"^gridnn: error: .*$", read(base + ".log"), re.M)[:2]
+        return ("FAILED" if st == "ok" else st), f"status {rc}, {'a' if line else 'no'} profile table", errs
+    if kind == "cases":
+        names = [l.strip() for l in read(base + ".log").splitlines() if l.startswith("resattnet3d")]
+        if rc == 0 and names:
+            return "ok", f"dry run: {note_of(names)}; torch not run without a GPU", []
+        return ("FAILED" if st == "ok" else st), f"status {rc}, no case selected", []
     return st, note, []
 
 
-HARD_KINDS = {"plain", "configure", "build", "ctest", "ops"}
+HARD_KINDS = {"plain", "configure", "build", "ctest", "ops", "memcheck", "cases"}
+PASSING = ("ok", "skipped", "partial")
 
 
 def cudnn_line(logs):
@@ -489,37 +672,69 @@ def summary(logs, dry_run, budget, quick, elapsed):
     rows, fails, hard = [], [], []
     for line in read(os.path.join(logs, "stages.tsv")).splitlines():
         name, kind, rc, secs, limit, note = (line.split("\t") + [""] * 6)[:6]
-        st, detail, f = judge(logs, name, kind, int(rc or 0), note, dry_run, owners)
+        st, detail, f = judge(logs, name, kind, int(rc or 0), note, dry_run, owners, int(limit or 0))
         rows.append((name, st, secs, detail))
         fails += [f"{name}: {x[:200]}" for x in f]
-        if kind in HARD_KINDS and st not in ("ok", "skipped"):
+        if (kind in HARD_KINDS or (dry_run and kind == "profile")) and st not in PASSING:
             hard.append(name)
     mode = "GPU check --dry-run" if dry_run else ("GPU check --quick" if quick else "GPU check")
     body = [f"gridnn {mode}, {elapsed}s of {budget}s"] + head
     c = cudnn_line(logs)
     if c:
         body.append(c)
-    body.append(f"{'stage':<18} | {'status':<7} | {'s':>4} | detail")
-    body.append("-" * 19 + "+" + "-" * 9 + "+" + "-" * 6 + "+" + "-" * 44)
-    body += [f"{n:<18} | {s:<7} | {t:>4} | {d[:160]}" for n, s, t, d in rows]
-    if fails:
-        body.append("failures (first lines; the logs have the rest):")
-        body += [f"  {x}" for x in fails[:12]]
-    body.append(CANNOT_TEST)
-    body.append("logs: gpu_check_logs.tar.gz")
     result = "RESULT: OK" if not hard else f"RESULT: FAILED ({', '.join(hard)})"
     if dry_run:
         result += " [dry run: no GPU stage ran]"
-    # At most SUMMARY_BYTES with the result line last: whole lines while they fit.
-    out, used, room = [], 0, SUMMARY_BYTES - len(result.encode()) - 1 - 24
-    for line in body:
-        n = len(line.encode()) + 1
-        if used + n > room:
-            out.append("  [... cut to fit 3 KB]")
-            break
-        out.append(line)
-        used += n
+    room = SUMMARY_BYTES - len(result.encode()) - 1
+
+    # Consecutive stages not run for want of time: one row.
+    merged = []
+    for row in rows:
+        if merged and row[1] == "NOT RUN" and merged[-1][1] == "NOT RUN":
+            n, st, t, d = merged[-1]
+            names = d.split(": ", 1)[1] if d.startswith("no time left: ") else n
+            merged[-1] = ("(several)", st, t, f"no time left: {names}, {row[0]}")
+        else:
+            merged.append(row)
+
+    def lines(width):
+        """The table, each row's detail cut at width characters; the failures and the rest."""
+        table = [f"{'stage':<18} | {'status':<7} | {'s':>4} | detail",
+                 "-" * 19 + "+" + "-" * 9 + "+" + "-" * 6 + "+" + "-" * 44]
+        table += [f"{n:<18} | {s:<7} | {t:>4} | {d[:width]}" for n, s, t, d in merged]
+        tail = []
+        if fails:
+            tail.append("failures (first lines; the logs have the rest):")
+            tail += [f"  {x[:width + 40]}" for x in fails[:12]]
+        return body + table, tail + [CANNOT_TEST, "logs: gpu_check_logs.tar.gz"]
+
+    def size(seq):
+        return sum(len(x.encode()) + 1 for x in seq)
+
+    def fill(seq, budget):
+        """Whole lines while they fit."""
+        taken = []
+        for line in seq:
+            if size(taken) + len(line.encode()) + 1 > budget:
+                break
+            taken.append(line)
+        return taken
+
+    # At most SUMMARY_BYTES with the result line last: the details shortened until every line
+    # fits; else the failures and the closing lines (at most half), then the table's lines
+    # while they fit.
+    full = next((h + t for h, t in (lines(w) for w in (160, 130, 110, 90, 64)) if size(h + t) <= room), None)
+    if full:
+        out = full
+    else:
+        head, tail = lines(64)
+        tail = fill(tail, room // 2)
+        out = fill(head, room - size(tail) - 60) + ["  [... cut to fit 3 KB]"] + tail
     text = "\n".join(out + [result]) + "\n"
+    if not full:  # every line, uncut, in the logs
+        with open(os.path.join(logs, "summary_full.txt"), "w") as f:
+            f.write("\n".join(sum(lines(160), []) + [result]) + "\n")
+        text = text.replace("[... cut to fit 3 KB]", "[... cut to fit 3 KB] (every line: summary_full.txt)")
     open(os.path.join(logs, "summary.txt"), "w").write(text)
     sys.stdout.write(text)
     return 1 if hard else 0
@@ -542,11 +757,13 @@ def main(argv):
         return probe(pos[0], pos[1])
     if cmd == "libs":
         return libs(pos[0], pos[1], pos[2], dry_run)
+    if cmd == "memory":
+        return memory(pos[0], pos[1])
     if cmd == "summary":
         opt = dict(a.split("=", 1) for a in args if a.startswith("--") and "=" in a)
         return summary(pos[0], dry_run, int(opt.get("--budget", 0)), "--quick" in args,
                        int(opt.get("--elapsed", 0)))
-    print(f"gpu_check.py: unknown command {cmd!r} (closure, size, select, probe, libs, summary)", file=sys.stderr)
+    print(f"gpu_check.py: unknown command {cmd!r} (closure, size, select, probe, libs, memory, summary)", file=sys.stderr)
     return 2
 
 

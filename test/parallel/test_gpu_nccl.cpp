@@ -8,8 +8,11 @@
 // between the NCCL stream and the compute stream); the comm log counts like the MPI backend;
 // start_all_reduce completes through test() and wait(); the ordering rule's requirement and
 // the NCCL settings that would break it are refused; the pinned pool stages round trips and
-// reuses its buffers. The rule between ranks, the CTA limit's residency argument and NCCL
-// timeouts need peers on other GPUs: no test here covers them (docs/design.md §4, §9).
+// reuses its buffers. Between ranks (two on the one GPU, NCCL over loopback sockets under the
+// test switch GRIDNN_TEST_NCCL_LOOPBACK): test_gpu_grid_nccl_loopback_np2 runs the grid's
+// collectives, halos, gathers and training steps, and nccl_stalled_rank_ends_the_job the
+// watchdog's time limit. The CTA limit's residency argument needs peers on other GPUs: no test
+// covers it (docs/design.md §4, §9).
 #include <gtest/gtest.h>
 
 #include <cstdint>

@@ -75,7 +75,7 @@ class Summary(unittest.TestCase):
         self.assertTrue(text.rstrip().endswith("RESULT: OK"), text)
         self.assertIn("900 passed, 0 failed", text)
         self.assertIn("3 ran: 3 passed, 0 failed, 0 skipped", text)
-        self.assertIn("not testable on one GPU: multi-rank NCCL", text)
+        self.assertIn("not testable on one GPU: NCCL's NVLink, P2P and shared-memory paths", text)
 
     def test_a_failed_test_fails_the_run_with_its_first_lines(self):
         r = self.passing_run()
@@ -147,6 +147,50 @@ class Summary(unittest.TestCase):
         self.assertIn("[... cut to fit 3 KB]", text)
         self.assertTrue(text.rstrip().splitlines()[-1].startswith("RESULT: FAILED"), text)
 
+    def test_memcheck_errors_fail_and_an_unavailable_sanitizer_skips(self):
+        r = self.passing_run()
+        head = "sanitizer: /usr/local/cuda/bin/compute-sanitizer\n========= COMPUTE-SANITIZER\n"
+        r.write("memcheck_ops.log", head + "  adam_update/x   OK\nbackend mode: 1 passed, 0 failed, 0 without this mode\n"
+                "========= ERROR SUMMARY: 0 errors\n")
+        r.stage("memcheck ops", "memcheck", 0)
+        r.write("memcheck_train.log", head + "========= Error: Target application terminated before first "
+                "instrumented API call\n")
+        r.stage("memcheck train", "memcheck", 1)
+        rc, text = r.summary()
+        self.assertEqual(rc, 0, text)
+        self.assertIn("memcheck: 0 errors; 1 cases OK", text)
+        self.assertIn("skipped | ", text)
+        self.assertIn("sanitizer unavailable: Error: Target application terminated", text)
+        r.write("memcheck_ops.log", head + "  adam_update/x   OK\n========= Invalid __global__ read of size 4 bytes\n"
+                "=========     at adam_kernel+0x10\n========= ERROR SUMMARY: 1 error\n")
+        rc, text = r.summary()
+        self.assertEqual(rc, 1, text)
+        self.assertIn("RESULT: FAILED (memcheck ops)", text)
+        self.assertIn("Invalid __global__ read of size 4 bytes / at adam_kernel+0x10", text)
+
+    def test_memcheck_at_its_limit_without_an_error_is_partial_and_passes(self):
+        r = self.passing_run()
+        r.write("memcheck_conv3d.log", "sanitizer: /x/compute-sanitizer\n  conv3d_forward/a   OK\n")
+        r.stage("memcheck conv3d", "memcheck", 124)
+        rc, text = r.summary()
+        self.assertEqual(rc, 0, text)
+        self.assertIn("partial", text)
+
+    def test_the_profile_and_a_failed_torch_compile_never_fail_the_run(self):
+        r = self.passing_run()
+        r.write("profile.log", "| kind | ms per step | share of the step |\n|---|--:|--:|\n"
+                "| convolution | 6.00 | 60.0% |\n| other | 4.00 | 40.0% |\n| step | 10.00 | 100.0% |\n\n"
+                "| layer | r0 fwd | r0 bwd | r0 comm |\n|---|--:|--:|--:|\n| conv1 | 1.00 | 2.00 | 0.00 |\n")
+        r.stage("profile", "profile", 0)
+        r.write("compare_compile.log", "| case | gridnn s/step 16t | torch s/step 16t | torch/gridnn 16t | "
+                "torch.compile s/step 16t | compile/gridnn 16t |\n|---|--:|--:|--:|--:|--:|\n"
+                "| resattnet3d-18 w16 64^3 b8 | 0.0400 | 0.0500 | 1.25 | - | - |\n"
+                "torch.compile, resattnet3d-18 w16 64^3 b8, 16 threads: timed out after 110 s\n")
+        r.stage("compare compile", "compare", 0)
+        rc, text = r.summary()
+        self.assertEqual(rc, 0, text)
+        self.assertIn("step 10 ms: convolution 60%, other 40%; slowest layer conv1 3 ms fwd+bwd", text)
+        self.assertIn("w16 64^3 b8: 0.0400 s/step, torch 0.0500 (1.25x), torch.compile failed", text)
 
 class Elf(unittest.TestCase):
     def test_needed_reads_the_dynamic_section(self):
