@@ -96,8 +96,15 @@ class AsyncAllReduce;
 
 class MpiCommunicator final : public Communicator {
  public:
+  // Collective over `comm` (it duplicates it for start_all_reduce's phases, here rather than
+  // at the first start, which would block in MPI_Comm_dup until every member started too).
   MpiCommunicator(MPI_Comm comm, std::string name, int rank, int size, int tag_ub, BoardSlot slot)
-      : Communicator(std::move(name), rank, size, tag_ub), comm_(comm), slot_(std::move(slot)) {}
+      : Communicator(std::move(name), rank, size, tag_ub), comm_(comm), slot_(std::move(slot)) {
+    if (size > 1) {
+      GRIDNN_CHECK_MPI(MPI_Comm_dup(comm_, &exchange_comm_));
+      GRIDNN_CHECK_MPI(MPI_Comm_dup(comm_, &gather_comm_));
+    }
+  }
 
   ~MpiCommunicator() override {
     int finalized = 0;
@@ -309,8 +316,8 @@ class MpiCommunicator final : public Communicator {
   WatchedWait* watch_ = nullptr;  // the call under way (Watching)
   std::vector<char> scratch_;     // the blocks received by reduce_blocks, reused across calls
   PinnedPool pinned_;             // staging buffers of device tensors (pinned_staging.h)
-  // The non-blocking all-reduces' two phases run on duplicates of comm_ (made at the first
-  // start_all_reduce), one per phase: MPI matches collectives by their order on a
+  // The non-blocking all-reduces' two phases run on duplicates of comm_ (made with the
+  // communicator), one per phase: MPI matches collectives by their order on a
   // communicator, and a rank may find an exchange finished (and start its gather) sooner
   // than another, between the blocking calls on comm_. On each duplicate every rank issues
   // the same sequence: exchanges in start order, gathers in start order (advance_exchanges).
@@ -329,10 +336,6 @@ class AsyncAllReduce final : public PendingAllReduce {
     const int n = comm.size();
     const int64_t es = int64_t(dtype_size(t.dtype()));
     comm.to_count(t.nbytes(), "all_reduce");
-    if (n > 1 && comm.exchange_comm_ == MPI_COMM_NULL) {
-      GRIDNN_CHECK_MPI(MPI_Comm_dup(comm.comm_, &comm.exchange_comm_));
-      GRIDNN_CHECK_MPI(MPI_Comm_dup(comm.comm_, &comm.gather_comm_));
-    }
     if (n > 1 && t.numel() > 0) {
       std::vector<int64_t> blocks(static_cast<size_t>(n));
       for (int i = 0; i < n; ++i) blocks[size_t(i)] = balanced_range(t.numel(), n, i).size();
