@@ -639,6 +639,47 @@ TEST_F(GpuGrid, TrainingStepOnEveryGridEqualsTheOneProcessStep) {
   });
 }
 
+// The pipeline's sends and receives on the device: a step in two micro-batches through one
+// stage per rank equals the same step on 1x1 (rank 0 runs it alone and compares).
+TEST_F(GpuGrid, PipelineStagesOnDeviceEqualTheOneProcessStep) {
+  ending_the_job_on_error([] {
+    train::TrainOptions o = tiny_on_gpu();
+    o.micro_batches = 2;
+    const data::Batch full = tiny_batch();
+    Dump single;
+    if (test::world_rank() == 0) {
+      auto one = ProcessGrid::single();
+      single = dump_step(o, *one, full);
+    }
+    const GridShape shape{test::world_size(), 1, 1};
+    auto grid = gpu_grid(shape);
+    const Dump staged = dump_step(o, *grid, full);
+    if (test::world_rank() == 0) expect_step_close(staged, single, shape);
+  });
+}
+
+// Two communicators of the same ranks issued in opposite orders (docs/design.md §4): rank 0
+// starts an all-reduce on col, then exchanges on world, then waits; rank 1 exchanges first,
+// then starts the all-reduce and waits. With NCCL each rank's exchange waits on its peer's
+// NCCL stream across processes; the program must complete with the exact results.
+TEST_F(GpuGrid, CommunicatorsIssuedInOppositeOrdersComplete) {
+  if (test::world_size() != 2) GTEST_SKIP() << "a pair of ranks";
+  ending_the_job_on_error([] {
+    auto grid = gpu_grid(GridShape{1, 1, 2});
+    const int rank = test::world_rank(), peer = 1 - rank;
+    Tensor sum = on_gpu(Tensor::from_vector(std::vector<float>(1000, float(rank + 1)), {1000}));
+    Tensor out = on_gpu(Tensor::from_vector(std::vector<float>(500, float(10 * rank)), {500}));
+    Tensor in = Tensor::empty({500}, DType::f32, gpu());
+    std::unique_ptr<parallel::PendingAllReduce> pending;
+    if (rank == 0) pending = grid->col().start_all_reduce(sum);
+    grid->world().send_recv(out, peer, in, peer, 3);
+    if (rank == 1) pending = grid->col().start_all_reduce(sum);
+    if (pending) pending->wait();
+    EXPECT_EQ(sum.to_vector<float>(), std::vector<float>(1000, 3.0f));
+    EXPECT_EQ(in.to_vector<float>(), std::vector<float>(500, float(10 * peer)));
+  });
+}
+
 // After a warm-up step, a training step on the grid copies its batch shard to the device (x
 // and y: two uploads) and reads nothing back (docs/design.md §2): no download, no host read.
 // The communicators' pinned staging (the MPI backend's halo, gather, batch-norm and gradient
