@@ -19,6 +19,9 @@
 //   - one training step of the small ResAttNet3D of test_dist_train on every grid of the job
 //     against the 1x1 step on the GPU, measured as test/support/grid_invariance.h measures
 //     (kStepTolerance below says why 1e-3), and bitwise equal to a second run on its grid;
+//   - a step through one pipeline stage per rank in two micro-batches against 1x1 (the
+//     stages' sends and receives on the device);
+//   - two communicators issued in opposite orders on the two ranks complete (§4's rule);
 //   - a training step moves its batch shard to the device and nothing else: no download.
 // "Relative error" is test::max_relative_error: max |a - b| / max |b| over the tensor.
 // Every test skips, on every rank alike, when some rank sees no CUDA device (a build
