@@ -20,6 +20,14 @@
 // as in use), then releases the cache and retries, unless a StartedCollective is held for the
 // device (core/cuda_allocator.h says why).
 //
+// GRIDNN_CUDA_ALLOCATOR=exact (an operational variable, read when the allocator is made): no
+// cache and no rounding, for compute-sanitizer's memcheck: each request is a cudaMalloc of
+// exactly its bytes and each release a cudaFree, so an access past a tensor's end or into a
+// released tensor is caught (inside a rounded or cached block memcheck sees nothing wrong).
+// The stats still count size classes, so limits and --memory-report read as in a normal run.
+// cudaFree synchronizes the device, so it is for runs of one process, where no started
+// all-reduce waits on a peer (the reason release_cached() is held back above).
+//
 // One allocator per device, created on first use, never destroyed (tensors may outlive main).
 #include "core/cuda_allocator.h"
 
@@ -50,9 +58,18 @@ std::string mib(size_t bytes) {
   return text;
 }
 
+// GRIDNN_CUDA_ALLOCATOR: "exact" (above), or unset / "caching"; anything else is refused.
+bool exact_from_environment() {
+  const char* v = std::getenv("GRIDNN_CUDA_ALLOCATOR");
+  const std::string mode = v ? v : "";
+  GRIDNN_REQUIRE(mode.empty() || mode == "caching" || mode == "exact", "GRIDNN_CUDA_ALLOCATOR=", mode,
+                 ": give caching (the default) or exact (no cache or rounding, for compute-sanitizer)");
+  return mode == "exact";
+}
+
 class CudaCachingAllocator final : public Allocator {
  public:
-  explicit CudaCachingAllocator(int device) : device_(device) {}
+  explicit CudaCachingAllocator(int device) : device_(device), exact_(exact_from_environment()) {}
 
   void* allocate(size_t bytes) override {
     if (bytes == 0) return nullptr;
@@ -60,7 +77,7 @@ class CudaCachingAllocator final : public Allocator {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.allocations;
     if (limit_ > 0 && stats_.in_use + size > limit_) throw memory_limit_error(device(), bytes, stats_.in_use, limit_);
-    void* p = take_cached(size, size);
+    void* p = exact_ ? nullptr : take_cached(size, size);
     if (!p) p = system_allocate(bytes, size);
     const size_t block = live_.at(p);
     stats_.in_use += block;
@@ -78,8 +95,14 @@ class CudaCachingAllocator final : public Allocator {
     }
     const size_t block = it->second;
     live_.erase(it);
-    free_.emplace(block, ptr);
     stats_.in_use -= block;
+    if (exact_) {
+      cuda::DeviceGuard guard(device_);
+      GRIDNN_CHECK_CUDA(cudaFree(ptr));  // after the work queued on it: cudaFree synchronizes
+      stats_.reserved -= block;
+      return;
+    }
+    free_.emplace(block, ptr);
   }
 
   AllocatorStats stats() const override {
@@ -115,7 +138,7 @@ class CudaCachingAllocator final : public Allocator {
   void* system_allocate(size_t requested, size_t size) {
     cuda::DeviceGuard guard(device_);
     void* p = nullptr;
-    cudaError_t status = cudaMalloc(&p, size);
+    cudaError_t status = cudaMalloc(&p, exact_ ? requested : size);
     bool held_back = false;
     if (status == cudaErrorMemoryAllocation) {
       cudaGetLastError();  // clear the (non-sticky) error before going on
@@ -123,7 +146,7 @@ class CudaCachingAllocator final : public Allocator {
       held_back = !free_.empty() && started_collectives[device_].load() > 0;
       if (!free_.empty() && !held_back) {
         release_locked();
-        status = cudaMalloc(&p, size);
+        status = cudaMalloc(&p, exact_ ? requested : size);
       }
     }
     if (status == cudaErrorMemoryAllocation) {
@@ -162,6 +185,7 @@ class CudaCachingAllocator final : public Allocator {
   }
 
   const int device_;
+  const bool exact_;  // GRIDNN_CUDA_ALLOCATOR=exact
   mutable std::mutex mu_;
   std::multimap<size_t, void*> free_;       // cached blocks by size
   std::unordered_map<void*, size_t> live_;  // handed-out blocks and their sizes

@@ -5,7 +5,8 @@
 // fills up in a whole job under mpiexec, a limit crossed mid-run.
 //
 // Operational variables are not test switches and stay where they act: GRIDNN_CPU_CONV
-// (kernels/conv3d.h), GRIDNN_LOG_CUDNN (kernels/cuda/conv3d_cudnn.cpp), GRIDNN_POLITE_WAIT
+// (kernels/conv3d.h), GRIDNN_LOG_CUDNN (kernels/cuda/conv3d_cudnn.cpp), GRIDNN_CUDA_ALLOCATOR
+// (core/cuda_allocator.cpp), GRIDNN_POLITE_WAIT
 // (parallel/mpi_communicator.h), NCCL's and CUDA's (parallel/nccl_environment.h) and Slurm's
 // (parallel/slurm.h).
 #pragma once

@@ -181,8 +181,10 @@ ctest_stage "mpi gpu tests" 150 $CHECKS_S 2 -L '^gpu$' -L '^mpi$'
 ON_DEVICE=(env OMP_NUM_THREADS="$SOLO" OPENBLAS_NUM_THREADS="$SOLO")
 ((DRY_RUN)) && ON_DEVICE+=(GRIDNN_DEVICE_STANDIN=1)
 stage memory plain 40 35 "${ON_DEVICE[@]}" "${HELPER[@]}" memory "$TRAIN" "$LOGS"
-# memcheck NAME CAP RESERVE CMD...: CMD under memcheck; the log's first line names the
-# sanitizer (gpu_check.py judges the log). The dry run caps each at 30 s (host code at -O0).
+# memcheck NAME CAP RESERVE CMD...: CMD under memcheck, with the CUDA allocator exact (no
+# cache or rounding: core/cuda_allocator.cpp), so that memcheck sees every tensor's end; the
+# log's first line names the sanitizer (gpu_check.py judges the log). The dry run caps each
+# at 30 s (host code at -O0).
 memcheck() {
   local name="$1" cap="$2" reserve="$3" log="$LOGS/${1// /_}.log"
   shift 3
@@ -191,7 +193,7 @@ memcheck() {
     stage "$name" memcheck $((cap < 30 ? cap : 30)) "$reserve" "${ON_DEVICE[@]}" "$@"
   elif [[ -n "$SANITIZER" ]]; then
     echo "sanitizer: $SANITIZER" >"$log"
-    stage "$name" memcheck "$cap" "$reserve" "${ON_DEVICE[@]}" "$SANITIZER" --tool memcheck \
+    stage "$name" memcheck "$cap" "$reserve" "${ON_DEVICE[@]}" GRIDNN_CUDA_ALLOCATOR=exact "$SANITIZER" --tool memcheck \
       --report-api-errors no --print-limit 20 "$@"
   else
     skip "$name" "sanitizer unavailable: no compute-sanitizer next to nvcc, in /usr/local/cuda/bin or on PATH"
