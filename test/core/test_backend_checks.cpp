@@ -50,14 +50,14 @@ void expect_names(const std::string& what, const char* library, const std::strin
 TEST(BackendChecks, CudaFailureNamesCallErrorFileAndLine) {
   int line = 0;
   const std::string what = what_thrown<CudaError>([&] {
-    line = __LINE__;
-    GRIDNN_CHECK_CUDA(cudaErrorInvalidValue);  // (one line: __LINE__ matches)
+    line = __LINE__ + 1;  // the check below
+    GRIDNN_CHECK_CUDA(cudaErrorInvalidValue);
   });
   expect_names(what, "CUDA", "cudaErrorInvalidValue", "cudaErrorInvalidValue", line);
   // The detail comes from the status, not the call text: both the name and the description.
   const cudaError_t planted = cudaErrorInvalidValue;
   const std::string from_variable = what_thrown<CudaError>([&] {
-    line = __LINE__;
+    line = __LINE__ + 1;  // the check below
     GRIDNN_CHECK_CUDA(planted);
   });
   expect_names(from_variable, "CUDA", "planted", "cudaErrorInvalidValue", line);
@@ -112,7 +112,7 @@ TEST(BackendChecks, LaunchCheckReportsTheLastErrorAndTheKernelName) {
   ASSERT_NE(planted, cudaSuccess);
   int line = 0;
   const std::string what = what_thrown<CudaError>([&] {
-    line = __LINE__;
+    line = __LINE__ + 1;  // the check below
     GRIDNN_CHECK_LAUNCH("my_kernel");
   });
   expect_names(what, "CUDA", "\"my_kernel\"", cudaGetErrorName(planted), line);
@@ -127,13 +127,13 @@ TEST(BackendChecks, LaunchCheckReportsTheLastErrorAndTheKernelName) {
 TEST(BackendChecks, CublasFailureNamesCallStatusFileAndLine) {
   int line = 0;
   const std::string what = what_thrown<CublasError>([&] {
-    line = __LINE__;
+    line = __LINE__ + 1;  // the check below
     GRIDNN_CHECK_CUBLAS(CUBLAS_STATUS_INVALID_VALUE);
   });
   expect_names(what, "cuBLAS", "CUBLAS_STATUS_INVALID_VALUE", cublasGetStatusString(CUBLAS_STATUS_INVALID_VALUE), line);
   const cublasStatus_t planted = CUBLAS_STATUS_INVALID_VALUE;
   const std::string from_variable = what_thrown<CublasError>([&] {
-    line = __LINE__;
+    line = __LINE__ + 1;  // the check below
     GRIDNN_CHECK_CUBLAS(planted);
   });
   expect_names(from_variable, "cuBLAS", "planted", "CUBLAS_STATUS_INVALID_VALUE", line);
@@ -143,13 +143,13 @@ TEST(BackendChecks, CudnnFailureNamesCallStatusFileAndLine) {
 #if GRIDNN_HAVE_CUDNN
   int line = 0;
   const std::string what = what_thrown<CudnnError>([&] {
-    line = __LINE__;
+    line = __LINE__ + 1;  // the check below
     GRIDNN_CHECK_CUDNN(CUDNN_STATUS_BAD_PARAM);
   });
   expect_names(what, "cuDNN", "CUDNN_STATUS_BAD_PARAM", cudnnGetErrorString(CUDNN_STATUS_BAD_PARAM), line);
   const cudnnStatus_t planted = CUDNN_STATUS_BAD_PARAM;
   const std::string from_variable = what_thrown<CudnnError>([&] {
-    line = __LINE__;
+    line = __LINE__ + 1;  // the check below
     GRIDNN_CHECK_CUDNN(planted);
   });
   expect_names(from_variable, "cuDNN", "planted", "CUDNN_STATUS_BAD_PARAM", line);
@@ -162,13 +162,13 @@ TEST(BackendChecks, NcclFailureNamesCallStatusFileAndLine) {
 #if GRIDNN_HAVE_NCCL
   int line = 0;
   const std::string what = what_thrown<NcclError>([&] {
-    line = __LINE__;
+    line = __LINE__ + 1;  // the check below
     GRIDNN_CHECK_NCCL(ncclInvalidArgument);
   });
   expect_names(what, "NCCL", "ncclInvalidArgument", ncclGetErrorString(ncclInvalidArgument), line);
   const ncclResult_t planted = ncclInvalidArgument;
   const std::string from_variable = what_thrown<NcclError>([&] {
-    line = __LINE__;
+    line = __LINE__ + 1;  // the check below
     GRIDNN_CHECK_NCCL(planted);
   });
   expect_names(from_variable, "NCCL", "planted", ncclGetErrorString(ncclInvalidArgument), line);
