@@ -15,6 +15,8 @@
 // the device: "conv3d_fwd/stem/64/cuda_tf32", "attention_bwd/att3/128/cuda_bf16" (fp32
 // cases keep the plain names, which bench/compare_torch.py selects by "^name(/|$)"). bf16 times include casting the
 // operands to bf16 and the result back, as a training step in that mode pays them.
+// On the GPU also conv3d_bwd_filter_one_channel_kernel/stem/<size>/cuda: the stem's backward
+// filter by the one-channel kernel alone (docs/design.md §3), to set beside conv3d_bwd_filter.
 //
 // Counters (shown per second):
 //   GFLOP  conv: 2 N O Do Ho Wo C kd kh kw per iteration for each of the three ops.
@@ -31,6 +33,9 @@
 
 #include "bench/bench_main.h"
 #include "kernels/conv3d.h"
+#if GRIDNN_HAVE_CUDA && GRIDNN_HAVE_CUDNN
+#include "kernels/cuda/conv3d_one_channel.h"
+#endif
 #include "kernels/elementwise.h"
 #include "kernels/random.h"
 #include "models/layers/attention.h"
@@ -112,6 +117,42 @@ void run_conv(benchmark::State& state, Device device, int64_t batch, const ConvC
       double(batch) * double(cc.out_c) * out_volume * double(cc.in_c) * double(cc.kernel * cc.kernel * cc.kernel);
   set_counter(state, "GFLOP", 2e-9 * macs);
 }
+
+#if GRIDNN_HAVE_CUDA && GRIDNN_HAVE_CUDNN
+// The stem's backward filter by the one-channel kernel alone (kernels/cuda/conv3d_one_channel.h),
+// fp32, beside conv3d_bwd_filter/stem, which runs whichever of it and cuDNN was faster on
+// its first call (GRIDNN_LOG_CUDNN=1 prints both times, cuDNN's being its deterministic
+// choice, ALGO_1 for the stem).
+void run_one_channel_kernel(benchmark::State& state, Device device, int64_t batch, int64_t scale) {
+  if (device.runs_on_host()) {
+    state.SkipWithError("needs a real GPU (the device stand-in has no CUDA kernels)");
+    return;
+  }
+  const ConvCase& cc = kConvCases[0];
+  const int64_t s = cc.in_size_64 * scale;
+  const ops::Conv3dGeometry g =
+      ops::conv3d_geometry("bench", cc.in_c, cc.out_c, {cc.kernel, cc.kernel, cc.kernel},
+                           {cc.stride, cc.stride, cc.stride}, {cc.padding, cc.padding, cc.padding}, {s, s, s});
+  Tensor x = random_tensor({batch, cc.in_c, s, s, s}, device, 1);
+  Tensor dy = random_tensor(ops::conv3d_output_shape(g, batch), device, 3);
+  Tensor dw = Tensor::zeros(ops::conv3d_weight_shape(g), DType::f32, device);
+  namespace kernel = kernels::cuda::one_channel;
+  if (!kernel::fits(g, device.index)) {
+    state.SkipWithError("the one-channel kernel does not take the stem on this device");
+    return;
+  }
+  Tensor workspace =
+      Tensor::empty({int64_t((kernel::workspace_bytes(g, batch) + 3) / sizeof(float))}, DType::f32, device);
+  kernel::backward_filter(x, dy, g, dw, workspace.raw());  // warm-up
+  synchronize(device);
+  for (auto _ : state) {
+    kernel::backward_filter(x, dy, g, dw, workspace.raw());
+    synchronize(device);
+  }
+  const double out_volume = double(g.out_volume());
+  set_counter(state, "GFLOP", 2e-9 * double(batch) * double(cc.out_c) * out_volume * double(g.kernel_volume()));
+}
+#endif
 
 // ---- layers (forward, or backward after one forward) ----------------------------------
 
@@ -237,6 +278,12 @@ void register_device(Device device, const std::string& dev, int64_t batch) {
   register_math(device, dev, batch, ops::MathMode::fp32);
   register_fp32_only(device, dev, batch);
   if (device.is_cpu()) return;  // the CPU's tf32 and bf16 are emulations, not speed-ups
+#if GRIDNN_HAVE_CUDA && GRIDNN_HAVE_CUDNN
+  for (int64_t size : {64, 128})
+    add(
+        "conv3d_bwd_filter_one_channel_kernel/stem/" + std::to_string(size) + "/" + dev,
+        [=](benchmark::State& s) { run_one_channel_kernel(s, device, batch, size / 64); }, false, false);
+#endif
   register_math(device, dev, batch, ops::MathMode::tf32);
   register_math(device, dev, batch, ops::MathMode::bf16);
 }

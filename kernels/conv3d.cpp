@@ -112,6 +112,47 @@ ConvTaps conv3d_reaching_taps(const Conv3dGeometry& g) {
   return t;
 }
 
+ConvTaps conv3d_symmetric_taps(const Conv3dGeometry& g) {
+  ConvTaps t = conv3d_reaching_taps(g);
+  if (t.none() || t.all(g)) return t;
+  for (int d = 0; d < 3; ++d) {
+    const size_t D = size_t(d);
+    const int64_t first = t.first[D], end = first + t.count[D], in = g.in_size[d], s = g.stride[d];
+    // Taps [lo, lo + count) with lo <= first and lo + count >= end: padding p - lo on both
+    // sides gives (in + 2 (p - lo) - count) / s + 1 outputs. The whole kernel (lo = 0,
+    // count = k) gives g's, so the search ends.
+    bool found = false;
+    for (int64_t count = t.count[D]; count <= g.kernel[d] && !found; ++count)
+      for (int64_t lo = first; lo >= 0 && lo + count >= end && !found; --lo) {
+        const int64_t span = in + 2 * (g.padding[d] - lo) - count;
+        if (lo + count > g.kernel[d] || span < 0 || span / s + 1 != g.out_size[d]) continue;
+        t.first[D] = lo;
+        t.count[D] = count;
+        found = true;
+      }
+    t.geometry.kernel[d] = t.count[D];
+    t.geometry.padding[d] = g.padding[d] - t.first[D];
+  }
+  return t;
+}
+
+kernels::StridedBox conv3d_taps_box(const Conv3dGeometry& g, const ConvTaps& t, bool gather) {
+  const Conv3dGeometry& n = t.geometry;
+  kernels::StridedBox b;
+  b.rank = 4;
+  const int64_t sizes[4] = {g.out_channels * g.in_channels, n.kernel[0], n.kernel[1], n.kernel[2]};
+  const int64_t full[4] = {g.kernel_volume(), g.kernel[1] * g.kernel[2], g.kernel[2], 1};
+  const int64_t narrow[4] = {n.kernel_volume(), n.kernel[1] * n.kernel[2], n.kernel[2], 1};
+  for (int k = 0; k < 4; ++k) {
+    b.size[k] = sizes[k];
+    b.src_stride[k] = gather ? full[k] : narrow[k];
+    b.dst_stride[k] = gather ? narrow[k] : full[k];
+  }
+  const int64_t offset = (t.first[0] * g.kernel[1] + t.first[1]) * g.kernel[2] + t.first[2];
+  (gather ? b.src_offset : b.dst_offset) = offset;
+  return b;
+}
+
 std::string str(const Conv3dGeometry& g) {
   std::ostringstream os;
   os << "C " << g.in_channels << " -> O " << g.out_channels << ", kernel " << triple_str(g.kernel) << ", stride "

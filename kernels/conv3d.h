@@ -6,7 +6,9 @@
 // Backends: on the CPU oneDNN's JIT kernels (kernels/cpu/conv3d_onednn.h) where oneDNN has
 // one for the geometry, else vol2col + GEMM (kernels/cpu/conv3d.cpp), the path the
 // tests also compare against; cuDNN on the GPU (kernels/cuda/conv3d_cudnn.cpp, algorithm
-// chosen once per shape and math mode and cached). All are deterministic for a fixed
+// chosen once per shape and math mode and cached), where backward filter with one input
+// channel may run gridnn's own kernel instead (kernels/cuda/conv3d_one_channel.h, unless
+// cuDNN was twice as fast on the shape's first call). All are deterministic for a fixed
 // thread count (oneDNN's backward filter changes with the thread count). Activation gradients overwrite (dx); parameter
 // gradients accumulate (dw, db), as everywhere in gridnn.
 //
@@ -29,6 +31,7 @@
 #include "core/tensor.h"
 #include "kernels/conv3d_bodies.h"
 #include "kernels/conv3d_workspace.h"
+#include "kernels/layout_bodies.h"
 #include "kernels/math_mode.h"
 
 namespace gridnn::ops {
@@ -59,6 +62,15 @@ struct ConvTaps {
   int64_t volume() const { return count[0] * count[1] * count[2]; }
 };
 ConvTaps conv3d_reaching_taps(const Conv3dGeometry& g);
+// The taps a backend whose padding is the same on both sides runs (cuDNN, which derives the
+// output size from the kernel and the padding): those that reach, widened per dimension to
+// the fewest taps around them whose geometry has g's output size. The taps added read
+// padding alone, like those dropped.
+ConvTaps conv3d_symmetric_taps(const Conv3dGeometry& g);
+// g's weights [O, C, kd, kh, kw] on the taps t keeps, as a box (kernels/layout_bodies.h)
+// between g's weights and t.geometry's: `gather` reads g's and writes t.geometry's, else the
+// other way (for dw += the gradient on the taps). The one rule both backends move weights by.
+kernels::StridedBox conv3d_taps_box(const Conv3dGeometry& g, const ConvTaps& t, bool gather);
 // The output shape [N, O, Do, Ho, Wo] for a batch of n.
 Shape conv3d_output_shape(const Conv3dGeometry& g, int64_t n);
 // The weight shape [O, C, kd, kh, kw].

@@ -25,6 +25,7 @@
 #include "kernels/cpu/conv3d_onednn.h"
 #include "kernels/cpu/parallel_for.h"
 #include "kernels/gemm.h"
+#include "kernels/layout.h"
 
 namespace gridnn::kernels::cpu {
 namespace {
@@ -222,40 +223,16 @@ void backward_all_taps(const Tensor& x_in, const Tensor& dy_in, const Tensor& w_
   backward_filter_all_taps(x_in, dy_in, g, dw, math);
 }
 
-// Calls f(full, narrow, count) for each row of kw taps that t keeps, in every (o, c) pair:
-// its first element's offset in g's weights and in t.geometry's, and how many it holds.
-template <class F>
-void for_each_tap_row(const Conv3dGeometry& g, const ops::ConvTaps& t, F&& f) {
-  const Conv3dGeometry& n = t.geometry;
-  parallel_for(
-      g.out_channels * g.in_channels,
-      [&](int64_t oc) {
-        for (int64_t a = 0; a < n.kernel[0]; ++a)
-          for (int64_t b = 0; b < n.kernel[1]; ++b)
-            f(((oc * g.kernel[0] + t.first[0] + a) * g.kernel[1] + t.first[1] + b) * g.kernel[2] + t.first[2],
-              ((oc * n.kernel[0] + a) * n.kernel[1] + b) * n.kernel[2], n.kernel[2]);
-      },
-      g.kernel_volume());
-}
-
 // The weights w [O, C, kd, kh, kw] of g on the taps t keeps, as a tensor of t.geometry's.
 Tensor weights_on_taps(const Tensor& w, const Conv3dGeometry& g, const ops::ConvTaps& t) {
   Tensor out = Tensor::empty(ops::conv3d_weight_shape(t.geometry));
-  const float* from = w.data<float>();
-  float* to = out.data<float>();
-  for_each_tap_row(g, t, [&](int64_t full, int64_t narrow, int64_t count) {
-    for (int64_t e = 0; e < count; ++e) to[narrow + e] = from[full + e];
-  });
+  strided_move(w, out, ops::conv3d_taps_box(g, t, true), LayoutMode::copy);
   return out;
 }
 
 // dw += dw_taps, the gradient on the taps t keeps (the others' is zero).
 void add_taps(const Tensor& dw_taps, const Conv3dGeometry& g, const ops::ConvTaps& t, Tensor& dw) {
-  const float* from = dw_taps.data<float>();
-  float* to = dw.data<float>();
-  for_each_tap_row(g, t, [&](int64_t full, int64_t narrow, int64_t count) {
-    for (int64_t e = 0; e < count; ++e) to[full + e] += from[narrow + e];
-  });
+  strided_move(dw_taps, dw, ops::conv3d_taps_box(g, t, false), LayoutMode::add);
 }
 
 }  // namespace

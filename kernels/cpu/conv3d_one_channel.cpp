@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <exception>
 
+#include "kernels/conv3d_one_channel_bodies.h"
 #include "kernels/conv3d_workspace.h"
 #include "kernels/cpu/parallel_for.h"
 #include "kernels/gemm.h"
@@ -163,6 +164,26 @@ void backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g,
         }
       },
       items * taps_hw);
+}
+
+void backward_filter_by_tiles(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw) {
+  const int64_t count = kernels::one_channel::tiles(g, x.size(0)),
+                per_tile = kernels::one_channel::partials_per_tile(g);
+  if (count == 0 || per_tile == 0) return;
+  Tensor partials = Tensor::empty({count, per_tile});
+  const float *xp = x.data<float>(), *dyp = dy.data<float>();
+  float *pp = partials.data<float>(), *out = dw.data<float>();
+  const int64_t Do = g.out_size[0];
+  // Each partial on one thread, each dw element's sum on one thread: the split changes nothing.
+  parallel_for(
+      count * per_tile,
+      [&](int64_t i) {
+        const int64_t tile = i / per_tile;
+        pp[i] = kernels::one_channel::body::partial(xp, dyp, g, tile / Do, tile % Do, i % per_tile);
+      },
+      g.out_plane());
+  parallel_for(
+      per_tile, [&](int64_t e) { out[e] += kernels::one_channel::body::total(pp, count, per_tile, e); }, count);
 }
 
 }  // namespace gridnn::kernels::cpu::one_channel

@@ -29,4 +29,12 @@ void backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g,
 // The bytes it allocates for a batch of n: the partials and each thread's columns.
 int64_t scratch_bytes(const Conv3dGeometry& g, int64_t n);
 
+// The same gradient in the order of the shared bodies (kernels/conv3d_one_channel_bodies.h):
+// a partial per tile (n, od) and filter element, each summed over the output plane in
+// row-major order with fmaf, then added into dw in tile order. It gives the bits the CUDA
+// kernel (kernels/cuda/conv3d_one_channel.cu) gives, on any number of threads; the GPU tests
+// compare the two. Slower than backward_filter (no GEMM): not on the CPU's training path.
+// Takes the geometries kernels::one_channel::takes accepts.
+void backward_filter_by_tiles(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw);
+
 }  // namespace gridnn::kernels::cpu::one_channel

@@ -310,9 +310,16 @@ bool openmp_runtime() {
 // kernels larger than the input, 3^3 on 1-3 planes and 5^3 on 3, were right in every pass on
 // its AVX-512, AVX2 and SSE4.1 kernels), backward filter with a strided kernel of 6 or more
 // (3 and 5 were right on every depth tried) also two planes to spare along that dimension.
+// A padding on either side as wide as the kernel (outputs that read padding alone) stays on
+// vol2col too: oneDNN's forward wrote past its destination there (a depth kernel of 1 tap,
+// the one that reaches, with padding 3 at stride 3 on one input plane).
 const char* unsupported(const Conv3dGeometry& g, Pass pass) {
   for (int d = 0; d < 3; ++d)
     if (g.kernel[d] > g.in_size[d] && g.stride[d] > 1) return "a strided kernel is larger than the input";
+  for (int d = 0; d < 3; ++d)
+    if (g.padding[d] >= g.kernel[d] ||
+        (g.out_size[d] - 1) * g.stride[d] + g.kernel[d] - g.in_size[d] - g.padding[d] >= g.kernel[d])
+      return "a padding as wide as the kernel (outputs reading padding alone)";
   if (pass == Pass::backward_filter)
     for (int d = 0; d < 3; ++d)
       if (g.stride[d] > 1 && g.kernel[d] >= 6 && g.in_size[d] < g.kernel[d] + 2)

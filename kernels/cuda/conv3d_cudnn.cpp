@@ -36,6 +36,16 @@
 // - The workspace is one device buffer per device from the caching allocator, grown when a
 //   plan needs more and reused by every call (kernels run in stream order, so reuse is safe).
 // - Parameter gradients accumulate: backward filter and bias run with beta = 1.
+// - Each pass runs on the kernel's taps that reach the input, as on the CPU
+//   (ops::conv3d_reaching_taps), widened to a geometry whose output size under cuDNN's padding
+//   on both sides is g's (ops::conv3d_symmetric_taps): the weights on those taps are copied
+//   out, their gradient added back into dw; a kernel of which no tap reaches gives y = bias,
+//   dx = 0 and leaves dw alone.
+// - Backward filter with one input channel in fp32 (a network's stem) may run the
+//   one-channel kernel instead (kernels/cuda/conv3d_one_channel.h): at a plan's first call
+//   both run into a scratch gradient, timed with CUDA events (the fastest of two runs after
+//   one untimed), and the kernel runs that plan from then on unless cuDNN was more than
+//   kKernelMargin times faster. Its partials use the same workspace buffer as cuDNN.
 // Handles, plans and workspaces live for the whole process and are never destroyed (as the
 // device contexts: tearing them down during static destruction, after the CUDA runtime or
 // the caching allocator may be gone, is unsafe). Calls for one device are expected from one
@@ -54,9 +64,12 @@
 
 #include "core/cuda_check.h"
 #include "core/cuda_context.h"
+#include "core/memory.h"
 #include "kernels/algo_fallback.h"
 #include "kernels/conv3d.h"
+#include "kernels/cuda/conv3d_one_channel.h"
 #include "kernels/elementwise.h"
+#include "kernels/layout.h"
 
 namespace gridnn::kernels::cuda {
 namespace {
@@ -178,6 +191,9 @@ struct Plan {
   FilterDesc w_f32;
   TensorDesc bias;
   Direction fwd, bwd_data, bwd_filter;
+  // Backward filter of a one-input-channel fp32 plan the one-channel kernel takes: whether
+  // that kernel (1) or cuDNN (0) runs it, timed at its first call (-1 until then).
+  int filter_by_tiles = -1;
 
   // The descriptors of a direction that runs in `m`.
   const TensorDesc& x_in(ops::MathMode m) const { return m == math ? x : x_f32; }
@@ -399,10 +415,8 @@ Tensor result_buffer(const Tensor& out, ops::MathMode runs) {
   return runs == ops::MathMode::bf16 ? Tensor::empty(out.shape(), DType::bf16, out.device()) : out;
 }
 
-}  // namespace
-
-void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g, Tensor& y,
-                    ops::MathMode math) {
+void forward_on(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g, Tensor& y,
+                ops::MathMode math) {
   const int device = x.device().index;
   cudnnHandle_t h = handle_for(device);
   Plan& p = plan_for(device, x.size(0), g, math);
@@ -420,7 +434,7 @@ void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
     GRIDNN_CHECK_CUDNN(cudnnAddTensor(h, &kOne, p.bias.d, bias.raw(), &kOne, p.y_f32.d, y.raw()));
 }
 
-void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx, ops::MathMode math) {
+void backward_data_on(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx, ops::MathMode math) {
   const int device = dy.device().index;
   cudnnHandle_t h = handle_for(device);
   Plan& p = plan_for(device, dy.size(0), g, math);
@@ -436,11 +450,9 @@ void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometr
   if (runs == ops::MathMode::bf16) ops::cast(dx_op, dx);
 }
 
-void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw,
-                            ops::MathMode math) {
-  const int device = x.device().index;
-  cudnnHandle_t h = handle_for(device);
-  Plan& p = plan_for(device, x.size(0), g, math);
+// cuDNN's backward filter on plan p.
+void cudnn_backward_filter(cudnnHandle_t h, Plan& p, int device, const Tensor& x, const Tensor& dy,
+                           const Conv3dGeometry& g, Tensor& dw, ops::MathMode math) {
   ensure_backward_filter(h, p, x.size(0), g);
   const ops::MathMode runs = p.bwd_filter.runs;
   const Tensor x_op = operand(x, math, runs), dy_op = operand(dy, math, runs);
@@ -456,6 +468,120 @@ void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeome
                                           accumulate ? &kOne : &kZero, p.w_in(runs).d, dw_op.raw());
   });
   if (!accumulate) ops::axpy(1.0f, ops::cast(dw_op, DType::f32), dw);
+}
+
+// A pair of CUDA events, destroyed with it.
+struct EventPair {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  EventPair() {
+    GRIDNN_CHECK_CUDA(cudaEventCreate(&start));
+    GRIDNN_CHECK_CUDA(cudaEventCreate(&stop));
+  }
+  ~EventPair() {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+  }
+  EventPair(const EventPair&) = delete;
+  EventPair& operator=(const EventPair&) = delete;
+};
+
+constexpr int kTimedRuns = 2;  // per contender, after one untimed run
+// The one-channel kernel runs unless cuDNN took less than 1/kKernelMargin of its time: the
+// choice decides the result's bits, so it should not flip between runs where the two are
+// close (the stem's is 50x or more either way).
+constexpr float kKernelMargin = 2.0f;
+
+// The milliseconds of the fastest of kTimedRuns runs of `f` on `stream`, after one untimed.
+template <class F>
+float fastest_ms(cudaStream_t stream, F&& f) {
+  f();
+  EventPair events;
+  float best = 0.0f;
+  for (int i = 0; i < kTimedRuns; ++i) {
+    GRIDNN_CHECK_CUDA(cudaEventRecord(events.start, stream));
+    f();
+    GRIDNN_CHECK_CUDA(cudaEventRecord(events.stop, stream));
+    GRIDNN_CHECK_CUDA(cudaEventSynchronize(events.stop));
+    float ms = 0.0f;
+    GRIDNN_CHECK_CUDA(cudaEventElapsedTime(&ms, events.start, events.stop));
+    if (i == 0 || ms < best) best = ms;
+  }
+  return best;
+}
+
+// Backward filter of g on its taps (narrowed by the caller): for an fp32 plan with one input
+// channel that the one-channel kernel takes (kernels/cuda/conv3d_one_channel.h), that kernel
+// or cuDNN if it ran kKernelMargin times faster at the plan's first call (both into a scratch
+// gradient, so dw sees only the chosen one's sum); else cuDNN. Both are deterministic.
+void backward_filter_on(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw, ops::MathMode math) {
+  const int device = x.device().index;
+  cudnnHandle_t h = handle_for(device);
+  Plan& p = plan_for(device, x.size(0), g, math);
+  auto tiles = [&](Tensor& out) {
+    one_channel::backward_filter(x, dy, g, out, workspace(device, one_channel::workspace_bytes(g, x.size(0))));
+  };
+  if (p.filter_by_tiles < 0 && (math != ops::MathMode::fp32 || !one_channel::fits(g, device))) p.filter_by_tiles = 0;
+  if (p.filter_by_tiles < 0) {  // the first call: time the two
+    Tensor scratch = Tensor::zeros(dw.shape(), DType::f32, dw.device());
+    const cudaStream_t stream = ::gridnn::cuda::context(device).stream;
+    const float cudnn_ms = fastest_ms(stream, [&] { cudnn_backward_filter(h, p, device, x, dy, g, scratch, math); });
+    const float tiles_ms = fastest_ms(stream, [&] { tiles(scratch); });
+    p.filter_by_tiles = tiles_ms < kKernelMargin * cudnn_ms ? 1 : 0;
+    const AlgoFallback::Log log = cudnn_log();
+    if (log.chosen) {
+      char line[160];
+      std::snprintf(line, sizeof line, "one-channel kernel %.3f ms, cuDNN %.3f ms: ", double(tiles_ms),
+                    double(cudnn_ms));
+      log.chosen(std::string("backward-filter of ") + ops::str(g) + ", batch " + std::to_string(x.size(0)) + ": " +
+                 line + (p.filter_by_tiles ? "the one-channel kernel" : "cuDNN") + " runs it");
+    }
+  }
+  if (p.filter_by_tiles == 1) return tiles(dw);
+  cudnn_backward_filter(h, p, device, x, dy, g, dw, math);
+}
+
+// The weights w of g on the taps t keeps (ops::conv3d_taps_box), a tensor of t.geometry's.
+Tensor weights_on_taps(const Tensor& w, const Conv3dGeometry& g, const ops::ConvTaps& t) {
+  Tensor out = Tensor::empty(ops::conv3d_weight_shape(t.geometry), DType::f32, w.device());
+  strided_move(w, out, ops::conv3d_taps_box(g, t, true), LayoutMode::copy);
+  return out;
+}
+
+// Zeros into t (on its device's compute stream).
+void zero(Tensor& t) { zero_bytes(t.raw(), t.device(), t.nbytes()); }
+
+}  // namespace
+
+// The entry points: each pass on the taps that reach the input, widened to a geometry with
+// g's output size under cuDNN's padding on both sides (ops::conv3d_symmetric_taps); the
+// taps left out read padding alone (their products are 0), as on the CPU.
+void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g, Tensor& y,
+                    ops::MathMode math) {
+  const ops::ConvTaps t = ops::conv3d_symmetric_taps(g);
+  if (t.all(g)) return forward_on(x, w, bias, g, y, math);
+  if (!t.none()) return forward_on(x, weights_on_taps(w, g, t), bias, t.geometry, y, math);
+  zero(y);  // every output voxel is padding alone: y = bias
+  if (!bias.defined()) return;
+  Plan& p = plan_for(x.device().index, x.size(0), g, math);
+  GRIDNN_CHECK_CUDNN(
+      cudnnAddTensor(handle_for(x.device().index), &kOne, p.bias.d, bias.raw(), &kOne, p.y_f32.d, y.raw()));
+}
+
+void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx, ops::MathMode math) {
+  const ops::ConvTaps t = ops::conv3d_symmetric_taps(g);
+  if (t.all(g)) return backward_data_on(dy, w, g, dx, math);
+  if (!t.none()) return backward_data_on(dy, weights_on_taps(w, g, t), t.geometry, dx, math);
+  zero(dx);
+}
+
+void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw,
+                            ops::MathMode math) {
+  const ops::ConvTaps t = ops::conv3d_symmetric_taps(g);
+  if (t.all(g)) return backward_filter_on(x, dy, g, dw, math);
+  if (t.none()) return;
+  Tensor dw_taps = Tensor::zeros(ops::conv3d_weight_shape(t.geometry), DType::f32, dw.device());
+  backward_filter_on(x, dy, t.geometry, dw_taps, math);
+  strided_move(dw_taps, dw, ops::conv3d_taps_box(g, t, false), LayoutMode::add);
 }
 
 void conv3d_backward_bias(const Tensor& dy, Tensor& db) {

@@ -12,6 +12,7 @@
 #include "kernels/conv3d.h"
 #include "kernels/cpu/conv3d_onednn.h"
 #include "kernels/elementwise.h"
+#include "kernels/layout.h"
 #include "test/support/conv3d_cases.h"
 #include "test/support/random_tensor.h"
 #include "test/support/tensor_compare.h"
@@ -258,6 +259,75 @@ TEST(Conv3dCpu, NarrowsAKernelToTheTapsThatReachTheInput) {
         }
   EXPECT_GT(narrowed, 20);
   EXPECT_GT(none, 0);
+}
+
+// The taps a backend with padding on both sides runs (the CUDA backend, cuDNN): around the
+// reaching taps, the fewest whose geometry, its padding on both sides, has g's output size
+// (found here by trying every window); on them every pass gives what g gives, the weights
+// moved by the shared box (ops::conv3d_taps_box), and the taps left out get no gradient.
+TEST(Conv3dCpu, WidensTheReachingTapsForPaddingOnBothSides) {
+  int widened = 0, narrowed = 0;
+  for (int64_t k = 1; k <= 7; ++k)
+    for (int64_t s = 1; s <= 3; ++s)
+      for (int64_t p = 0; p <= 6; ++p)
+        for (int64_t in = 1; in <= 5; ++in) {
+          if (k > in + 2 * p) continue;
+          const ops::Conv3dGeometry g = ops::conv3d_geometry("test", 2, 3, {k, 3, 1}, {s, 1, 1}, {p, 1, 0}, {in, 4, 5});
+          const ops::ConvTaps r = ops::conv3d_reaching_taps(g), t = ops::conv3d_symmetric_taps(g);
+          const std::string what = "k " + std::to_string(k) + " s " + std::to_string(s) + " p " + std::to_string(p) +
+                                   " in " + std::to_string(in);
+          ASSERT_EQ(t.none(), r.none()) << what;
+          if (r.none()) continue;
+          auto outputs = [&](int64_t lo, int64_t count) {  // with padding p - lo on both sides
+            const int64_t span = in + 2 * (p - lo) - count;
+            return span < 0 ? -1 : span / s + 1;
+          };
+          const int64_t lo = t.first[0], count = t.count[0];
+          EXPECT_LE(lo, r.first[0]) << what;
+          EXPECT_GE(lo + count, r.first[0] + r.count[0]) << what;
+          EXPECT_LE(lo + count, k) << what;
+          EXPECT_GE(p - lo, 0) << what;
+          EXPECT_EQ(outputs(lo, count), g.out_size[0]) << what;
+          for (int64_t c = r.count[0]; c < count; ++c)  // no narrower window has g's output
+            for (int64_t l = 0; l + c <= k; ++l)
+              if (l <= r.first[0] && l + c >= r.first[0] + r.count[0]) {
+                EXPECT_NE(outputs(l, c), g.out_size[0]) << what;
+              }
+          EXPECT_EQ(t.geometry.kernel[0], count) << what;
+          EXPECT_EQ(t.geometry.padding[0], p - lo) << what;
+          EXPECT_EQ(t.count[1], 3) << what;
+          EXPECT_EQ(t.count[2], 1) << what;
+          widened += count > r.count[0];
+          if (t.all(g)) continue;
+          ++narrowed;
+          // Every pass on t.geometry, as the CUDA backend runs it, against g.
+          const Tensor x = random_tensor({2, 2, in, 4, 5}, 1), w = random_tensor(ops::conv3d_weight_shape(g), 2);
+          const Tensor dy = random_tensor(ops::conv3d_output_shape(g, 2), 3), dw0 = random_tensor(w.shape(), 4);
+          Tensor w_taps = Tensor::empty(ops::conv3d_weight_shape(t.geometry));
+          kernels::cpu::strided_move(w, w_taps, ops::conv3d_taps_box(g, t, true), kernels::LayoutMode::copy);
+          Tensor y = Tensor::empty(dy.shape()), y_taps = Tensor::empty(dy.shape());
+          ops::conv3d_forward(x, w, Tensor(), g, y);
+          ops::conv3d_forward(x, w_taps, Tensor(), t.geometry, y_taps);
+          expect_close(y_taps, y, what + " forward");
+          Tensor dx = Tensor::empty(x.shape()), dx_taps = Tensor::empty(x.shape());
+          ops::conv3d_backward_data(dy, w, g, dx);
+          ops::conv3d_backward_data(dy, w_taps, t.geometry, dx_taps);
+          expect_close(dx_taps, dx, what + " backward data");
+          Tensor dw = dw0.clone(), dw_by_taps = dw0.clone(), dw_taps = Tensor::zeros(w_taps.shape());
+          ops::conv3d_backward_filter(x, dy, g, dw);
+          ops::conv3d_backward_filter(x, dy, t.geometry, dw_taps);
+          kernels::cpu::strided_move(dw_taps, dw_by_taps, ops::conv3d_taps_box(g, t, false), kernels::LayoutMode::add);
+          expect_close(dw_by_taps, dw, what + " backward filter");
+          const float *a = dw_by_taps.data<float>(), *before = dw0.data<float>();
+          for (int64_t i = 0; i < dw.numel(); ++i) {
+            const int64_t tap = (i / 3) % k;  // the depth tap of [O, C, k, 3, 1]
+            if (tap < lo || tap >= lo + count) {
+              EXPECT_EQ(a[i], before[i]) << what << " tap " << tap;
+            }
+          }
+        }
+  EXPECT_GT(widened, 5);
+  EXPECT_GT(narrowed, 20);
 }
 
 // A plan is made per thread count: results from 1 and from 2 threads both match vol2col

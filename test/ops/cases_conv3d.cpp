@@ -66,6 +66,13 @@ class CpuPath {
 
 // The ResNet-sized block the former GPU test added to the shared geometries.
 const Conv3dCase kResnetBlock{"resnet_block", 2, 16, 32, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {16, 16, 16}};
+// Kernels whose reaching taps (ops::conv3d_reaching_taps) the CUDA backend widens to keep the
+// output size under cuDNN's padding on both sides (ops::conv3d_symmetric_taps): in depth the
+// first of 3 taps reaches, 2 run; in width 1 of 2. One input channel: the stem's geometry and
+// that one, which the CUDA backend may run by its one-channel backward filter kernel.
+const Conv3dCase kWidenedTaps{"taps_widened_for_cudnn", 2, 2, 3, {3, 3, 2}, {3, 1, 3}, {3, 1, 2}, {1, 3, 2}};
+const Conv3dCase kOneChannelStem{"one_channel_stem", 2, 1, 6, {7, 7, 7}, {2, 2, 2}, {3, 3, 3}, {9, 10, 11}};
+const Conv3dCase kOneChannelWidened{"one_channel_taps_widened", 2, 1, 5, {3, 3, 2}, {3, 1, 3}, {3, 1, 2}, {1, 3, 2}};
 
 ops::Conv3dGeometry geometry_of(const Conv3dCase& k) {
   return ops::conv3d_geometry("test", k.c, k.o, k.kernel, k.stride, k.padding, k.in);
@@ -271,6 +278,7 @@ bool named(const Conv3dCase& k, std::initializer_list<const char*> names) {
 void add_conv3d_cases(OpCases& cases) {
   std::vector<Conv3dCase> geometries = conv3d_cases();
   geometries.push_back(kResnetBlock);
+  for (const Conv3dCase& k : {kWidenedTaps, kOneChannelStem, kOneChannelWidened}) geometries.push_back(k);
   for (const Conv3dCase& k : geometries) {
     cases.push_back(forward_case(k, true));
     cases.push_back(forward_case(k, false));
