@@ -274,6 +274,10 @@ void conv3d_backward_bias(const Tensor& dy, Tensor& db) {
   GRIDNN_CONV3D_CALL(dy.device(), conv3d_backward_bias, dy, db);
 }
 
+int64_t cuda_conv_workspace_budget(const Conv3dGeometry& g, int64_t n) {
+  return n * std::max(g.in_channels * g.in_volume(), g.out_channels * g.out_volume()) * int64_t(sizeof(float));
+}
+
 namespace {
 CpuConv cpu_conv_from_environment() {
   const char* v = std::getenv("GRIDNN_CPU_CONV");

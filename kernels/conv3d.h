@@ -118,6 +118,12 @@ struct Conv3dCpuMemory {
   int64_t scratch = 0;
 };
 Conv3dCpuMemory conv3d_cpu_memory(const Conv3dGeometry& g, int64_t n, bool bias, bool input_gradient);
+// The most bytes of workspace a CUDA convolution of g on a batch of n may use (docs/design.md
+// §6a): the larger of its input and its output in f32. cuDNN's algorithms that ask for more
+// are passed over (the next deterministic one runs), and the one-channel kernel's partials
+// must fit too; the per-rank memory model holds the largest budget of a network's
+// convolutions as the device's one workspace buffer.
+int64_t cuda_conv_workspace_budget(const Conv3dGeometry& g, int64_t n);
 
 }  // namespace gridnn::ops
 

@@ -52,8 +52,11 @@ struct LayerMemory {
   // at the container's fork (a residual block's last ReLU: Module::backward holds the
   // block's dy while its layers run).
   bool dy_held_to_fork = false;
-  // The workspace sizes its passes ask for (kernels/conv3d_workspace.h).
+  // The workspace sizes its passes ask for on the CPU (kernels/conv3d_workspace.h).
   kernels::Workspace workspace{};
+  // On a GPU, the most its passes may take of the device's one workspace buffer
+  // (ops::cuda_conv_workspace_budget, in the CUDA allocator's class).
+  int64_t device_workspace = 0;
 };
 
 // A named amount of memory that lives through the whole step.
@@ -95,7 +98,7 @@ struct MemoryPeak {
   int64_t peak_bytes = 0;
   int64_t resident_bytes = 0;       // the part that lives across steps
   int64_t activation_bytes = 0;     // the rest at the peak: kept tensors, outputs, gradients, scratch
-  int64_t workspace_bytes = 0;      // per-thread convolution workspace (part of resident_bytes)
+  int64_t workspace_bytes = 0;      // convolution workspace (part of resident_bytes)
   int64_t layer_state_bytes = 0;    // the layers' own state (LayerMemory::state; part of resident_bytes)
   std::string at;                   // "backward of layer1.0.conv1", ...
   std::vector<MemoryShare> shares;  // every holder at the peak, largest first

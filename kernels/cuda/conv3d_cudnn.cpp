@@ -35,6 +35,8 @@
 //   first step no call allocates device memory.
 // - The workspace is one device buffer per device from the caching allocator, grown when a
 //   plan needs more and reused by every call (kernels run in stream order, so reuse is safe).
+//   Each plan's algorithms are those whose workspace fits its budget
+//   (ops::cuda_conv_workspace_budget), so the buffer stays within what the memory model holds.
 // - Parameter gradients accumulate: backward filter and bias run with beta = 1.
 // - Each pass runs on the kernel's taps that reach the input, as on the CPU
 //   (ops::conv3d_reaching_taps), widened to a geometry whose output size under cuDNN's padding
@@ -53,6 +55,7 @@
 #include <cudnn.h>
 
 #include <array>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -91,14 +94,18 @@ cudnnHandle_t handle_for(int device) {
   return h;
 }
 
-// A device buffer of at least `bytes` (nullptr for 0), reused across calls.
+// A device buffer of at least `bytes` (nullptr for 0), reused across calls. A larger one
+// replaces it after it is let go (stream order makes that safe), so the two never exist at
+// once: the buffer is at most the largest budget the memory model holds.
 void* workspace(int device, size_t bytes) {
   static auto& buffers = *new std::map<int, Tensor>;
   if (bytes == 0) return nullptr;
   std::lock_guard<std::mutex> lock(registry_mutex);
   Tensor& buf = buffers[device];
-  if (!buf.defined() || buf.nbytes() < bytes)
+  if (!buf.defined() || buf.nbytes() < bytes) {
+    buf = Tensor();
     buf = Tensor::empty({int64_t((bytes + 3) / 4)}, DType::f32, Device::cuda(device));
+  }
   return buf.raw();
 }
 
@@ -317,6 +324,23 @@ void ensure(Direction& d, const char* direction, int64_t n, const Conv3dGeometry
     throw Error("conv3d (cuDNN): no deterministic " + std::string(ops::str(mode)) + " " + direction +
                 " algorithm for batch " + std::to_string(n) + ", " + ops::str(g) +
                 "; try another math mode, batch size or padding, or run this layer on the cpu");
+  // Within the workspace budget the memory model holds: those asking for more are passed
+  // over; where every one does, the least hungry runs, and the run says so (its peak may then
+  // pass the prediction).
+  const size_t budget = size_t(ops::cuda_conv_workspace_budget(g, n));
+  std::vector<AlgoCandidate> within;
+  for (const AlgoCandidate& c : ranked)
+    if (c.workspace <= budget) within.push_back(c);
+  if (within.empty()) {
+    within.push_back(
+        *std::min_element(ranked.begin(), ranked.end(),
+                          [](const AlgoCandidate& a, const AlgoCandidate& b) { return a.workspace < b.workspace; }));
+    std::fprintf(stderr,
+                 "gridnn: warning: %s: every deterministic algorithm asks for more workspace than its budget "
+                 "(%s); %s runs, beyond what the memory prediction holds\n",
+                 what.c_str(), size_text(budget).c_str(), within.front().name.c_str());
+  }
+  ranked = std::move(within);
   d.algos.emplace(std::move(what), std::move(ranked),
                   AlgoStatusRules{retryable, [](int s) { return std::string(cudnnGetErrorString(cudnnStatus_t(s))); }},
                   cudnn_log());
@@ -520,7 +544,10 @@ void backward_filter_on(const Tensor& x, const Tensor& dy, const Conv3dGeometry&
   auto tiles = [&](Tensor& out) {
     one_channel::backward_filter(x, dy, g, out, workspace(device, one_channel::workspace_bytes(g, x.size(0))));
   };
-  if (p.filter_by_tiles < 0 && (math != ops::MathMode::fp32 || !one_channel::fits(g, device))) p.filter_by_tiles = 0;
+  if (p.filter_by_tiles < 0 &&
+      (math != ops::MathMode::fp32 || !one_channel::fits(g, device) ||
+       one_channel::workspace_bytes(g, x.size(0)) > size_t(ops::cuda_conv_workspace_budget(g, x.size(0)))))
+    p.filter_by_tiles = 0;
   if (p.filter_by_tiles < 0) {  // the first call: time the two
     Tensor scratch = Tensor::zeros(dw.shape(), DType::f32, dw.device());
     const cudaStream_t stream = ::gridnn::cuda::context(device).stream;

@@ -82,7 +82,8 @@ Shape Conv3d::describe(const Shape& in, plan::RankStep& step) const {
   l.samples = in[0];
   step.layers.push_back(l);
   const Shape out{in[0], out_channels_, g.out_size[0], g.out_size[1], g.out_size[2]};
-  // Keeps its input for the filter gradient; the CPU's workspace and columns as the kernels say.
+  // Keeps its input for the filter gradient; the CPU's workspace and columns as the kernels
+  // say; on a GPU, its budget of the device's workspace buffer.
   plan::LayerMemory m;
   m.layer = name();
   m.output = activation_bytes(out);
@@ -93,6 +94,7 @@ Shape Conv3d::describe(const Shape& in, plan::RankStep& step) const {
     m.workspace = cpu.workspace;
     m.forward_scratch = m.backward_scratch = cpu.scratch;
   }
+  m.device_workspace = stored_bytes(ops::cuda_conv_workspace_budget(g, in[0]));
   const Shape w = weight_->value.shape();
   m.forward_scratch += rounded_copies_bytes(math_mode(), weight_->value.device(), {in, w});
   m.backward_scratch += rounded_copies_bytes(math_mode(), weight_->value.device(), {in, out, w});

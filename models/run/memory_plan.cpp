@@ -177,9 +177,15 @@ plan::MemoryStep memory_step(const RunOptions& o, nn::Module& model, const paral
       break;
     }
   }
+  // The CPU's per-thread buffers, or a GPU's one cuDNN workspace buffer (in the last slot:
+  // the largest budget is held); the stand-in runs the CPU's kernels on host buffers the
+  // device's allocator does not count.
   if (!on_cpu)
     for (auto* layers : {&step.layers, &step.evaluation})
-      for (plan::LayerMemory& l : *layers) l.workspace = {};
+      for (plan::LayerMemory& l : *layers) {
+        l.workspace = {};
+        if (!o.device.is_standin()) l.workspace.back() = l.device_workspace;
+      }
   return step;
 }
 

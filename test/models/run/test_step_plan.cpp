@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "models/run/grid_choice.h"
+#include "models/run/memory_plan.h"
 #include "models/run/step_plan.h"
 #include "models/run/timing.h"
 #include "plan/cost_model.h"
@@ -282,4 +283,22 @@ TEST(StepPlan, LayerTimingIsPositive) {
 }
 
 }  // namespace
+// On a GPU the convolutions share one workspace buffer, held through the step at their
+// largest budget (ops::cuda_conv_workspace_budget: the larger of a convolution's input and
+// output in f32): here the stem's input, 8 x 1 x 24 x 24 x 20 floats, 368640 bytes (a whole
+// CUDA size class). The device stand-in runs the CPU's kernels on host buffers its allocator
+// does not count: no workspace there, and the GPU's peak is the stand-in's plus the buffer.
+TEST(MemoryPlan, AGpuHoldsOneConvolutionWorkspaceAtTheLargestBudget) {
+  RunOptions o = resattnet(2, 3, {24, 24, 20}, 8);
+  o.device = Device{Device::Kind::cuda, 0};
+  const std::vector<plan::MemoryPeak> gpu = predict_grid_memory(o, {1, 1, 1}, MemoryJob::training);
+  o.device = Device{Device::Kind::cuda_standin, 0};
+  const std::vector<plan::MemoryPeak> standin = predict_grid_memory(o, {1, 1, 1}, MemoryJob::training);
+  ASSERT_EQ(gpu.size(), 1u);
+  ASSERT_EQ(standin.size(), 1u);
+  EXPECT_EQ(gpu[0].workspace_bytes, 8 * 24 * 24 * 20 * 4);
+  EXPECT_EQ(standin[0].workspace_bytes, 0);
+  EXPECT_EQ(gpu[0].peak_bytes, standin[0].peak_bytes + gpu[0].workspace_bytes);
+}
+
 }  // namespace gridnn::run
