@@ -115,7 +115,7 @@ BatchExplanation explain_batch(nn::Module& model, nn::BlockNetwork& net, const T
     std::vector<int64_t> classes = out.target;  // from the untransformed input on
     if (t == 0 && options.target >= 0) classes.assign(size_t(batch), options.target);
     const std::vector<CoarseCam> cams =
-        class_activation_maps(model, net, options.layers, x.to(device), classes, row, options.method);
+        class_activation_maps(model, net, options.layers, x.on(device), classes, row, options.method);
     if (t == 0) {
       out.logits = cams.front().logits;
       out.target = cams.front().target;

@@ -15,7 +15,8 @@ Usage: check_memory.py GRIDNN_TRAIN MPIEXEC WORKDIR
    a prediction too low would pass it), the allocators' cap ends the job mid-run, naming the
    layer.
 3. gridnn-predict --memory-report on 1x1, 2x1 and 1x2: the same bound for a prediction job
-   (setup reads the checkpoint: every tensor in it beside the network's own).
+   (setup reads the checkpoint: every tensor in it beside the network's own); with --explain
+   (heatmaps of a batch of 4, one case over 2 transforms), the bound alone.
 4. Planner: a case where memory changes the chosen grid, in gridnn-plan --memory-per-rank and
    in gridnn-train --grid auto --memory-limit.
 """
@@ -180,6 +181,38 @@ def check_predict(train, mpiexec, workdir):
                   f"{int(q) / 2**20:.2f} MiB ({100 * error:+.2f}%)")
             if not 0 <= error <= OVER:
                 failures.append(f"gridnn-predict --grid {grid} rank {rank}: predicted {p}, measured {q}")
+    return failures + check_explain(predict, train, mpiexec, workdir)
+
+
+def check_explain(predict, train, mpiexec, workdir):
+    """gridnn-predict --explain: heatmaps of a batch of 4 whose activations outweigh the
+    weights file, scans larger than the model's input; the bound only (the explanation's
+    volumes are held through the step, a bound)."""
+    ckpt, scans = os.path.join(workdir, "explain-ckpt"), os.path.join(workdir, "explain-scans")
+    shutil.rmtree(ckpt, ignore_errors=True)
+    os.makedirs(scans, exist_ok=True)
+    r = run([train, "--input", "48x48x48", "--batch", "2", "--width", "4", "--steps", "1", "--train-samples", "2",
+             "--val-samples", "2", "--no-progress", "--checkpoint-dir", ckpt])
+    if r.returncode != 0:
+        return [f"explain: training the checkpoint: exit {r.returncode}: {r.stderr[-600:]}"]
+    rng = random.Random(9)
+    for i in range(4):
+        write_nifti(os.path.join(scans, f"scan{i}.nii"), (64, 56, 48), rng)
+    failures = []
+    for procs, grid, extra in [(1, "1x1", []), (1, "1x1", ["--explain-tta", "2"]), (2, "2x1", []), (2, "1x2", [])]:
+        r = run([mpiexec, "-n", str(procs), predict, "--checkpoint", ckpt, "--data", scans, "--batch", "4", "--grid",
+                 grid, "--memory-report", "--out", os.path.join(workdir, "explained.csv"), "--explain",
+                 os.path.join(workdir, "heat"), *extra], timeout=300)
+        found = re.findall(r"rank (\d+) predicted (\d+) measured (\d+)", r.stdout)
+        if r.returncode != 0 or len(found) != procs:
+            failures.append(f"gridnn-predict --explain --grid {grid}: exit {r.returncode}: {(r.stdout + r.stderr)[-600:]}")
+            continue
+        for rank, p, q in found:
+            error = (int(p) - int(q)) / int(q)
+            print(f"  gridnn-predict --explain --grid {grid} {' '.join(extra):16s} rank {rank}: predicted "
+                  f"{int(p) / 2**20:.2f} MiB measured {int(q) / 2**20:.2f} MiB ({100 * error:+.2f}%)")
+            if error < 0:
+                failures.append(f"gridnn-predict --explain --grid {grid} {extra} rank {rank}: predicted {p}, measured {q}")
     return failures
 
 
