@@ -54,8 +54,8 @@
 // thread at a time (the handle is not meant for concurrent use).
 #include <cudnn.h>
 
-#include <array>
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
