@@ -127,7 +127,8 @@ TEST(StepPlan, GridnnsOwnRunCountsTheHandoverTheLossAndTheGradients) {
   // whole 256-byte units (64 floats) of the gradient arena.
   const Network net = network_of(o);
   int64_t weights = 0, slots = 0;
-  for (auto& [name, p] : planned_model(o, {1, 1, 2}, 0).model->named_parameters()) {
+  const PlannedModel planned = planned_model(o, {1, 1, 2}, 0);
+  for (auto& [name, p] : planned.model->named_parameters()) {
     weights += p->value.numel();
     slots += (p->value.numel() + 63) / 64 * 64;
   }
