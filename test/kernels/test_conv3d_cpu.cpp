@@ -22,6 +22,7 @@ namespace {
 using ops::ConvPass;
 using ops::CpuConv;
 using test::Conv3dCase;
+using test::geometry_of;
 using test::random_tensor;
 
 // Sets the CPU implementation for a scope.
@@ -58,10 +59,6 @@ std::vector<Conv3dCase> geometries() {
   all.push_back({"k7_stride2_on_5_planes", 2, 2, 3, {7, 7, 7}, {2, 2, 2}, {3, 3, 3}, {5, 9, 9}});
   all.push_back({"k9_stride2_on_6_planes", 2, 2, 3, {9, 9, 9}, {2, 2, 2}, {4, 4, 4}, {6, 10, 10}});
   return all;
-}
-
-ops::Conv3dGeometry geometry_of(const Conv3dCase& k) {
-  return ops::conv3d_geometry("test", k.c, k.o, k.kernel, k.stride, k.padding, k.in);
 }
 
 struct Results {

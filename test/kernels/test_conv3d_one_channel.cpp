@@ -20,6 +20,10 @@
 namespace gridnn {
 namespace {
 using test::Conv3dCase;
+using test::geometry_of;
+using test::one_channel_by_tiles;
+using test::one_channel_inputs;
+using test::OneChannelInputs;
 using test::random_tensor;
 
 // Strides 1 and 2 (and 3), paddings from 0 to the kernel, odd sizes, batches 1 to 3,
@@ -38,31 +42,12 @@ const std::vector<Conv3dCase>& cases() {
   return all;
 }
 
-ops::Conv3dGeometry geometry_of(const Conv3dCase& k) {
-  return ops::conv3d_geometry("test", k.c, k.o, k.kernel, k.stride, k.padding, k.in);
-}
-
-struct Inputs {
-  Tensor x, dy, dw0;  // dw0: what dw holds before (backward filter accumulates)
-};
-Inputs inputs_of(const Conv3dCase& k) {
-  const ops::Conv3dGeometry g = geometry_of(k);
-  return {random_tensor({k.n, 1, k.in[0], k.in[1], k.in[2]}, 11), random_tensor(ops::conv3d_output_shape(g, k.n), 12),
-          random_tensor(ops::conv3d_weight_shape(g), 13)};
-}
-
-Tensor by_tiles(const Inputs& in, const ops::Conv3dGeometry& g) {
-  Tensor dw = in.dw0.clone();
-  kernels::cpu::one_channel::backward_filter_by_tiles(in.x, in.dy, g, dw);
-  return dw;
-}
-
 // The gradient by double loops over the products that read the input (padding skipped),
 // and the sum of their magnitudes.
 struct Reference {
   std::vector<double> sum, magnitude;
 };
-Reference reference(const Inputs& in, const ops::Conv3dGeometry& g) {
+Reference reference(const OneChannelInputs& in, const ops::Conv3dGeometry& g) {
   const int64_t N = in.x.size(0), O = g.out_channels, kd = g.kernel[0], kh = g.kernel[1], kw = g.kernel[2];
   const int64_t D = g.in_size[0], H = g.in_size[1], W = g.in_size[2];
   const int64_t Do = g.out_size[0], Ho = g.out_size[1], Wo = g.out_size[2];
@@ -96,9 +81,9 @@ TEST(Conv3dOneChannel, ByTilesMatchesDoubleLoopsWithinItsSumsBound) {
   for (const Conv3dCase& k : cases()) {
     const ops::Conv3dGeometry g = geometry_of(k);
     ASSERT_TRUE(kernels::one_channel::takes(g)) << k.name;
-    const Inputs in = inputs_of(k);
+    const OneChannelInputs in = one_channel_inputs(k, 11);
     const Reference ref = reference(in, g);
-    const Tensor dw = by_tiles(in, g);
+    const Tensor dw = one_channel_by_tiles(in, g);
     const double steps = double(g.out_plane() + kernels::one_channel::tiles(g, k.n) + 1);
     const float *got = dw.data<float>(), *before = in.dw0.data<float>();
     for (size_t e = 0; e < ref.sum.size(); ++e) {
@@ -114,7 +99,7 @@ TEST(Conv3dOneChannel, APaddingProductIsTheSameAsSkippingIt) {
   namespace body = kernels::one_channel::body;
   for (const Conv3dCase& k : cases()) {
     const ops::Conv3dGeometry g = geometry_of(k);
-    const Inputs in = inputs_of(k);
+    const OneChannelInputs in = one_channel_inputs(k, 11);
     const float *x = in.x.data<float>(), *dy = in.dy.data<float>();
     const int64_t per_tile = kernels::one_channel::partials_per_tile(g), kvol = g.kernel_volume();
     const int64_t Ho = g.out_size[1], Wo = g.out_size[2];
@@ -146,11 +131,11 @@ TEST(Conv3dOneChannel, ByTilesGivesTheSameBitsOnAnyThreadCount) {
   all.push_back({"stem", 2, 1, 16, {7, 7, 7}, {2, 2, 2}, {3, 3, 3}, {24, 20, 22}});  // parallel loops
   for (const Conv3dCase& k : all) {
     const ops::Conv3dGeometry g = geometry_of(k);
-    const Inputs in = inputs_of(k);
+    const OneChannelInputs in = one_channel_inputs(k, 11);
     std::vector<Tensor> dw;
     for (int t : {1, 2, 2}) {
       omp_set_num_threads(t);
-      dw.push_back(by_tiles(in, g));
+      dw.push_back(one_channel_by_tiles(in, g));
     }
     omp_set_num_threads(threads);
     EXPECT_TRUE(test::tensors_equal(dw[1], dw[0])) << k.name;
@@ -162,10 +147,10 @@ TEST(Conv3dOneChannel, ByTilesGivesTheSameBitsOnAnyThreadCount) {
 TEST(Conv3dOneChannel, ByTilesAgreesWithTheOp) {
   for (const Conv3dCase& k : cases()) {
     const ops::Conv3dGeometry g = geometry_of(k);
-    const Inputs in = inputs_of(k);
+    const OneChannelInputs in = one_channel_inputs(k, 11);
     Tensor dw = in.dw0.clone();
     ops::conv3d_backward_filter(in.x, in.dy, g, dw);
-    EXPECT_LT(test::max_relative_error(by_tiles(in, g), dw), 1e-5) << k.name;
+    EXPECT_LT(test::max_relative_error(one_channel_by_tiles(in, g), dw), 1e-5) << k.name;
   }
 }
 

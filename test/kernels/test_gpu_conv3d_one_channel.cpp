@@ -37,25 +37,6 @@ const std::vector<Conv3dCase>& cases() {
   return all;
 }
 
-ops::Conv3dGeometry geometry_of(const Conv3dCase& k) {
-  return ops::conv3d_geometry("test", k.c, k.o, k.kernel, k.stride, k.padding, k.in);
-}
-
-struct Inputs {
-  Tensor x, dy, dw0;
-};
-Inputs inputs_of(const Conv3dCase& k) {
-  const ops::Conv3dGeometry g = geometry_of(k);
-  return {random_tensor({k.n, 1, k.in[0], k.in[1], k.in[2]}, 21), random_tensor(ops::conv3d_output_shape(g, k.n), 22),
-          random_tensor(ops::conv3d_weight_shape(g), 23)};
-}
-
-Tensor on_cpu_by_tiles(const Inputs& in, const ops::Conv3dGeometry& g) {
-  Tensor dw = in.dw0.clone();
-  kernels::cpu::one_channel::backward_filter_by_tiles(in.x, in.dy, g, dw);
-  return dw;
-}
-
 TEST_F(GpuOneChannel, TheKernelGivesTheCpuBodysBits) {
   GRIDNN_NEEDS_REAL_GPU("the CUDA one-channel backward filter kernel");
 #if GRIDNN_HAVE_CUDA && GRIDNN_HAVE_CUDNN
@@ -63,8 +44,8 @@ TEST_F(GpuOneChannel, TheKernelGivesTheCpuBodysBits) {
   for (const Conv3dCase& k : cases()) {
     const ops::Conv3dGeometry g = geometry_of(k);
     ASSERT_TRUE(kernel::fits(g, gpu().index)) << k.name;
-    const Inputs in = inputs_of(k);
-    const Tensor want = on_cpu_by_tiles(in, g);
+    const OneChannelInputs in = one_channel_inputs(k, 21);
+    const Tensor want = one_channel_by_tiles(in, g);
     const Tensor x = on_gpu(in.x), dy = on_gpu(in.dy);
     Tensor workspace = Tensor::empty({int64_t(kernel::workspace_bytes(g, k.n) / sizeof(float))}, DType::f32, gpu());
     for (int run = 0; run < 2; ++run) {
@@ -83,8 +64,8 @@ TEST_F(GpuOneChannel, TheKernelGivesTheCpuBodysBits) {
 TEST_F(GpuOneChannel, TheOpAgreesWithTheCpuAndRepeats) {
   for (const Conv3dCase& k : cases()) {
     const ops::Conv3dGeometry g = geometry_of(k);
-    const Inputs in = inputs_of(k);
-    const Tensor want = on_cpu_by_tiles(in, g);
+    const OneChannelInputs in = one_channel_inputs(k, 21);
+    const Tensor want = one_channel_by_tiles(in, g);
     const Tensor x = on_gpu(in.x), dy = on_gpu(in.dy);
     std::vector<Tensor> got;
     for (int run = 0; run < 3; ++run) {

@@ -74,10 +74,6 @@ const Conv3dCase kWidenedTaps{"taps_widened_for_cudnn", 2, 2, 3, {3, 3, 2}, {3, 
 const Conv3dCase kOneChannelStem{"one_channel_stem", 2, 1, 6, {7, 7, 7}, {2, 2, 2}, {3, 3, 3}, {9, 10, 11}};
 const Conv3dCase kOneChannelWidened{"one_channel_taps_widened", 2, 1, 5, {3, 3, 2}, {3, 1, 3}, {3, 1, 2}, {1, 3, 2}};
 
-ops::Conv3dGeometry geometry_of(const Conv3dCase& k) {
-  return ops::conv3d_geometry("test", k.c, k.o, k.kernel, k.stride, k.padding, k.in);
-}
-
 // Central differences over ten thousand outputs per loss would take seconds and lose the
 // gradient in fp32 rounding: geometries with more outputs than kLargeOutputs run without a
 // backward (large_enough_for_threads, resnet_block, channels_20_to_13; the others have at

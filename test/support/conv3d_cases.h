@@ -5,12 +5,17 @@
 // exactly as large as the padded input (one output voxel), one large enough that the
 // CPU loops run on several OpenMP threads, and kernels of which only some taps reach the
 // input (ops::conv3d_reaching_taps), or none, and channel counts past 16 that are not
-// multiples of it (oneDNN runs those channels last, docs/design.md §3).
+// multiples of it (oneDNN runs those channels last, docs/design.md §3). And what the
+// one-channel backward-filter tests (test/kernels/test_conv3d_one_channel.cpp, its GPU twin)
+// both run on a case.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "kernels/conv3d.h"
+#include "kernels/cpu/conv3d_one_channel.h"
+#include "test/support/random_tensor.h"
 
 namespace gridnn::test {
 
@@ -37,6 +42,29 @@ inline const std::vector<Conv3dCase>& conv3d_cases() {
       {"channels_20_to_13", 2, 20, 13, {3, 2, 5}, {1, 1, 1}, {1, 0, 2}, {5, 6, 19}},
   };
   return all;
+}
+
+inline ops::Conv3dGeometry geometry_of(const Conv3dCase& k) {
+  return ops::conv3d_geometry("test", k.c, k.o, k.kernel, k.stride, k.padding, k.in);
+}
+
+// Backward filter's operands for a case of one input channel, drawn from seeds `seed`,
+// `seed` + 1 and `seed` + 2: x, dy, and what dw holds before (backward filter accumulates).
+struct OneChannelInputs {
+  Tensor x, dy, dw0;
+};
+inline OneChannelInputs one_channel_inputs(const Conv3dCase& k, uint64_t seed) {
+  const ops::Conv3dGeometry g = geometry_of(k);
+  return {random_tensor({k.n, 1, k.in[0], k.in[1], k.in[2]}, seed),
+          random_tensor(ops::conv3d_output_shape(g, k.n), seed + 1),
+          random_tensor(ops::conv3d_weight_shape(g), seed + 2)};
+}
+
+// dw0 plus the gradient by the CPU's run of the shared bodies (backward_filter_by_tiles).
+inline Tensor one_channel_by_tiles(const OneChannelInputs& in, const ops::Conv3dGeometry& g) {
+  Tensor dw = in.dw0.clone();
+  kernels::cpu::one_channel::backward_filter_by_tiles(in.x, in.dy, g, dw);
+  return dw;
 }
 
 }  // namespace gridnn::test

@@ -22,11 +22,9 @@ namespace {
 using ops::Triple;
 
 using Case = test::Conv3dCase;
+using test::geometry_of;
 const std::vector<Case>& cases() { return test::conv3d_cases(); }
 
-ops::Conv3dGeometry geometry_of(const Case& k) {
-  return ops::conv3d_geometry("test", k.c, k.o, k.kernel, k.stride, k.padding, k.in);
-}
 Shape x_shape(const Case& k) { return {k.n, k.c, k.in[0], k.in[1], k.in[2]}; }
 Shape w_shape(const Case& k) { return {k.o, k.c, k.kernel[0], k.kernel[1], k.kernel[2]}; }
 
