@@ -169,19 +169,28 @@ def check_predict(train, mpiexec, workdir):
         write_nifti(os.path.join(scans, f"scan{i}.nii"), (32, 32, 32), rng)
     failures = []
     for procs, grid in [(1, "1x1"), (2, "2x1"), (2, "1x2")]:
-        r = run([mpiexec, "-n", str(procs), predict, "--checkpoint", ckpt, "--data", scans, "--batch", "2", "--grid",
-                 grid, "--memory-report", "--out", os.path.join(workdir, "predictions.csv")], timeout=300)
-        found = re.findall(r"rank (\d+) predicted (\d+) measured (\d+)", r.stdout)
-        if r.returncode != 0 or len(found) != procs:
-            failures.append(f"gridnn-predict --grid {grid}: exit {r.returncode}: {(r.stdout + r.stderr)[-600:]}")
-            continue
-        for rank, p, q in found:
-            error = (int(p) - int(q)) / int(q)
-            print(f"  gridnn-predict --grid {grid} rank {rank}: predicted {int(p) / 2**20:.2f} MiB measured "
-                  f"{int(q) / 2**20:.2f} MiB ({100 * error:+.2f}%)")
-            if not 0 <= error <= OVER:
-                failures.append(f"gridnn-predict --grid {grid} rank {rank}: predicted {p}, measured {q}")
+        failures += predict_within(mpiexec, procs, [predict, "--checkpoint", ckpt, "--data", scans, "--batch", "2",
+                                                    "--grid", grid, "--out", os.path.join(workdir, "predictions.csv")],
+                                   f"--grid {grid}", OVER)
     return failures + check_explain(predict, train, mpiexec, workdir)
+
+
+def predict_within(mpiexec, procs, command, label, over):
+    """Runs gridnn-predict COMMAND --memory-report on PROCS ranks and checks each rank's exact
+    bytes ("memory in bytes" line): predicted at least measured, and at most OVER above it
+    (None: the bound alone). Returns the failures."""
+    r = run([mpiexec, "-n", str(procs), *command, "--memory-report"], timeout=300)
+    found = re.findall(r"rank (\d+) predicted (\d+) measured (\d+)", r.stdout)
+    if r.returncode != 0 or len(found) != procs:
+        return [f"gridnn-predict {label}: exit {r.returncode}: {(r.stdout + r.stderr)[-600:]}"]
+    failures = []
+    for rank, p, q in found:
+        error = (int(p) - int(q)) / int(q)
+        print(f"  gridnn-predict {label:40s} rank {rank}: predicted {int(p) / 2**20:.2f} MiB measured "
+              f"{int(q) / 2**20:.2f} MiB ({100 * error:+.2f}%)")
+        if error < 0 or (over is not None and error > over):
+            failures.append(f"gridnn-predict {label} rank {rank}: predicted {p}, measured {q}")
+    return failures
 
 
 def check_explain(predict, train, mpiexec, workdir):
@@ -200,19 +209,10 @@ def check_explain(predict, train, mpiexec, workdir):
         write_nifti(os.path.join(scans, f"scan{i}.nii"), (64, 56, 48), rng)
     failures = []
     for procs, grid, extra in [(1, "1x1", []), (1, "1x1", ["--explain-tta", "2"]), (2, "2x1", []), (2, "1x2", [])]:
-        r = run([mpiexec, "-n", str(procs), predict, "--checkpoint", ckpt, "--data", scans, "--batch", "4", "--grid",
-                 grid, "--memory-report", "--out", os.path.join(workdir, "explained.csv"), "--explain",
-                 os.path.join(workdir, "heat"), *extra], timeout=300)
-        found = re.findall(r"rank (\d+) predicted (\d+) measured (\d+)", r.stdout)
-        if r.returncode != 0 or len(found) != procs:
-            failures.append(f"gridnn-predict --explain --grid {grid}: exit {r.returncode}: {(r.stdout + r.stderr)[-600:]}")
-            continue
-        for rank, p, q in found:
-            error = (int(p) - int(q)) / int(q)
-            print(f"  gridnn-predict --explain --grid {grid} {' '.join(extra):16s} rank {rank}: predicted "
-                  f"{int(p) / 2**20:.2f} MiB measured {int(q) / 2**20:.2f} MiB ({100 * error:+.2f}%)")
-            if error < 0:
-                failures.append(f"gridnn-predict --explain --grid {grid} {extra} rank {rank}: predicted {p}, measured {q}")
+        failures += predict_within(mpiexec, procs, [predict, "--checkpoint", ckpt, "--data", scans, "--batch", "4",
+                                                    "--grid", grid, "--out", os.path.join(workdir, "explained.csv"),
+                                                    "--explain", os.path.join(workdir, "heat"), *extra],
+                                   f"--explain --grid {grid} {' '.join(extra)}", None)
     return failures
 
 
