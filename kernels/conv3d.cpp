@@ -313,8 +313,9 @@ Conv3dCpuMemory conv3d_cpu_memory(const Conv3dGeometry& g, int64_t n, bool bias,
   const Conv3dGeometry& r = t.geometry;  // what the passes run
   for (const ConvPass pass : {ConvPass::forward, ConvPass::backward_data, ConvPass::backward_filter}) {
     if (pass == ConvPass::backward_data && !input_gradient) continue;
+    int64_t& scratch = pass == ConvPass::forward ? m.forward_scratch : m.backward_scratch;
     if (pass == ConvPass::backward_filter && kernels::cpu::conv3d_filter_by_planes(r)) {
-      m.scratch = std::max(m.scratch, kernels::cpu::one_channel::scratch_bytes(r, n));
+      scratch = std::max(scratch, kernels::cpu::one_channel::scratch_bytes(r, n));
       continue;
     }
     kernels::Workspace w{};
@@ -322,11 +323,15 @@ Conv3dCpuMemory conv3d_cpu_memory(const Conv3dGeometry& g, int64_t n, bool bias,
     const bool by_onednn =
         cpu_conv() == CpuConv::onednn && !cpu::onednn::implementation(r, n, cpu::onednn::Pass(int(pass))).empty();
     if (!by_onednn)
-      m.scratch = std::max(m.scratch, kernels::cpu::conv3d_column_bytes(r, n, pass == ConvPass::backward_filter));
+      scratch = std::max(scratch, kernels::cpu::conv3d_column_bytes(r, n, pass == ConvPass::backward_filter));
     for (size_t s = 0; s < w.size(); ++s) m.workspace[s] = std::max(m.workspace[s], w[s]);
   }
   // On fewer taps: the copy of the weights on them, and in backward their gradient beside it.
-  if (!t.all(g)) m.scratch += 2 * kernels::host_floats_bytes(r.out_channels * r.col_rows());
+  if (!t.all(g)) {
+    const int64_t weights = kernels::host_floats_bytes(r.out_channels * r.col_rows());
+    m.forward_scratch += weights;
+    m.backward_scratch += 2 * weights;
+  }
   return m;
 }
 

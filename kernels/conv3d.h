@@ -109,13 +109,13 @@ enum class ConvPass { forward, backward_data, backward_filter };
 std::string conv3d_cpu_implementation(const Conv3dGeometry& g, int64_t n, ConvPass pass);
 // What the CPU's convolution of g on a batch of n allocates besides its operands (the per-rank
 // memory model's part of a convolution): the per-thread workspace buffers oneDNN's passes ask
-// for (the largest per buffer over the passes that run), and the column buffer vol2col
-// allocates for the length of a pass (the largest over the passes it runs), with, for a
-// kernel of which only some taps reach the input, the copies of the weights on those taps
-// and of their gradient.
+// for (the largest per buffer over the passes that run), and what a pass allocates for its
+// length: vol2col's column buffer, the one-channel backward filter's partials (the largest
+// over the backward passes), and for a kernel of which only some taps reach the input, the
+// copy of the weights on those taps (with, in backward, their gradient).
 struct Conv3dCpuMemory {
   kernels::Workspace workspace{};  // kernels/conv3d_workspace.h, by buffer
-  int64_t scratch = 0;
+  int64_t forward_scratch = 0, backward_scratch = 0;
 };
 Conv3dCpuMemory conv3d_cpu_memory(const Conv3dGeometry& g, int64_t n, bool bias, bool input_gradient);
 // The most bytes of workspace a CUDA convolution of g on a batch of n may use (docs/design.md

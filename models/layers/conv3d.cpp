@@ -55,9 +55,9 @@ Tensor Conv3d::forward(const Tensor& x) {
   // Names the layer in its errors (kernel larger than the padded input, ...).
   geometry_ = ops::conv3d_geometry("Conv3d (input " + x.shape().str() + ")", in_channels_, out_channels_, kernel_,
                                    stride_, padding_, {x.size(2), x.size(3), x.size(4)});
+  if (!NoBackwardScope::active()) input_ = x;  // kept for backward (the last forward's let go of first)
   Tensor y = Tensor::empty(ops::conv3d_output_shape(geometry_, x.size(0)), x.dtype(), x.device());
   ops::conv3d_forward(x, weight_->value, bias_ ? bias_->value : Tensor(), geometry_, y, math_mode());
-  if (!NoBackwardScope::active()) input_ = x;  // kept for backward
   return y;
 }
 
@@ -92,12 +92,18 @@ Shape Conv3d::describe(const Shape& in, plan::RankStep& step) const {
   if (weight_->value.device().is_cpu()) {
     const ops::Conv3dCpuMemory cpu = ops::conv3d_cpu_memory(g, in[0], bias_ != nullptr, input_gradient_);
     m.workspace = cpu.workspace;
-    m.forward_scratch = m.backward_scratch = cpu.scratch;
+    m.forward_scratch = cpu.forward_scratch;
+    m.backward_scratch = cpu.backward_scratch;
   }
   m.device_workspace = stored_bytes(ops::cuda_conv_workspace_budget(g, in[0]));
-  const Shape w = weight_->value.shape();
-  m.forward_scratch += rounded_copies_bytes(math_mode(), weight_->value.device(), {in, w});
-  m.backward_scratch += rounded_copies_bytes(math_mode(), weight_->value.device(), {in, out, w});
+  // tf32/bf16 on the host: rounded copies of the operands of the taps that reach the input
+  // (none where every output voxel is padding alone).
+  const ops::ConvTaps reaching = ops::conv3d_reaching_taps(g);
+  if (!reaching.none()) {
+    const Shape w = ops::conv3d_weight_shape(reaching.geometry);
+    m.forward_scratch += rounded_copies_bytes(math_mode(), weight_->value.device(), {in, w});
+    m.backward_scratch += rounded_copies_bytes(math_mode(), weight_->value.device(), {in, out, w});
+  }
   step.memory.push_back(m);
   return out;
 }

@@ -1,17 +1,22 @@
 // Conv3d's contracts the op harness does not express (its values against double loops, its
 // gradients and the CUDA backend are cases of test/ops/cases_conv3d.cpp): the output size
 // formula, determinism across calls, accumulation of the parameter gradients, PyTorch's
-// names and initialization bounds, and the error messages.
+// names and initialization bounds, the error messages, and the memory its record states.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "core/allocator.h"
+#include "core/size_class.h"
 #include "kernels/conv3d.h"
 #include "kernels/elementwise.h"
 #include "models/layers/conv3d.h"
+#include "plan/cost_model.h"
 #include "test/support/conv3d_cases.h"
 #include "test/support/random_tensor.h"
 #include "test/support/tensor_compare.h"
@@ -175,6 +180,78 @@ TEST(Conv3dOps, BadArgumentsNameTheOpAndShapes) {
         ops::conv3d_geometry("probe", 1, 1, {3, 3, 3}, {1, 1, 1}, {-1, 0, 0}, {4, 4, 4});
       },
       {"probe", "negative"});
+}
+
+// The host's requests made while it lives, in their size classes (what the host allocator
+// counts): the bytes in use of them and their high-water mark since reset(). A front
+// (set_front_allocator): the blocks it hands out must be freed before it goes.
+class HostRequests final : public Allocator {
+ public:
+  HostRequests() { set_front_allocator(Device::cpu(), this); }
+  ~HostRequests() override { set_front_allocator(Device::cpu(), nullptr); }
+  HostRequests(const HostRequests&) = delete;
+  HostRequests& operator=(const HostRequests&) = delete;
+
+  void* allocate(size_t bytes) override {
+    void* p = host_allocator().allocate(bytes);
+    const int64_t size = int64_t(size_class(SizeClasses::host, bytes, host_page_size()));
+    sizes_[p] = size;
+    in_use_ += size;
+    peak_ = std::max(peak_, in_use_);
+    return p;
+  }
+  void deallocate(void* p, size_t bytes) override {
+    in_use_ -= sizes_.at(p);
+    sizes_.erase(p);
+    host_allocator().deallocate(p, bytes);
+  }
+  AllocatorStats stats() const override { return host_allocator().stats(); }
+  Device device() const override { return Device::cpu(); }
+  void set_limit(size_t bytes) override { host_allocator().set_limit(bytes); }
+
+  void reset() { peak_ = in_use_; }
+  int64_t peak_above_reset(int64_t at_reset) const { return peak_ - at_reset; }
+  int64_t in_use() const { return in_use_; }
+
+ private:
+  std::unordered_map<void*, int64_t> sizes_;
+  int64_t in_use_ = 0, peak_ = 0;
+};
+
+// The memory model's record of a convolution (LayerMemory, docs/design.md §6a) is what its
+// passes allocate: forward its output and forward scratch, backward its input gradient and
+// backward scratch, to the byte. Measured on a second step, once the per-thread workspace
+// (stated apart) has grown. Cases: bf16 on a kernel of which only the centre taps reach a
+// 1 x 1 plane (the rounded copies are of the weights on those taps), and the stem's one input
+// channel in fp32 (the partials of the backward filter by planes are backward's alone).
+TEST(Conv3dLayer, ItsMemoryRecordIsWhatItsPassesAllocate) {
+  struct Layer {
+    nn::Conv3d conv;
+    Shape in;
+    ops::MathMode math;
+  };
+  Layer layers[] = {{nn::Conv3d(8, 8, 3, 1, 1), {2, 8, 4, 1, 1}, ops::MathMode::bf16},
+                    {nn::Conv3d(1, 8, 7, 2, 3), {2, 1, 16, 12, 12}, ops::MathMode::fp32}};
+  for (Layer& c : layers) {
+    SCOPED_TRACE(c.in.str() + (c.math == ops::MathMode::bf16 ? " bf16" : " fp32"));
+    c.conv.set_math_mode(c.math);
+    const Tensor x = test::random_tensor(c.in, 3);
+    const Tensor dy0 = test::random_tensor(c.conv.forward(x).shape(), 4);
+    c.conv.backward(dy0);  // the workspace grows to its size
+    plan::RankStep step;
+    c.conv.describe(c.in, step);
+    const plan::LayerMemory& m = step.memory.back();
+    HostRequests requests;
+    {
+      Tensor y = c.conv.forward(x);
+      EXPECT_EQ(requests.peak_above_reset(0), m.output + m.forward_scratch);
+      Tensor dy = dy0.clone();
+      const int64_t before = requests.in_use();
+      requests.reset();
+      Tensor dx = c.conv.backward(dy);
+      EXPECT_EQ(requests.peak_above_reset(before), m.input_grad + m.backward_scratch);
+    }
+  }
 }
 
 }  // namespace
