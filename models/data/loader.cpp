@@ -45,7 +45,7 @@ void BatchLoader::wait_prefetch() noexcept {
 }
 
 void BatchLoader::start_prefetch() {
-  if (!options_.prefetch) return;
+  if (!options_.prefetch || (options_.one_epoch && position_.epoch > 0)) return;
   const LoaderPosition at = position_;
   pending_ = std::async(std::launch::async, [this, at] { return load(at); });
 }

@@ -35,6 +35,7 @@ struct LoaderOptions {
   int64_t shard_end = -1;   // -1: to the end of the batch
   DepthSlab slab;           // depth planes this rank reads
   bool prefetch = true;     // load the next batch on a background thread
+  bool one_epoch = false;   // read for one epoch: nothing is prefetched past its end (validation)
   // Keep every sample this rank loads in memory and copy it from there in later epochs, so
   // files are read and decoded (or synthetic volumes drawn) once. Needs augment = false
   // (augmentation draws each sample afresh every epoch); costs the rank's share of the

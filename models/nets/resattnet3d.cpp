@@ -46,10 +46,14 @@ BasicBlock::BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
-  Tensor h = bn1_->forward(conv1_->forward(x));
-  h = bn2_->forward(conv2_->forward(h));
-  const Tensor shortcut = downsample_ ? downsample_->forward(x) : x;
-  return relu_out_.forward(residual_add(h, shortcut));
+  // One layer per statement: each output is let go of once the next exists (in evaluation
+  // nothing else holds it), as describe states.
+  Tensor h = conv1_->forward(x);
+  h = bn1_->forward(h);
+  h = conv2_->forward(h);
+  h = bn2_->forward(h);
+  h = residual_add(h, downsample_ ? downsample_->forward(x) : x);
+  return relu_out_.forward(h);
 }
 
 Shape BasicBlock::describe(const Shape& in, plan::RankStep& step) const {

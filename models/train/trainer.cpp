@@ -246,6 +246,7 @@ run::Metrics Trainer::evaluate() {
   lo.batch = options_.batch;
   lo.shuffle = false;
   lo.drop_last = false;
+  lo.one_epoch = true;
   data::BatchLoader loader(*data_.val, run::shard_loader(lo, shard_));
   run::MetricsAccumulator acc;
   parallel::CommLayerScope scope("validation");

@@ -292,6 +292,26 @@ TEST(Loader, CacheLoadsEachSampleOnceAndGivesTheSameBatches) {
   EXPECT_NE(error_message([&] { data::BatchLoader l(d, c); }).find("--no-augment"), std::string::npos);
 }
 
+// Validation reads one epoch (LoaderOptions::one_epoch): its last batch, short here, is the
+// last the loader reads; without it the next epoch's first is prefetched too.
+TEST(Loader, OneEpochPrefetchesNothingPastItsEnd) {
+  for (const bool one_epoch : {true, false}) {
+    Counting d;
+    data::LoaderOptions o;
+    o.batch = 5;
+    o.shuffle = false;
+    o.drop_last = false;
+    o.one_epoch = one_epoch;
+    {
+      data::BatchLoader loader(d, o);
+      int64_t rows = 0;
+      for (int64_t b = 0; b < loader.batches_per_epoch(); ++b) rows += loader.next().y.size(0);
+      EXPECT_EQ(rows, d.size());
+    }  // the loader waits for its last prefetch
+    EXPECT_EQ(d.loads.load(), d.size() + (one_epoch ? 0 : 5)) << "one_epoch " << one_epoch;
+  }
+}
+
 TEST(Loader, BackgroundErrorsReachTheCaller) {
   Broken d;
   data::LoaderOptions o;
