@@ -86,11 +86,23 @@ void release_saved(Replay& r, Saved& s) {
   s = Saved{};
 }
 
+// What an earlier micro-batch's forward left held (MemoryStep::micro_batches): its records'
+// saved tensors and its recomputed blocks' inputs, each let go of as the next forward replaces
+// it.
+struct Earlier {
+  std::vector<Saved> saved;
+  std::map<size_t, Region> regions;
+};
+
 // The forward of layers [first, last) from the activation `current` (see memory_model.h);
 // returns the output. What each record keeps goes to `saved`; a recomputed block's region to
-// `regions` (by its end marker).
+// `regions` (by its end marker). With `earlier`, each record lets go of the input or output
+// the earlier forward's same record held before it allocates (a layer replaces what it keeps
+// first), and of the other tensors it kept once it holds its own (attention computes its new
+// ones first; a bound).
 int replay_forward(Replay& r, const std::vector<LayerMemory>& layers, size_t first, size_t last, int current,
-                   std::vector<Saved>& saved, std::map<size_t, Region>& regions, const std::string& phase) {
+                   std::vector<Saved>& saved, std::map<size_t, Region>& regions, const std::string& phase,
+                   Earlier* earlier = nullptr) {
   std::vector<int> held;
   std::vector<Region> open;
   int wrapper_input = -1;  // held by a wrapper's caller through the next record's forward
@@ -118,6 +130,9 @@ int replay_forward(Replay& r, const std::vector<LayerMemory>& layers, size_t fir
       case Op::recompute_begin:
         r.hold(current);  // the block's input stays for its second forward
         open.push_back({i, current});
+        if (earlier)  // the block's stashed input of the earlier micro-batch is replaced
+          for (auto& [end, region] : earlier->regions)
+            if (region.begin == i) r.release(std::exchange(region.input, -1));
         break;
       case Op::recompute_end:
         GRIDNN_REQUIRE(!open.empty(), "memory model: ", l.layer, " ends a recomputed block it did not begin");
@@ -126,6 +141,11 @@ int replay_forward(Replay& r, const std::vector<LayerMemory>& layers, size_t fir
         open.pop_back();
         break;
       case Op::layer: {
+        if (earlier) {
+          Saved& e = earlier->saved[i];
+          r.release(std::exchange(e.input, -1));
+          r.release(std::exchange(e.output, -1));
+        }
         r.moment(l.output + l.kept + l.forward_scratch, l.layer, phase + "forward of " + l.layer);
         Saved& s = saved[i];
         const int out = l.output > 0 ? r.make(l.output, l.layer) : current;
@@ -133,6 +153,7 @@ int replay_forward(Replay& r, const std::vector<LayerMemory>& layers, size_t fir
         if (l.kept > 0) s.kept = r.make(l.kept, l.layer);
         if (l.keeps_input) r.hold(s.input = current);
         if (l.keeps_output) r.hold(s.output = out);
+        if (earlier) release_saved(r, earlier->saved[i]);
         r.release(wrapper_input);
         wrapper_input = -1;
         if (l.wraps_next)
@@ -232,7 +253,7 @@ MemoryPeak simulate_memory(const MemoryStep& step) {
   // Each module's state once (the evaluation forward runs the same modules).
   int64_t layer_state = 0;
   for (const LayerMemory& l : step.layers.empty() ? step.evaluation : step.layers) layer_state += l.state;
-  int64_t resident = workspace_bytes + layer_state + step.micro_batch_stash;
+  int64_t resident = workspace_bytes + layer_state + step.micro_batch_stash + step.device_batch_bytes;
   for (const MemoryItem& item : step.resident) resident += item.bytes;
 
   // The training step. The input is the batch's (a resident item), so its bytes are not
@@ -241,12 +262,24 @@ MemoryPeak simulate_memory(const MemoryStep& step) {
   r.moment(0, "", "the start of the step");
   std::vector<Saved> saved(step.layers.size());
   std::map<size_t, Region> regions;
-  replay_forward(r, step.layers, 0, step.layers.size(), r.make(0, "input"), saved, regions, "");
+  if (step.micro_batches > 1) {  // the forward of the one before the last (its output sent on)
+    Earlier earlier{std::vector<Saved>(step.layers.size()), {}};
+    r.release(
+        replay_forward(r, step.layers, 0, step.layers.size(), r.make(0, "input"), earlier.saved, earlier.regions, ""));
+    replay_forward(r, step.layers, 0, step.layers.size(), r.make(0, "input"), saved, regions,
+                   "next micro-batch: ", &earlier);
+    for (auto& [end, region] : earlier.regions) r.release(region.input);
+    for (Saved& s : earlier.saved) release_saved(r, s);
+  } else {
+    replay_forward(r, step.layers, 0, step.layers.size(), r.make(0, "input"), saved, regions, "");
+  }
   r.moment(step.loss_grad_bytes, "loss", "the loss");
   replay_backward(r, step.layers, step.loss_grad_bytes > 0 ? r.make(step.loss_grad_bytes, "loss") : -1, saved, regions);
   // Evaluation: a forward that keeps nothing for a backward, after the step (whose stashed
-  // micro-batch inputs are gone by then), beside the validation loader's batches.
-  const int64_t evaluation_resident = resident - step.micro_batch_stash + step.evaluation_batch_bytes;
+  // micro-batch inputs and batch on the device are gone by then), beside the validation
+  // loader's batches.
+  const int64_t evaluation_resident =
+      resident - step.micro_batch_stash - step.device_batch_bytes + step.evaluation_batch_bytes;
   Replay e(evaluation_resident);
   std::vector<Saved> evaluation(step.evaluation.size());
   replay_forward(e, step.evaluation, 0, step.evaluation.size(), e.make(0, "input"), evaluation, regions,
@@ -254,11 +287,11 @@ MemoryPeak simulate_memory(const MemoryStep& step) {
   const Replay& worst = e.peak() > r.peak() ? e : r;
 
   MemoryPeak p;
-  if (step.setup_bytes > 0 && step.setup_bytes + layer_state > worst.peak()) {  // reading the weights
+  if (step.setup_bytes > 0 && step.setup_bytes + layer_state > worst.peak()) {
     p.peak_bytes = p.resident_bytes = step.setup_bytes + layer_state;
     p.layer_state_bytes = layer_state;
-    p.at = "setup: the weights file read";
-    p.shares = {{"the network and the weights file read", step.setup_bytes}};
+    p.at = "setup";
+    p.shares = {{"the network as built (and a weights file read)", step.setup_bytes}};
     if (layer_state > 0) p.shares.push_back({"layer state (batch norm's statistics)", layer_state});
     p.training = {r.peak() - resident, r.at()};
     if (!step.evaluation.empty()) p.evaluation = {e.peak() - evaluation_resident, e.at()};
@@ -278,6 +311,8 @@ MemoryPeak simulate_memory(const MemoryStep& step) {
   if (layer_state > 0) p.shares.push_back({"layer state (batch norm's statistics)", layer_state});
   if (step.micro_batch_stash > 0 && &worst == &r)
     p.shares.push_back({"micro-batch inputs (stash)", step.micro_batch_stash});
+  if (step.device_batch_bytes > 0 && &worst == &r)
+    p.shares.push_back({"batch (on the device)", step.device_batch_bytes});
   if (&worst == &e && step.evaluation_batch_bytes > 0)
     p.shares.push_back({"validation batch (current and prefetched)", step.evaluation_batch_bytes});
   for (const auto& [who, bytes] : worst.shares())

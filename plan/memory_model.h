@@ -72,12 +72,20 @@ struct MemoryStep {
   int64_t input_bytes = 0;           // the network's input (already counted in `resident`)
   int64_t loss_grad_bytes = 0;       // dL/doutput, which the loss allocates to start backward
   int64_t micro_batch_stash = 0;     // inputs kept for recomputed micro-batches (GPipe)
+  // Micro-batches of the step (GPipe): each forward runs while the one before's kept tensors
+  // are still held by the layers it has not reached yet. The last one's backward comes first,
+  // then each earlier one is recomputed and run backward alone.
+  int micro_batches = 1;
+  int64_t device_batch_bytes = 0;  // the batch's copy on a GPU, made for the training step alone
   // The layers of an evaluation forward (validation: all the shard's rows at once, no
   // backward): replayed forward only, after the training step; empty: none.
   std::vector<LayerMemory> evaluation;
-  int64_t evaluation_batch_bytes = 0;  // the validation loader's batches, alive during evaluation only
-  // Setup, before the first step: the network's tensors and a weights file being read, all
-  // of whose tensors exist at once (LayerMemory::state is added); 0: nothing is read.
+  // Alive during evaluation only: the validation loader's batches, and the stage's input (a
+  // later stage's received activation; on a GPU the first stage's copy of the batch).
+  int64_t evaluation_batch_bytes = 0;
+  // Setup, before the first step: the network's tensors as built (each gradient on its own)
+  // and a weights file being read, all of whose tensors exist at once (LayerMemory::state is
+  // added); 0: not counted.
   int64_t setup_bytes = 0;
 };
 

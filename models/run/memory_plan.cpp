@@ -38,6 +38,23 @@ const nn::BlockNetwork& blocks_of(const nn::Module& model) {
   return *net;
 }
 
+// The rows of the validation loader's batches that shard `rows` of a batch reads: the most of
+// one batch (what the evaluation forward runs) and of two in a row (the current batch and the
+// one it prefetches). A synthetic validation set states its size: its last batch is short, and
+// of a short batch a shard reads only the rows the batch has (data::BatchLoader). A manifest's
+// set, and a row that pads its last batch to split it (--batch-split-from), count full ones.
+struct ValidationRows {
+  int64_t one = 0, two = 0;
+};
+ValidationRows validation_rows(const RunOptions& o, parallel::Range rows) {
+  const int64_t full = rows.size();
+  if (!o.data.synthetic() || !o.batch_split_from.empty()) return {full, 2 * full};
+  const int64_t batches = o.data.val_samples / o.batch, in_last = o.data.val_samples % o.batch;
+  const int64_t last = std::max<int64_t>(0, std::min(rows.end, in_last) - std::min(rows.begin, in_last));
+  if (batches == 0) return {last, last};
+  return {full, batches == 1 ? full + last : 2 * full};
+}
+
 }  // namespace
 
 namespace {
@@ -107,9 +124,10 @@ plan::MemoryStep memory_step(const RunOptions& o, nn::Module& model, const paral
   // Resident: every stage builds the whole network; only its own part is optimized and synced.
   // A synced gradient is a view of the gradient arena (GradientSync): one tensor of all of
   // them, counted once.
-  int64_t parameters = 0, buffers = 0, optimized = 0, synced = 0;
+  int64_t parameters = 0, buffers = 0, optimized = 0, synced = 0, built = 0;
   for (auto& [name, p] : model.named_parameters()) {
     parameters += tensor_bytes(p->value);
+    built += tensor_bytes(p->value) + tensor_bytes(p->grad);
     const size_t b = net.block_of(name);
     const bool mine = b >= span.begin && b < span.end;
     const parallel::Communicator* sum_over = p->layout.grad_sum_over;
@@ -121,14 +139,18 @@ plan::MemoryStep memory_step(const RunOptions& o, nn::Module& model, const paral
   }
   parameters += nn::stored_bytes(synced);
   for (auto& [name, b] : model.named_buffers()) buffers += tensor_bytes(*b);
-  // A weights file read at setup (--init-from; gridnn-predict's checkpoint): every tensor in
-  // it exists at once beside the network's own.
-  if (!o.init_from.empty() && fs::is_regular_file(o.init_from)) {
-    int64_t file = 0;
+  // Setup: the network as built holds each gradient on its own (a size class each) until
+  // GradientSync lets them go for the arena; a weights file read then (--init-from;
+  // gridnn-predict's checkpoint) has every tensor in it at once beside the network's own.
+  int64_t file = 0;
+  if (!o.init_from.empty() && fs::is_regular_file(o.init_from))
     for (int64_t bytes : safetensors_tensor_bytes(o.init_from)) file += nn::stored_bytes(bytes);
-    step.setup_bytes = parameters + buffers + file + kSmallTensorsBound;
-  }
-  const int64_t batch_bytes = activation_bytes(batch) + nn::stored_bytes(rows * int64_t(sizeof(int64_t)));
+  step.setup_bytes = std::max(built, parameters) + buffers + file + kSmallTensorsBound;
+  // A loader's batch of `n` rows: volumes and labels.
+  auto batch_bytes_of = [&](int64_t n) {
+    return n == 0 ? 0 : activation_bytes(batch.with(0, n)) + nn::stored_bytes(n * int64_t(sizeof(int64_t)));
+  };
+  const int64_t batch_bytes = batch_bytes_of(rows);
   const bool on_cpu = o.device.is_cpu();
   step.resident.push_back({"parameters and gradients", parameters});
   step.resident.push_back({"buffers", buffers});
@@ -143,12 +165,12 @@ plan::MemoryStep memory_step(const RunOptions& o, nn::Module& model, const paral
   switch (job) {
     case MemoryJob::training: {
       step.resident.push_back({"optimizer state", optimizer_copies(o.optimizer) * optimized});
-      // The loader's batch and the one it prefetches (host memory: on a GPU, its copy on the
-      // device instead).
+      // The loader's batch and the one it prefetches (host memory: on a GPU, the first stage's
+      // copy of the batch on the device for the step instead).
       if (on_cpu)
         step.resident.push_back({"batch (current and prefetched)", 2 * batch_bytes});
-      else
-        step.resident.push_back({"batch (on the device)", activation_bytes(batch)});
+      else if (span.first)
+        step.device_batch_bytes = activation_bytes(batch);
       if (on_cpu && o.data.cache) {
         const int64_t per_sample = activation_bytes(batch.with(0, 1));  // one tensor each
         step.resident.push_back({"cached samples", per_sample * ((o.data.train_samples + grid.cols - 1) / grid.cols)});
@@ -158,11 +180,18 @@ plan::MemoryStep memory_step(const RunOptions& o, nn::Module& model, const paral
       // Every micro-batch's input stays for its recomputation (a received one, or a copy of
       // the batch's rows; one micro-batch on the first stage is the batch itself).
       if (M > 1 || !span.first) step.micro_batch_stash = int64_t(M) * activation_bytes(at_micro);
-      // Validation runs the shard's rows at once through the same blocks, reading batches of
-      // its own while the training loader holds its prefetched one.
-      step.evaluation = evaluation_layers(net, span, at);
-      // (Host memory: on a GPU, the device copy of the current one.)
-      step.evaluation_batch_bytes = on_cpu ? 2 * batch_bytes : activation_bytes(batch);
+      step.micro_batches = M;
+      // Validation runs each of its batches' rows at once through the same blocks, reading
+      // batches of its own (host memory) while the training loader holds its prefetched one.
+      // The stage's input beside them: a later stage's received activation, and on a GPU
+      // the first stage's device copy of the current batch.
+      const ValidationRows v = validation_rows(o, shard_rows(grid, col, o.batch));
+      if (v.one > 0) {
+        const Shape in = at_span(batch.with(0, v.one));
+        step.evaluation = evaluation_layers(net, span, in);
+        if (on_cpu) step.evaluation_batch_bytes = batch_bytes_of(v.one) + batch_bytes_of(v.two - v.one);
+        if (!span.first || !on_cpu) step.evaluation_batch_bytes += activation_bytes(in);
+      }
       break;
     }
     case MemoryJob::prediction:

@@ -103,6 +103,61 @@ TEST(MemoryModel, WorkspaceIsTheLargestPerBuffer) {
   EXPECT_EQ(p.peak_bytes, 129);
 }
 
+// GPipe's micro-batches: the next forward runs while the earlier one's kept tensors are held
+// by the layers it has not reached. a (output 200, keeps its input) and b (output 50, keeps its
+// input and 30 more). The earlier forward leaves a's output (b's input) and b's 30: 230. The
+// next forward's a makes its 200 beside them: 430 (a holds only the batch's input, 0 here).
+// b then lets go of the earlier input before it allocates (a layer replaces what it keeps
+// first), and of the earlier 30 once its own exist: 280, and the loss's 50 makes 330. One
+// micro-batch peaks there, at the loss.
+TEST(MemoryModel, TheNextMicroBatchRunsBesideWhatTheEarlierOneKept) {
+  MemoryStep s;
+  s.resident = {{"parameters and gradients", 1000}};
+  LayerMemory b = layer("b", 50, true, 0);
+  b.kept = 30;
+  s.layers = {layer("a", 200, true, 0), b};
+  s.loss_grad_bytes = 50;
+  const MemoryPeak one = simulate_memory(s);
+  EXPECT_EQ(one.peak_bytes, 1330);
+  EXPECT_EQ(one.at, "the loss");
+  s.micro_batches = 2;
+  const MemoryPeak two = simulate_memory(s);
+  EXPECT_EQ(two.peak_bytes, 1430);
+  EXPECT_EQ(two.at, "next micro-batch: forward of a");
+  // A recomputed block keeps only its input (the batch's here): the earlier micro-batch leaves
+  // nothing else, and the step peaks as with one.
+  s.layers = {op(LayerMemory::Op::recompute_begin), layer("a", 200, true, 0), b, op(LayerMemory::Op::recompute_end)};
+  s.micro_batches = 1;
+  const int64_t alone = simulate_memory(s).peak_bytes;
+  s.micro_batches = 2;
+  EXPECT_EQ(simulate_memory(s).peak_bytes, alone);
+}
+
+// A GPU's copy of the batch lives through the training step; validation holds its own batch
+// (MemoryStep::evaluation_batch_bytes) instead.
+TEST(MemoryModel, TheBatchOnTheDeviceIsHeldThroughTheTrainingStepAlone) {
+  MemoryStep s;
+  s.resident = {{"parameters and gradients", 1000}};
+  s.device_batch_bytes = 400;
+  s.layers = {layer("a", 100, true, 0)};
+  s.evaluation = {layer("e", 500, false, 0)};
+  s.evaluation_batch_bytes = 100;
+  auto has_device_batch = [](const MemoryPeak& p) {
+    for (const MemoryShare& share : p.shares)
+      if (share.what == "batch (on the device)") return true;
+    return false;
+  };
+  MemoryPeak p = simulate_memory(s);
+  EXPECT_EQ(p.peak_bytes, 1000 + 100 + 500);  // the evaluation's
+  EXPECT_EQ(p.resident_bytes, 1100);
+  EXPECT_FALSE(has_device_batch(p));
+  s.evaluation[0].output = 50;
+  p = simulate_memory(s);
+  EXPECT_EQ(p.peak_bytes, 1000 + 400 + 100);  // the training step's
+  EXPECT_EQ(p.resident_bytes, 1400);
+  EXPECT_TRUE(has_device_batch(p));
+}
+
 TEST(MemoryModel, UnbalancedStructureIsAnError) {
   MemoryStep s;
   s.layers = {op(LayerMemory::Op::fork)};

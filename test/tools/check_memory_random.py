@@ -5,12 +5,14 @@ Usage: check_memory_random.py GRIDNN_TRAIN MPIEXEC WORKDIR [--count N] [--seed S
 
 A seeded generator draws small training jobs: ResAttNet3D-18 or -34 (width, attention, input
 shape, channels, classes) or the MLP; the grid (1x1, 2x1, 1x2, 2x2) or 2 pipeline stages with
-micro-batches; the batch; --recompute; the precision; the optimizer. Each runs two steps and a
-validation of an uneven last batch, and on every rank the predicted peak must be at least the
-allocator's measured peak: a prediction below it fails. One more than 5% above it is reported
-as loose (check_memory.py asserts the 5% on its fixed cases). --standin runs them on the device stand-in
-(GRIDNN_DEVICE_STANDIN=1, --device cuda), whose allocator counts by the CUDA size classes.
-The same seed draws the same jobs; a failure prints the command that reproduces it.
+micro-batches; the batch; --recompute; the precision; the optimizer. Each runs two steps, each
+followed by a validation of an uneven last batch, and on every rank the predicted peak must be at least the
+allocator's measured peak and at most 5% above it (as check_memory.py on its fixed cases).
+The model counts the loader's prefetched batch whether or not its thread has read it by the
+moment of the peak; a job more than 5% above is run twice more and judged by each rank's
+largest peak. --standin runs them on the device stand-in (GRIDNN_DEVICE_STANDIN=1, --device
+cuda), whose allocator counts by the CUDA size classes. The same seed draws the same jobs; a
+failure prints the command that reproduces it.
 """
 import argparse
 import json
@@ -56,30 +58,46 @@ def draw(rng):
     return rows * cols * stages, args, batch
 
 
-def check(train, mpiexec, workdir, procs, args, batch, env):
+def run(train, mpiexec, workdir, procs, args, batch, env):
+    """One run of the job: (command, error or None, {rank: (predicted, measured)})."""
     metrics = os.path.join(workdir, "random.jsonl")
     if os.path.exists(metrics):
         os.remove(metrics)
-    # Two steps; validation ends on an uneven batch (one sample more than a batch).
-    common = ["--steps", "2", "--train-samples", str(2 * batch), "--val-samples", str(batch + 1), "--no-progress",
-              "--seed", "3", "--metrics", metrics]
+    # Two steps, each followed by a validation (as check_memory.py) that ends on an uneven
+    # batch (one sample more than a batch).
+    common = ["--steps", "2", "--eval-every", "1", "--train-samples", str(2 * batch), "--val-samples",
+              str(batch + 1), "--no-progress", "--seed", "3", "--metrics", metrics]
     cmd = [mpiexec, "-n", str(procs), train, *args, *common]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     where = " ".join(shlex.quote(c) for c in cmd)
     if r.returncode != 0:
-        return [f"exit {r.returncode}: {where}\n{(r.stdout + r.stderr)[-800:]}"], []
+        return where, f"exit {r.returncode}: {where}\n{(r.stdout + r.stderr)[-800:]}", {}
     ends = [json.loads(line) for line in open(metrics) if '"memory"' in line and '"end"' in line]
     if len(ends) != procs:
-        return [f"{len(ends)} memory lines at the end, expected {procs}: {where}"], []
+        return where, f"{len(ends)} memory lines at the end, expected {procs}: {where}", {}
+    return where, None, {m["rank"]: (m["predicted_peak_bytes"], m["measured_peak_bytes"]) for m in ends}
+
+
+def check(train, mpiexec, workdir, procs, args, batch, env):
+    where, failure, peaks = run(train, mpiexec, workdir, procs, args, batch, env)
+    if failure:
+        return [failure], []
+    for _ in range(2):  # a loose rank again, for the prefetch's timing (see the docstring)
+        if all((p - q) / q <= OVER for p, q in peaks.values()):
+            break
+        where, failure, again = run(train, mpiexec, workdir, procs, args, batch, env)
+        if failure:
+            return [failure], []
+        peaks = {r: (p, max(q, again[r][1])) for r, (p, q) in peaks.items()}
     failures, errors = [], []
-    for m in ends:
-        p, q = m["predicted_peak_bytes"], m["measured_peak_bytes"]
+    for rank, (p, q) in sorted(peaks.items()):
         error = (p - q) / q
         errors.append(error)
         if error < 0:
-            failures.append(f"rank {m['rank']}: predicted {p}, measured {q} ({100 * error:+.2f}%): {where}")
+            failures.append(f"rank {rank}: predicted {p}, measured {q} ({100 * error:+.2f}%): {where}")
         elif error > OVER:
-            print(f"  loose: rank {m['rank']}: predicted {p}, measured {q} ({100 * error:+.2f}%)")
+            failures.append(f"rank {rank}: predicted {p}, measured at most {q} in three runs "
+                            f"({100 * error:+.2f}%, more than {100 * OVER:.0f}% above): {where}")
     return failures, errors
 
 

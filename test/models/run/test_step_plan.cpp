@@ -9,6 +9,7 @@
 #include <cmath>
 #include <memory>
 
+#include "models/nets/blocks.h"
 #include "models/run/grid_choice.h"
 #include "models/run/memory_plan.h"
 #include "models/run/step_plan.h"
@@ -27,6 +28,8 @@ using test::layer_of;
 using test::words_of;
 
 double compute_of(const PlanCost& p, const std::string& layer) { return layer_of(p, layer).compute_s; }
+
+size_t block_count(const nn::Module& model) { return dynamic_cast<const nn::BlockNetwork&>(model).block_count(); }
 
 RunOptions resattnet(int64_t width, int64_t classes, std::vector<int64_t> input, int64_t batch) {
   RunOptions o;
@@ -300,6 +303,59 @@ TEST(MemoryPlan, AGpuHoldsOneConvolutionWorkspaceAtTheLargestBudget) {
   EXPECT_EQ(gpu[0].workspace_bytes, 8 * 24 * 24 * 20 * 4);
   EXPECT_EQ(standin[0].workspace_bytes, 0);
   EXPECT_EQ(gpu[0].peak_bytes, standin[0].peak_bytes + gpu[0].workspace_bytes);
+}
+
+// The validation loader's batches are counted as they come: full ones, then a short last one
+// of which each batch shard reads only the rows it has (data::BatchLoader). One row, 1x1:
+// with 5 samples in batches of 4 the evaluation forward runs 4 rows, beside the batch of 4 and
+// the prefetched one of 1; with a single sample it runs 1, alone. On a grid of 2 batch shards
+// (rows [0, 2) and [2, 4)), the short batch of 1 leaves the second shard nothing of it.
+TEST(MemoryPlan, TheValidationBatchesAreCountedAsTheLoaderReadsThem) {
+  RunOptions o = resattnet(2, 3, {24, 24, 20}, 4);
+  const parallel::GridShape one{1, 1, 1}, two{1, 1, 2};
+  auto step = [&](int64_t val_samples, const parallel::GridShape& grid, int col) {
+    o.data.val_samples = val_samples;
+    const PlannedModel planned = planned_model(o, grid, 0);
+    return memory_step(o, *planned.model, grid, 0, col, {0, block_count(*planned.model), true, true});
+  };
+  // A batch of n samples of the loader: volumes [n, 1, 24, 24, 20] and labels (host classes).
+  auto batch_bytes = [](int64_t n) {
+    return nn::stored_bytes(n * 24 * 24 * 20 * 4) + nn::stored_bytes(n * int64_t(sizeof(int64_t)));
+  };
+  // The evaluation forward's first record, the stem's convolution: its output is per row.
+  const plan::MemoryStep full = step(8, one, 0), short_last = step(5, one, 0), single = step(1, one, 0);
+  EXPECT_EQ(full.evaluation_batch_bytes, 2 * batch_bytes(4));
+  EXPECT_EQ(short_last.evaluation_batch_bytes, batch_bytes(4) + batch_bytes(1));
+  EXPECT_EQ(single.evaluation_batch_bytes, batch_bytes(1));
+  ASSERT_FALSE(single.evaluation.empty());
+  EXPECT_EQ(short_last.evaluation.front().output, full.evaluation.front().output);
+  EXPECT_EQ(single.evaluation.front().output * 4, full.evaluation.front().output);
+  EXPECT_EQ(step(5, two, 0).evaluation_batch_bytes, batch_bytes(2) + batch_bytes(1));
+  EXPECT_EQ(step(5, two, 1).evaluation_batch_bytes, batch_bytes(2));
+  EXPECT_TRUE(step(0, one, 0).evaluation.empty());  // no validation set: no evaluation
+}
+
+// On a GPU the batch's copy on the device lives through the training step alone (the device
+// stand-in states the same): validation holds its own batch's copy instead. A later stage
+// copies no batch: it holds the activation it receives, in training for each micro-batch's
+// recomputation (the stash), in validation while its blocks run.
+TEST(MemoryPlan, TheBatchOnTheDeviceIsTheTrainingSteps) {
+  RunOptions o = resattnet(2, 3, {24, 24, 20}, 4);
+  o.device = Device{Device::Kind::cuda_standin, 0};
+  o.data.val_samples = 1;
+  const PlannedModel planned = planned_model(o, {1, 1, 1}, 0);
+  const size_t blocks = block_count(*planned.model);
+  const plan::MemoryStep first = memory_step(o, *planned.model, {1, 1, 1}, 0, 0, {0, blocks, true, true});
+  nn::SizeClassScope classes(o.device);
+  EXPECT_EQ(first.device_batch_bytes, nn::stored_bytes(4 * 24 * 24 * 20 * 4));
+  EXPECT_EQ(first.evaluation_batch_bytes, nn::stored_bytes(1 * 24 * 24 * 20 * 4));
+  for (const plan::MemoryItem& item : first.resident)
+    EXPECT_EQ(item.what.find("batch"), std::string::npos) << item.what;
+  o.data.val_samples = 4;  // one whole batch, as in training
+  const plan::MemoryStep later = memory_step(o, *planned.model, {1, 1, 1}, 0, 0, {1, blocks, false, true});
+  EXPECT_EQ(later.device_batch_bytes, 0);
+  EXPECT_GT(later.micro_batch_stash, 0);
+  EXPECT_EQ(later.evaluation_batch_bytes, later.micro_batch_stash);
 }
 
 }  // namespace gridnn::run
