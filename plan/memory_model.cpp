@@ -314,7 +314,7 @@ MemoryPeak simulate_memory(const MemoryStep& step) {
   if (step.device_batch_bytes > 0 && &worst == &r)
     p.shares.push_back({"batch (on the device)", step.device_batch_bytes});
   if (&worst == &e && step.evaluation_batch_bytes > 0)
-    p.shares.push_back({"validation batch (current and prefetched)", step.evaluation_batch_bytes});
+    p.shares.push_back({"validation batches (and a stage's input)", step.evaluation_batch_bytes});
   for (const auto& [who, bytes] : worst.shares())
     if (bytes > 0) p.shares.push_back({who, bytes});
   std::stable_sort(p.shares.begin(), p.shares.end(),

@@ -278,14 +278,14 @@ PredictResult predict(const PredictOptions& o, parallel::ProcessGrid& grid, std:
   result.measured_peak_bytes = run::measured_peak_bytes(model.device());
   if (o.memory_report) {  // every rank's numbers (collective), printed by the first
     const std::vector<int64_t> measured = run::per_rank(grid, result.measured_peak_bytes);
-    const std::vector<plan::MemoryPeak> peaks =
-        run::predict_grid_memory(memory_options(o), grid.shape(), memory_job(o));
+    const std::vector<int64_t> predicted = run::per_rank(grid, own.peak_bytes);
+    const std::vector<std::string> blocks =
+        run::per_rank(grid, run::memory_report(grid.world_rank(), own, result.measured_peak_bytes));
     std::string text = run::memory_report_title(model.device());
     std::string exact = "memory in bytes:";
     for (size_t r = 0; r < measured.size(); ++r) {
-      const plan::MemoryPeak& p = r == size_t(grid.world_rank()) ? own : peaks.at(r);
-      text += run::memory_report(int(r), p, measured[r]);
-      exact += " rank " + std::to_string(r) + " predicted " + std::to_string(p.peak_bytes) + " measured " +
+      text += blocks[r];
+      exact += " rank " + std::to_string(r) + " predicted " + std::to_string(predicted[r]) + " measured " +
                std::to_string(measured[r]) + (r + 1 < measured.size() ? ";" : "\n");
     }
     if (out) std::fprintf(out, "%s%s", text.c_str(), exact.c_str());

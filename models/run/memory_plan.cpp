@@ -295,4 +295,30 @@ std::vector<int64_t> per_rank(parallel::ProcessGrid& grid, int64_t value) {
   return t.to_vector<int64_t>();
 }
 
+std::vector<std::string> per_rank(parallel::ProcessGrid& grid, const std::string& text) {
+  const std::vector<int64_t> lengths = per_rank(grid, int64_t(text.size()));
+  int64_t total = 0, offset = 0;
+  for (size_t r = 0; r < lengths.size(); ++r) {
+    if (int(r) == grid.world_rank()) offset = total;
+    total += lengths[r];
+  }
+  std::vector<int32_t> chars(size_t(total), 0);  // each rank's text in its place, summed
+  for (size_t i = 0; i < text.size(); ++i) chars[size_t(offset) + i] = static_cast<unsigned char>(text[i]);
+  Tensor t = Tensor::from_vector(chars, Shape{total});
+  if (total > 0) {
+    parallel::CommLayerScope scope("memory");
+    grid.world().all_reduce(t);
+  }
+  const std::vector<int32_t> all = t.to_vector<int32_t>();
+  std::vector<std::string> texts;
+  int64_t at = 0;
+  for (int64_t n : lengths) {
+    std::string s;
+    for (int64_t i = 0; i < n; ++i) s += char(all[size_t(at + i)]);
+    texts.push_back(std::move(s));
+    at += n;
+  }
+  return texts;
+}
+
 }  // namespace gridnn::run

@@ -51,6 +51,9 @@ int64_t largest_peak(const std::vector<plan::MemoryPeak>& peaks);
 
 // Every rank's value, in world rank order, on every rank (collective over the world).
 std::vector<int64_t> per_rank(parallel::ProcessGrid& grid, int64_t value);
+// The same for a text (a rank's --memory-report block): each rank's own, where rebuilding
+// another rank's network to describe it would allocate past a --memory-limit at the end.
+std::vector<std::string> per_rank(parallel::ProcessGrid& grid, const std::string& text);
 
 // The high-water mark of bytes in use of the allocator that holds `device`'s tensors
 // (AllocatorStats::peak_in_use): what the prediction is checked against.

@@ -179,18 +179,14 @@ void Trainer::report_memory(bool at_end) {
                   {"predicted_peak_bytes", predicted[r]},
                   {"measured_peak_bytes", measured[r]}}
                  .dump());
-  if (!report || !out_) return;
-  // Every rank's holders where the planner can rebuild them (one stage), else this rank's.
-  const parallel::GridShape g = grid_->shape();
-  std::vector<plan::MemoryPeak> peaks;
-  if (g.stages == 1) peaks = run::predict_grid_memory(options_, g);
+  if (!report) return;
+  // Each rank's block, with its holders, from its own prediction.
+  const int rank = grid_->world_rank();
+  const std::vector<std::string> blocks =
+      run::per_rank(*grid_, run::memory_report(rank, predicted_memory_, measured[size_t(rank)]));
+  if (!out_) return;
   std::string text = run::memory_report_title(model_->device());
-  for (size_t r = 0; r < predicted.size(); ++r) {
-    plan::MemoryPeak p = r < peaks.size() ? peaks[r] : plan::MemoryPeak{};
-    if (r == size_t(grid_->world_rank())) p = predicted_memory_;
-    p.peak_bytes = predicted[r];
-    text += run::memory_report(int(r), p, measured[r]);
-  }
+  for (const std::string& block : blocks) text += block;
   say(text.substr(0, text.size() - 1));
 }
 

@@ -68,19 +68,24 @@ def check_prediction(train, mpiexec, workdir, procs, args):
 def check_limit_at_peak(train, mpiexec, workdir, procs, args):
     """--memory-limit at exactly the predicted peak, and one byte more: the pre-flight check
     passes and no allocation crosses the cap (a prediction below the real peak would stop the
-    run mid-step, naming the layer)."""
+    run mid-step, naming the layer), the end's --memory-report included, with a block for
+    every rank."""
     failures = []
     metrics = os.path.join(workdir, "limit.jsonl")
     peak = predicted_peak(train, mpiexec, workdir, None, [*args, *COMMON], procs)
     for limit in (peak, peak + 1):
         if os.path.exists(metrics):
             os.remove(metrics)
-        r = run([mpiexec, "-n", str(procs), train, *args, *COMMON, "--memory-limit", str(limit), "--metrics", metrics],
-                timeout=300)
+        r = run([mpiexec, "-n", str(procs), train, *args, *COMMON, "--memory-limit", str(limit), "--metrics", metrics,
+                 "--memory-report"], timeout=300)
         if r.returncode != 0:
             failures.append(f"{args} --memory-limit {limit} (the predicted peak{'' if limit == peak else ' + 1'}): "
                             f"exit {r.returncode}: {(r.stdout + r.stderr)[-600:]}")
             continue
+        blocks = re.findall(r"^rank (\d+): predicted peak .*\n  resident ", r.stdout, re.M)
+        if sorted(int(b) for b in blocks) != list(range(procs)):
+            failures.append(f"{args} --memory-limit {limit}: --memory-report has the blocks of ranks {blocks}, "
+                            f"expected 0..{procs - 1}: {r.stdout[-600:]}")
         measured = max(json.loads(line)["measured_peak_bytes"] for line in open(metrics) if '"memory"' in line)
         print(f"  {' '.join(args):70s} --memory-limit {limit}: completed, measured peak {measured}")
     return failures
