@@ -287,6 +287,20 @@ MemoryPeak simulate_memory(const MemoryStep& step) {
   const Replay& worst = e.peak() > r.peak() ? e : r;
 
   MemoryPeak p;
+  if (step.after_step_bytes > 0 && resident + step.after_step_bytes > worst.peak()) {
+    p.peak_bytes = resident + step.after_step_bytes;
+    p.resident_bytes = resident;
+    p.workspace_bytes = workspace_bytes;
+    p.layer_state_bytes = layer_state;
+    p.at = "end of the step";
+    for (const MemoryItem& item : step.resident)
+      if (item.bytes > 0) p.shares.push_back({item.what, item.bytes});
+    p.shares.push_back({"held after the step", step.after_step_bytes});
+    p.training = {r.peak() - resident, r.at()};
+    std::stable_sort(p.shares.begin(), p.shares.end(),
+                     [](const MemoryShare& a, const MemoryShare& b) { return a.bytes > b.bytes; });
+    return p;
+  }
   if (step.setup_bytes > 0 && step.setup_bytes + layer_state > worst.peak()) {
     p.peak_bytes = p.resident_bytes = step.setup_bytes + layer_state;
     p.layer_state_bytes = layer_state;

@@ -83,6 +83,9 @@ struct MemoryStep {
   // Alive during evaluation only: the validation loader's batches, and the stage's input (a
   // later stage's received activation; on a GPU the first stage's copy of the batch).
   int64_t evaluation_batch_bytes = 0;
+  // Held for a moment once the step's activations are gone (gridnn-predict --explain: the
+  // heatmaps and the fusing's volumes), beside what lives across steps; 0: nothing.
+  int64_t after_step_bytes = 0;
   // Setup, before the first step: the network's tensors as built (each gradient on its own)
   // and a weights file being read, all of whose tensors exist at once (LayerMemory::state is
   // added); 0: not counted.

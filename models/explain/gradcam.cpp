@@ -219,6 +219,8 @@ std::vector<CoarseCam> class_activation_maps(nn::Module& model, nn::BlockNetwork
     SlabCam s = slab_cam(outputs[i], g, info.output_size, split, row, method);
     cams[i] = {logits, target, std::move(s.weights), whole_maps(s.slab, info.output_size, split, row)};
   }
+  // The blocks below the lowest target kept their state for a backward that does not come.
+  model.release_saved();
   model.zero_grad();
   return cams;
 }

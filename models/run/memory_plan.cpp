@@ -201,15 +201,16 @@ plan::MemoryStep memory_step(const RunOptions& o, nn::Module& model, const paral
     case MemoryJob::explanation: {
       step.resident.push_back({"batch and its scans", scans_bytes});
       // explain::explain_batch: the network's input it builds (per transform; on a GPU, its
-      // copy there), and on the host the batch's whole volumes, their heat sums, the count of
-      // each voxel's views, the fusing's four volumes of a moment (counted, fused, upsampled,
-      // normalized) and the heatmaps it returns. Held through the step: a bound, since the
-      // forward's activations below the lowest explained block stay held to the end too.
+      // copy there), and on the host the batch's whole volumes, their heat sums and the count
+      // of each voxel's views, through the step; once the step's activations are gone
+      // (Grad-CAM lets go of what the blocks below its lowest layer kept), the heatmaps it
+      // returns and at most four volumes of a moment (counted, fused, upsampled, normalized).
       step.resident.push_back({"explanation's input", activation_bytes(batch)});
       if (on_cpu) {
         const int64_t volume = o.input[0] * o.input[1] * o.input[2] * int64_t(sizeof(float));
-        step.resident.push_back({"explanation's volumes, sums and maps",
-                                 3 * nn::stored_bytes(rows * volume) + 5 * nn::stored_bytes(volume)});
+        step.resident.push_back(
+            {"explanation's volumes, sums and counts", 2 * nn::stored_bytes(rows * volume) + nn::stored_bytes(volume)});
+        step.after_step_bytes = nn::stored_bytes(rows * volume) + 4 * nn::stored_bytes(volume);
       }
       RunOptions plain = o;
       plain.recompute = Recompute::none;

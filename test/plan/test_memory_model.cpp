@@ -158,6 +158,22 @@ TEST(MemoryModel, TheBatchOnTheDeviceIsHeldThroughTheTrainingStepAlone) {
   EXPECT_TRUE(has_device_batch(p));
 }
 
+// What is held once the step's activations are gone (MemoryStep::after_step_bytes: an
+// explanation's heatmaps) is a moment of its own: the peak when it outweighs the step's.
+TEST(MemoryModel, WhatIsHeldAfterTheStepIsAMomentOfItsOwn) {
+  MemoryStep s;
+  s.resident = {{"parameters and gradients", 1000}};
+  s.layers = {layer("a", 100, true, 0)};
+  s.after_step_bytes = 50;
+  EXPECT_EQ(simulate_memory(s).peak_bytes, 1100);  // the step's: a's output
+  s.after_step_bytes = 300;
+  const MemoryPeak p = simulate_memory(s);
+  EXPECT_EQ(p.peak_bytes, 1300);
+  EXPECT_EQ(p.at, "end of the step");
+  EXPECT_EQ(p.resident_bytes, 1000);
+  EXPECT_EQ(p.training.activation_bytes, 100);
+}
+
 TEST(MemoryModel, UnbalancedStructureIsAnError) {
   MemoryStep s;
   s.layers = {op(LayerMemory::Op::fork)};
