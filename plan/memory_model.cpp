@@ -286,9 +286,22 @@ MemoryPeak simulate_memory(const MemoryStep& step) {
                  "evaluation: ");
   const Replay& worst = e.peak() > r.peak() ? e : r;
 
+  // Once the step's activations are gone (0: nothing held then).
+  const int64_t after = step.after_step_bytes > 0 ? resident + step.after_step_bytes : 0;
+
   MemoryPeak p;
-  if (step.after_step_bytes > 0 && resident + step.after_step_bytes > worst.peak()) {
-    p.peak_bytes = resident + step.after_step_bytes;
+  if (step.setup_bytes > 0 && step.setup_bytes + layer_state > std::max(worst.peak(), after)) {
+    p.peak_bytes = p.resident_bytes = step.setup_bytes + layer_state;
+    p.layer_state_bytes = layer_state;
+    p.at = "setup";
+    p.shares = {{"the network as built (and a weights file read)", step.setup_bytes}};
+    if (layer_state > 0) p.shares.push_back({"layer state (batch norm's statistics)", layer_state});
+    p.training = {r.peak() - resident, r.at()};
+    if (!step.evaluation.empty()) p.evaluation = {e.peak() - evaluation_resident, e.at()};
+    return p;
+  }
+  if (after > worst.peak()) {
+    p.peak_bytes = after;
     p.resident_bytes = resident;
     p.workspace_bytes = workspace_bytes;
     p.layer_state_bytes = layer_state;
@@ -299,16 +312,6 @@ MemoryPeak simulate_memory(const MemoryStep& step) {
     p.training = {r.peak() - resident, r.at()};
     std::stable_sort(p.shares.begin(), p.shares.end(),
                      [](const MemoryShare& a, const MemoryShare& b) { return a.bytes > b.bytes; });
-    return p;
-  }
-  if (step.setup_bytes > 0 && step.setup_bytes + layer_state > worst.peak()) {
-    p.peak_bytes = p.resident_bytes = step.setup_bytes + layer_state;
-    p.layer_state_bytes = layer_state;
-    p.at = "setup";
-    p.shares = {{"the network as built (and a weights file read)", step.setup_bytes}};
-    if (layer_state > 0) p.shares.push_back({"layer state (batch norm's statistics)", layer_state});
-    p.training = {r.peak() - resident, r.at()};
-    if (!step.evaluation.empty()) p.evaluation = {e.peak() - evaluation_resident, e.at()};
     return p;
   }
   p.training = {r.peak() - resident, r.at()};

@@ -158,10 +158,11 @@ plan::MemoryStep memory_step(const RunOptions& o, nn::Module& model, const paral
   // pipeline's small temporaries. Measured at most 32 KiB (2 stages of ResAttNet3D-34,
   // test/tools/check_memory_random.py); a bound.
   step.resident.push_back({"small tensors outside the layers (bound)", kSmallTensorsBound});
-  // gridnn-predict's batch on the host, the fitted volumes of its scans (and the batch's copy
-  // on a GPU). Reading a scan holds its stored voxels for a moment too, which depends on the
-  // file: not counted.
-  const int64_t scans_bytes = batch_bytes + activation_bytes(batch) * (on_cpu ? 1 : 2);
+  // gridnn-predict's batch on the host, the fitted volumes of its scans, whole on every rank of
+  // a row (and the batch's copy on a GPU). Reading a scan holds its stored voxels for a moment
+  // too, which depends on the file: not counted.
+  const int64_t scans_bytes = batch_bytes + rows * activation_bytes(batch.with(0, 1).with(2, o.input[0])) +
+                              (on_cpu ? 0 : activation_bytes(batch));
   switch (job) {
     case MemoryJob::training: {
       step.resident.push_back({"optimizer state", optimizer_copies(o.optimizer) * optimized});

@@ -124,13 +124,18 @@ TEST(MemoryModel, TheNextMicroBatchRunsBesideWhatTheEarlierOneKept) {
   const MemoryPeak two = simulate_memory(s);
   EXPECT_EQ(two.peak_bytes, 1430);
   EXPECT_EQ(two.at, "next micro-batch: forward of a");
-  // A recomputed block keeps only its input (the batch's here): the earlier micro-batch leaves
-  // nothing else, and the step peaks as with one.
-  s.layers = {op(LayerMemory::Op::recompute_begin), layer("a", 200, true, 0), b, op(LayerMemory::Op::recompute_end)};
+  // A recomputed block keeps only its input, here the output of a layer z before it (300):
+  // the earlier micro-batch leaves that, and the next one's block replaces it as it begins.
+  // One micro-batch peaks at the block's recomputed forward before b's backward: z's output
+  // 300, the loss's 50 (b's output, the caller's, and dL/dy) and the block replayed, 200 + 80
+  // (a's output and b's 30; a keeps z's output, held already): 1000 + 300 + 100 + 280. Two
+  // peak as one; holding the earlier input into the next block would reach 1000 + 600 + 280.
+  s.layers = {layer("z", 300, false, 0), op(LayerMemory::Op::recompute_begin), layer("a", 200, true, 0), b,
+              op(LayerMemory::Op::recompute_end)};
   s.micro_batches = 1;
-  const int64_t alone = simulate_memory(s).peak_bytes;
+  EXPECT_EQ(simulate_memory(s).peak_bytes, 1680);
   s.micro_batches = 2;
-  EXPECT_EQ(simulate_memory(s).peak_bytes, alone);
+  EXPECT_EQ(simulate_memory(s).peak_bytes, 1680);
 }
 
 // A GPU's copy of the batch lives through the training step; validation holds its own batch
@@ -172,6 +177,10 @@ TEST(MemoryModel, WhatIsHeldAfterTheStepIsAMomentOfItsOwn) {
   EXPECT_EQ(p.at, "end of the step");
   EXPECT_EQ(p.resident_bytes, 1000);
   EXPECT_EQ(p.training.activation_bytes, 100);
+  // Setup, when it holds more, is the peak still.
+  s.setup_bytes = 1400;
+  EXPECT_EQ(simulate_memory(s).peak_bytes, 1400);
+  EXPECT_EQ(simulate_memory(s).at, "setup");
 }
 
 TEST(MemoryModel, UnbalancedStructureIsAnError) {

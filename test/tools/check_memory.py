@@ -203,8 +203,8 @@ def predict_within(mpiexec, procs, command, label, over):
 
 def check_explain(predict, train, mpiexec, workdir):
     """gridnn-predict --explain: heatmaps of a batch of 4 whose activations outweigh the
-    weights file, scans larger than the model's input; the bound only (the explanation's
-    volumes are held through the step, a bound)."""
+    weights file, scans larger than the model's input; the bound only (the fusing's volumes
+    after the step are a bound: at most four of a moment)."""
     ckpt, scans = os.path.join(workdir, "explain-ckpt"), os.path.join(workdir, "explain-scans")
     shutil.rmtree(ckpt, ignore_errors=True)
     os.makedirs(scans, exist_ok=True)
