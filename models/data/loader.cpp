@@ -21,7 +21,8 @@ std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch) {
   return order;
 }
 
-BatchLoader::BatchLoader(const Dataset& dataset, LoaderOptions options) : dataset_(dataset), options_(options) {
+BatchLoader::BatchLoader(const Dataset& dataset, LoaderOptions options, LoaderPosition start)
+    : dataset_(dataset), options_(options) {
   const int64_t n = dataset.size();
   GRIDNN_REQUIRE(options_.batch >= 1, "data loader: batch size must be >= 1, got ", options_.batch);
   GRIDNN_REQUIRE(!options_.drop_last || n >= options_.batch, "data loader: the dataset has ", n,
@@ -35,6 +36,11 @@ BatchLoader::BatchLoader(const Dataset& dataset, LoaderOptions options) : datase
                  "data loader: caching samples needs augmentation off (--no-augment): augmentation "
                  "draws every sample afresh each epoch");
   batches_per_epoch_ = options_.drop_last ? n / options_.batch : (n + options_.batch - 1) / options_.batch;
+  const bool at_the_start = start.epoch == 0 && start.batch == 0;  // also of an empty set
+  GRIDNN_REQUIRE(at_the_start || (start.epoch >= 0 && start.batch >= 0 && start.batch < batches_per_epoch_),
+                 "data loader: cannot start at epoch ", start.epoch, " batch ", start.batch, " (an epoch has ",
+                 batches_per_epoch_, " batches)");
+  position_ = start;
   start_prefetch();
 }
 

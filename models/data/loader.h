@@ -50,7 +50,8 @@ struct LoaderPosition {
 
 class BatchLoader {
  public:
-  BatchLoader(const Dataset& dataset, LoaderOptions options);
+  // Starts at `start` (a resumed run's position), prefetching that batch.
+  BatchLoader(const Dataset& dataset, LoaderOptions options, LoaderPosition start = {});
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;

@@ -104,7 +104,7 @@ std::vector<plan::LayerMemory> evaluation_layers(const nn::BlockNetwork& net, co
 }  // namespace
 
 plan::MemoryStep memory_step(const RunOptions& o, nn::Module& model, const parallel::GridShape& grid, int row, int col,
-                             const StageSpan& span, MemoryJob job) {
+                             const StageSpan& span, MemoryJob job, const std::string& restored) {
   const nn::BlockNetwork& net = blocks_of(model);
   const nn::SizeClassScope classes(o.device);  // every tensor in its allocator's size class
   const int64_t rows = shard_rows(grid, col, o.batch).size();
@@ -124,7 +124,7 @@ plan::MemoryStep memory_step(const RunOptions& o, nn::Module& model, const paral
   // Resident: every stage builds the whole network; only its own part is optimized and synced.
   // A synced gradient is a view of the gradient arena (GradientSync): one tensor of all of
   // them, counted once.
-  int64_t parameters = 0, buffers = 0, optimized = 0, synced = 0, built = 0;
+  int64_t parameters = 0, buffers = 0, optimized = 0, synced = 0, built = 0, split = 0;
   for (auto& [name, p] : model.named_parameters()) {
     parameters += tensor_bytes(p->value);
     built += tensor_bytes(p->value) + tensor_bytes(p->grad);
@@ -136,16 +136,21 @@ plan::MemoryStep memory_step(const RunOptions& o, nn::Module& model, const paral
     else
       parameters += tensor_bytes(p->grad);
     if (mine) optimized += tensor_bytes(p->value);
+    if (mine && p->layout.split_over) split += tensor_bytes(p->value);
   }
   parameters += nn::stored_bytes(synced);
   for (auto& [name, b] : model.named_buffers()) buffers += tensor_bytes(*b);
   // Setup: the network as built holds each gradient on its own (a size class each) until
   // GradientSync lets them go for the arena; a weights file read then (--init-from;
-  // gridnn-predict's checkpoint) has every tensor in it at once beside the network's own.
+  // gridnn-predict's checkpoint; a checkpoint resumed) has every tensor in it at once beside
+  // the network's own, and a resumed one's optimizer entries reach the optimizer's state, a
+  // split parameter's through a copy of this rank's part (run::part_of).
   int64_t file = 0;
-  if (!o.init_from.empty() && fs::is_regular_file(o.init_from))
-    for (int64_t bytes : safetensors_tensor_bytes(o.init_from)) file += nn::stored_bytes(bytes);
-  step.setup_bytes = std::max(built, parameters) + buffers + file + kSmallTensorsBound;
+  for (const std::string& path : {o.init_from, restored})
+    if (!path.empty() && fs::is_regular_file(path))
+      for (int64_t bytes : safetensors_tensor_bytes(path)) file += nn::stored_bytes(bytes);
+  const int64_t restoring = restored.empty() ? 0 : optimizer_copies(o.optimizer) * (optimized + split);
+  step.setup_bytes = std::max(built, parameters) + buffers + file + restoring + kSmallTensorsBound;
   // A loader's batch of `n` rows: volumes and labels.
   auto batch_bytes_of = [&](int64_t n) {
     return n == 0 ? 0 : activation_bytes(batch.with(0, n)) + nn::stored_bytes(n * int64_t(sizeof(int64_t)));

@@ -37,9 +37,11 @@ int64_t optimizer_copies(const optim::OptimizerOptions& options);
 enum class MemoryJob { training, prediction, explanation };
 
 // The step of rank (row, col) of `grid` (one stage's Pr x Pc) running `span` of `model` (built
-// for that grid) with `options`' batch, micro-batches, optimizer, data and device.
+// for that grid) with `options`' batch, micro-batches, optimizer, data and device; `restored`:
+// a checkpoint its setup reads (gridnn-train --resume), empty: none.
 plan::MemoryStep memory_step(const RunOptions& options, nn::Module& model, const parallel::GridShape& grid, int row,
-                             int col, const StageSpan& span, MemoryJob job = MemoryJob::training);
+                             int col, const StageSpan& span, MemoryJob job = MemoryJob::training,
+                             const std::string& restored = {});
 
 // The predicted peak of every rank of a one-stage grid Pr x Pc, in rank order (row-major:
 // rank r·Pc + c), of the network `options` build: each row's model built once on a planning

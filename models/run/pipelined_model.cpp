@@ -250,10 +250,10 @@ Tensor PipelinedModel::forward_backward(const data::Batch& shard, int64_t global
   return loss;
 }
 
-plan::MemoryStep PipelinedModel::memory_step(const RunOptions& o) {
+plan::MemoryStep PipelinedModel::memory_step(const RunOptions& o, const std::string& restored) {
   const parallel::GridShape& g = grid_.shape();
   return run::memory_step(o, *model_, {1, g.rows, g.cols}, grid_.row_rank(), grid_.col_rank(),
-                          {begin_, end_, first(), last()});
+                          {begin_, end_, first(), last()}, MemoryJob::training, restored);
 }
 
 double PipelinedModel::evaluate(const data::Batch& shard, Tensor* logits) {

@@ -130,8 +130,9 @@ class PipelinedModel {
   // "stage 0: stem .. layer2.1 (6 blocks) on stage group 0; ..."
   std::string describe_stages() const;
   // This rank's step for the memory model (models/run/memory_plan.h) with `options`' batch,
-  // micro-batches and optimizer (those of the run, or others to try).
-  plan::MemoryStep memory_step(const RunOptions& options);
+  // micro-batches and optimizer (those of the run, or others to try), and a checkpoint its
+  // setup restores (`restored`, empty: none).
+  plan::MemoryStep memory_step(const RunOptions& options, const std::string& restored = {});
 
  private:
   bool first() const { return partition_ == 0; }

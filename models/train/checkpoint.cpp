@@ -122,6 +122,11 @@ Checkpoint read_checkpoint(const std::string& path) {
   return c;
 }
 
+std::string newest_checkpoint_path(const std::string& dir) {
+  const auto all = list_checkpoints(dir);
+  return all.empty() ? std::string() : all.front().second.string();
+}
+
 std::optional<Checkpoint> latest_checkpoint(const std::string& dir) {
   for (const auto& [step, path] : list_checkpoints(dir)) {
     try {

@@ -63,5 +63,8 @@ Checkpoint read_checkpoint(const std::string& path);
 // files are reported on stderr and skipped; a checkpoint of another format version is an
 // error (gridnn::Error naming it), not skipped.
 std::optional<Checkpoint> latest_checkpoint(const std::string& dir);
+// The newest checkpoint file's path in `dir` (the one latest_checkpoint reads first), without
+// reading it; empty when there is none.
+std::string newest_checkpoint_path(const std::string& dir);
 
 }  // namespace gridnn::train

@@ -56,25 +56,16 @@ Trainer::Trainer(TrainOptions options, std::FILE* out, parallel::ProcessGrid* gr
                  " (--in-channels, --input)");
   shard_ = run::batch_shard(*grid_, options_.batch, options_.input[0]);
   model_ = std::make_unique<run::PipelinedModel>(options_, *grid_);
-  // Before the loader starts and before anything is written (docs/design.md §6a).
-  predicted_memory_ = plan::simulate_memory(model_->memory_step(options_));
+  // Before the loader starts and before anything is written (docs/design.md §6a); a resumed
+  // checkpoint is read at setup.
+  const std::string restored = options_.resume ? newest_checkpoint_path(options_.checkpoint_dir) : std::string();
+  predicted_memory_ = plan::simulate_memory(model_->memory_step(options_, restored));
   run::enforce_memory_limit(options_, *model_, *grid_, predicted_memory_);
-
-  data::LoaderOptions lo;
-  lo.batch = options_.batch;
-  lo.seed = options_.seed;
-  lo.augment = options_.data.augment;
-  lo.cache = options_.data.cache;
-  loader_ = std::make_unique<data::BatchLoader>(*data_.train, run::shard_loader(lo, shard_));
-  total_steps_ = options_.steps > 0 ? options_.steps : options_.epochs * loader_->batches_per_epoch();
-  optim::ScheduleOptions so = options_.schedule;
-  if (so.total_steps == 0) so.total_steps = total_steps_;
-  schedule_ = std::make_unique<optim::LrSchedule>(so);
 
   state_.seed = options_.seed;
   state_.grid = grid_->shape().str();
   state_.config_json = to_json(options_);
-  if (options_.resume) {
+  if (options_.resume) {  // before the loader, which then starts at the checkpoint's batch
     if (auto c = latest_checkpoint(options_.checkpoint_dir)) {
       restore(*c);
       say("resumed from " + c->path + " at step " + std::to_string(state_.step));
@@ -82,6 +73,18 @@ Trainer::Trainer(TrainOptions options, std::FILE* out, parallel::ProcessGrid* gr
       say("no checkpoint in " + options_.checkpoint_dir + ": starting from scratch");
     }
   }
+
+  data::LoaderOptions lo;
+  lo.batch = options_.batch;
+  lo.seed = options_.seed;
+  lo.augment = options_.data.augment;
+  lo.cache = options_.data.cache;
+  loader_ = std::make_unique<data::BatchLoader>(*data_.train, run::shard_loader(lo, shard_),
+                                                data::LoaderPosition{state_.epoch, state_.batch});
+  total_steps_ = options_.steps > 0 ? options_.steps : options_.epochs * loader_->batches_per_epoch();
+  optim::ScheduleOptions so = options_.schedule;
+  if (so.total_steps == 0) so.total_steps = total_steps_;
+  schedule_ = std::make_unique<optim::LrSchedule>(so);
   if (!options_.metrics_path.empty() && leader_) {
     // Its folder is made as the checkpoint folder is (a job's metrics often sit beside its
     // checkpoints, before the first one is saved).
@@ -119,7 +122,6 @@ void Trainer::restore(const Checkpoint& c) {
   state_.step = c.state.step;
   state_.epoch = c.state.epoch;
   state_.batch = c.state.batch;
-  loader_->seek({c.state.epoch, c.state.batch});
 }
 
 std::string Trainer::save() {

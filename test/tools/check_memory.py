@@ -6,7 +6,8 @@ Usage: check_memory.py GRIDNN_TRAIN MPIEXEC WORKDIR
 1. Prediction, an upper bound: gridnn-train runs two steps of several networks and grids with
    --metrics; on every "memory" line at the end (each rank) the predicted peak is at least the
    run's peak that the allocator measured, and at most 5% above it (docs/design.md §6a). One
-   case runs twice: the measured peaks are the same bytes on every rank.
+   case runs twice: the measured peaks are the same bytes on every rank. Runs resumed from
+   their checkpoint (1x1, 2x1) hold the same bound: setup reads the whole file.
 2. Pre-flight: with --memory-limit exactly the predicted peak (and the peak plus one byte), on
    1x1, 2x1 and 1x2, every run completes under the allocators' cap. A limit below the predicted peak ends every rank of a 2-rank job with exit
    status 1 before any step, names the peak, the limit and what fits, and creates neither the
@@ -41,11 +42,11 @@ def run(cmd, timeout=600, env=None):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
-def check_prediction(train, mpiexec, workdir, procs, args):
+def check_prediction(train, mpiexec, workdir, procs, args, common=COMMON):
     metrics = os.path.join(workdir, "m.jsonl")
     if os.path.exists(metrics):
         os.remove(metrics)
-    r = run([mpiexec, "-n", str(procs), train, *args, *COMMON, "--metrics", metrics])
+    r = run([mpiexec, "-n", str(procs), train, *args, *common, "--metrics", metrics])
     if r.returncode != 0:
         return [f"{args}: exit {r.returncode}: {r.stderr[-800:]}"], {}
     lines = [json.loads(line) for line in open(metrics) if '"memory"' in line]
@@ -63,6 +64,21 @@ def check_prediction(train, mpiexec, workdir, procs, args):
         if m["when"] == "end" and not 0 <= error <= OVER:
             failures.append(f"{args} rank {m['rank']} {m['when']}: predicted {p}, measured {q} ({100 * error:+.2f}%)")
     return failures, peaks
+
+
+def check_resume(train, mpiexec, workdir, procs, args):
+    """A run resumed from its checkpoint (Adam's two moments in the file): setup reads the
+    whole file beside the network and the optimizer's state, and is the peak of a small
+    network; the bound holds there too."""
+    ckpt = os.path.join(workdir, "resume-ckpt")
+    shutil.rmtree(ckpt, ignore_errors=True)
+    with_ckpt = [*args, "--optimizer", "adam", "--checkpoint-dir", ckpt]
+    r = run([mpiexec, "-n", str(procs), train, *with_ckpt, *COMMON])
+    if r.returncode != 0:
+        return [f"{with_ckpt}: exit {r.returncode}: {r.stderr[-800:]}"]
+    third = list(COMMON)
+    third[third.index("--steps") + 1] = "3"
+    return check_prediction(train, mpiexec, workdir, procs, [*with_ckpt, "--resume"], third)[0]
 
 
 def check_limit_at_peak(train, mpiexec, workdir, procs, args):
@@ -291,6 +307,9 @@ def main():
                         (2, ["--grid", "2x1", "--input", "48x40x40", "--batch", "2"]),
                         (2, ["--grid", "1x2", "--input", "40x48x32", "--batch", "4", "--depth", "34"])]:
         failures += check_limit_at_peak(train, mpiexec, workdir, procs, args)
+    for procs, args in [(1, ["--input", "32x32x32", "--batch", "2", "--width", "8"]),
+                        (2, ["--grid", "2x1", "--input", "32x32x32", "--batch", "2", "--width", "8"])]:
+        failures += check_resume(train, mpiexec, workdir, procs, args)
     failures += check_refusal(train, mpiexec, workdir)
     failures += check_predict(train, mpiexec, workdir)
     failures += check_planner(train, plan, mpiexec)
