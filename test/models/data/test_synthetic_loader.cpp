@@ -235,18 +235,21 @@ TEST(Loader, ShardsAndSlabsTileTheGlobalBatch) {
         ASSERT_EQ(g[size_t((r * 4 + z) * 140 + i)], want[size_t(((r + 2) * 12 + z + 3) * 140 + i)]);
 }
 
-TEST(Loader, SeekContinuesWithTheSameBatches) {
+TEST(Loader, SeekAndAStartPositionContinueWithTheSameBatches) {
   data::SyntheticDataset d(small());
   data::LoaderOptions o;
   o.batch = 4;
-  data::BatchLoader a(d, o), b(d, o);
-  for (int i = 0; i < 8; ++i) a.next();  // epoch 1, batch 2
+  data::BatchLoader a(d, o), b(d, o), c(d, o, {1, 2});  // c starts there (a resumed run)
+  for (int i = 0; i < 8; ++i) a.next();                 // epoch 1, batch 2
   b.seek({1, 2});
   for (int i = 0; i < 6; ++i) {
-    data::Batch x = a.next(), y = b.next();
+    data::Batch x = a.next(), y = b.next(), z = c.next();
     EXPECT_EQ(x.indices, y.indices);
+    EXPECT_EQ(x.indices, z.indices);
     EXPECT_TRUE(test::tensors_equal(x.x, y.x));
+    EXPECT_TRUE(test::tensors_equal(x.x, z.x));
   }
+  EXPECT_THROW(data::BatchLoader(d, o, {0, 6}), Error);  // an epoch has 6 batches of 4
 }
 
 // A dataset whose sample 3 cannot be read.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -195,14 +196,18 @@ class HostRequests final : public Allocator {
   void* allocate(size_t bytes) override {
     void* p = host_allocator().allocate(bytes);
     const int64_t size = int64_t(size_class(SizeClasses::host, bytes, host_page_size()));
+    const std::lock_guard<std::mutex> lock(mu_);
     sizes_[p] = size;
     in_use_ += size;
     peak_ = std::max(peak_, in_use_);
     return p;
   }
   void deallocate(void* p, size_t bytes) override {
-    in_use_ -= sizes_.at(p);
-    sizes_.erase(p);
+    {
+      const std::lock_guard<std::mutex> lock(mu_);
+      in_use_ -= sizes_.at(p);
+      sizes_.erase(p);
+    }
     host_allocator().deallocate(p, bytes);
   }
   AllocatorStats stats() const override { return host_allocator().stats(); }
@@ -214,6 +219,7 @@ class HostRequests final : public Allocator {
   int64_t in_use() const { return in_use_; }
 
  private:
+  std::mutex mu_;  // the kernels' threads may allocate too
   std::unordered_map<void*, int64_t> sizes_;
   int64_t in_use_ = 0, peak_ = 0;
 };
