@@ -56,16 +56,6 @@ void BatchLoader::start_prefetch() {
   pending_ = std::async(std::launch::async, [this, at] { return load(at); });
 }
 
-void BatchLoader::seek(LoaderPosition position) {
-  GRIDNN_REQUIRE(position.epoch >= 0 && position.batch >= 0 && position.batch < batches_per_epoch_,
-                 "data loader: cannot seek to epoch ", position.epoch, " batch ", position.batch, " (an epoch has ",
-                 batches_per_epoch_, " batches)");
-  wait_prefetch();
-  pending_ = {};
-  position_ = position;
-  start_prefetch();
-}
-
 Batch BatchLoader::next() {
   Batch batch = pending_.valid() ? pending_.get() : load(position_);
   if (++position_.batch == batches_per_epoch_) position_ = {position_.epoch + 1, 0};

@@ -5,7 +5,7 @@
 // shuffling); batch b of it holds permuted positions [b * batch, (b + 1) * batch). A rank
 // of the grid reads only rows [shard_begin, shard_end) of every batch and only its depth
 // slab (docs/design.md §4), and sees exactly the values the single-process run sees there. The
-// position (epoch, batch) is all the state there is: a resumed run seeks to it and
+// position (epoch, batch) is all the state there is: a resumed run's loader starts at it and
 // continues with the very same batches.
 #pragma once
 
@@ -59,7 +59,6 @@ class BatchLoader {
   int64_t batches_per_epoch() const { return batches_per_epoch_; }
   // The position of the batch next() returns.
   LoaderPosition position() const { return position_; }
-  void seek(LoaderPosition position);
   // The batch at position(), then advances (to the next epoch after its last batch).
   // Errors of a background load (a bad file) are thrown here.
   Batch next();
