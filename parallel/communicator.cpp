@@ -130,6 +130,15 @@ void check_rank(const Communicator& comm, const char* op, int rank, const char* 
                  " is outside the group [0, ", comm.size(), ")", allow_none ? " (or -1 for none)" : "");
 }
 
+// send_recv's peers (-1 where a side is skipped) and tag.
+void check_send_recv(const Communicator& comm, const Tensor* sent, int dest, const Tensor* received, int source,
+                     int tag) {
+  if (sent) check_rank(comm, "send_recv", dest, "destination", true);
+  if (received) check_rank(comm, "send_recv", source, "source", true);
+  GRIDNN_REQUIRE(tag >= 0 && tag <= comm.max_tag(), where(comm, "send_recv"), ": tag ", tag, " is outside [0, ",
+                 comm.max_tag(), "]");
+}
+
 // ---- the record of each call ----------------------------------------------------------------
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
@@ -154,20 +163,22 @@ void record(const Communicator& comm, const char* op, int64_t elements, DType dt
   record(comm, op, elements, dtype, seconds_since(start), CommLayerScope::current(), received);
 }
 
-// A backend's started all-reduce, timed inside start, test and wait and recorded once
-// complete (its destruction waits for it, as PendingAllReduce says).
-class RecordedAllReduce final : public PendingAllReduce {
+// A backend's started call, timed inside start, test and wait and recorded once complete (its
+// destruction waits for it, as PendingCall says).
+class RecordedCall final : public PendingCall {
  public:
-  RecordedAllReduce(const Communicator& comm, std::unique_ptr<PendingAllReduce> started, const Tensor& t,
-                    double seconds, std::string layer)
+  RecordedCall(const Communicator& comm, const char* op, std::unique_ptr<PendingCall> started, int64_t elements,
+               DType dtype, int64_t received, double seconds, std::string layer)
       : comm_(comm),
+        op_(op),
         started_(std::move(started)),
-        elements_(t.numel()),
-        dtype_(t.dtype()),
+        elements_(elements),
+        dtype_(dtype),
+        received_(received),
         seconds_(seconds),
         layer_(std::move(layer)) {}
 
-  ~RecordedAllReduce() override {
+  ~RecordedCall() override {
     if (recorded_) return;
     try {
       wait();
@@ -195,19 +206,21 @@ class RecordedAllReduce final : public PendingAllReduce {
  private:
   void complete() {
     recorded_ = true;
-    record(comm_, "all_reduce", elements_, dtype_, seconds_, layer_);
+    record(comm_, op_, elements_, dtype_, seconds_, layer_, received_);
   }
 
   const Communicator& comm_;
-  std::unique_ptr<PendingAllReduce> started_;
+  const char* op_;
+  std::unique_ptr<PendingCall> started_;
   int64_t elements_;
   DType dtype_;
+  int64_t received_;
   double seconds_;
   std::string layer_;
   bool recorded_ = false;
 };
 
-class CompletedAllReduce final : public PendingAllReduce {
+class CompletedCall final : public PendingCall {
  public:
   bool test() override { return true; }
   void wait() override {}
@@ -228,20 +241,21 @@ void Communicator::all_reduce(Tensor& t, ReduceOp op) {
   record(*this, "all_reduce", t.numel(), t.dtype(), start);
 }
 
-std::unique_ptr<PendingAllReduce> Communicator::start_all_reduce(Tensor& t, ReduceOp op) {
+std::unique_ptr<PendingCall> Communicator::start_all_reduce(Tensor& t, ReduceOp op) {
   const auto start = Clock::now();
   std::string layer = CommLayerScope::current();
   check_defined(*this, "all_reduce", t, "t");
   check_reducible(*this, "all_reduce", t.dtype());
   if (Communicator* other = carrier({&t}, "all_reduce")) return other->start_all_reduce(t, op);
-  std::unique_ptr<PendingAllReduce> started = do_start_all_reduce(t, op);
+  std::unique_ptr<PendingCall> started = do_start_all_reduce(t, op);
   if (started)
-    return std::make_unique<RecordedAllReduce>(*this, std::move(started), t, seconds_since(start), std::move(layer));
+    return std::make_unique<RecordedCall>(*this, "all_reduce", std::move(started), t.numel(), t.dtype(), 0,
+                                          seconds_since(start), std::move(layer));
   record(*this, "all_reduce", t.numel(), t.dtype(), seconds_since(start), layer);
-  return std::make_unique<CompletedAllReduce>();
+  return std::make_unique<CompletedCall>();
 }
 
-std::unique_ptr<PendingAllReduce> Communicator::do_start_all_reduce(Tensor& t, ReduceOp op) {
+std::unique_ptr<PendingCall> Communicator::do_start_all_reduce(Tensor& t, ReduceOp op) {
   do_all_reduce(t, op);
   return nullptr;
 }
@@ -295,15 +309,37 @@ void Communicator::send_recv(const Tensor& send, int dest, Tensor& recv, int sou
   const auto start = Clock::now();
   const Tensor* sent = dest != -1 && send.defined() ? &send : nullptr;
   Tensor* received = source != -1 && recv.defined() ? &recv : nullptr;
-  if (sent) check_rank(*this, "send_recv", dest, "destination", true);
-  if (received) check_rank(*this, "send_recv", source, "source", true);
-  GRIDNN_REQUIRE(tag >= 0 && tag <= max_tag_, where(*this, "send_recv"), ": tag ", tag, " is outside [0, ", max_tag_,
-                 "]");
+  check_send_recv(*this, sent, dest, received, source, tag);
   if (Communicator* other = carrier({sent, received}, "send_recv"))
     return other->send_recv(send, dest, recv, source, tag);
   do_send_recv(sent, dest, received, source, tag);
   record(*this, "send_recv", sent ? send.numel() : 0, sent ? send.dtype() : DType::f32, start,
          received ? recv.numel() : 0);
+}
+
+std::unique_ptr<PendingCall> Communicator::start_send_recv(const Tensor& send, int dest, Tensor& recv, int source,
+                                                           int tag) {
+  const auto start = Clock::now();
+  std::string layer = CommLayerScope::current();
+  const Tensor* sent = dest != -1 && send.defined() ? &send : nullptr;
+  Tensor* received = source != -1 && recv.defined() ? &recv : nullptr;
+  check_send_recv(*this, sent, dest, received, source, tag);
+  if (Communicator* other = carrier({sent, received}, "send_recv"))
+    return other->start_send_recv(send, dest, recv, source, tag);
+  std::unique_ptr<PendingCall> started = do_start_send_recv(sent, dest, received, source, tag);
+  const int64_t elements = sent ? send.numel() : 0, got = received ? recv.numel() : 0;
+  const DType dtype = sent ? send.dtype() : DType::f32;
+  if (started)
+    return std::make_unique<RecordedCall>(*this, "send_recv", std::move(started), elements, dtype, got,
+                                          seconds_since(start), std::move(layer));
+  record(*this, "send_recv", elements, dtype, seconds_since(start), layer, got);
+  return std::make_unique<CompletedCall>();
+}
+
+std::unique_ptr<PendingCall> Communicator::do_start_send_recv(const Tensor* send, int dest, Tensor* recv, int source,
+                                                              int tag) {
+  do_send_recv(send, dest, recv, source, tag);
+  return nullptr;
 }
 
 void Communicator::barrier() {

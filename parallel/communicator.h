@@ -28,14 +28,14 @@ namespace gridnn::parallel {
 
 enum class ReduceOp { sum, max };
 
-// A non-blocking all_reduce under way (Communicator::start_all_reduce). The tensor it was
-// started on must stay alive and untouched until it completes; then it holds the result.
-// test() advances it (MPI makes progress only inside MPI calls: call it now and then while
-// computing) and says whether it is complete; wait() returns once it is. Destroying an
+// A non-blocking call under way (Communicator::start_all_reduce, start_send_recv). The tensors
+// it was started on must stay alive and untouched until it completes; then they hold the
+// result. test() advances it (MPI makes progress only inside MPI calls: call it now and then
+// while computing) and says whether it is complete; wait() returns once it is. Destroying an
 // unfinished one waits for it.
-class PendingAllReduce {
+class PendingCall {
  public:
-  virtual ~PendingAllReduce() = default;
+  virtual ~PendingCall() = default;
   virtual bool test() = 0;
   virtual void wait() = 0;
 };
@@ -60,7 +60,7 @@ class Communicator {
   // the same order (they may complete, and be waited for, in any order). Recorded in
   // comm_log() as one "all_reduce" whose seconds are those spent inside start, test and wait
   // (the time it was exposed on this thread), under the CommLayerScope current at the start.
-  std::unique_ptr<PendingAllReduce> start_all_reduce(Tensor& t, ReduceOp op = ReduceOp::sum);
+  std::unique_ptr<PendingCall> start_all_reduce(Tensor& t, ReduceOp op = ReduceOp::sum);
   // out = the ranks' `in` stacked along dimension 0 in rank order:
   // out.size(0) == size() * in.size(0), the other dimensions equal.
   void all_gather(const Tensor& in, Tensor& out);
@@ -77,6 +77,11 @@ class Communicator {
   // rank `source` at once (no deadlock whatever the order); -1 (or an undefined tensor)
   // skips that side. Messages between two ranks match by `tag`.
   void send_recv(const Tensor& send, int dest, Tensor& recv, int source, int tag);
+  // send_recv without blocking: posts both sides and returns; once complete, the result is
+  // send_recv's. Recorded as one "send_recv" whose seconds are those spent inside start, test
+  // and wait, under the CommLayerScope current at the start. A backend that cannot overlap
+  // (the self communicator, NCCL's) completes it within the call.
+  std::unique_ptr<PendingCall> start_send_recv(const Tensor& send, int dest, Tensor& recv, int source, int tag);
   void barrier();
 
  protected:
@@ -94,7 +99,7 @@ class Communicator {
   // Returns null when the all-reduce completed within the call; what it returns is timed and
   // recorded by start_all_reduce. This default runs do_all_reduce (the self communicator:
   // nothing to overlap).
-  virtual std::unique_ptr<PendingAllReduce> do_start_all_reduce(Tensor& t, ReduceOp op);
+  virtual std::unique_ptr<PendingCall> do_start_all_reduce(Tensor& t, ReduceOp op);
   virtual void do_all_gather(const Tensor& in, Tensor& out) = 0;
   virtual void do_all_gatherv(const Tensor& in, Tensor& out, const std::vector<int64_t>& rows) = 0;
   virtual void do_reduce_scatter(const Tensor& in, Tensor& out) = 0;
@@ -102,6 +107,10 @@ class Communicator {
   virtual void do_broadcast(Tensor& t, int root) = 0;
   // `send` / `recv` are null for a side the call skips.
   virtual void do_send_recv(const Tensor* send, int dest, Tensor* recv, int source, int tag) = 0;
+  // As do_start_all_reduce: null when it completed within the call (this default runs
+  // do_send_recv).
+  virtual std::unique_ptr<PendingCall> do_start_send_recv(const Tensor* send, int dest, Tensor* recv, int source,
+                                                          int tag);
   virtual void do_barrier() = 0;
 
  private:

@@ -43,11 +43,15 @@ const PlaneTransfer* find_peer(const std::vector<PlaneTransfer>& transfers, int 
   return nullptr;
 }
 
-// P - 1 rounds; in round d rank r sends to r + d and receives from r - d (mod P). Both ends
-// of a message compute the same plan, so a send in round d always meets its receive.
-// outgoing[i] goes to out_list[i].peer; incoming[i] comes from in_list[i].peer.
-void exchange(Communicator& comm, const std::vector<PlaneTransfer>& out_list, const std::vector<Tensor>& outgoing,
-              const std::vector<PlaneTransfer>& in_list, std::vector<Tensor>& incoming, int tag) {
+// P - 1 rounds, all posted at once; in round d rank r sends to r + d and receives from
+// r - d (mod P). Both ends of a message compute the same plan, so a send in round d always
+// meets its receive. outgoing[i] goes to out_list[i].peer; incoming[i] comes from
+// in_list[i].peer.
+std::vector<std::unique_ptr<PendingCall>> start_exchange(Communicator& comm, const std::vector<PlaneTransfer>& out_list,
+                                                         const std::vector<Tensor>& outgoing,
+                                                         const std::vector<PlaneTransfer>& in_list,
+                                                         std::vector<Tensor>& incoming, int tag) {
+  std::vector<std::unique_ptr<PendingCall>> calls;
   const int p = comm.size(), r = comm.rank();
   for (int d = 1; d < p; ++d) {
     const int dest = (r + d) % p, source = (r - d + p) % p;
@@ -56,9 +60,15 @@ void exchange(Communicator& comm, const std::vector<PlaneTransfer>& out_list, co
     const bool receiving = find_peer(in_list, source, &in_at) != nullptr;
     if (!sending && !receiving) continue;
     Tensor none;
-    comm.send_recv(sending ? outgoing[out_at] : Tensor(), sending ? dest : -1, receiving ? incoming[in_at] : none,
-                   receiving ? source : -1, tag);
+    calls.push_back(comm.start_send_recv(sending ? outgoing[out_at] : Tensor(), sending ? dest : -1,
+                                         receiving ? incoming[in_at] : none, receiving ? source : -1, tag));
   }
+  return calls;
+}
+
+void wait_all(std::vector<std::unique_ptr<PendingCall>>& calls) {
+  for (auto& c : calls) c->wait();
+  calls.clear();
 }
 
 }  // namespace
@@ -118,29 +128,47 @@ HaloExchange::HaloExchange(Communicator& row, DepthHalo halo, std::string layer)
 }
 
 Tensor HaloExchange::extend(const Tensor& x, float padding_value) {
+  HaloInFlight started = start_extend(x, padding_value);
+  return finish_extend(started);
+}
+
+Tensor HaloExchange::return_gradient(const Tensor& d_ext) {
+  HaloInFlight started = start_return_gradient(d_ext);
+  return finish_return_gradient(started);
+}
+
+HaloInFlight HaloExchange::start_extend(const Tensor& x, float padding_value) {
   const Range mine = halo_.input.owned();
   GRIDNN_REQUIRE(x.defined() && x.rank() == 5 && x.size(2) == mine.size(), layer_,
                  ": expects this rank's depth slab [B, C, ", mine.size(), ", H, W] (planes [", mine.begin, ", ",
                  mine.end, ") of ", halo_.input.global, "), got ", x.defined() ? x.str() : std::string("undefined"));
-  Tensor ext = Tensor::empty(x.shape().with(2, halo_.extended_planes()), x.dtype(), x.device());
-  const int64_t base = halo_.needed.begin;  // global plane of the extended slab's plane 0
-
-  std::vector<Tensor> outgoing;
+  HaloInFlight f;
   for (const PlaneTransfer& t : halo_.sends)
-    outgoing.push_back(ops::slice(x, 2, t.planes.begin - mine.begin, t.planes.size()));
-  std::vector<Tensor> incoming = buffers_for(halo_.receives, x);
-  exchange(row_, halo_.sends, outgoing, halo_.receives, incoming, kHaloTag);
+    f.outgoing.push_back(ops::slice(x, 2, t.planes.begin - mine.begin, t.planes.size()));
+  f.incoming = buffers_for(halo_.receives, x);
+  f.calls = start_exchange(row_, halo_.sends, f.outgoing, halo_.receives, f.incoming, kHaloTag);
 
+  Tensor& ext = f.assembled = Tensor::empty(x.shape().with(2, halo_.extended_planes()), x.dtype(), x.device());
+  const int64_t base = halo_.needed.begin;  // global plane of the extended slab's plane 0
   ops::fill_slices(ext, 2, 0, halo_.padding_before(), padding_value);
   ops::fill_slices(ext, 2, halo_.extended_planes() - halo_.padding_after(), halo_.padding_after(), padding_value);
   const Range own_needed = intersect(halo_.needed, mine);
   ops::copy_slices(x, 2, own_needed.begin - mine.begin, ext, own_needed.begin - base, own_needed.size());
-  for (size_t i = 0; i < incoming.size(); ++i)
-    ops::copy_slices(incoming[i], 2, 0, ext, halo_.receives[i].planes.begin - base, halo_.receives[i].planes.size());
-  return ext;
+  return f;
 }
 
-Tensor HaloExchange::return_gradient(const Tensor& d_ext) {
+Tensor HaloExchange::finish_extend(HaloInFlight& f) {
+  wait_all(f.calls);
+  f.outgoing.clear();
+  const int64_t base = halo_.needed.begin;
+  for (size_t i = 0; i < f.incoming.size(); ++i)
+    ops::copy_slices(f.incoming[i], 2, 0, f.assembled, halo_.receives[i].planes.begin - base,
+                     halo_.receives[i].planes.size());
+  f.incoming.clear();
+  return std::move(f.assembled);
+}
+
+HaloInFlight HaloExchange::start_return_gradient(const Tensor& d_ext) {
   const Range mine = halo_.input.owned();
   GRIDNN_REQUIRE(d_ext.defined() && d_ext.rank() == 5 && d_ext.size(2) == halo_.extended_planes(), layer_,
                  ": expects the gradient of the extended slab [B, C, ", halo_.extended_planes(), ", H, W], got ",
@@ -148,20 +176,30 @@ Tensor HaloExchange::return_gradient(const Tensor& d_ext) {
   const int64_t base = halo_.needed.begin;
 
   // What this rank received in the forward goes back to its owner; what it sent comes back.
-  std::vector<Tensor> outgoing;
+  HaloInFlight f;
   for (const PlaneTransfer& t : halo_.receives)
-    outgoing.push_back(ops::slice(d_ext, 2, t.planes.begin - base, t.planes.size()));
-  std::vector<Tensor> incoming = buffers_for(halo_.sends, d_ext);
-  exchange(row_, halo_.receives, outgoing, halo_.sends, incoming, kHaloGradientTag);
+    f.outgoing.push_back(ops::slice(d_ext, 2, t.planes.begin - base, t.planes.size()));
+  f.incoming = buffers_for(halo_.sends, d_ext);
+  f.calls = start_exchange(row_, halo_.receives, f.outgoing, halo_.sends, f.incoming, kHaloGradientTag);
 
-  // dx = own planes' gradient (zero for owned planes no owned output reads), then the
-  // returned gradients in rank order: a fixed order of addition.
-  Tensor dx = Tensor::zeros(d_ext.shape().with(2, mine.size()), d_ext.dtype(), d_ext.device());
+  // dx = own planes' gradient (zero for owned planes no owned output reads), then (in
+  // finish_return_gradient) the returned gradients.
+  Tensor& dx = f.assembled = Tensor::zeros(d_ext.shape().with(2, mine.size()), d_ext.dtype(), d_ext.device());
   const Range own_needed = intersect(halo_.needed, mine);
   ops::copy_slices(d_ext, 2, own_needed.begin - base, dx, own_needed.begin - mine.begin, own_needed.size());
-  for (size_t i = 0; i < incoming.size(); ++i)
-    ops::add_slices(incoming[i], 2, 0, dx, halo_.sends[i].planes.begin - mine.begin, halo_.sends[i].planes.size());
-  return dx;
+  return f;
+}
+
+Tensor HaloExchange::finish_return_gradient(HaloInFlight& f) {
+  wait_all(f.calls);
+  f.outgoing.clear();
+  // The returned gradients in rank order: a fixed order of addition.
+  const Range mine = halo_.input.owned();
+  for (size_t i = 0; i < f.incoming.size(); ++i)
+    ops::add_slices(f.incoming[i], 2, 0, f.assembled, halo_.sends[i].planes.begin - mine.begin,
+                    halo_.sends[i].planes.size());
+  f.incoming.clear();
+  return std::move(f.assembled);
 }
 
 }  // namespace gridnn::parallel

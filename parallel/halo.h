@@ -23,9 +23,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/names.h"
 #include "core/tensor.h"
 #include "parallel/communicator.h"
 #include "parallel/process_grid.h"
@@ -81,6 +83,25 @@ int largest_usable_parts(int64_t global_in, const DepthWindow& window);
 // and the largest usable Pr when some rank would own no output or no input plane.
 DepthHalo plan_depth_halo(const std::string& layer, int64_t global_in, const DepthWindow& window, int parts, int index);
 
+// How a depth-split convolution's halo meets its computation (gridnn-train --halo,
+// docs/design.md §4); the results are the same bit for bit.
+enum class HaloMode { overlap, blocking };
+inline constexpr EnumName<HaloMode> kHaloModeNames[] = {
+    {HaloMode::overlap, "overlap",
+     "the planes inside the slab are convolved while the halo planes travel, and the halo's "
+     "gradients travel while the weight gradient is computed"},
+    {HaloMode::blocking, "blocking", "each exchange is waited for before the layer computes"}};
+constexpr EnumNames<HaloMode> enum_names(HaloMode) { return {"halo mode", kHaloModeNames}; }
+
+// An exchange under way (HaloExchange::start_extend, start_return_gradient): the tensor being
+// assembled and the messages in flight, owned until the matching finish_ call.
+struct HaloInFlight {
+  Tensor assembled;                                 // the extended slab, or dx of the own planes
+  std::vector<Tensor> outgoing;                     // the planes sent, by transfer
+  std::vector<Tensor> incoming;                     // the planes received, by transfer
+  std::vector<std::unique_ptr<PendingCall>> calls;  // one per round that moves planes
+};
+
 class HaloExchange {
  public:
   // `row` is the communicator the depth is split over (its size and rank must be the
@@ -101,6 +122,16 @@ class HaloExchange {
   // the gradients other ranks computed for planes this rank owns (added in rank order);
   // the padding planes' gradients are dropped.
   Tensor return_gradient(const Tensor& d_extended);
+
+  // Each of the two, overlapped with computation (docs/design.md §4): start_ posts the
+  // messages and puts in place what needs none (extend: the own and padding planes; the
+  // gradient: the own planes'), finish_ waits for them and puts the rest in. start_ then
+  // finish_ give extend's and return_gradient's tensors bit for bit. One exchange of a layer
+  // is in flight at a time.
+  HaloInFlight start_extend(const Tensor& x, float padding_value = 0.0f);
+  Tensor finish_extend(HaloInFlight& started);
+  HaloInFlight start_return_gradient(const Tensor& d_extended);
+  Tensor finish_return_gradient(HaloInFlight& started);
 
  private:
   Communicator& row_;

@@ -93,6 +93,7 @@ namespace {
 using namespace detail;
 
 class AsyncAllReduce;
+class AsyncSendRecv;
 
 class MpiCommunicator final : public Communicator {
  public:
@@ -137,7 +138,7 @@ class MpiCommunicator final : public Communicator {
     host.store(t);
   }
 
-  std::unique_ptr<PendingAllReduce> do_start_all_reduce(Tensor& t, ReduceOp op) override;
+  std::unique_ptr<PendingCall> do_start_all_reduce(Tensor& t, ReduceOp op) override;
 
   void do_all_gather(const Tensor& in, Tensor& out) override {
     Watching watch(*this, "all_gather");
@@ -168,36 +169,9 @@ class MpiCommunicator final : public Communicator {
     host.store(t);
   }
 
-  void do_send_recv(const Tensor* send, int dest, Tensor* recv, int source, int tag) override {
-    Watching watch(*this, "send_recv", std::vector<int>{recv ? source : -1, send ? dest : -1});
-    // A host `send` sharing storage with `recv` is copied first (MPI forbids aliasing); a
-    // device one is staged into its own pinned buffer anyway.
-    Tensor send_copy;
-    StagedTensor send_host, recv_host;
-    if (send) {
-      const bool aliased = recv && send->device().is_cpu() && send->shares_storage_with(*recv);
-      if (aliased) send_copy = send->clone();
-      send_host = StagedTensor(pinned_, aliased ? send_copy : *send, /*fill=*/true);
-    }
-    if (recv) recv_host = StagedTensor(pinned_, *recv, /*fill=*/false);
-    MPI_Request reqs[2];
-    MPI_Status statuses[2];
-    int n = 0;
-    const int recv_bytes = recv ? to_count(int64_t(recv->nbytes()), "send_recv") : 0;
-    if (recv) GRIDNN_CHECK_MPI(MPI_Irecv(recv_host.data(), recv_bytes, MPI_BYTE, source, tag, comm_, &reqs[n++]));
-    if (send)
-      GRIDNN_CHECK_MPI(MPI_Isend(send_host.data(), to_count(int64_t(send->nbytes()), "send_recv"), MPI_BYTE, dest, tag,
-                                 comm_, &reqs[n++]));
-    wait(n, reqs, statuses);
-    if (recv) {
-      int got = 0;
-      GRIDNN_CHECK_MPI(MPI_Get_count(&statuses[0], MPI_BYTE, &got));
-      GRIDNN_REQUIRE(got == recv_bytes, where(*this, "send_recv"), ": received ", got, " bytes from rank ", source,
-                     " (tag ", tag, ") into `recv` ", recv->str(), ", which holds ", recv_bytes,
-                     "; the sender's tensor must match");
-      recv_host.store(*recv);
-    }
-  }
+  void do_send_recv(const Tensor* send, int dest, Tensor* recv, int source, int tag) override;
+  std::unique_ptr<PendingCall> do_start_send_recv(const Tensor* send, int dest, Tensor* recv, int source,
+                                                  int tag) override;
 
   void do_barrier() override {
     Watching watch(*this, "barrier");
@@ -279,10 +253,6 @@ class MpiCommunicator final : public Communicator {
   // counts as the next collective on the board, progress_board.h).
   struct Watching {
     Watching(MpiCommunicator& c, const char* op) : comm(c), wait(c.slot_, c.name(), op, true) { c.watch_ = &wait; }
-    Watching(MpiCommunicator& c, const char* op, std::vector<int> partners)
-        : comm(c), wait(c.slot_, c.name(), op, false, std::move(partners)) {
-      c.watch_ = &wait;
-    }
     ~Watching() { comm.watch_ = nullptr; }
     MpiCommunicator& comm;
     WatchedWait wait;
@@ -310,7 +280,11 @@ class MpiCommunicator final : public Communicator {
   // Starts phase 2 of the non-blocking all-reduces whose phase 1 is done, in start order.
   void advance_exchanges();
 
+  // Polls `reqs` until done, watched by `watch` (the call's own wait, as wait() above).
+  void poll_until_done(int n, MPI_Request* reqs, MPI_Status* statuses, WatchedWait& watch);
+
   friend class AsyncAllReduce;
+  friend class AsyncSendRecv;
   MPI_Comm comm_;
   BoardSlot slot_;                // this communicator on the progress board
   WatchedWait* watch_ = nullptr;  // the call under way (Watching)
@@ -328,7 +302,7 @@ class MpiCommunicator final : public Communicator {
 // One start_all_reduce: the all_reduce above, cut at its two waits. Phase 1 exchanges the
 // blocks (all-to-all); once it is done this rank sums its block in rank order and phase 2
 // all-gathers the reduced blocks in place. Bitwise the result of all_reduce.
-class AsyncAllReduce final : public PendingAllReduce {
+class AsyncAllReduce final : public PendingCall {
  public:
   AsyncAllReduce(MpiCommunicator& comm, Tensor& t, ReduceOp op)
       : comm_(comm), t_(t), op_(op), watch_(comm.slot_, comm.name(), "all_reduce (started without blocking)", true) {
@@ -433,6 +407,97 @@ class AsyncAllReduce final : public PendingAllReduce {
   WatchedWait watch_;  // counted as a collective when started; watched in wait()
 };
 
+// One send_recv, both sides posted at once (start_send_recv, and send_recv, which waits for
+// it at once); once both are done the received byte count is checked and stored.
+class AsyncSendRecv final : public PendingCall {
+ public:
+  AsyncSendRecv(MpiCommunicator& comm, const Tensor* send, int dest, Tensor* recv, int source, int tag)
+      : comm_(comm),
+        source_(source),
+        tag_(tag),
+        watch_(comm.slot_, comm.name(), "send_recv", false, std::vector<int>{recv ? source : -1, send ? dest : -1}) {
+    // A host `send` sharing storage with `recv` is copied first (MPI forbids aliasing); a
+    // device one is staged into its own pinned buffer anyway.
+    if (send) {
+      const bool aliased = recv && send->device().is_cpu() && send->shares_storage_with(*recv);
+      if (aliased) send_copy_ = send->clone();
+      send_host_ = StagedTensor(comm.pinned_, aliased ? send_copy_ : *send, /*fill=*/true);
+    }
+    if (recv) {
+      recv_ = *recv;
+      recv_host_ = StagedTensor(comm.pinned_, *recv, /*fill=*/false);
+      recv_bytes_ = comm.to_count(int64_t(recv->nbytes()), "send_recv");
+      GRIDNN_CHECK_MPI(MPI_Irecv(recv_host_.data(), recv_bytes_, MPI_BYTE, source, tag, comm.comm_, &reqs_[n_++]));
+    }
+    if (send)
+      GRIDNN_CHECK_MPI(MPI_Isend(send_host_.data(), comm.to_count(int64_t(send->nbytes()), "send_recv"), MPI_BYTE, dest,
+                                 tag, comm.comm_, &reqs_[n_++]));
+  }
+
+  ~AsyncSendRecv() override {
+    if (done_) return;
+    try {
+      wait();
+    } catch (...) {  // MPI failed: nothing left to do but forget it
+    }
+  }
+
+  bool test() override {
+    if (done_) return true;
+    int done = 0;
+    GRIDNN_CHECK_MPI(MPI_Testall(n_, reqs_, &done, statuses_));
+    if (done) complete();
+    return done_;
+  }
+
+  void wait() override {
+    if (done_) return;
+    comm_.poll_until_done(n_, reqs_, statuses_, watch_);
+    complete();
+  }
+
+ private:
+  void complete() {
+    done_ = true;
+    if (!recv_.defined()) return;
+    int got = 0;
+    GRIDNN_CHECK_MPI(MPI_Get_count(&statuses_[0], MPI_BYTE, &got));
+    GRIDNN_REQUIRE(got == recv_bytes_, where(comm_, "send_recv"), ": received ", got, " bytes from rank ", source_,
+                   " (tag ", tag_, ") into `recv` ", recv_.str(), ", which holds ", recv_bytes_,
+                   "; the sender's tensor must match");
+    recv_host_.store(recv_);
+  }
+
+  MpiCommunicator& comm_;
+  int source_, tag_;
+  Tensor send_copy_, recv_;
+  StagedTensor send_host_, recv_host_;
+  int recv_bytes_ = 0;
+  MPI_Request reqs_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  MPI_Status statuses_[2];
+  int n_ = 0;
+  bool done_ = false;
+  WatchedWait watch_;
+};
+
+void MpiCommunicator::do_send_recv(const Tensor* send, int dest, Tensor* recv, int source, int tag) {
+  AsyncSendRecv(*this, send, dest, recv, source, tag).wait();
+}
+
+std::unique_ptr<PendingCall> MpiCommunicator::do_start_send_recv(const Tensor* send, int dest, Tensor* recv, int source,
+                                                                 int tag) {
+  return std::make_unique<AsyncSendRecv>(*this, send, dest, recv, source, tag);
+}
+
+void MpiCommunicator::poll_until_done(int n, MPI_Request* reqs, MPI_Status* statuses, WatchedWait& watch) {
+  watch_ = &watch;
+  struct Reset {
+    MpiCommunicator& c;
+    ~Reset() { c.watch_ = nullptr; }
+  } reset{*this};
+  wait(n, reqs, statuses);
+}
+
 void MpiCommunicator::advance_exchanges() {
   while (!exchanging_.empty()) {
     AsyncAllReduce* front = exchanging_.front();
@@ -444,7 +509,7 @@ void MpiCommunicator::advance_exchanges() {
   }
 }
 
-std::unique_ptr<PendingAllReduce> MpiCommunicator::do_start_all_reduce(Tensor& t, ReduceOp op) {
+std::unique_ptr<PendingCall> MpiCommunicator::do_start_all_reduce(Tensor& t, ReduceOp op) {
   auto started = std::make_unique<AsyncAllReduce>(*this, t, op);
   if (started->completed()) return nullptr;
   return started;

@@ -200,7 +200,7 @@ class NcclCommunicator final : public Communicator {
     });
   }
 
-  std::unique_ptr<PendingAllReduce> do_start_all_reduce(Tensor& t, ReduceOp op) override;
+  std::unique_ptr<PendingCall> do_start_all_reduce(Tensor& t, ReduceOp op) override;
 
   void do_all_gather(const Tensor& in, Tensor& out) override {
     // In place when `in` is this rank's block of `out`; any other overlap goes through a copy.
@@ -400,7 +400,7 @@ class NcclCommunicator final : public Communicator {
 // event; wait() makes the compute stream wait on it (the host does not block: it reads t
 // through to_host, which synchronizes the compute stream, under the watchdog's limit).
 // Operations of other communicators enqueued meanwhile do not wait for it (device_order.h).
-class NcclAllReduce final : public PendingAllReduce {
+class NcclAllReduce final : public PendingCall {
  public:
   NcclAllReduce(NcclCommunicator& comm, Tensor& t, ReduceOp op)
       : comm_(comm), t_(t), done_(comm.device_), in_flight_(std::make_unique<StartedCollective>(comm.device_)) {
@@ -465,7 +465,7 @@ class NcclAllReduce final : public PendingAllReduce {
   std::unique_ptr<StartedCollective> in_flight_;  // until waited for (core/cuda_allocator.h)
 };
 
-std::unique_ptr<PendingAllReduce> NcclCommunicator::do_start_all_reduce(Tensor& t, ReduceOp op) {
+std::unique_ptr<PendingCall> NcclCommunicator::do_start_all_reduce(Tensor& t, ReduceOp op) {
   return std::make_unique<NcclAllReduce>(*this, t, op);
 }
 

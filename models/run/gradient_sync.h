@@ -101,7 +101,7 @@ class GradientSync : public nn::BackwardObserver {
     int64_t offset = 0;    // where flat starts in its device's arena
     Tensor flat;           // the parameters' gradients, one slot after another (bind)
     int64_t waiting = 0;   // overlap: parameters not ready yet
-    std::unique_ptr<parallel::PendingAllReduce> pending;
+    std::unique_ptr<parallel::PendingCall> pending;
   };
   using CommOf = std::pair<nn::Parameter*, parallel::Communicator*>;
   // Buckets of at most bucket_bytes_, contiguous in the given order, one communicator and

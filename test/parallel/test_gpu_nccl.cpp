@@ -246,7 +246,7 @@ TEST_F(GpuNccl, EveryCallIsCountedLikeTheMpiBackend) {
 TEST_F(GpuNccl, StartAllReduceCompletesThroughWaitAndTest) {
   const Tensor x = random_tensor({1000}, 25);
   Tensor a = on_gpu(x), b = on_gpu(x);
-  std::unique_ptr<parallel::PendingAllReduce> pa, pb;
+  std::unique_ptr<parallel::PendingCall> pa, pb;
   {
     parallel::CommLayerScope scope("layer2.fc");
     pa = nccl_->start_all_reduce(a);
@@ -294,7 +294,7 @@ TEST_F(GpuNccl, ATransferBehindAStartedAllReduceIsRefusedUntilWaited) {
   Tensor a = on_gpu(random_tensor({1000}, 27));
   const Tensor x = random_tensor({24}, 28);
   Tensor recv = Tensor::empty({24}, DType::f32, gpu());
-  std::unique_ptr<parallel::PendingAllReduce> pending = nccl_->start_all_reduce(a);
+  std::unique_ptr<parallel::PendingCall> pending = nccl_->start_all_reduce(a);
   const std::string what = error_message([&] { nccl_->send_recv(on_gpu(x), 0, recv, 0, 3); });
   EXPECT_NE(what.find("has not been waited for"), std::string::npos) << what;
   pending->wait();

@@ -673,7 +673,7 @@ TEST_F(GpuGrid, CommunicatorsIssuedInOppositeOrdersComplete) {
     Tensor sum = on_gpu(Tensor::from_vector(std::vector<float>(1000, float(rank + 1)), {1000}));
     Tensor out = on_gpu(Tensor::from_vector(std::vector<float>(500, float(10 * rank)), {500}));
     Tensor in = Tensor::empty({500}, DType::f32, gpu());
-    std::unique_ptr<parallel::PendingAllReduce> pending;
+    std::unique_ptr<parallel::PendingCall> pending;
     if (rank == 0) pending = grid->col().start_all_reduce(sum);
     grid->world().send_recv(out, peer, in, peer, 3);
     if (rank == 1) pending = grid->col().start_all_reduce(sum);

@@ -38,7 +38,7 @@ TEST(GradOverlap, StartAllReduceIsBitwiseAllReduce) {
   }
   for (Tensor& t : blocking) comm.all_reduce(t);
   parallel::comm_log().clear();
-  std::vector<std::unique_ptr<parallel::PendingAllReduce>> pending;
+  std::vector<std::unique_ptr<parallel::PendingCall>> pending;
   {
     parallel::CommLayerScope scope("overlapped");
     for (size_t i = 0; i < sizes.size(); ++i) {
