@@ -242,19 +242,23 @@ void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeome
 }
 
 void conv3d_backward(const Tensor& x, const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx,
-                     Tensor& dw, MathMode math) {
+                     Tensor& dw, MathMode math, const std::function<void()>& between) {
   const char* op = "conv3d_backward";
   const int64_t n = batch_of(op, "x", x, g);
   expect_operands(
       op, g, {{"x", x, input_shape(g, n)}, {"dy", dy, conv3d_output_shape(g, n)}, {"w", w, conv3d_weight_shape(g)}},
       {"dw", dw, conv3d_weight_shape(g)});
   if (dx.defined()) expect_operands(op, g, {{"dy", dy, conv3d_output_shape(g, n)}}, {"dx", dx, input_shape(g, n)});
-  if (n == 0) return;
+  if (n == 0) {
+    if (between) between();
+    return;
+  }
   if (x.device().is_cpu()) {
-    kernels::cpu::conv3d_backward(x, dy, w, g, dx, dw, math);
+    kernels::cpu::conv3d_backward(x, dy, w, g, dx, dw, math, between);
     return;
   }
   if (dx.defined()) GRIDNN_CONV3D_CALL(dy.device(), conv3d_backward_data, dy, w, g, dx, math);
+  if (between) between();
   GRIDNN_CONV3D_CALL(x.device(), conv3d_backward_filter, x, dy, g, dw, math);
 }
 

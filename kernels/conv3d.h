@@ -26,6 +26,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <string>
 
 #include "core/tensor.h"
@@ -87,9 +88,10 @@ void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeome
                             MathMode math = MathMode::fp32);
 // One layer's backward: backward data (when dx is defined) then backward filter, as the two
 // calls above, bit for bit; on the CPU with oneDNN the blocked copy of dy is made once for
-// both passes instead of once each.
+// both passes instead of once each. `between`, when set, runs once in between, dx final and
+// dw not yet touched (a depth slab's halo gradients leave while the filter's is computed).
 void conv3d_backward(const Tensor& x, const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx,
-                     Tensor& dw, MathMode math = MathMode::fp32);
+                     Tensor& dw, MathMode math = MathMode::fp32, const std::function<void()>& between = {});
 // db[o] += sum of dy[:, o] (accumulates).
 void conv3d_backward_bias(const Tensor& dy, Tensor& db);
 
@@ -134,7 +136,7 @@ void conv3d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
 void conv3d_backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx, ops::MathMode math);
 void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw, ops::MathMode math);
 void conv3d_backward(const Tensor& x, const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx,
-                     Tensor& dw, ops::MathMode math);  // dx may be undefined
+                     Tensor& dw, ops::MathMode math, const std::function<void()>& between);  // dx may be undefined
 void conv3d_backward_bias(const Tensor& dy, Tensor& db);
 // The column buffer's size limit in floats (default 2^24); returns the previous one. Tests
 // set it tiny to run the slab loop over one output depth plane at a time.

@@ -214,12 +214,13 @@ void backward_filter_all_taps(const Tensor& x_in, const Tensor& dy_in, const Con
 }
 
 void backward_all_taps(const Tensor& x_in, const Tensor& dy_in, const Tensor& w_in, const Conv3dGeometry& g, Tensor& dx,
-                       Tensor& dw, ops::MathMode math) {
+                       Tensor& dw, ops::MathMode math, const std::function<void()>& between) {
   if (use_onednn() && !conv3d_filter_by_planes(g)) {
     const Tensor x = rounded_operand(x_in, math), dy = rounded_operand(dy_in, math), w = rounded_operand(w_in, math);
-    if (onednn::backward(x, dy, w, g, dx.defined() ? &dx : nullptr, dw)) return;
+    if (onednn::backward(x, dy, w, g, dx.defined() ? &dx : nullptr, dw, between)) return;
   }
   if (dx.defined()) backward_data_all_taps(dy_in, w_in, g, dx, math);
+  if (between) between();
   backward_filter_all_taps(x_in, dy_in, g, dw, math);
 }
 
@@ -267,16 +268,17 @@ void conv3d_backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeome
 }
 
 void conv3d_backward(const Tensor& x, const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx,
-                     Tensor& dw, ops::MathMode math) {
+                     Tensor& dw, ops::MathMode math, const std::function<void()>& between) {
   const ops::ConvTaps t = ops::conv3d_reaching_taps(g);
-  if (t.all(g)) return backward_all_taps(x, dy, w, g, dx, dw, math);
+  if (t.all(g)) return backward_all_taps(x, dy, w, g, dx, dw, math, between);
   if (t.none()) {
     if (dx.defined()) std::fill_n(dx.data<float>(), dx.numel(), 0.0f);
+    if (between) between();
     return;
   }
   const Tensor w_taps = weights_on_taps(w, g, t);
   Tensor dw_taps = Tensor::zeros(w_taps.shape());
-  backward_all_taps(x, dy, w_taps, t.geometry, dx, dw_taps, math);
+  backward_all_taps(x, dy, w_taps, t.geometry, dx, dw_taps, math, between);
   add_taps(dw_taps, g, t, dw);
 }
 

@@ -31,7 +31,10 @@ std::string implementation(const Conv3dGeometry&, int64_t, Pass) { return ""; }
 bool forward(const Tensor&, const Tensor&, const Tensor&, const Conv3dGeometry&, Tensor&) { return false; }
 bool backward_data(const Tensor&, const Tensor&, const Conv3dGeometry&, Tensor&) { return false; }
 bool backward_filter(const Tensor&, const Tensor&, const Conv3dGeometry&, Tensor&) { return false; }
-bool backward(const Tensor&, const Tensor&, const Tensor&, const Conv3dGeometry&, Tensor*, Tensor&) { return false; }
+bool backward(const Tensor&, const Tensor&, const Tensor&, const Conv3dGeometry&, Tensor*, Tensor&,
+              const std::function<void()>&) {
+  return false;
+}
 Workspace workspace(const Conv3dGeometry&, int64_t, Pass, bool) { return {}; }
 
 #else
@@ -461,7 +464,8 @@ bool backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g,
   return true;
 }
 
-bool backward(const Tensor& x, const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor* dx, Tensor& dw) {
+bool backward(const Tensor& x, const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor* dx, Tensor& dw,
+              const std::function<void()>& between) {
   Plan& filter = plan(g, x.size(0), Pass::backward_filter, false);
   Plan* data = dx ? &plan(g, x.size(0), Pass::backward_data, false) : nullptr;
   if (filter.impl.empty() || (data && data->impl.empty())) return false;
@@ -478,6 +482,7 @@ bool backward(const Tensor& x, const Tensor& dy, const Tensor& w, const Conv3dGe
     const Operand &a = dy_of(*data), &b = dy_of(filter);
     if (a.copy && b.copy && a.slot == b.slot && a.inner.get_desc() == b.inner.get_desc()) ready = DNNL_ARG_DIFF_DST;
   }
+  if (between) between();
   execute(filter, {{DNNL_ARG_SRC, &x}, {DNNL_ARG_DIFF_DST, &dy}, {DNNL_ARG_DIFF_WEIGHTS, &dw}}, ready);
   return true;
 }

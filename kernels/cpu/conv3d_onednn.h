@@ -17,6 +17,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "core/tensor.h"
@@ -40,9 +41,11 @@ std::string implementation(const Conv3dGeometry& g, int64_t n, Pass pass);
 bool forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv3dGeometry& g, Tensor& y);
 bool backward_data(const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor& dx);
 bool backward_filter(const Tensor& x, const Tensor& dy, const Conv3dGeometry& g, Tensor& dw);  // dw +=
-// Backward data (dx null: none) then backward filter, dy reordered into the blocked layout
-// once when both passes want the same one; false (nothing written) unless oneDNN runs both.
-bool backward(const Tensor& x, const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor* dx, Tensor& dw);
+// Backward data (dx null: none), `between` (when set), then backward filter, dy reordered into
+// the blocked layout once when both passes want the same one; false (nothing written, nothing
+// run) unless oneDNN runs both.
+bool backward(const Tensor& x, const Tensor& dy, const Tensor& w, const Conv3dGeometry& g, Tensor* dx, Tensor& dw,
+              const std::function<void()>& between);
 
 // The bytes `pass` of g on a batch of n asks of each per-thread workspace buffer (the
 // operands' blocked copies by role, then the scratchpad); zeros where oneDNN does not run it.

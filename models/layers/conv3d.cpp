@@ -1,9 +1,13 @@
 // nn::Conv3d: shape checks, PyTorch initialization, and forward/backward on the conv3d ops.
 #include "models/layers/conv3d.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <utility>
 
 #include "core/profile.h"
+#include "kernels/layout.h"
 #include "kernels/random.h"
 
 namespace gridnn::nn {
@@ -45,19 +49,70 @@ void Conv3d::reset_parameters(uint64_t seed, const std::string& prefix) {
   if (bias_) ops::uniform_(bias_->value, -bound, bound, parameter_key(seed, prefix, "bias", *bias_));
 }
 
-Tensor Conv3d::forward(const Tensor& x) {
-  const ProfileScope profile(ProfileKind::convolution, name(), ProfilePass::forward);
+ops::Conv3dGeometry Conv3d::geometry_of(const Tensor& x) const {
   require_layer(x.defined() && x.rank() == 5, "Conv3d",
                 "input must be 5-D [N, C, D, H, W], got " + (x.defined() ? x.str() : "undefined"));
   require_layer(x.size(1) == in_channels_, "Conv3d",
                 "input " + x.str() + " has " + std::to_string(x.size(1)) + " channels but the layer expects " +
                     std::to_string(in_channels_) + " (weight " + weight_->value.shape().str() + ")");
   // Names the layer in its errors (kernel larger than the padded input, ...).
-  geometry_ = ops::conv3d_geometry("Conv3d (input " + x.shape().str() + ")", in_channels_, out_channels_, kernel_,
-                                   stride_, padding_, {x.size(2), x.size(3), x.size(4)});
+  return ops::conv3d_geometry("Conv3d (input " + x.shape().str() + ")", in_channels_, out_channels_, kernel_, stride_,
+                              padding_, {x.size(2), x.size(3), x.size(4)});
+}
+
+Tensor Conv3d::convolve(const Tensor& x, const ops::Conv3dGeometry& g) const {
+  Tensor y = Tensor::empty(ops::conv3d_output_shape(g, x.size(0)), x.dtype(), x.device());
+  ops::conv3d_forward(x, weight_->value, bias_ ? bias_->value : Tensor(), g, y, math_mode());
+  return y;
+}
+
+Tensor Conv3d::forward(const Tensor& x) {
+  const ProfileScope profile(ProfileKind::convolution, name(), ProfilePass::forward);
+  geometry_ = geometry_of(x);
   if (!NoBackwardScope::active()) input_ = x;  // kept for backward (the last forward's let go of first)
+  return convolve(x, geometry_);
+}
+
+Conv3d::InnerPlanes Conv3d::inner_planes(int64_t at, int64_t inner_depth) const {
+  // Output plane j reads input planes [j s, j s + k): those inside [at, at + inner_depth).
+  const int64_t k = kernel_[0], s = stride_[0];
+  InnerPlanes p;
+  p.first = (at + s - 1) / s;
+  const int64_t last = (at + inner_depth - k) >= 0 ? (at + inner_depth - k) / s : -1;
+  p.count = std::max<int64_t>(0, last - p.first + 1);
+  return p;
+}
+
+Tensor Conv3d::forward_in_parts(const Tensor& inner, int64_t at, const std::function<Tensor()>& rest) {
+  const ProfileScope profile(ProfileKind::convolution, name(), ProfilePass::forward);
+  require_layer(padding_[0] == 0, "Conv3d", "forward_in_parts needs depth padding 0");
+  const InnerPlanes p = inner_planes(at, inner.size(2));
+  Tensor y_inner;
+  if (p.count > 0) {
+    const int64_t offset = p.first * stride_[0] - at;  // inner's plane that the first window starts at
+    const int64_t planes = (p.count - 1) * stride_[0] + kernel_[0];
+    const Tensor x_inner = offset == 0 && planes == inner.size(2) ? inner : ops::slice(inner, 2, offset, planes);
+    y_inner = convolve(x_inner, geometry_of(x_inner));
+  }
+  const Tensor x = rest();
+  geometry_ = geometry_of(x);
+  if (!NoBackwardScope::active()) input_ = x;
+  if (p.count == 0) return convolve(x, geometry_);
+  const int64_t out_depth = geometry_.out_size[0];
+  require_layer(p.first + p.count <= out_depth, "Conv3d",
+                "forward_in_parts: the inner planes reach past the input " + x.shape().str());
   Tensor y = Tensor::empty(ops::conv3d_output_shape(geometry_, x.size(0)), x.dtype(), x.device());
-  ops::conv3d_forward(x, weight_->value, bias_ ? bias_->value : Tensor(), geometry_, y, math_mode());
+  ops::copy_slices(y_inner, 2, 0, y, p.first, p.count);
+  y_inner = Tensor();
+  // The output planes before and after the inner ones, each from the input planes they read.
+  const std::array<std::pair<int64_t, int64_t>, 2> edges{
+      {{0, p.first}, {p.first + p.count, out_depth - p.first - p.count}}};
+  for (const auto& [first, count] : edges) {
+    if (count == 0) continue;
+    const Tensor x_edge = ops::slice(x, 2, first * stride_[0], (count - 1) * stride_[0] + kernel_[0]);
+    const Tensor y_edge = convolve(x_edge, geometry_of(x_edge));
+    ops::copy_slices(y_edge, 2, 0, y, first, count);
+  }
   return y;
 }
 
@@ -117,7 +172,9 @@ Tensor Conv3d::do_backward(const Tensor& dy) {
                     want.str() + " of the last forward (input " + input_.shape().str() + ")");
   Tensor dx;
   if (input_gradient_) dx = Tensor::empty(input_.shape(), input_.dtype(), input_.device());
-  ops::conv3d_backward(input_, dy, weight_->value, geometry_, dx, weight_->grad, math_mode());
+  std::function<void()> between;
+  if (dx.defined() && input_gradient_ready_) between = [&] { input_gradient_ready_(dx); };
+  ops::conv3d_backward(input_, dy, weight_->value, geometry_, dx, weight_->grad, math_mode(), between);
   if (bias_) ops::conv3d_backward_bias(dy, bias_->grad);
   input_ = Tensor();  // used: freed now, not at the next forward
   return dx;

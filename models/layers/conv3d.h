@@ -7,6 +7,8 @@
 // The three convolutions run in the module's math_mode() (the bias add stays fp32).
 #pragma once
 
+#include <functional>
+
 #include "kernels/conv3d.h"
 #include "models/layers/module.h"
 
@@ -24,6 +26,21 @@ class Conv3d : public Module {
 
   Tensor forward(const Tensor& x) override;
   Shape describe(const Shape& input, plan::RankStep& step) const override;
+
+  // forward(x) in two parts, bit for bit, for a layer with no depth padding (DomainParallel's
+  // overlapped halo, docs/design.md §4): first the output planes whose windows lie inside
+  // `inner`, which is planes [at, at + inner.size(2)) of x; then `rest()` returns x whole (it
+  // waits for the other planes) and the output planes that read them are computed from it.
+  Tensor forward_in_parts(const Tensor& inner, int64_t at, const std::function<Tensor()>& rest);
+  // The output planes forward_in_parts computes from `inner` alone (first, count; count 0:
+  // none, everything waits for rest()), for inner planes [at, at + inner_depth).
+  struct InnerPlanes {
+    int64_t first = 0, count = 0;
+  };
+  InnerPlanes inner_planes(int64_t at, int64_t inner_depth) const;
+  // Runs once in each backward that computes dx, with dx final and before the weight gradient
+  // is computed (DomainParallel sends a slab's halo gradients meanwhile); empty: nothing.
+  void on_input_gradient(std::function<void(const Tensor& dx)> ready) { input_gradient_ready_ = std::move(ready); }
 
   // Whether backward computes dx (default). The first layer of a network, whose input is
   // data, can skip it: backward then returns an undefined tensor.
@@ -46,9 +63,15 @@ class Conv3d : public Module {
   Triple kernel_, stride_, padding_;
   Parameter* weight_ = nullptr;
   Parameter* bias_ = nullptr;
+  // The geometry of an input x (checked, errors naming the layer).
+  ops::Conv3dGeometry geometry_of(const Tensor& x) const;
+  // y = this convolution of x (geometry g), nothing kept.
+  Tensor convolve(const Tensor& x, const ops::Conv3dGeometry& g) const;
+
   Tensor input_;
   ops::Conv3dGeometry geometry_;
   bool input_gradient_ = true;
+  std::function<void(const Tensor& dx)> input_gradient_ready_;
 };
 
 }  // namespace gridnn::nn
