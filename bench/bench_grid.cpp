@@ -6,10 +6,12 @@
 //
 //   mpiexec -n P bench_grid [--model resattnet3d|mlp] [--width W] [--input N] [--batch B]
 //       [--steps S] [--hidden 256,64] [--alpha A] [--bandwidth BYTES_PER_S]
-//       [--calibration FILE [--calibration-kind row]] [--batch-split-from BLOCK] [benchmark flags]
+//       [--calibration FILE [--calibration-kind row]] [--batch-split-from BLOCK]
+//       [--halo overlap|blocking] [benchmark flags]
 //
 // --batch-split-from BLOCK: grids with Pr > 1 switch to the batch split at that block's input
 // (gridnn-train's flag; docs/design.md §4), the 1 x 1 run and the predictions alike.
+// --halo: how depth-split convolutions meet their halo exchange (gridnn-train's flag).
 //
 // Counters (in the console table and in --benchmark_out=FILE --benchmark_out_format=json;
 // only rank 0 reports):
@@ -68,6 +70,7 @@ struct Config {
   double alpha = 2e-6, bandwidth = 10e9;  // s per message, bytes per second
   std::string calibration, calibration_kind = "row";
   std::string batch_split_from;
+  parallel::HaloMode halo = parallel::HaloMode::overlap;
   std::string describe() const {
     std::string s = enum_name(model);
     if (model == run::Model::mlp) {
@@ -77,6 +80,7 @@ struct Config {
       s += " w" + std::to_string(width);
     }
     s += " in" + std::to_string(input) + " B" + std::to_string(batch);
+    if (halo != parallel::HaloMode::overlap) s += std::string(" halo ") + enum_name(halo);
     return batch_split_from.empty() ? s : s + " batch-split-from " + batch_split_from;
   }
 };
@@ -100,10 +104,18 @@ std::vector<int64_t> parse_list(const std::string& text) {
 // Google Benchmark. Ranks other than 0 also drop --benchmark_out*: only rank 0 writes.
 Config take_flags(int* argc, char** argv, bool reporting) {
   Config c;
-  const std::vector<std::string> own{
-      "--model",           "--width", "--input",     "--batch",       "--steps",
-      "--hidden",          "--alpha", "--bandwidth", "--calibration", "--calibration-kind",
-      "--batch-split-from"};
+  const std::vector<std::string> own{"--model",
+                                     "--width",
+                                     "--input",
+                                     "--batch",
+                                     "--steps",
+                                     "--hidden",
+                                     "--alpha",
+                                     "--bandwidth",
+                                     "--calibration",
+                                     "--calibration-kind",
+                                     "--batch-split-from",
+                                     "--halo"};
   int kept = 1;
   for (int i = 1; i < *argc; ++i) {
     std::string arg = argv[i], value;
@@ -146,6 +158,8 @@ Config take_flags(int* argc, char** argv, bool reporting) {
       c.calibration_kind = value;
     else if (name == "--batch-split-from")
       c.batch_split_from = value;
+    else if (name == "--halo")
+      c.halo = parse_enum<parallel::HaloMode>(value);
   }
   *argc = kept;
   argv[kept] = nullptr;
@@ -164,6 +178,7 @@ run::RunOptions options_of(const Config& c) {
   o.input = {c.input, c.input, c.input};
   o.batch = c.batch;
   o.batch_split_from = c.batch_split_from;
+  o.halo = c.halo;
   return o;
 }
 

@@ -1,6 +1,7 @@
 // DomainParallel: the halo exchange around a single-process layer (see the header).
 #include "models/dist/domain_parallel.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "core/profile.h"
@@ -10,29 +11,47 @@
 namespace gridnn::nn {
 
 DomainParallel::DomainParallel(parallel::ProcessGrid& grid, std::unique_ptr<Module> layer, parallel::DepthWindow window,
-                               int64_t global_in_depth, float padding_value, const std::string& kind)
+                               int64_t global_in_depth, float padding_value, const std::string& kind,
+                               parallel::HaloMode mode)
     : Module(kind),
       profile_kind_(dynamic_cast<const Conv3d*>(layer.get()) ? ProfileKind::convolution : ProfileKind::pooling),
+      conv_(dynamic_cast<Conv3d*>(layer.get())),
       exchange_(grid.row(),
                 parallel::plan_depth_halo(kind, global_in_depth, window, grid.row().size(), grid.row().rank()), kind),
       padding_value_(padding_value) {
   layer_ = &register_module("", std::move(layer));
   for (auto& [name, p] : layer_->named_parameters()) p->layout.grad_sum_over = &grid.stage_comm();
+  const parallel::DepthHalo& h = exchange_.halo();
+  if (mode != parallel::HaloMode::overlap || !conv_ || h.receives.empty()) return;
+  overlap_ = true;
+  // Forward in parts when every own plane is in the extended slab, in one piece.
+  const parallel::Range mine = h.input.owned();
+  if (h.needed.begin <= mine.begin && mine.end <= h.needed.end) {
+    own_at_ = mine.begin - h.needed.begin;
+    inner_ = conv_->inner_planes(own_at_, mine.size());
+  }
+  conv_->on_input_gradient([this](const Tensor& dx) { returning_ = exchange_.start_return_gradient(dx); });
 }
 
 Tensor DomainParallel::forward(const Tensor& x) {
   const ProfileScope profile(profile_kind_, name(), ProfilePass::forward);  // the halo exchange too
   parallel::CommLayerScope scope(name());
   exchange_.set_layer(name());
-  return layer_->forward(exchange_.extend(x, padding_value_));  // halo planes in, own planes out
+  if (!overlaps_forward()) return layer_->forward(exchange_.extend(x, padding_value_));  // halo in, own planes out
+  parallel::HaloInFlight started = exchange_.start_extend(x, padding_value_);
+  return conv_->forward_in_parts(x, own_at_, [&] { return exchange_.finish_extend(started); });
 }
 
 Tensor DomainParallel::do_backward(const Tensor& dy) {
   const ProfileScope profile(profile_kind_, name(), ProfilePass::backward);
   parallel::CommLayerScope scope(name());
+  returning_.reset();
   Tensor d_extended = layer_->backward(dy);  // weight gradients: this rank's part only
   if (!d_extended.defined()) return d_extended;
-  return exchange_.return_gradient(d_extended);  // halo gradients back to their owners
+  if (!returning_) return exchange_.return_gradient(d_extended);  // halo gradients back to their owners
+  Tensor dx = exchange_.finish_return_gradient(*returning_);      // ... started before the weight gradient
+  returning_.reset();
+  return dx;
 }
 
 Shape DomainParallel::describe(const Shape& in, plan::RankStep& step) const {
@@ -57,6 +76,25 @@ Shape DomainParallel::describe(const Shape& in, plan::RankStep& step) const {
   step.memory.push_back(m);
   const Shape out = layer_->describe(in.with(2, h.extended_planes()), step);
   if (step.layers.back().input_gradient) step.memory[halo].input_grad = activation_bytes(in);
+  if (returning_overlaps()) {  // dx and the planes on the wire, beside the weight gradient's pass
+    plan::LayerMemory& conv = step.memory.back();
+    conv.backward_scratch += on_wire + activation_bytes(in);
+  }
+  if (overlaps_forward()) {
+    // The inner planes' output beside the wire and the input copy they may need, then beside
+    // the whole output; then each edge's input and output in turn.
+    const int64_t k = h.window.kernel, s = h.window.stride;
+    const int64_t y = activation_bytes(out), y_inner = activation_bytes(out.with(2, inner_.count));
+    const int64_t inner_planes = (inner_.count - 1) * s + k;
+    const int64_t inner_copy = inner_planes == in[2] ? 0 : activation_bytes(in.with(2, inner_planes));
+    int64_t edges = 0;
+    for (const int64_t count : {inner_.first, out[2] - inner_.first - inner_.count})
+      if (count > 0)
+        edges =
+            std::max(edges, activation_bytes(in.with(2, (count - 1) * s + k)) + activation_bytes(out.with(2, count)));
+    plan::LayerMemory& conv = step.memory.back();
+    conv.forward_scratch += std::max({y_inner, on_wire + y_inner + inner_copy - y, edges});
+  }
   const int procs = exchange_.row().size();
   step.calls.push_back(plan::make_call(name(), "row", "send_recv", sent * plane, procs, double(received * plane)));
   if (step.layers.back().input_gradient) {  // the halo's gradients back
@@ -82,11 +120,13 @@ Triple3 without_depth(const Triple3& padding) { return {0, padding[1], padding[2
 
 std::unique_ptr<DomainParallel> domain_conv3d(parallel::ProcessGrid& grid, int64_t in_channels, int64_t out_channels,
                                               Triple3 kernel, Triple3 stride, Triple3 padding, bool bias,
-                                              int64_t global_in_depth, bool input_gradient, const std::string& name) {
+                                              int64_t global_in_depth, bool input_gradient, const std::string& name,
+                                              parallel::HaloMode mode) {
   auto conv = std::make_unique<Conv3d>(in_channels, out_channels, kernel, stride, without_depth(padding), bias);
   conv->set_input_gradient(input_gradient);
-  return std::make_unique<DomainParallel>(
-      grid, std::move(conv), parallel::DepthWindow{kernel[0], stride[0], padding[0]}, global_in_depth, 0.0f, name);
+  return std::make_unique<DomainParallel>(grid, std::move(conv),
+                                          parallel::DepthWindow{kernel[0], stride[0], padding[0]}, global_in_depth,
+                                          0.0f, name, mode);
 }
 
 std::unique_ptr<DomainParallel> domain_max_pool3d(parallel::ProcessGrid& grid, Triple3 kernel, Triple3 stride,

@@ -11,6 +11,14 @@
 //   forward:  x (own planes) --halo.extend--> extended slab --layer--> y (own output planes)
 //   backward: dy --layer backward--> d(extended slab) --halo.return_gradient--> dx (own planes)
 //
+// Overlap (HaloMode::overlap, the default, for a convolution whose halo moves planes): the
+// exchange is started, the output planes whose windows read only this rank's planes are
+// convolved while the halo planes travel, and the output planes at the slab's edges once they
+// are in (Conv3d::forward_in_parts); in backward the halo planes' gradients leave as soon as
+// the input gradient is computed and travel while the weight gradient is (Conv3d::
+// on_input_gradient). Each output plane and each gradient is computed by the same kernel
+// from the same values as in the blocking order, so the results are the same bit for bit.
+//
 // The halo pair of parallel/mappings.h, labelled with the layer's name. Weights (a
 // convolution's) are replicated on the stage; each rank's backward adds its partial
 // gradients (from its own output planes), summed over the stage after backward
@@ -21,9 +29,11 @@
 
 #include <array>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/profile.h"
+#include "models/layers/conv3d.h"
 #include "models/layers/module.h"
 #include "parallel/halo.h"
 #include "parallel/process_grid.h"
@@ -36,21 +46,33 @@ class DomainParallel : public Module {
   // stride and padding along depth; `global_in_depth`: D_in of the whole volume. The grid
   // must outlive the layer.
   DomainParallel(parallel::ProcessGrid& grid, std::unique_ptr<Module> layer, parallel::DepthWindow window,
-                 int64_t global_in_depth, float padding_value, const std::string& kind);
+                 int64_t global_in_depth, float padding_value, const std::string& kind,
+                 parallel::HaloMode mode = parallel::HaloMode::overlap);
 
   Tensor forward(const Tensor& x) override;  // [B, C, own input planes, H, W] -> own output planes
   Shape describe(const Shape& input, plan::RankStep& step) const override;
 
   const parallel::DepthHalo& halo() const { return exchange_.halo(); }
   Module& layer() { return *layer_; }
+  // Whether the forward convolves the inner planes while the halo travels (above).
+  bool overlaps_forward() const { return inner_.count > 0; }
+  // Whether the halo gradients travel while the weight gradient is computed (above).
+  bool returning_overlaps() const { return overlap_ && conv_->input_gradient(); }
 
  private:
   Tensor do_backward(const Tensor& dy) override;  // undefined when the layer computes no input gradient
 
   ProfileKind profile_kind_;  // the wrapped layer's: convolution or pooling
   Module* layer_;
+  Conv3d* conv_;  // layer_ when it is a convolution, else null
   parallel::HaloExchange exchange_;
   float padding_value_;
+  // Overlap: the own planes' place in the extended slab and the output planes they alone give
+  // (count 0: the forward waits for the halo first); the halo gradients under way.
+  int64_t own_at_ = 0;
+  Conv3d::InnerPlanes inner_;
+  bool overlap_ = false;  // HaloMode::overlap, a convolution whose halo moves planes
+  std::optional<parallel::HaloInFlight> returning_;
 };
 
 // The domain-parallel forms of the single-process layers (their arguments, per dimension
@@ -62,7 +84,8 @@ using Triple3 = std::array<int64_t, 3>;
 std::unique_ptr<DomainParallel> domain_conv3d(parallel::ProcessGrid& grid, int64_t in_channels, int64_t out_channels,
                                               Triple3 kernel, Triple3 stride, Triple3 padding, bool bias,
                                               int64_t global_in_depth, bool input_gradient = true,
-                                              const std::string& name = "Conv3d");
+                                              const std::string& name = "Conv3d",
+                                              parallel::HaloMode mode = parallel::HaloMode::overlap);
 std::unique_ptr<DomainParallel> domain_max_pool3d(parallel::ProcessGrid& grid, Triple3 kernel, Triple3 stride,
                                                   Triple3 padding, int64_t global_in_depth,
                                                   const std::string& name = "MaxPool3d");

@@ -37,7 +37,7 @@ std::unique_ptr<Module> GridLayerFactory::conv3d(int64_t in, int64_t out, int64_
     return on_batch_shard(LayerFactory::conv3d(in, out, kernel, stride, padding, bias, in_depth, input_gradient));
   if (split(in_depth) && split(window_output_depth(in_depth, kernel, stride, padding)))
     return domain_conv3d(grid_, in, out, {kernel, kernel, kernel}, {stride, stride, stride},
-                         {padding, padding, padding}, bias, in_depth, input_gradient);
+                         {padding, padding, padding}, bias, in_depth, input_gradient, "Conv3d", halo_);
   return replicated(LayerFactory::conv3d(in, out, kernel, stride, padding, bias, in_depth, input_gradient), in_depth);
 }
 

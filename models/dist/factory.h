@@ -24,6 +24,7 @@
 #include <string>
 
 #include "models/nets/layer_factory.h"
+#include "parallel/halo.h"
 #include "parallel/process_grid.h"
 
 namespace gridnn::nn {
@@ -35,9 +36,11 @@ inline bool depth_is_split(int64_t depth, int rows) { return rows > 1 && depth >
 class GridLayerFactory : public LayerFactory {
  public:
   // `batch_split_from`: the block whose input switches the row to the batch split (empty:
-  // none; no switch either with one row).
-  explicit GridLayerFactory(parallel::ProcessGrid& grid, std::string batch_split_from = "")
-      : grid_(grid), batch_split_from_(std::move(batch_split_from)) {}
+  // none; no switch either with one row). `halo`: how depth-split convolutions meet their
+  // halo exchange (DomainParallel).
+  explicit GridLayerFactory(parallel::ProcessGrid& grid, std::string batch_split_from = "",
+                            parallel::HaloMode halo = parallel::HaloMode::overlap)
+      : grid_(grid), batch_split_from_(std::move(batch_split_from)), halo_(halo) {}
 
   std::unique_ptr<Module> conv3d(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding, bool bias,
                                  int64_t in_depth, bool input_gradient = true) const override;
@@ -59,6 +62,7 @@ class GridLayerFactory : public LayerFactory {
   std::unique_ptr<Module> on_batch_shard(std::unique_ptr<Module> layer) const;
   parallel::ProcessGrid& grid_;
   std::string batch_split_from_;
+  parallel::HaloMode halo_;
   // Set at the switch block's input, reset at a network's first ("stem"): the factory makes
   // a network's layers in order.
   mutable bool batch_split_ = false;

@@ -48,9 +48,9 @@ Tensor take_rows(const Tensor& t, const std::vector<int64_t>& rows) {
 
 }  // namespace
 
-std::unique_ptr<nn::LayerFactory> layers_for(parallel::ProcessGrid& grid, const std::string& batch_split_from) {
+std::unique_ptr<nn::LayerFactory> layers_for(parallel::ProcessGrid& grid, const RunOptions& o) {
   if (grid.shape().rows == 1 && grid.shape().cols == 1) return std::make_unique<nn::LayerFactory>();
-  return std::make_unique<nn::GridLayerFactory>(grid, batch_split_from);
+  return std::make_unique<nn::GridLayerFactory>(grid, o.batch_split_from, o.halo);
 }
 
 bool batch_split_fits(const RunOptions& o, const parallel::GridShape& grid) {
@@ -81,7 +81,7 @@ PipelinedModel::PipelinedModel(const RunOptions& o, parallel::ProcessGrid& grid)
     : grid_(grid),
       device_(o.device),
       classes_(o.classes),
-      layers_(layers_for(grid, o.batch_split_from)),
+      layers_(layers_for(grid, o)),
       micro_batches_(o.micro_batches) {
   require_device(device_);
   model_ = build_model(o, *layers_);

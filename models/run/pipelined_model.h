@@ -56,8 +56,9 @@
 namespace gridnn::run {
 
 // The layers for `grid`: the single-process ones on a 1x1 grid (of each stage), else
-// models/dist/'s, switching to the batch split at block `batch_split_from` (none if empty).
-std::unique_ptr<nn::LayerFactory> layers_for(parallel::ProcessGrid& grid, const std::string& batch_split_from = "");
+// models/dist/'s, switching to the batch split at block o.batch_split_from (none if empty),
+// their halos exchanged as o.halo says.
+std::unique_ptr<nn::LayerFactory> layers_for(parallel::ProcessGrid& grid, const RunOptions& o);
 // Whether every micro-batch of every batch shard of `grid` splits evenly over its row, as the
 // switch to the batch split needs (SplitBatch); true without a switch or with one row.
 bool batch_split_fits(const RunOptions& options, const parallel::GridShape& grid);

@@ -56,10 +56,7 @@ PlannedModel planned_model(const RunOptions& o, const parallel::GridShape& grid,
   const parallel::GridShape one_stage{1, grid.rows, grid.cols};
   PlannedModel p;
   p.grid = parallel::ProcessGrid::planned(one_stage, 0, row, 0);
-  if (grid.rows * grid.cols == 1)
-    p.layers = std::make_unique<nn::LayerFactory>();
-  else
-    p.layers = std::make_unique<nn::GridLayerFactory>(*p.grid, o.batch_split_from);
+  p.layers = layers_for(*p.grid, o);
   p.model = build_model(o, *p.layers, false);
   return p;
 }

@@ -186,6 +186,87 @@ TEST_P(DistConv, MatchesSingleProcessSlabsAndGradients) {
 std::string conv_case_name(const ::testing::TestParamInfo<ConvCase>& p) { return p.param.name; }
 INSTANTIATE_TEST_SUITE_P(Geometries, DistConv, ::testing::ValuesIn(conv_cases()), conv_case_name);
 
+// ---- the overlapped halo against the blocking one -------------------------------------------
+
+// The cases above and slabs thick enough to have inner planes on 4 ranks, with channel counts
+// oneDNN runs its JIT kernels on; each in fp32 and bf16, on oneDNN and on vol2col + GEMM.
+struct OverlapCase {
+  ConvCase conv;
+  ops::MathMode math;
+  ops::CpuConv implementation;
+};
+
+std::vector<OverlapCase> overlap_cases() {
+  std::vector<ConvCase> convs = conv_cases();
+  convs.push_back({"k3_s1_p1_thick", 2, 8, 16, 26, 6, 5, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}});
+  convs.push_back({"k3_s2_p1_thick", 1, 8, 16, 29, 5, 6, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}});
+  convs.push_back({"stem_k7_s2_p3_thick", 2, 1, 8, 48, 9, 8, {7, 7, 7}, {2, 2, 2}, {3, 3, 3}, true, false});
+  convs.push_back({"k5_s1_p2_thick_no_bias", 1, 4, 8, 30, 5, 5, {5, 3, 3}, {1, 1, 1}, {2, 1, 1}, false});
+  std::vector<OverlapCase> cases;
+  for (const ConvCase& c : convs)
+    for (const ops::MathMode math : {ops::MathMode::fp32, ops::MathMode::bf16})
+      for (const ops::CpuConv implementation : {ops::CpuConv::onednn, ops::CpuConv::vol2col})
+        cases.push_back({c, math, implementation});
+  return cases;
+}
+
+void PrintTo(const OverlapCase& c, std::ostream* os) { *os << c.conv.name; }
+
+class HaloOverlap : public ::testing::TestWithParam<OverlapCase> {};
+
+TEST_P(HaloOverlap, IsBitwiseTheBlockingExchange) {
+  const ConvCase& c = GetParam().conv;
+  const ops::CpuConv previous = ops::set_cpu_conv(GetParam().implementation);
+  auto grid = row_grid();
+  const int parts = grid->shape().rows, me = grid->row_rank();
+  std::unique_ptr<nn::DomainParallel> layers[2];
+  for (const parallel::HaloMode mode : {parallel::HaloMode::overlap, parallel::HaloMode::blocking}) {
+    auto& layer = layers[mode == parallel::HaloMode::overlap ? 0 : 1];
+    layer = nn::domain_conv3d(*grid, c.in, c.out, c.kernel, c.stride, c.padding, c.bias, c.depth, c.input_gradient,
+                              "Conv3d", mode);
+    layer->name_modules(std::string("conv.") + enum_name(mode));
+    layer->initialize(7);
+    layer->set_math_mode(GetParam().math);
+  }
+  nn::DomainParallel &overlapped = *layers[0], &blocking = *layers[1];
+  EXPECT_FALSE(blocking.overlaps_forward());
+  // A slab that receives halo planes and is a window and a stride thick has inner planes.
+  const Span in = balanced(c.depth, parts, me);
+  const int64_t d_out = (c.depth + 2 * c.padding[0] - c.kernel[0]) / c.stride[0] + 1;
+  const bool receives = halo_planes(me, parts, c.depth, c.kernel[0], c.stride[0], c.padding[0]).backward > 0;
+  if (receives && in.end - in.begin >= c.kernel[0] + c.stride[0]) {
+    EXPECT_TRUE(overlapped.overlaps_forward())
+        << "rank " << me << ": no inner planes in a slab of " << in.end - in.begin;
+  }
+
+  const Tensor x = planes_of(test::random_tensor({c.batch, c.in, c.depth, c.h, c.w}, 31), in);
+  Tensor y[2], dx[2], dy;
+  parallel::comm_log().clear();
+  for (int i = 0; i < 2; ++i) {
+    y[i] = layers[i]->forward(x);
+    ASSERT_EQ(y[i].size(2), balanced(d_out, parts, me).end - balanced(d_out, parts, me).begin);
+    if (i == 0) dy = test::random_tensor(y[0].shape(), uint64_t(32 + me));
+    dx[i] = layers[i]->backward(dy);
+  }
+  // The same messages either way: the halo planes, then their gradients.
+  EXPECT_EQ(logged("conv.overlap"), logged("conv.blocking"));
+  EXPECT_TRUE(test::tensors_equal(y[0], y[1])) << "output slab, rank " << me;
+  ASSERT_EQ(dx[0].defined(), c.input_gradient);
+  if (c.input_gradient) {
+    EXPECT_TRUE(test::tensors_equal(dx[0], dx[1])) << "dx slab, rank " << me;
+  }
+  const auto a = overlapped.named_parameters(), b = blocking.named_parameters();
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_TRUE(test::tensors_equal(a[i].second->grad, b[i].second->grad)) << a[i].first << ", rank " << me;
+  ops::set_cpu_conv(previous);
+}
+
+std::string overlap_case_name(const ::testing::TestParamInfo<OverlapCase>& p) {
+  return std::string(p.param.conv.name) + "_" + enum_name(p.param.math) + "_" +
+         (p.param.implementation == ops::CpuConv::onednn ? "onednn" : "vol2col");
+}
+INSTANTIATE_TEST_SUITE_P(Geometries, HaloOverlap, ::testing::ValuesIn(overlap_cases()), overlap_case_name);
+
 // ---- pooling ------------------------------------------------------------------------------
 
 struct PoolCase {
