@@ -70,7 +70,7 @@ struct Config {
   double alpha = 2e-6, bandwidth = 10e9;  // s per message, bytes per second
   std::string calibration, calibration_kind = "row";
   std::string batch_split_from;
-  parallel::HaloMode halo = parallel::HaloMode::overlap;
+  parallel::HaloMode halo = parallel::HaloMode::blocking;
   std::string describe() const {
     std::string s = enum_name(model);
     if (model == run::Model::mlp) {
@@ -80,7 +80,7 @@ struct Config {
       s += " w" + std::to_string(width);
     }
     s += " in" + std::to_string(input) + " B" + std::to_string(batch);
-    if (halo != parallel::HaloMode::overlap) s += std::string(" halo ") + enum_name(halo);
+    if (halo != parallel::HaloMode::blocking) s += std::string(" halo ") + enum_name(halo);
     return batch_split_from.empty() ? s : s + " batch-split-from " + batch_split_from;
   }
 };

@@ -184,9 +184,15 @@ HaloInFlight HaloExchange::start_return_gradient(const Tensor& d_ext) {
 
   // dx = own planes' gradient (zero for owned planes no owned output reads), then (in
   // finish_return_gradient) the returned gradients.
-  Tensor& dx = f.assembled = Tensor::zeros(d_ext.shape().with(2, mine.size()), d_ext.dtype(), d_ext.device());
+  Tensor& dx = f.assembled = Tensor::empty(d_ext.shape().with(2, mine.size()), d_ext.dtype(), d_ext.device());
   const Range own_needed = intersect(halo_.needed, mine);
-  ops::copy_slices(d_ext, 2, own_needed.begin - base, dx, own_needed.begin - mine.begin, own_needed.size());
+  if (own_needed.size() == 0) {
+    ops::fill_slices(dx, 2, 0, mine.size(), 0.0);
+  } else {
+    ops::fill_slices(dx, 2, 0, own_needed.begin - mine.begin, 0.0);
+    ops::copy_slices(d_ext, 2, own_needed.begin - base, dx, own_needed.begin - mine.begin, own_needed.size());
+    ops::fill_slices(dx, 2, own_needed.end - mine.begin, mine.end - own_needed.end, 0.0);
+  }
   return f;
 }
 

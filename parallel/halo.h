@@ -84,7 +84,9 @@ int largest_usable_parts(int64_t global_in, const DepthWindow& window);
 DepthHalo plan_depth_halo(const std::string& layer, int64_t global_in, const DepthWindow& window, int parts, int index);
 
 // How a depth-split convolution's halo meets its computation (gridnn-train --halo,
-// docs/design.md §4); the results are the same bit for bit.
+// docs/design.md §4); the results are the same bit for bit. Blocking is the default: with
+// MPI on host tensors a transfer moves only inside MPI calls, so the overlapped order pays
+// for its extra copy of the inner planes' output and gains nothing (bench/results/grid-scaling.md).
 enum class HaloMode { overlap, blocking };
 inline constexpr EnumName<HaloMode> kHaloModeNames[] = {
     {HaloMode::overlap, "overlap",

@@ -120,9 +120,9 @@ void add_flags(CLI::App& app, Cli& c) {
                  "the depth: whole volumes of B/Pr samples per rank in the late layers; 'auto': the cost "
                  "model's choice (none if no switch is predicted faster)");
   cli::add_enum_option(app, "--halo", o.halo,
-                       "how a depth-split convolution meets its halo exchange: overlap (the slab's inner planes "
-                       "computed while the halo travels, its gradients sent back during the weight gradient) or "
-                       "blocking (wait, then compute); the results are the same bit for bit")
+                       "how a depth-split convolution meets its halo exchange: blocking (wait, then compute) or "
+                       "overlap (the slab's inner planes computed while the halo travels, its gradients sent back "
+                       "during the weight gradient); the results are the same bit for bit")
       ->capture_default_str();
   app.add_flag("--comm-report", o.comm_report, "print the communication per layer at the end");
   app.add_flag("--profile", o.profile,

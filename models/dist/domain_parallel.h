@@ -11,7 +11,7 @@
 //   forward:  x (own planes) --halo.extend--> extended slab --layer--> y (own output planes)
 //   backward: dy --layer backward--> d(extended slab) --halo.return_gradient--> dx (own planes)
 //
-// Overlap (HaloMode::overlap, the default, for a convolution whose halo moves planes): the
+// Overlap (HaloMode::overlap, for a convolution whose halo moves planes; not the default): the
 // exchange is started, the output planes whose windows read only this rank's planes are
 // convolved while the halo planes travel, and the output planes at the slab's edges once they
 // are in (Conv3d::forward_in_parts); in backward the halo planes' gradients leave as soon as
@@ -47,7 +47,7 @@ class DomainParallel : public Module {
   // must outlive the layer.
   DomainParallel(parallel::ProcessGrid& grid, std::unique_ptr<Module> layer, parallel::DepthWindow window,
                  int64_t global_in_depth, float padding_value, const std::string& kind,
-                 parallel::HaloMode mode = parallel::HaloMode::overlap);
+                 parallel::HaloMode mode = parallel::HaloMode::blocking);
 
   Tensor forward(const Tensor& x) override;  // [B, C, own input planes, H, W] -> own output planes
   Shape describe(const Shape& input, plan::RankStep& step) const override;
@@ -85,7 +85,7 @@ std::unique_ptr<DomainParallel> domain_conv3d(parallel::ProcessGrid& grid, int64
                                               Triple3 kernel, Triple3 stride, Triple3 padding, bool bias,
                                               int64_t global_in_depth, bool input_gradient = true,
                                               const std::string& name = "Conv3d",
-                                              parallel::HaloMode mode = parallel::HaloMode::overlap);
+                                              parallel::HaloMode mode = parallel::HaloMode::blocking);
 std::unique_ptr<DomainParallel> domain_max_pool3d(parallel::ProcessGrid& grid, Triple3 kernel, Triple3 stride,
                                                   Triple3 padding, int64_t global_in_depth,
                                                   const std::string& name = "MaxPool3d");

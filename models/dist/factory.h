@@ -39,7 +39,7 @@ class GridLayerFactory : public LayerFactory {
   // none; no switch either with one row). `halo`: how depth-split convolutions meet their
   // halo exchange (DomainParallel).
   explicit GridLayerFactory(parallel::ProcessGrid& grid, std::string batch_split_from = "",
-                            parallel::HaloMode halo = parallel::HaloMode::overlap)
+                            parallel::HaloMode halo = parallel::HaloMode::blocking)
       : grid_(grid), batch_split_from_(std::move(batch_split_from)), halo_(halo) {}
 
   std::unique_ptr<Module> conv3d(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding, bool bias,

@@ -92,8 +92,8 @@ struct RunOptions {
   // Running on a cluster (docs/cluster.md). They change where and how long ranks run, never
   // the results, so checkpoints do not record them.
   parallel::RankOrder rank_order = parallel::RankOrder::rows_in_node;
-  double comm_timeout = 300;                              // s one communication may wait; 0: forever
-  parallel::HaloMode halo = parallel::HaloMode::overlap;  // a depth-split convolution's exchange (bit for bit alike)
+  double comm_timeout = 300;                               // s one communication may wait; 0: forever
+  parallel::HaloMode halo = parallel::HaloMode::blocking;  // a depth-split convolution's exchange (bit for bit alike)
 
   // Memory (docs/design.md §6a). They never change the results either.
   int64_t memory_limit = 0;    // bytes each rank's allocator may hold (pre-flight check and cap); 0: none

@@ -2,13 +2,18 @@
 // Pr * Pc = the job's size, a training step of a small ResAttNet3D (--dump-step: logits,
 // loss, every gradient, every updated parameter and buffer) equals the single-process step;
 // three trainer steps end at the single-process weights; two runs on one grid are bitwise
-// equal; a run saved on a grid resumes on one process (and the other way) and ends where the
+// equal, as are the steps with and without --recompute blocks and --halo overlap; a run saved
+// on a grid resumes on one process (and the other way) and ends where the
 // uninterrupted run ends. fp32 on the CPU: relative error <= 1e-4 per tensor, measured as
 // test/support/grid_invariance.h says.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "core/safetensors.h"
 #include "models/data/synthetic.h"
@@ -170,30 +175,28 @@ TEST_F(DistTrain, BatchSplitFromRejectsWhatItCannotRun) {
   }
 }
 
-// --recompute blocks runs each residual and attention block's forward again before its
-// backward: the step (logits, loss, gradients, updated weights, batch-norm running statistics)
-// is bitwise the step without it, on every grid and with two pipeline stages of two
-// micro-batches.
-TEST_F(DistTrain, RecomputedBlocksGiveBitwiseTheSameStep) {
-  const test::TempDir shared = shared_dir("recompute");
+// The --dump-step step (logits, loss, gradients, updated weights, batch-norm running
+// statistics) with set(o, 0) and with set(o, 1), expected bitwise equal, on every grid of the
+// job and with two pipeline stages of two micro-batches.
+void expect_bitwise_same_step(parallel::ProcessGrid& world, const std::string& what,
+                              const std::function<void(train::TrainOptions&, int)>& set) {
+  const test::TempDir shared = shared_dir(what);
   const fs::path& dir = shared.path();
-  if (test::world_rank() == 0) {
-    save_tiny_batch(dir / "batch.safetensors");
-  }
-  world_->world().barrier();
+  if (test::world_rank() == 0) save_tiny_batch(dir / "batch.safetensors");
+  world.world().barrier();
   std::vector<parallel::GridShape> shapes = grids(test::world_size());
   if (test::world_size() % 2 == 0) shapes.push_back({2, 1, test::world_size() / 2});
   for (const parallel::GridShape& shape : shapes) {
     auto grid = parallel::ProcessGrid::create(shape);
     std::map<std::string, Tensor> steps[2];
-    for (const run::Recompute recompute : {run::Recompute::none, run::Recompute::blocks}) {
+    for (int variant = 0; variant < 2; ++variant) {
       train::TrainOptions o = tiny();
-      o.recompute = recompute;
+      set(o, variant);
       o.grid = shape;
       o.micro_batches = shape.stages;
-      const std::string out = (dir / (shape.str() + enum_name(recompute) + ".safetensors")).string();
+      const std::string out = (dir / (shape.str() + std::to_string(variant) + ".safetensors")).string();
       train::dump_step(o, (dir / "batch.safetensors").string(), out, grid.get());
-      if (test::world_rank() == 0) steps[int(recompute)] = load_safetensors(out).tensors;
+      if (test::world_rank() == 0) steps[variant] = load_safetensors(out).tensors;
     }
     if (test::world_rank() != 0) continue;
     ASSERT_EQ(steps[0].size(), steps[1].size());
@@ -201,7 +204,23 @@ TEST_F(DistTrain, RecomputedBlocksGiveBitwiseTheSameStep) {
       EXPECT_TRUE(test::tensors_equal(t, steps[1].at(name))) << shape.str() << ": " << name;
     EXPECT_GT(steps[0].count("bn1.running_mean"), 0u);
   }
-  world_->world().barrier();  // before rank 0 removes the folder
+  world.world().barrier();  // before rank 0 removes the folder
+}
+
+// --recompute blocks runs each residual and attention block's forward again before its
+// backward: the step is bitwise the step without it.
+TEST_F(DistTrain, RecomputedBlocksGiveBitwiseTheSameStep) {
+  expect_bitwise_same_step(*world_, "recompute", [](train::TrainOptions& o, int variant) {
+    o.recompute = variant == 0 ? run::Recompute::none : run::Recompute::blocks;
+  });
+}
+
+// --halo overlap convolves a slab's inner planes while the halo travels and returns the halo
+// gradients during the weight gradient: the step is bitwise the blocking one.
+TEST_F(DistTrain, OverlappedHaloGivesBitwiseTheSameStep) {
+  expect_bitwise_same_step(*world_, "halo", [](train::TrainOptions& o, int variant) {
+    o.halo = variant == 0 ? parallel::HaloMode::blocking : parallel::HaloMode::overlap;
+  });
 }
 
 TEST_F(DistTrain, ThreeStepsEqualOneProcessAndRepeatBitwise) {
