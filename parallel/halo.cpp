@@ -157,15 +157,15 @@ HaloInFlight HaloExchange::start_extend(const Tensor& x, float padding_value) {
   return f;
 }
 
-Tensor HaloExchange::finish_extend(HaloInFlight& f) {
-  wait_all(f.calls);
-  f.outgoing.clear();
+Tensor HaloExchange::finish_extend(HaloInFlight& started) {
+  wait_all(started.calls);
+  started.outgoing.clear();
   const int64_t base = halo_.needed.begin;
-  for (size_t i = 0; i < f.incoming.size(); ++i)
-    ops::copy_slices(f.incoming[i], 2, 0, f.assembled, halo_.receives[i].planes.begin - base,
+  for (size_t i = 0; i < started.incoming.size(); ++i)
+    ops::copy_slices(started.incoming[i], 2, 0, started.assembled, halo_.receives[i].planes.begin - base,
                      halo_.receives[i].planes.size());
-  f.incoming.clear();
-  return std::move(f.assembled);
+  started.incoming.clear();
+  return std::move(started.assembled);
 }
 
 HaloInFlight HaloExchange::start_return_gradient(const Tensor& d_ext) {
@@ -196,16 +196,16 @@ HaloInFlight HaloExchange::start_return_gradient(const Tensor& d_ext) {
   return f;
 }
 
-Tensor HaloExchange::finish_return_gradient(HaloInFlight& f) {
-  wait_all(f.calls);
-  f.outgoing.clear();
+Tensor HaloExchange::finish_return_gradient(HaloInFlight& started) {
+  wait_all(started.calls);
+  started.outgoing.clear();
   // The returned gradients in rank order: a fixed order of addition.
   const Range mine = halo_.input.owned();
-  for (size_t i = 0; i < f.incoming.size(); ++i)
-    ops::add_slices(f.incoming[i], 2, 0, f.assembled, halo_.sends[i].planes.begin - mine.begin,
+  for (size_t i = 0; i < started.incoming.size(); ++i)
+    ops::add_slices(started.incoming[i], 2, 0, started.assembled, halo_.sends[i].planes.begin - mine.begin,
                     halo_.sends[i].planes.size());
-  f.incoming.clear();
-  return std::move(f.assembled);
+  started.incoming.clear();
+  return std::move(started.assembled);
 }
 
 }  // namespace gridnn::parallel
