@@ -11,6 +11,14 @@
 
 namespace gridnn::nn {
 
+GridLayerFactory::GridLayerFactory(parallel::ProcessGrid& grid, std::string batch_split_from, parallel::HaloMode halo)
+    : grid_(grid), batch_split_from_(std::move(batch_split_from)), halo_(halo) {
+  if (!batch_split_from_.empty() && grid.shape().rows > 1)
+    past_switch_.reset(new GridLayerFactory(grid, PastTheSwitch{}));  // a private constructor
+}
+
+GridLayerFactory::GridLayerFactory(parallel::ProcessGrid& grid, PastTheSwitch) : grid_(grid), batch_split_(true) {}
+
 std::unique_ptr<Module> GridLayerFactory::replicated(std::unique_ptr<Module> layer, int64_t in_depth) const {
   return std::make_unique<Replicated>(grid_, std::move(layer), split(in_depth) ? in_depth : 0);
 }
@@ -20,14 +28,12 @@ std::unique_ptr<Module> GridLayerFactory::on_batch_shard(std::unique_ptr<Module>
   return layer;
 }
 
-std::unique_ptr<Module> GridLayerFactory::block_input(const std::string& block, int64_t depth,
-                                                      bool input_gradient) const {
-  if (block == "stem") batch_split_ = false;  // a network's first block: a new network
-  if (block != batch_split_from_ || grid_.shape().rows == 1) return nullptr;
-  batch_split_ = true;
+LayerFactory::BlockInput GridLayerFactory::block_input(const std::string& block, int64_t depth,
+                                                       bool input_gradient) const {
+  if (!past_switch_ || block != batch_split_from_) return {};
   auto s = std::make_unique<SplitBatch>(grid_.row(), split(depth) ? depth : 0);
   s->set_input_gradient(input_gradient);
-  return s;
+  return {std::move(s), past_switch_.get()};
 }
 
 std::unique_ptr<Module> GridLayerFactory::conv3d(int64_t in, int64_t out, int64_t kernel, int64_t stride,

@@ -21,6 +21,7 @@
 // pooling followed by GatherBatch, so the head sees replicated features as without it.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "models/nets/layer_factory.h"
@@ -39,8 +40,7 @@ class GridLayerFactory : public LayerFactory {
   // none; no switch either with one row). `halo`: how depth-split convolutions meet their
   // halo exchange (DomainParallel).
   explicit GridLayerFactory(parallel::ProcessGrid& grid, std::string batch_split_from = "",
-                            parallel::HaloMode halo = parallel::HaloMode::blocking)
-      : grid_(grid), batch_split_from_(std::move(batch_split_from)), halo_(halo) {}
+                            parallel::HaloMode halo = parallel::HaloMode::blocking);
 
   std::unique_ptr<Module> conv3d(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding, bool bias,
                                  int64_t in_depth, bool input_gradient = true) const override;
@@ -50,8 +50,7 @@ class GridLayerFactory : public LayerFactory {
   std::unique_ptr<Module> global_avg_pool(int64_t positions, int64_t depth) const override;
   std::unique_ptr<Module> linear(int64_t in, int64_t out) const override;
   std::unique_ptr<Module> whole_volume(int64_t depth) const override;
-  std::unique_ptr<Module> block_input(const std::string& block, int64_t depth,
-                                      bool input_gradient = true) const override;
+  BlockInput block_input(const std::string& block, int64_t depth, bool input_gradient = true) const override;
 
  private:
   // Whether an activation of this (global) depth is split over the rows.
@@ -60,12 +59,16 @@ class GridLayerFactory : public LayerFactory {
   std::unique_ptr<Module> replicated(std::unique_ptr<Module> layer, int64_t in_depth) const;
   // `layer` run on this rank's samples after the switch: its gradients summed over the stage.
   std::unique_ptr<Module> on_batch_shard(std::unique_ptr<Module> layer) const;
+  // The factory of the layers past the switch: each rank of a row runs whole volumes of its
+  // samples.
+  struct PastTheSwitch {};
+  GridLayerFactory(parallel::ProcessGrid& grid, PastTheSwitch);
+
   parallel::ProcessGrid& grid_;
   std::string batch_split_from_;
-  parallel::HaloMode halo_;
-  // Set at the switch block's input, reset at a network's first ("stem"): the factory makes
-  // a network's layers in order.
-  mutable bool batch_split_ = false;
+  parallel::HaloMode halo_ = parallel::HaloMode::blocking;
+  const bool batch_split_ = false;                       // this one makes the layers past the switch
+  std::unique_ptr<const GridLayerFactory> past_switch_;  // those layers' factory (null: no switch)
 };
 
 }  // namespace gridnn::nn

@@ -39,12 +39,16 @@ class LayerFactory {
   virtual std::unique_ptr<Module> whole_volume(int64_t /*depth*/) const { return nullptr; }
   // Called by a network at the input of each of its blocks (models/nets/blocks.h), in order,
   // before it makes the block's layers; `depth`: the input's global depth; input_gradient =
-  // false: backward need not give the block's input a gradient (the network's input). The
-  // module that changes the activation's distribution there (a grid's switch to the batch
-  // split), or null where the distribution stays.
-  virtual std::unique_ptr<Module> block_input(const std::string& /*block*/, int64_t /*depth*/,
-                                              bool /*input_gradient*/ = true) const {
-    return nullptr;
+  // false: backward need not give the block's input a gradient (the network's input). Where
+  // the activation's distribution changes there (a grid's switch to the batch split): the
+  // module that changes it, and the factory of the layers from there on; else neither.
+  struct BlockInput {
+    std::unique_ptr<Module> module;
+    const LayerFactory* layers = nullptr;  // null: this one
+  };
+  virtual BlockInput block_input(const std::string& /*block*/, int64_t /*depth*/,
+                                 bool /*input_gradient*/ = true) const {
+    return {};
   }
 };
 

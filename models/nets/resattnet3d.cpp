@@ -103,22 +103,26 @@ ResAttNet3D::ResAttNet3D(const ResAttNetConfig& config, const LayerFactory& laye
     for (int64_t& side : size) side = window_output_depth(side, k, s, p);
   };
   const int64_t& depth = size[0];
-  // The factory's distribution switch at a block's input, if any (one per network).
+  // The factory's distribution switch at a block's input, if any (one per network), and the
+  // factory of the layers at hand (another past the switch).
   std::unique_ptr<Module> split;
   std::string split_name;
+  const LayerFactory* at_hand = &layers;
   auto block_input = [&](const std::string& block) {
     // At the stem the block's input is the network's: a gradient only where it gives one.
-    if (auto m = layers.block_input(block, depth, block != "stem" || config.input_gradient)) {
-      split = std::move(m);
+    LayerFactory::BlockInput in = at_hand->block_input(block, depth, block != "stem" || config.input_gradient);
+    if (in.module) {
+      split = std::move(in.module);
       split_name = block;
     }
+    if (in.layers) at_hand = in.layers;
   };
   block_input("stem");
   conv1_ =
-      &register_module("conv1", layers.conv3d(config.in_channels, w, 7, 2, 3, false, depth, config.input_gradient));
+      &register_module("conv1", at_hand->conv3d(config.in_channels, w, 7, 2, 3, false, depth, config.input_gradient));
   shrink(7, 2, 3);
-  bn1_ = &register_module("bn1", layers.batchnorm3d(w, depth, ops::BnActivation::relu));
-  maxpool_ = &register_module("maxpool", layers.maxpool3d(3, 2, 1, depth));
+  bn1_ = &register_module("bn1", at_hand->batchnorm3d(w, depth, ops::BnActivation::relu));
+  maxpool_ = &register_module("maxpool", at_hand->maxpool3d(3, 2, 1, depth));
   shrink(3, 2, 1);
 
   const std::array<int, 4> blocks =
@@ -134,7 +138,7 @@ ResAttNet3D::ResAttNet3D(const ResAttNetConfig& config, const LayerFactory& laye
       const int64_t stride = b == 0 && l > 0 ? 2 : 1;
       block_input(name + "." + std::to_string(b));
       residuals.push_back(
-          &layer->add(std::make_unique<BasicBlock>(b == 0 ? channels : out, out, stride, depth, layers)));
+          &layer->add(std::make_unique<BasicBlock>(b == 0 ? channels : out, out, stride, depth, *at_hand)));
       shrink(3, stride, 1);
     }
     channels = out;
@@ -143,18 +147,18 @@ ResAttNet3D::ResAttNet3D(const ResAttNetConfig& config, const LayerFactory& laye
       add_block(name + "." + std::to_string(b), Part::residual, residuals[b], size);
     if (l == 2 && config.attention3) {
       block_input("att3");
-      att3_ = &register_module("att3", layers.attention(channels, depth));
+      att3_ = &register_module("att3", at_hand->attention(channels, depth));
       add_block("att3", Part::attention, att3_, size);
     }
     if (l == 3 && config.attention4) {
       block_input("att4");
-      att4_ = &register_module("att4", layers.attention(channels, depth));
+      att4_ = &register_module("att4", at_hand->attention(channels, depth));
       add_block("att4", Part::attention, att4_, size);
     }
   }
   block_input("head");
-  avgpool_ = &register_module("avgpool", layers.global_avg_pool(size[0] * size[1] * size[2], size[0]));
-  fc_ = &register_module("fc", layers.linear(channels, config.classes));
+  avgpool_ = &register_module("avgpool", at_hand->global_avg_pool(size[0] * size[1] * size[2], size[0]));
+  fc_ = &register_module("fc", at_hand->linear(channels, config.classes));
   add_block("head", Part::head, nullptr);
   if (split) {  // no state: the state_dict does not change
     split_ = &register_module("batch_split", std::move(split));
