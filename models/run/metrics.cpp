@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <numeric>
 
 #include "core/error.h"
@@ -53,6 +54,9 @@ Metrics MetricsAccumulator::result() const {
 
 double roc_auc(const std::vector<double>& score, const std::vector<int64_t>& label) {
   // Rank-sum: AUC = (sum of positive ranks - P (P + 1) / 2) / (P N), average ranks for ties.
+  // A NaN score (a diverged network's logits) has no rank: the AUC is undefined.
+  if (std::any_of(score.begin(), score.end(), [](double s) { return std::isnan(s); }))
+    return std::numeric_limits<double>::quiet_NaN();
   const size_t n = score.size();
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
@@ -60,7 +64,7 @@ double roc_auc(const std::vector<double>& score, const std::vector<int64_t>& lab
   double positive_rank_sum = 0;
   int64_t positives = 0;
   for (size_t i = 0; i < n;) {
-    size_t j = i;
+    size_t j = i + 1;
     while (j < n && score[order[j]] == score[order[i]]) ++j;
     const double rank = 0.5 * double(i + 1 + j);  // average of ranks i+1 .. j
     for (size_t k = i; k < j; ++k)

@@ -47,7 +47,7 @@ nlohmann::ordered_json metrics_json(const Metrics& m);
 double positive_score(float logit0, float logit1);
 
 // Area under the ROC curve of `score` for the positives (label 1) against the negatives
-// (label 0); 0.5 when either class is absent.
+// (label 0); 0.5 when either class is absent, NaN when a score is NaN.
 double roc_auc(const std::vector<double>& score, const std::vector<int64_t>& label);
 
 }  // namespace gridnn::run

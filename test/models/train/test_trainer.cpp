@@ -243,6 +243,8 @@ TEST(Metrics, AucCountsOrderedPairs) {
       }
   EXPECT_DOUBLE_EQ(run::roc_auc(score, label), wins / pairs);
   EXPECT_EQ(run::roc_auc({0.3, 0.4}, {1, 1}), 0.5);
+  // A diverged network's NaN score: undefined, and the rank loop must still end.
+  EXPECT_TRUE(std::isnan(run::roc_auc({0.3, std::nan(""), 0.4}, {1, 0, 0})));
 
   run::MetricsAccumulator acc;
   acc.add(Tensor::from_vector(std::vector<float>{2, 0, 0, 1, 3, -1, 0, 0}, {4, 2}),
