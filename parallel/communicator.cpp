@@ -130,15 +130,6 @@ void check_rank(const Communicator& comm, const char* op, int rank, const char* 
                  " is outside the group [0, ", comm.size(), ")", allow_none ? " (or -1 for none)" : "");
 }
 
-// send_recv's peers (-1 where a side is skipped) and tag.
-void check_send_recv(const Communicator& comm, const Tensor* sent, int dest, const Tensor* received, int source,
-                     int tag) {
-  if (sent) check_rank(comm, "send_recv", dest, "destination", true);
-  if (received) check_rank(comm, "send_recv", source, "source", true);
-  GRIDNN_REQUIRE(tag >= 0 && tag <= comm.max_tag(), where(comm, "send_recv"), ": tag ", tag, " is outside [0, ",
-                 comm.max_tag(), "]");
-}
-
 // ---- the record of each call ----------------------------------------------------------------
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
@@ -306,15 +297,7 @@ void Communicator::broadcast(Tensor& t, int root) {
 }
 
 void Communicator::send_recv(const Tensor& send, int dest, Tensor& recv, int source, int tag) {
-  const auto start = Clock::now();
-  const Tensor* sent = dest != -1 && send.defined() ? &send : nullptr;
-  Tensor* received = source != -1 && recv.defined() ? &recv : nullptr;
-  check_send_recv(*this, sent, dest, received, source, tag);
-  if (Communicator* other = carrier({sent, received}, "send_recv"))
-    return other->send_recv(send, dest, recv, source, tag);
-  do_send_recv(sent, dest, received, source, tag);
-  record(*this, "send_recv", sent ? send.numel() : 0, sent ? send.dtype() : DType::f32, start,
-         received ? recv.numel() : 0);
+  start_send_recv(send, dest, recv, source, tag)->wait();
 }
 
 std::unique_ptr<PendingCall> Communicator::start_send_recv(const Tensor& send, int dest, Tensor& recv, int source,
@@ -323,7 +306,10 @@ std::unique_ptr<PendingCall> Communicator::start_send_recv(const Tensor& send, i
   std::string layer = CommLayerScope::current();
   const Tensor* sent = dest != -1 && send.defined() ? &send : nullptr;
   Tensor* received = source != -1 && recv.defined() ? &recv : nullptr;
-  check_send_recv(*this, sent, dest, received, source, tag);
+  if (sent) check_rank(*this, "send_recv", dest, "destination", true);
+  if (received) check_rank(*this, "send_recv", source, "source", true);
+  GRIDNN_REQUIRE(tag >= 0 && tag <= max_tag_, where(*this, "send_recv"), ": tag ", tag, " is outside [0, ", max_tag_,
+                 "]");
   if (Communicator* other = carrier({sent, received}, "send_recv"))
     return other->start_send_recv(send, dest, recv, source, tag);
   std::unique_ptr<PendingCall> started = do_start_send_recv(sent, dest, received, source, tag);

@@ -75,7 +75,7 @@ class Communicator {
   void broadcast(Tensor& t, int root);
   // Point to point, not collective: sends `send` to rank `dest` and receives `recv` from
   // rank `source` at once (no deadlock whatever the order); -1 (or an undefined tensor)
-  // skips that side. Messages between two ranks match by `tag`.
+  // skips that side. Messages between two ranks match by `tag`. start_send_recv, waited for.
   void send_recv(const Tensor& send, int dest, Tensor& recv, int source, int tag);
   // send_recv without blocking: posts both sides and returns; once complete, the result is
   // send_recv's. Recorded as one "send_recv" whose seconds are those spent inside start, test

@@ -249,8 +249,9 @@ class MpiCommunicator final : public Communicator {
     out_host.store(out);
   }
 
-  // The watched wait of the call under way: every do_* call makes one (a collective's
-  // counts as the next collective on the board, progress_board.h).
+  // The watched wait of the call under way: every collective's do_* call makes one (it counts
+  // as the next collective on the board, progress_board.h); a send_recv's AsyncSendRecv
+  // watches its own.
   struct Watching {
     Watching(MpiCommunicator& c, const char* op) : comm(c), wait(c.slot_, c.name(), op, true) { c.watch_ = &wait; }
     ~Watching() { comm.watch_ = nullptr; }
@@ -418,20 +419,31 @@ class AsyncSendRecv final : public PendingCall {
         watch_(comm.slot_, comm.name(), "send_recv", false, std::vector<int>{recv ? source : -1, send ? dest : -1}) {
     // A host `send` sharing storage with `recv` is copied first (MPI forbids aliasing); a
     // device one is staged into its own pinned buffer anyway.
+    // Both sizes are checked before anything is posted.
+    const int send_bytes = send ? comm.to_count(int64_t(send->nbytes()), "send_recv") : 0;
+    recv_bytes_ = recv ? comm.to_count(int64_t(recv->nbytes()), "send_recv") : 0;
     if (send) {
       const bool aliased = recv && send->device().is_cpu() && send->shares_storage_with(*recv);
-      if (aliased) send_copy_ = send->clone();
-      send_host_ = StagedTensor(comm.pinned_, aliased ? send_copy_ : *send, /*fill=*/true);
+      send_ = aliased ? send->clone() : *send;  // held until complete
+      send_host_ = StagedTensor(comm.pinned_, send_, /*fill=*/true);
     }
     if (recv) {
       recv_ = *recv;
       recv_host_ = StagedTensor(comm.pinned_, *recv, /*fill=*/false);
-      recv_bytes_ = comm.to_count(int64_t(recv->nbytes()), "send_recv");
-      GRIDNN_CHECK_MPI(MPI_Irecv(recv_host_.data(), recv_bytes_, MPI_BYTE, source, tag, comm.comm_, &reqs_[n_++]));
     }
-    if (send)
-      GRIDNN_CHECK_MPI(MPI_Isend(send_host_.data(), comm.to_count(int64_t(send->nbytes()), "send_recv"), MPI_BYTE, dest,
-                                 tag, comm.comm_, &reqs_[n_++]));
+    if (recv)
+      GRIDNN_CHECK_MPI(MPI_Irecv(recv_host_.data(), recv_bytes_, MPI_BYTE, source, tag, comm.comm_, &reqs_[n_++]));
+    if (send) {
+      try {
+        GRIDNN_CHECK_MPI(MPI_Isend(send_host_.data(), send_bytes, MPI_BYTE, dest, tag, comm.comm_, &reqs_[n_++]));
+      } catch (...) {  // the receive already posted writes into recv_: take it back first
+        if (recv) {
+          MPI_Cancel(&reqs_[0]);
+          MPI_Wait(&reqs_[0], MPI_STATUS_IGNORE);
+        }
+        throw;
+      }
+    }
   }
 
   ~AsyncSendRecv() override {
@@ -470,7 +482,7 @@ class AsyncSendRecv final : public PendingCall {
 
   MpiCommunicator& comm_;
   int source_, tag_;
-  Tensor send_copy_, recv_;
+  Tensor send_, recv_;  // held until complete (send_: a copy where it shared recv's storage)
   StagedTensor send_host_, recv_host_;
   int recv_bytes_ = 0;
   MPI_Request reqs_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};

@@ -28,7 +28,7 @@ DomainParallel::DomainParallel(parallel::ProcessGrid& grid, std::unique_ptr<Modu
   const parallel::Range mine = h.input.owned();
   if (h.needed.begin <= mine.begin && mine.end <= h.needed.end) {
     own_at_ = mine.begin - h.needed.begin;
-    inner_ = conv_->inner_planes(own_at_, mine.size());
+    parts_ = conv_->parts(h.extended_planes(), own_at_, mine.size());
   }
   conv_->on_input_gradient([this](const Tensor& dx) { returning_ = exchange_.start_return_gradient(dx); });
 }
@@ -39,7 +39,8 @@ Tensor DomainParallel::forward(const Tensor& x) {
   exchange_.set_layer(name());
   if (!overlaps_forward()) return layer_->forward(exchange_.extend(x, padding_value_));  // halo in, own planes out
   parallel::HaloInFlight started = exchange_.start_extend(x, padding_value_);
-  return conv_->forward_in_parts(x, own_at_, [&] { return exchange_.finish_extend(started); });
+  return conv_->forward_in_parts(x, own_at_, exchange_.halo().extended_planes(),
+                                 [&] { return exchange_.finish_extend(started); });
 }
 
 Tensor DomainParallel::do_backward(const Tensor& dy) {
@@ -83,17 +84,23 @@ Shape DomainParallel::describe(const Shape& in, plan::RankStep& step) const {
   if (overlaps_forward()) {
     // The inner planes' output beside the wire and the input copy they may need, then beside
     // the whole output; then each edge's input and output in turn.
-    const int64_t k = h.window.kernel, s = h.window.stride;
-    const int64_t y = activation_bytes(out), y_inner = activation_bytes(out.with(2, inner_.count));
-    const int64_t inner_planes = (inner_.count - 1) * s + k;
-    const int64_t inner_copy = inner_planes == in[2] ? 0 : activation_bytes(in.with(2, inner_planes));
+    const Conv3d::Piece& inner = parts_.inner;
+    const int64_t y = activation_bytes(out), y_inner = activation_bytes(out.with(2, inner.out_count));
+    const int64_t inner_copy = inner.in_count == in[2] ? 0 : activation_bytes(in.with(2, inner.in_count));
     int64_t edges = 0;
-    for (const int64_t count : {inner_.first, out[2] - inner_.first - inner_.count})
-      if (count > 0)
-        edges =
-            std::max(edges, activation_bytes(in.with(2, (count - 1) * s + k)) + activation_bytes(out.with(2, count)));
+    for (const Conv3d::Piece& edge : parts_.edges)
+      if (edge.out_count > 0)
+        edges = std::max(edges,
+                         activation_bytes(in.with(2, edge.in_count)) + activation_bytes(out.with(2, edge.out_count)));
     plan::LayerMemory& conv = step.memory.back();
     conv.forward_scratch += std::max({y_inner, on_wire + y_inner + inner_copy - y, edges});
+    // Each part is a convolution of its own shape: its blocked copies in the workspace too.
+    if (conv_->weight().value.device().is_cpu())
+      for (const Conv3d::Piece& piece : {parts_.inner, parts_.edges[0], parts_.edges[1]}) {
+        if (piece.out_count == 0) continue;
+        const kernels::Workspace w = conv_->cpu_memory(in.with(2, piece.in_count)).workspace;
+        for (size_t s = 0; s < w.size(); ++s) conv.workspace[s] = std::max(conv.workspace[s], w[s]);
+      }
   }
   const int procs = exchange_.row().size();
   step.calls.push_back(plan::make_call(name(), "row", "send_recv", sent * plane, procs, double(received * plane)));

@@ -55,7 +55,7 @@ class DomainParallel : public Module {
   const parallel::DepthHalo& halo() const { return exchange_.halo(); }
   Module& layer() { return *layer_; }
   // Whether the forward convolves the inner planes while the halo travels (above).
-  bool overlaps_forward() const { return inner_.count > 0; }
+  bool overlaps_forward() const { return parts_.inner.out_count > 0; }
   // Whether the halo gradients travel while the weight gradient is computed (above).
   bool returning_overlaps() const { return overlap_ && conv_->input_gradient(); }
 
@@ -67,10 +67,10 @@ class DomainParallel : public Module {
   Conv3d* conv_;  // layer_ when it is a convolution, else null
   parallel::HaloExchange exchange_;
   float padding_value_;
-  // Overlap: the own planes' place in the extended slab and the output planes they alone give
-  // (count 0: the forward waits for the halo first); the halo gradients under way.
+  // Overlap: the own planes' place in the extended slab and the forward's parts (none inner:
+  // the forward waits for the halo first); the halo gradients under way.
   int64_t own_at_ = 0;
-  Conv3d::InnerPlanes inner_;
+  Conv3d::Parts parts_;
   bool overlap_ = false;  // HaloMode::overlap, a convolution whose halo moves planes
   std::optional<parallel::HaloInFlight> returning_;
 };

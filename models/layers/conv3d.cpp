@@ -52,12 +52,16 @@ void Conv3d::reset_parameters(uint64_t seed, const std::string& prefix) {
 ops::Conv3dGeometry Conv3d::geometry_of(const Tensor& x) const {
   require_layer(x.defined() && x.rank() == 5, "Conv3d",
                 "input must be 5-D [N, C, D, H, W], got " + (x.defined() ? x.str() : "undefined"));
-  require_layer(x.size(1) == in_channels_, "Conv3d",
-                "input " + x.str() + " has " + std::to_string(x.size(1)) + " channels but the layer expects " +
+  return geometry_of(x.shape());
+}
+
+ops::Conv3dGeometry Conv3d::geometry_of(const Shape& x) const {
+  require_layer(x[1] == in_channels_, "Conv3d",
+                "input " + x.str() + " has " + std::to_string(x[1]) + " channels but the layer expects " +
                     std::to_string(in_channels_) + " (weight " + weight_->value.shape().str() + ")");
   // Names the layer in its errors (kernel larger than the padded input, ...).
-  return ops::conv3d_geometry("Conv3d (input " + x.shape().str() + ")", in_channels_, out_channels_, kernel_, stride_,
-                              padding_, {x.size(2), x.size(3), x.size(4)});
+  return ops::conv3d_geometry("Conv3d (input " + x.str() + ")", in_channels_, out_channels_, kernel_, stride_, padding_,
+                              {x[2], x[3], x[4]});
 }
 
 Tensor Conv3d::convolve(const Tensor& x, const ops::Conv3dGeometry& g) const {
@@ -73,47 +77,61 @@ Tensor Conv3d::forward(const Tensor& x) {
   return convolve(x, geometry_);
 }
 
-Conv3d::InnerPlanes Conv3d::inner_planes(int64_t at, int64_t inner_depth) const {
-  // Output plane j reads input planes [j s, j s + k): those inside [at, at + inner_depth).
+Conv3d::Parts Conv3d::parts(int64_t depth, int64_t at, int64_t inner_depth) const {
+  // Output plane j reads input planes [j s, j s + k).
   const int64_t k = kernel_[0], s = stride_[0];
-  InnerPlanes p;
-  p.first = (at + s - 1) / s;
-  const int64_t last = (at + inner_depth - k) >= 0 ? (at + inner_depth - k) / s : -1;
-  p.count = std::max<int64_t>(0, last - p.first + 1);
-  return p;
+  const auto piece = [&](int64_t first, int64_t count) {
+    return Piece{first, count, first * s, count > 0 ? (count - 1) * s + k : 0};
+  };
+  const int64_t out_depth = depth >= k ? (depth - k) / s + 1 : 0;
+  const int64_t first = std::min((at + s - 1) / s, out_depth);
+  const int64_t last = at + inner_depth - k >= 0 ? (at + inner_depth - k) / s : -1;  // the last inner one
+  const int64_t count = std::max<int64_t>(0, std::min(last + 1, out_depth) - first);
+  return {piece(first, count), {piece(0, first), piece(first + count, out_depth - first - count)}};
 }
 
-Tensor Conv3d::forward_in_parts(const Tensor& inner, int64_t at, const std::function<Tensor()>& rest) {
+Tensor Conv3d::forward_in_parts(const Tensor& inner, int64_t at, int64_t depth, const std::function<Tensor()>& rest) {
   const ProfileScope profile(ProfileKind::convolution, name(), ProfilePass::forward);
   require_layer(padding_[0] == 0, "Conv3d", "forward_in_parts needs depth padding 0");
-  const InnerPlanes p = inner_planes(at, inner.size(2));
-  Tensor y_inner;
-  if (p.count > 0) {
-    const int64_t offset = p.first * stride_[0] - at;  // inner's plane that the first window starts at
-    const int64_t planes = (p.count - 1) * stride_[0] + kernel_[0];
-    const Tensor x_inner = offset == 0 && planes == inner.size(2) ? inner : ops::slice(inner, 2, offset, planes);
-    y_inner = convolve(x_inner, geometry_of(x_inner));
+  if (!NoBackwardScope::active()) input_ = Tensor();  // the last forward's, let go of first
+  const Parts p = parts(depth, at, inner.size(2));
+  const ops::Conv3dGeometry whole = geometry_of(inner.shape().with(2, depth));
+  bool same_kernels = inner.device().is_cpu() && p.inner.out_count > 0;
+  const auto implementation = [&](int64_t planes) {
+    return ops::conv3d_cpu_implementation(geometry_of(inner.shape().with(2, planes)), inner.size(0),
+                                          ops::ConvPass::forward);
+  };
+  if (same_kernels) {
+    const std::string kernel = ops::conv3d_cpu_implementation(whole, inner.size(0), ops::ConvPass::forward);
+    for (const Piece& piece : {p.inner, p.edges[0], p.edges[1]})
+      if (piece.out_count > 0 && implementation(piece.in_count) != kernel) same_kernels = false;
   }
+  Tensor y_inner;
+  if (same_kernels)
+    y_inner = p.inner.in_first == at && p.inner.in_count == inner.size(2)
+                  ? convolve(inner, geometry_of(inner.shape()))
+                  : convolve(ops::slice(inner, 2, p.inner.in_first - at, p.inner.in_count),
+                             geometry_of(inner.shape().with(2, p.inner.in_count)));  // the copy freed here
   const Tensor x = rest();
-  geometry_ = geometry_of(x);
+  require_layer(x.defined() && x.shape() == inner.shape().with(2, depth), "Conv3d",
+                "forward_in_parts: the whole input " + (x.defined() ? x.str() : std::string("undefined")) + " is not " +
+                    inner.shape().with(2, depth).str());
+  geometry_ = whole;
   if (!NoBackwardScope::active()) input_ = x;
-  if (p.count == 0) return convolve(x, geometry_);
-  const int64_t out_depth = geometry_.out_size[0];
-  require_layer(p.first + p.count <= out_depth, "Conv3d",
-                "forward_in_parts: the inner planes reach past the input " + x.shape().str());
+  if (!same_kernels) return convolve(x, geometry_);
   Tensor y = Tensor::empty(ops::conv3d_output_shape(geometry_, x.size(0)), x.dtype(), x.device());
-  ops::copy_slices(y_inner, 2, 0, y, p.first, p.count);
+  ops::copy_slices(y_inner, 2, 0, y, p.inner.out_first, p.inner.out_count);
   y_inner = Tensor();
-  // The output planes before and after the inner ones, each from the input planes they read.
-  const std::array<std::pair<int64_t, int64_t>, 2> edges{
-      {{0, p.first}, {p.first + p.count, out_depth - p.first - p.count}}};
-  for (const auto& [first, count] : edges) {
-    if (count == 0) continue;
-    const Tensor x_edge = ops::slice(x, 2, first * stride_[0], (count - 1) * stride_[0] + kernel_[0]);
-    const Tensor y_edge = convolve(x_edge, geometry_of(x_edge));
-    ops::copy_slices(y_edge, 2, 0, y, first, count);
+  for (const Piece& edge : p.edges) {  // each from the input planes it reads
+    if (edge.out_count == 0) continue;
+    const Tensor x_edge = ops::slice(x, 2, edge.in_first, edge.in_count);
+    ops::copy_slices(convolve(x_edge, geometry_of(x_edge.shape())), 2, 0, y, edge.out_first, edge.out_count);
   }
   return y;
+}
+
+ops::Conv3dCpuMemory Conv3d::cpu_memory(const Shape& in) const {
+  return ops::conv3d_cpu_memory(geometry_of(in), in[0], bias_ != nullptr, input_gradient_);
 }
 
 Shape Conv3d::describe(const Shape& in, plan::RankStep& step) const {
@@ -145,7 +163,7 @@ Shape Conv3d::describe(const Shape& in, plan::RankStep& step) const {
   m.keeps_input = true;
   m.input_grad = input_gradient_ ? activation_bytes(in) : 0;
   if (weight_->value.device().is_cpu()) {
-    const ops::Conv3dCpuMemory cpu = ops::conv3d_cpu_memory(g, in[0], bias_ != nullptr, input_gradient_);
+    const ops::Conv3dCpuMemory cpu = cpu_memory(in);
     m.workspace = cpu.workspace;
     m.forward_scratch = cpu.forward_scratch;
     m.backward_scratch = cpu.backward_scratch;

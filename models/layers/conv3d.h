@@ -7,6 +7,7 @@
 // The three convolutions run in the module's math_mode() (the bias add stays fp32).
 #pragma once
 
+#include <array>
 #include <functional>
 
 #include "kernels/conv3d.h"
@@ -27,17 +28,30 @@ class Conv3d : public Module {
   Tensor forward(const Tensor& x) override;
   Shape describe(const Shape& input, plan::RankStep& step) const override;
 
-  // forward(x) in two parts, bit for bit, for a layer with no depth padding (DomainParallel's
-  // overlapped halo, docs/design.md §4): first the output planes whose windows lie inside
-  // `inner`, which is planes [at, at + inner.size(2)) of x; then `rest()` returns x whole (it
-  // waits for the other planes) and the output planes that read them are computed from it.
-  Tensor forward_in_parts(const Tensor& inner, int64_t at, const std::function<Tensor()>& rest);
-  // The output planes forward_in_parts computes from `inner` alone (first, count; count 0:
-  // none, everything waits for rest()), for inner planes [at, at + inner_depth).
-  struct InnerPlanes {
-    int64_t first = 0, count = 0;
+  // How forward_in_parts splits the output planes along depth, for an input of `depth` planes
+  // of which planes [at, at + inner_depth) come first (a layer with no depth padding): the
+  // output planes whose windows read only those (inner; none when out_count is 0), and the
+  // output planes before and after them (edges), each with the input planes it reads.
+  struct Piece {
+    int64_t out_first = 0, out_count = 0;  // output planes
+    int64_t in_first = 0, in_count = 0;    // the input planes they read
   };
-  InnerPlanes inner_planes(int64_t at, int64_t inner_depth) const;
+  struct Parts {
+    Piece inner;
+    std::array<Piece, 2> edges;
+  };
+  Parts parts(int64_t depth, int64_t at, int64_t inner_depth) const;
+  // forward(x) in two parts, bit for bit, for a layer with no depth padding (DomainParallel's
+  // overlapped halo, docs/design.md §4): first the inner output planes (parts above) from
+  // `inner`, which is planes [at, at + inner.size(2)) of x, x being `depth` planes deep; then
+  // `rest()` returns x whole (it waits for the other planes) and the edge planes are computed
+  // from it. Where a part would run another kernel than the whole (another oneDNN
+  // implementation, or vol2col; any GPU's, whose algorithms are chosen per shape) it waits
+  // for rest() first and runs forward(x).
+  Tensor forward_in_parts(const Tensor& inner, int64_t at, int64_t depth, const std::function<Tensor()>& rest);
+  // What the CPU's passes on an input of this shape allocate besides their operands
+  // (ops::conv3d_cpu_memory): describe's, and DomainParallel's for the parts.
+  ops::Conv3dCpuMemory cpu_memory(const Shape& in) const;
   // Runs once in each backward that computes dx, with dx final and before the weight gradient
   // is computed (DomainParallel sends a slab's halo gradients meanwhile); empty: nothing.
   void on_input_gradient(std::function<void(const Tensor& dx)> ready) { input_gradient_ready_ = std::move(ready); }
@@ -63,8 +77,9 @@ class Conv3d : public Module {
   Triple kernel_, stride_, padding_;
   Parameter* weight_ = nullptr;
   Parameter* bias_ = nullptr;
-  // The geometry of an input x (checked, errors naming the layer).
+  // The geometry of an input x, or of a 5-D shape (checked, errors naming the layer).
   ops::Conv3dGeometry geometry_of(const Tensor& x) const;
+  ops::Conv3dGeometry geometry_of(const Shape& x) const;
   // y = this convolution of x (geometry g), nothing kept.
   Tensor convolve(const Tensor& x, const ops::Conv3dGeometry& g) const;
 

@@ -5,7 +5,8 @@ Usage: check_memory.py GRIDNN_TRAIN MPIEXEC WORKDIR
 
 1. Prediction, an upper bound: gridnn-train runs two steps of several networks and grids with
    --metrics; on every "memory" line at the end (each rank) the predicted peak is at least the
-   run's peak that the allocator measured, and at most 5% above it (docs/design.md §6a). One
+   run's peak that the allocator measured, and at most 5% above it (docs/design.md §6a); two
+   of them with --halo overlap (its parts' copies, micro-batches of two stages). One
    case runs twice: the measured peaks are the same bytes on every rank. Runs resumed from
    their checkpoint (1x1, 2x1) hold the same bound: setup reads the whole file.
 2. Pre-flight: with --memory-limit exactly the predicted peak (and the peak plus one byte), on
@@ -288,6 +289,9 @@ def main():
         (4, ["--grid", "2x2", "--input", "64x64x64", "--batch", "4", "--depth", "34"]),
         (2, ["--stages", "2", "--input", "64x64x64", "--batch", "4", "--micro-batches", "2"]),
         (4, ["--grid", "2x1", "--stages", "2", "--input", "64x64x64", "--batch", "4", "--micro-batches", "2"]),
+        (4, ["--grid", "2x1", "--stages", "2", "--input", "64x64x64", "--batch", "4", "--micro-batches", "2",
+             "--halo", "overlap"]),
+        (2, ["--grid", "2x1", "--input", "48x40x40", "--batch", "3", "--precision", "bf16", "--halo", "overlap"]),
         (1, ["--input", "64x64x64", "--batch", "2", "--recompute", "blocks"]),
         (2, ["--grid", "2x1", "--input", "64x64x64", "--batch", "2", "--recompute", "blocks"]),
         (1, ["--model", "mlp", "--input", "16x16x16", "--batch", "4", "--optimizer", "adam"]),

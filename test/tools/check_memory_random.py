@@ -5,7 +5,7 @@ Usage: check_memory_random.py GRIDNN_TRAIN MPIEXEC WORKDIR [--count N] [--seed S
 
 A seeded generator draws small training jobs: ResAttNet3D-18 or -34 (width, attention, input
 shape, channels, classes) or the MLP; the grid (1x1, 2x1, 1x2, 2x2) or 2 pipeline stages with
-micro-batches; the batch; --recompute; the precision; the optimizer. Each runs two steps, each
+micro-batches; the batch; --recompute; the precision; the optimizer; with rows, --halo. Each runs two steps, each
 followed by a validation of an uneven last batch, and on every rank the predicted peak must be at least the
 allocator's measured peak and at most 5% above it (as check_memory.py on its fixed cases).
 The model counts the loader's prefetched batch whether or not its thread has read it by the
@@ -55,6 +55,8 @@ def draw(rng):
     args += ["--optimizer", "sgd", "--momentum", "0.9"] if optimizer == "sgd-momentum" else ["--optimizer", optimizer]
     if stages > 1:
         args += ["--stages", str(stages), "--micro-batches", str(micro)]
+    if rows > 1:
+        args += ["--halo", rng.choice(["blocking", "overlap"])]
     return rows * cols * stages, args, batch
 
 

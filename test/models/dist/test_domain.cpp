@@ -214,9 +214,18 @@ void PrintTo(const OverlapCase& c, std::ostream* os) { *os << c.conv.name; }
 
 class HaloOverlap : public ::testing::TestWithParam<OverlapCase> {};
 
+// The CPU's convolution implementation for a scope (the previous one back at its end).
+struct CpuConvScope {
+  explicit CpuConvScope(ops::CpuConv c) : previous(ops::set_cpu_conv(c)) {}
+  ~CpuConvScope() { ops::set_cpu_conv(previous); }
+  CpuConvScope(const CpuConvScope&) = delete;
+  CpuConvScope& operator=(const CpuConvScope&) = delete;
+  ops::CpuConv previous;
+};
+
 TEST_P(HaloOverlap, IsBitwiseTheBlockingExchange) {
   const ConvCase& c = GetParam().conv;
-  const ops::CpuConv previous = ops::set_cpu_conv(GetParam().implementation);
+  const CpuConvScope implementation(GetParam().implementation);
   auto grid = row_grid();
   const int parts = grid->shape().rows, me = grid->row_rank();
   std::unique_ptr<nn::DomainParallel> layers[2];
@@ -258,7 +267,6 @@ TEST_P(HaloOverlap, IsBitwiseTheBlockingExchange) {
   const auto a = overlapped.named_parameters(), b = blocking.named_parameters();
   for (size_t i = 0; i < a.size(); ++i)
     EXPECT_TRUE(test::tensors_equal(a[i].second->grad, b[i].second->grad)) << a[i].first << ", rank " << me;
-  ops::set_cpu_conv(previous);
 }
 
 std::string overlap_case_name(const ::testing::TestParamInfo<OverlapCase>& p) {
