@@ -7,11 +7,13 @@ For each case W:DxHxW:B (ResAttNet3D-18, width W, input DxHxW, global batch B) i
    processes on one machine slow each other's memory-bound passes:
        gridnn-calibrate --grid 1x1 --width W --input DxHxW --batches 1,B --out F1
        mpiexec -n 2 gridnn-calibrate --grid 2x1 --width W --input DxHxW --batches 1,B --out F2
-   (α and β of each communicator of F2, and every layer timed forward + backward at local
-   batches 1 and B, on 2 ranks both at once, the slower rank's time);
+   (α and β of each communicator of F2, every layer timed forward + backward at local
+   batches 1 and B, and each depth slab the two rows of 2x1 run with the copies around it,
+   on 2 ranks both at once, the slower rank's time);
 2. asks the planner for the step of every grid of P = 1 (from F1) and P = 2 (from F2), from gridnn-train's own
    description of its step (`--conv gridnn`; plan/cost_model.h: each layer's measured time
-   scaled to the rank's share of the output, plus the α–β cost of every collective and halo):
+   at the rank's slab, or else scaled to the rank's share of the output, plus the α–β cost
+   of every collective and halo):
        gridnn-plan --calibration F --calibration-kind row --conv gridnn --procs P --json ...
 3. runs the step it predicts, alternating the grids for --rounds rounds (1x2 only where B >= 2):
        [mpiexec -n 2] gridnn-train --grid G --width W --input DxHxW --batch B --steps 13

@@ -25,15 +25,6 @@ std::string window_str(const DepthWindow& w) {
          std::to_string(w.padding) + " along depth";
 }
 
-// The received buffer for each entry of `transfers`, shaped [B, C, planes, H, W] like `like`.
-std::vector<Tensor> buffers_for(const std::vector<PlaneTransfer>& transfers, const Tensor& like) {
-  std::vector<Tensor> out;
-  out.reserve(transfers.size());
-  for (const PlaneTransfer& t : transfers)
-    out.push_back(Tensor::empty(like.shape().with(2, t.planes.size()), like.dtype(), like.device()));
-  return out;
-}
-
 const PlaneTransfer* find_peer(const std::vector<PlaneTransfer>& transfers, int peer, size_t* at) {
   for (size_t i = 0; i < transfers.size(); ++i)
     if (transfers[i].peer == peer) {
@@ -120,6 +111,52 @@ DepthHalo plan_depth_halo(const std::string& layer, int64_t global_in, const Dep
   return h;
 }
 
+std::vector<Tensor> plane_buffers(const std::vector<PlaneTransfer>& transfers, const Tensor& like) {
+  std::vector<Tensor> out;
+  out.reserve(transfers.size());
+  for (const PlaneTransfer& t : transfers)
+    out.push_back(Tensor::empty(like.shape().with(2, t.planes.size()), like.dtype(), like.device()));
+  return out;
+}
+
+Tensor assemble_own(const DepthHalo& h, const Tensor& x, float padding_value) {
+  Tensor ext = Tensor::empty(x.shape().with(2, h.extended_planes()), x.dtype(), x.device());
+  const Range mine = h.input.owned();
+  const int64_t base = h.needed.begin;  // global plane of the extended slab's plane 0
+  ops::fill_slices(ext, 2, 0, h.padding_before(), padding_value);
+  ops::fill_slices(ext, 2, h.extended_planes() - h.padding_after(), h.padding_after(), padding_value);
+  const Range own_needed = intersect(h.needed, mine);
+  ops::copy_slices(x, 2, own_needed.begin - mine.begin, ext, own_needed.begin - base, own_needed.size());
+  return ext;
+}
+
+void place_received(const DepthHalo& h, const std::vector<Tensor>& incoming, Tensor& extended) {
+  const int64_t base = h.needed.begin;
+  for (size_t i = 0; i < incoming.size(); ++i)
+    ops::copy_slices(incoming[i], 2, 0, extended, h.receives[i].planes.begin - base, h.receives[i].planes.size());
+}
+
+Tensor own_gradient(const DepthHalo& h, const Tensor& d_extended) {
+  const Range mine = h.input.owned();
+  const int64_t base = h.needed.begin;
+  Tensor dx = Tensor::empty(d_extended.shape().with(2, mine.size()), d_extended.dtype(), d_extended.device());
+  const Range own_needed = intersect(h.needed, mine);
+  if (own_needed.size() == 0) {
+    ops::fill_slices(dx, 2, 0, mine.size(), 0.0);
+  } else {
+    ops::fill_slices(dx, 2, 0, own_needed.begin - mine.begin, 0.0);
+    ops::copy_slices(d_extended, 2, own_needed.begin - base, dx, own_needed.begin - mine.begin, own_needed.size());
+    ops::fill_slices(dx, 2, own_needed.end - mine.begin, mine.end - own_needed.end, 0.0);
+  }
+  return dx;
+}
+
+void add_returned(const DepthHalo& h, const std::vector<Tensor>& incoming, Tensor& dx) {
+  const Range mine = h.input.owned();
+  for (size_t i = 0; i < incoming.size(); ++i)  // in rank order: a fixed order of addition
+    ops::add_slices(incoming[i], 2, 0, dx, h.sends[i].planes.begin - mine.begin, h.sends[i].planes.size());
+}
+
 HaloExchange::HaloExchange(Communicator& row, DepthHalo halo, std::string layer)
     : row_(row), halo_(std::move(halo)), layer_(std::move(layer)) {
   GRIDNN_REQUIRE(row_.size() == halo_.input.parts && row_.rank() == halo_.input.index, layer_,
@@ -145,31 +182,21 @@ HaloInFlight HaloExchange::start_extend(const Tensor& x, float padding_value) {
   HaloInFlight f;
   for (const PlaneTransfer& t : halo_.sends)
     f.outgoing.push_back(ops::slice(x, 2, t.planes.begin - mine.begin, t.planes.size()));
-  f.incoming = buffers_for(halo_.receives, x);
+  f.incoming = plane_buffers(halo_.receives, x);
   f.calls = start_exchange(row_, halo_.sends, f.outgoing, halo_.receives, f.incoming, kHaloTag);
-
-  Tensor& ext = f.assembled = Tensor::empty(x.shape().with(2, halo_.extended_planes()), x.dtype(), x.device());
-  const int64_t base = halo_.needed.begin;  // global plane of the extended slab's plane 0
-  ops::fill_slices(ext, 2, 0, halo_.padding_before(), padding_value);
-  ops::fill_slices(ext, 2, halo_.extended_planes() - halo_.padding_after(), halo_.padding_after(), padding_value);
-  const Range own_needed = intersect(halo_.needed, mine);
-  ops::copy_slices(x, 2, own_needed.begin - mine.begin, ext, own_needed.begin - base, own_needed.size());
+  f.assembled = assemble_own(halo_, x, padding_value);
   return f;
 }
 
 Tensor HaloExchange::finish_extend(HaloInFlight& started) {
   wait_all(started.calls);
   started.outgoing.clear();
-  const int64_t base = halo_.needed.begin;
-  for (size_t i = 0; i < started.incoming.size(); ++i)
-    ops::copy_slices(started.incoming[i], 2, 0, started.assembled, halo_.receives[i].planes.begin - base,
-                     halo_.receives[i].planes.size());
+  place_received(halo_, started.incoming, started.assembled);
   started.incoming.clear();
   return std::move(started.assembled);
 }
 
 HaloInFlight HaloExchange::start_return_gradient(const Tensor& d_ext) {
-  const Range mine = halo_.input.owned();
   GRIDNN_REQUIRE(d_ext.defined() && d_ext.rank() == 5 && d_ext.size(2) == halo_.extended_planes(), layer_,
                  ": expects the gradient of the extended slab [B, C, ", halo_.extended_planes(), ", H, W], got ",
                  d_ext.defined() ? d_ext.str() : std::string("undefined"));
@@ -179,31 +206,16 @@ HaloInFlight HaloExchange::start_return_gradient(const Tensor& d_ext) {
   HaloInFlight f;
   for (const PlaneTransfer& t : halo_.receives)
     f.outgoing.push_back(ops::slice(d_ext, 2, t.planes.begin - base, t.planes.size()));
-  f.incoming = buffers_for(halo_.sends, d_ext);
+  f.incoming = plane_buffers(halo_.sends, d_ext);
   f.calls = start_exchange(row_, halo_.receives, f.outgoing, halo_.sends, f.incoming, kHaloGradientTag);
-
-  // dx = own planes' gradient (zero for owned planes no owned output reads), then (in
-  // finish_return_gradient) the returned gradients.
-  Tensor& dx = f.assembled = Tensor::empty(d_ext.shape().with(2, mine.size()), d_ext.dtype(), d_ext.device());
-  const Range own_needed = intersect(halo_.needed, mine);
-  if (own_needed.size() == 0) {
-    ops::fill_slices(dx, 2, 0, mine.size(), 0.0);
-  } else {
-    ops::fill_slices(dx, 2, 0, own_needed.begin - mine.begin, 0.0);
-    ops::copy_slices(d_ext, 2, own_needed.begin - base, dx, own_needed.begin - mine.begin, own_needed.size());
-    ops::fill_slices(dx, 2, own_needed.end - mine.begin, mine.end - own_needed.end, 0.0);
-  }
+  f.assembled = own_gradient(halo_, d_ext);  // the returned gradients follow in finish_return_gradient
   return f;
 }
 
 Tensor HaloExchange::finish_return_gradient(HaloInFlight& started) {
   wait_all(started.calls);
   started.outgoing.clear();
-  // The returned gradients in rank order: a fixed order of addition.
-  const Range mine = halo_.input.owned();
-  for (size_t i = 0; i < started.incoming.size(); ++i)
-    ops::add_slices(started.incoming[i], 2, 0, started.assembled, halo_.sends[i].planes.begin - mine.begin,
-                    halo_.sends[i].planes.size());
+  add_returned(halo_, started.incoming, started.assembled);
   started.incoming.clear();
   return std::move(started.assembled);
 }

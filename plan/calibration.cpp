@@ -107,11 +107,22 @@ std::string calibration_to_json(const Calibration& c) {
     comm[kind] = {{"alpha", f.alpha}, {"beta", f.beta}, {"residual", f.residual}, {"samples", samples}};
   }
   j["comm"] = comm;
+  auto rows = [](const BatchSeconds& seconds) {
+    json out = json::array();
+    for (const auto& [b, s] : seconds) out.push_back({{"batch", b}, {"seconds", s}});
+    return out;
+  };
   json compute = json::object();
   for (const auto& [layer, t] : c.compute) {
-    json rows = json::array();
-    for (const auto& [b, s] : t.seconds) rows.push_back({{"batch", b}, {"seconds", s}});
-    compute[layer] = {{"forward_flops", t.forward_flops}, {"seconds", rows}};
+    compute[layer] = {{"forward_flops", t.forward_flops}, {"seconds", rows(t.seconds)}};
+    if (t.slabs.empty()) continue;
+    json slabs = json::array();
+    for (const SlabTable& slab : t.slabs)
+      slabs.push_back({{"in_size", slab.in_size},
+                       {"out_size", slab.out_size},
+                       {"forward_flops", slab.forward_flops},
+                       {"seconds", rows(slab.seconds)}});
+    compute[layer]["slabs"] = slabs;
   }
   j["compute"] = compute;
   return j.dump(2) + "\n";
@@ -160,6 +171,31 @@ struct Reader {
     const json& v = at(j, path, key);
     if (!v.is_array()) fail(path.empty() ? key : path + "." + key, "expected an array, got " + v.dump());
     return v;
+  }
+  // {D, H, W}, each >= 1.
+  std::array<int64_t, 3> size3(const json& j, const std::string& path, const std::string& key) const {
+    const json& v = array(j, path, key);
+    std::array<int64_t, 3> out{};
+    if (v.size() != 3) fail(path + "." + key, "expected [D, H, W], got " + v.dump());
+    for (size_t i = 0; i < 3; ++i) {
+      if (!v[i].is_number_integer() || v[i].get<int64_t>() < 1)
+        fail(path + "." + key, "expected [D, H, W] of integers >= 1, got " + v.dump());
+      out[i] = v[i].get<int64_t>();
+    }
+    return out;
+  }
+  // "seconds": [{batch, seconds}, ...], at least one, each batch once.
+  BatchSeconds batch_seconds(const json& j, const std::string& path) const {
+    const json& rows = array(j, path, "seconds");
+    BatchSeconds out;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const std::string p = path + ".seconds[" + std::to_string(i) + "]";
+      const int64_t b = integer(rows[i], p, "batch", 1);
+      if (out.count(b)) fail(p + ".batch", "batch " + std::to_string(b) + " listed twice");
+      out[b] = number(rows[i], p, "seconds", true);
+    }
+    if (out.empty()) fail(path + ".seconds", "expected at least one {batch, seconds}");
+    return out;
   }
 };
 
@@ -210,14 +246,19 @@ Calibration calibration_from_json(const std::string& text, const std::string& so
     const std::string path = "compute." + layer;
     ComputeTable table;
     table.forward_flops = r.number(t, path, "forward_flops");
-    const json& rows = r.array(t, path, "seconds");
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const std::string p = path + ".seconds[" + std::to_string(i) + "]";
-      const int64_t b = r.integer(rows[i], p, "batch", 1);
-      if (table.seconds.count(b)) r.fail(p + ".batch", "batch " + std::to_string(b) + " listed twice");
-      table.seconds[b] = r.number(rows[i], p, "seconds", true);
+    table.seconds = r.batch_seconds(t, path);
+    if (t.contains("slabs")) {  // a calibration on a grid with rows
+      const json& slabs = r.array(t, path, "slabs");
+      for (size_t i = 0; i < slabs.size(); ++i) {
+        const std::string p = path + ".slabs[" + std::to_string(i) + "]";
+        SlabTable slab;
+        slab.in_size = r.size3(slabs[i], p, "in_size");
+        slab.out_size = r.size3(slabs[i], p, "out_size");
+        slab.forward_flops = r.number(slabs[i], p, "forward_flops");
+        slab.seconds = r.batch_seconds(slabs[i], p);
+        table.slabs.push_back(std::move(slab));
+      }
     }
-    if (table.seconds.empty()) r.fail(path + ".seconds", "expected at least one {batch, seconds}");
     c.compute[layer] = std::move(table);
   }
   return c;

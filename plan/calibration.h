@@ -56,7 +56,7 @@ struct Calibration {
   int procs = 1;
   std::string model;                    // the network whose layers were timed ("" when none)
   std::map<std::string, CommFit> comm;  // "row", "col", "world", "pingpong"
-  ComputeTables compute;                // layer name -> local batch -> seconds
+  ComputeTables compute;                // layer name -> local batch -> seconds, and the slabs of a grid with rows
 };
 
 // JSON (format "gridnn-calibration", version 1). The readers throw gridnn::Error naming the

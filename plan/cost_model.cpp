@@ -99,7 +99,7 @@ LayerShape fc_layer(const std::string& name, int64_t d_in, int64_t d_out) {
 
 // ---- compute ---------------------------------------------------------------------------
 
-double ComputeTable::at(double local_batch) const {
+double seconds_at(const BatchSeconds& seconds, double local_batch) {
   if (local_batch <= 0 || seconds.empty()) return 0;
   const auto first = seconds.begin();
   const auto last = std::prev(seconds.end());
@@ -112,11 +112,18 @@ double ComputeTable::at(double local_batch) const {
   return lo->second + t * (hi->second - lo->second);
 }
 
+bool SlabTable::matches(const LayerShape& l) const {
+  return in_size == l.in_size && out_size == l.out_size &&
+         std::abs(forward_flops - l.forward_flops) <= 1e-9 * std::max(1.0, std::abs(l.forward_flops));
+}
+
 double layer_compute_s(const LayerShape& l, double samples, double fraction, const Machine& m) {
   if (m.compute) {
     const auto it = m.compute->find(l.name);
     if (it != m.compute->end() && !it->second.seconds.empty()) {
       const ComputeTable& t = it->second;
+      for (const SlabTable& slab : t.slabs)
+        if (slab.matches(l)) return seconds_at(slab.seconds, samples) * fraction;
       const double scale = t.forward_flops > 0 && l.forward_flops > 0 ? l.forward_flops / t.forward_flops : 1.0;
       return t.at(samples) * fraction * scale;
     }

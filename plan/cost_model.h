@@ -77,13 +77,29 @@ Network alexnet();
 // A fully connected layer d_in -> d_out with bias (weights d_in·d_out + d_out).
 LayerShape fc_layer(const std::string& name, int64_t d_in, int64_t d_out);
 
-// One layer's measured forward+backward seconds by local batch (a calibration run,
-// plan/calibration.h). at(b): linear between the measured batches; beyond them
-// proportional to b (t(b) = t(b_max) b / b_max above, t(b_min) b / b_min below); 0 for b <= 0.
+// Measured forward+backward seconds by local batch (a calibration run, plan/calibration.h).
+// seconds_at(t, b): linear between the measured batches; beyond them proportional to b
+// (t(b) = t(b_max) b / b_max above, t(b_min) b / b_min below); 0 for b <= 0 or no entry.
+using BatchSeconds = std::map<int64_t, double>;  // local batch -> seconds
+double seconds_at(const BatchSeconds& seconds, double local_batch);
+
+// One layer as a rank of a grid runs it: its work on a depth slab ({D, H, W} of the input it
+// reads, halo planes included, and of the output it computes), measured at that shape with
+// what the rank does around it that moves no data between ranks (docs/design.md §6).
+struct SlabTable {
+  std::array<int64_t, 3> in_size{1, 1, 1}, out_size{1, 1, 1};
+  double forward_flops = 0;  // per sample, of this shape
+  BatchSeconds seconds;
+  bool matches(const LayerShape& l) const;  // the same sizes and FLOPs as the rank's layer `l`
+};
+
+// One layer's measured seconds: the whole layer (the network on one process), and the
+// slabs the ranks of the calibrated grid run (gridnn-calibrate on a grid with rows).
 struct ComputeTable {
-  double forward_flops = 0;           // per sample, of the shape measured (0: unknown)
-  std::map<int64_t, double> seconds;  // local batch -> seconds
-  double at(double local_batch) const;
+  double forward_flops = 0;  // per sample, of the whole layer (0: unknown)
+  BatchSeconds seconds;
+  std::vector<SlabTable> slabs;
+  double at(double local_batch) const { return seconds_at(seconds, local_batch); }
 };
 using ComputeTables = std::map<std::string, ComputeTable>;  // by layer name
 
@@ -91,10 +107,11 @@ struct Machine {
   double alpha = 2e-6;      // s per message
   double beta = 4.0 / 6e9;  // s per word
   double flops = 0;         // compute rate (FLOP/s); 0: no compute term
-  // Measured compute (optional): a layer with a table here costs table.at(local batch) times
-  // the fraction of the output it computes (its depth slab when domain-split, 1/Pr when
-  // model-split), times forward_flops / table.forward_flops when the planned layer's shape
-  // differs from the measured one (both known); the others use `flops` as above.
+  // Measured compute (optional): a layer with a table here costs the table's slab of its
+  // shape at the local batch where one matches (SlabTable::matches), else table.at(local
+  // batch) times the fraction of the output it computes (its depth slab when domain-split,
+  // 1/Pr when model-split), times forward_flops / table.forward_flops when the planned
+  // layer's shape differs from the measured one (both known); the others use `flops` as above.
   std::shared_ptr<const ComputeTables> compute = nullptr;
 };
 
@@ -112,8 +129,9 @@ struct Links {
 };
 
 // One rank's compute seconds for layer `l` on `samples` local samples, `fraction` of its
-// output: the measured table when `m` has one for l.name, else 3 x forward FLOPs / m.flops
-// (0 without a rate).
+// output: the measured table when `m` has one for l.name (its slab of l's shape, which is
+// the rank's whole part: `fraction` 1 only), else 3 x forward FLOPs / m.flops (0 without a
+// rate).
 double layer_compute_s(const LayerShape& l, double samples, double fraction, const Machine& m);
 
 enum class LayerUse { batch, model, domain };

@@ -4,7 +4,8 @@
 //     communicators (halo exchanges on row too), ping-pong between world ranks 0 and 1; α, β
 //     fitted per communicator kind ("row", "col", "world", "pingpong") where it has >= 2 ranks;
 //   - each layer of the model timed forward+backward at each local batch (every rank at once,
-//     as in training; the max over the ranks).
+//     as in training; the max over the ranks), and on a grid with rows each slab its rows run
+//     (run::time_slabs: what the planner prices a rank's layer at on a grid like this one).
 // Rank 0 writes the file (atomically) and prints a summary table.
 //
 //   mpiexec -n 4 gridnn-calibrate --grid 2x2 --width 8 --input 32x32x32 --batches 1,2,4 --out calib.json
@@ -49,18 +50,27 @@ std::string host_name() {
   return buf;
 }
 
-// The max over the world of every layer's times (all ranks time the same layers and batches).
+// Every time of `tables` in one order, to read or to set.
+template <typename Visit>
+void for_each_time(plan::ComputeTables& tables, Visit visit) {
+  for (auto& [name, t] : tables) {
+    for (auto& [b, s] : t.seconds) visit(s);
+    for (plan::SlabTable& slab : t.slabs)
+      for (auto& [b, s] : slab.seconds) visit(s);
+  }
+}
+
+// The max over the world of every layer's times (all ranks time the same layers, slabs and
+// batches).
 void max_over_world(plan::ComputeTables& tables, parallel::Communicator& world) {
   std::vector<float> v;
-  for (auto& [name, t] : tables)
-    for (auto& [b, s] : t.seconds) v.push_back(float(s));
+  for_each_time(tables, [&](double& s) { v.push_back(float(s)); });
   if (v.empty() || world.size() == 1) return;
   Tensor worst = Tensor::from_vector(v, Shape{int64_t(v.size())});
   world.all_reduce(worst, parallel::ReduceOp::max);
   const std::vector<float> w = worst.to_vector<float>();
   size_t i = 0;
-  for (auto& [name, t] : tables)
-    for (auto& [b, s] : t.seconds) s = double(w[i++]);
+  for_each_time(tables, [&](double& s) { s = double(w[i++]); });
 }
 
 int calibrate(const Cli& c, parallel::ProcessGrid& grid) {
@@ -106,6 +116,10 @@ int calibrate(const Cli& c, parallel::ProcessGrid& grid) {
     run::TimingOptions layer_timing;
     layer_timing.reps = c.layer_reps;
     cal.compute = run::time_layers(model, c.batches, layer_timing);
+    if (grid.shape().rows > 1) {  // every rank times every row's slabs, all at once
+      if (root) std::fprintf(stderr, "gridnn-calibrate: timing the slabs of the %d rows...\n", grid.shape().rows);
+      run::time_slabs(model, grid.shape(), c.batches, cal.compute, layer_timing);
+    }
     max_over_world(cal.compute, grid.world());
   }
 
@@ -123,6 +137,9 @@ int calibrate(const Cli& c, parallel::ProcessGrid& grid) {
       for (const auto& [name, t] : cal.compute) total += t.seconds.begin()->second;
       std::printf("compute: %zu layers of %s, forward+backward at batch %lld: %.4f s in all\n", cal.compute.size(),
                   cal.model.c_str(), static_cast<long long>(c.batches.front()), total);
+      size_t slabs = 0;
+      for (const auto& [name, t] : cal.compute) slabs += t.slabs.size();
+      if (slabs > 0) std::printf("slabs: %zu shapes the %s grid's rows run, timed as above\n", slabs, cal.grid.c_str());
     }
   }
   return 0;

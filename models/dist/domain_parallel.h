@@ -54,6 +54,7 @@ class DomainParallel : public Module {
 
   const parallel::DepthHalo& halo() const { return exchange_.halo(); }
   Module& layer() { return *layer_; }
+  float padding_value() const { return padding_value_; }  // of the planes outside the volume
   // Whether the forward convolves the inner planes while the halo travels (above).
   bool overlaps_forward() const { return parts_.inner.out_count > 0; }
   // Whether the halo gradients travel while the weight gradient is computed (above).

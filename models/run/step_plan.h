@@ -56,9 +56,9 @@ plan::Network network_of(const RunOptions& options);
 // on `grid` at `m`: every block where the run can switch (check_batch_split) and, with
 // options.memory_limit, every rank's predicted peak fits, against none. `block` is empty
 // where none is possible (one row), or where the best is not kBatchSplitMinGain faster than
-// none: the model prices a layer on a slab at its share of the whole volume's time, and
-// slabs of the early layers measured up to 1.4x faster than that (bench/results/
-// grid-scaling.md), so smaller predicted gains are not real ones.
+// none: without slabs timed on the grid (run::time_slabs) the model prices a layer on a slab
+// at its share of the whole volume's time, and slabs of the early layers measured up to 1.4x
+// faster than that (bench/results/grid-scaling.md), so smaller predicted gains are not real ones.
 inline constexpr double kBatchSplitMinGain = 0.03;
 struct BatchSplitChoice {
   std::string block;

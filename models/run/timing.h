@@ -1,7 +1,7 @@
 // The one timing harness of gridnn: a forward and its backward run on a fixed input, timed
 // with the device synchronized after each call. The cost model's calibration times each
-// layer with it (time_layers), `--placement auto` each block of the network
-// (profile_blocks, pipelined_model.h), and bench_layers its layers under Google Benchmark.
+// layer with it (time_layers, and time_slabs for the slabs of a grid's ranks), `--placement auto` each block of the
+// network (profile_blocks, pipelined_model.h), and bench_layers its layers under Google Benchmark.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,7 @@
 #include "core/tensor.h"
 #include "models/layers/module.h"
 #include "models/run/run_options.h"
+#include "parallel/process_grid.h"
 #include "plan/cost_model.h"
 
 namespace gridnn::run {
@@ -55,5 +56,18 @@ class ForwardBackward {
 // per channel: a one-voxel activation of one sample is timed at two and halved.
 plan::ComputeTables time_layers(const RunOptions& options, const std::vector<int64_t>& batches,
                                 const TimingOptions& timing = {});
+
+// The layers the ranks of `grid` run on depth slabs (Pr > 1), each shape that differs from
+// the whole layer's timed forward + backward at each local batch of `batches` and added to
+// its layer's table in `tables` (plan::SlabTable; every layer needs its whole table there,
+// time_layers). What a rank does for the layer but move planes between ranks: for a
+// convolution or pooling, the extended slab assembled from the own planes and the received
+// ones, the wrapped layer on it, and dx of the own planes with the returned gradients added
+// (parallel/halo.h's copies, DomainParallel without its exchange); for batch norm, the
+// layer on the own planes (its sums' all-reduce is the model's communication). The other
+// layers of a slab (attention, whose queries are the slab's but keys all positions) keep
+// the whole table scaled by FLOPs.
+void time_slabs(const RunOptions& options, const parallel::GridShape& grid, const std::vector<int64_t>& batches,
+                plan::ComputeTables& tables, const TimingOptions& timing = {});
 
 }  // namespace gridnn::run

@@ -124,8 +124,9 @@ Calibration sample_calibration() {
   c.model = "ResAttNet3D-18";
   c.comm["world"] = fit_alpha_beta(synthetic(5e-6, 4.0 / 25e9, 4));
   c.comm["row"] = fit_alpha_beta(synthetic(1e-6, 4.0 / 100e9, 2));
-  c.compute["conv1"] = {1000, {{1, 0.1}, {2, 0.2}, {4, 0.5}}};
-  c.compute["fc"] = {0, {{1, 1e-5}}};
+  c.compute["conv1"] = {1000, {{1, 0.1}, {2, 0.2}, {4, 0.5}}, {}};
+  c.compute["conv1"].slabs.push_back({{10, 32, 32}, {4, 16, 16}, 450, {{1, 0.06}, {4, 0.3}}});
+  c.compute["fc"] = {0, {{1, 1e-5}}, {}};
   return c;
 }
 
@@ -155,6 +156,13 @@ TEST(Calibration, JsonRoundTrip) {
   ASSERT_EQ(r.compute.size(), 2u);
   EXPECT_EQ(r.compute.at("conv1").forward_flops, 1000);
   EXPECT_EQ(r.compute.at("conv1").seconds, c.compute.at("conv1").seconds);
+  ASSERT_EQ(r.compute.at("conv1").slabs.size(), 1u);
+  const SlabTable& slab = r.compute.at("conv1").slabs[0];
+  EXPECT_EQ(slab.in_size, (std::array<int64_t, 3>{10, 32, 32}));
+  EXPECT_EQ(slab.out_size, (std::array<int64_t, 3>{4, 16, 16}));
+  EXPECT_EQ(slab.forward_flops, 450);
+  EXPECT_EQ(slab.seconds, c.compute.at("conv1").slabs[0].seconds);
+  EXPECT_TRUE(r.compute.at("fc").slabs.empty());
   // Written atomically: no temporary file left beside it.
   std::ifstream tmp(path + ".tmp." + std::to_string(::getpid()));
   EXPECT_FALSE(tmp.good());
@@ -185,6 +193,16 @@ TEST(Calibration, CorruptFieldsAreNamed) {
                        "compute.conv1.seconds[1].batch: batch 1 listed twice"));
   EXPECT_TRUE(contains(corrupt([](json& j) { j["compute"]["fc"]["seconds"] = json::array(); }),
                        "compute.fc.seconds: expected at least one"));
+  EXPECT_TRUE(contains(corrupt([](json& j) {
+                         j["compute"]["conv1"]["slabs"][0]["in_size"] = {10, 32};
+                       }),
+                       "calib.json: compute.conv1.slabs[0].in_size: expected [D, H, W], got [10,32]"));
+  EXPECT_TRUE(contains(corrupt([](json& j) { j["compute"]["conv1"]["slabs"][0]["out_size"][1] = 0; }),
+                       "compute.conv1.slabs[0].out_size: expected [D, H, W] of integers >= 1"));
+  EXPECT_TRUE(contains(corrupt([](json& j) { j["compute"]["conv1"]["slabs"][0]["seconds"][0]["seconds"] = -1; }),
+                       "compute.conv1.slabs[0].seconds[0].seconds: expected a finite number > 0"));
+  EXPECT_TRUE(
+      contains(corrupt([](json& j) { j["compute"]["conv1"]["slabs"] = 3; }), "compute.conv1.slabs: expected an array"));
   EXPECT_TRUE(contains(corrupt([](json& j) { j.erase("compute"); }), "calib.json: compute: missing"));
   EXPECT_TRUE(contains(corrupt([](json& j) { j["procs"] = 0; }), "calib.json: procs: expected an integer >= 1"));
   EXPECT_TRUE(contains(corrupt([](json& j) { j["format"] = "other"; }), "calib.json: format: expected"));
@@ -209,7 +227,7 @@ TEST(Calibration, MachineFromKind) {
 // ---- the cost model with measured compute -----------------------------------------------
 
 TEST(Calibration, ComputeTableInterpolates) {
-  const ComputeTable t{0, {{1, 0.1}, {2, 0.2}, {4, 0.5}}};
+  const ComputeTable t{0, {{1, 0.1}, {2, 0.2}, {4, 0.5}}, {}};
   EXPECT_DOUBLE_EQ(t.at(1), 0.1);
   EXPECT_DOUBLE_EQ(t.at(2), 0.2);
   EXPECT_DOUBLE_EQ(t.at(3), 0.35);  // halfway between 0.2 and 0.5
@@ -217,6 +235,26 @@ TEST(Calibration, ComputeTableInterpolates) {
   EXPECT_DOUBLE_EQ(t.at(8), 1.0);     // beyond: proportional to the largest
   EXPECT_DOUBLE_EQ(t.at(0.5), 0.05);  // below: proportional to the smallest
   EXPECT_EQ(t.at(0), 0.0);
+}
+
+// A layer of the rank's shape costs its slab's time; another shape of the same layer (another
+// slab, or the FLOPs of another width) the whole table's, scaled.
+TEST(Calibration, ASlabOfTheRanksShapeIsUsedAsMeasured) {
+  const Calibration c = sample_calibration();
+  const Machine m = machine_from(c, "");
+  LayerShape l;
+  l.name = "conv1";
+  l.in_size = {10, 32, 32};
+  l.out_size = {4, 16, 16};
+  l.forward_flops = 450;
+  EXPECT_DOUBLE_EQ(layer_compute_s(l, 1, 1.0, m), 0.06);
+  EXPECT_DOUBLE_EQ(layer_compute_s(l, 2, 1.0, m), 0.06 + (0.3 - 0.06) / 3);  // between batches 1 and 4
+  EXPECT_DOUBLE_EQ(layer_compute_s(l, 8, 1.0, m), 0.6);
+  l.in_size = {9, 32, 32};  // the other rank's slab, not measured
+  EXPECT_DOUBLE_EQ(layer_compute_s(l, 2, 1.0, m), 0.2 * 450 / 1000);
+  l.in_size = {10, 32, 32};
+  l.forward_flops = 900;  // twice the channels
+  EXPECT_DOUBLE_EQ(layer_compute_s(l, 4, 1.0, m), 0.5 * 900 / 1000);
 }
 
 }  // namespace

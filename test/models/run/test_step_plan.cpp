@@ -6,7 +6,9 @@
 // (test_words.cpp checks the described words against a real run.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
 
 #include "models/nets/blocks.h"
@@ -206,7 +208,7 @@ TEST(StepPlan, CostModelUsesTheMeasuredTable) {
   ASSERT_EQ(conv1.name, "conv1");
   ASSERT_EQ(conv1.out_size[0], 8);  // 16 -> 8 planes: 4 per rank on 2 rows
   auto tables = std::make_shared<ComputeTables>();
-  (*tables)["conv1"] = {conv1.forward_flops, {{1, 0.1}, {2, 0.2}, {4, 0.5}}};
+  (*tables)["conv1"] = {conv1.forward_flops, {{1, 0.1}, {2, 0.2}, {4, 0.5}}, {}};
   Machine m{2e-6, 4.0 / 6e9, 1e9, tables};
   // The paper's strategy on the network's layers, and gridnn's own run.
   auto both = [&](int64_t batch, parallel::GridShape g) {
@@ -270,6 +272,45 @@ TEST(StepPlan, GridAutoOnNodesWeighsEachOrderAtItsLinks) {
   EXPECT_EQ(one_node.shape.rows, best->grid.rows);
   EXPECT_EQ(one_node.order, RankOrder::rows_in_node);
   EXPECT_EQ(one_node.why.find("nodes"), std::string::npos) << one_node.why;
+}
+
+// On 3 x 1 every convolution, pooling and batch norm a rank runs on a slab has that slab
+// timed, the ranks' different slabs each; attention keeps the whole table (its keys are all
+// positions); and the model prices each rank's layer at its own slab, the slowest rank's.
+TEST(StepPlan, SlabTimingCoversEveryRanksShape) {
+  const RunOptions o = resattnet(4, 2, {20, 12, 12}, 3);
+  TimingOptions t;
+  t.reps = 1;
+  t.warmup = 0;
+  ComputeTables tables = time_layers(o, {1, 2}, t);
+  const parallel::GridShape grid{1, 3, 1};
+  time_slabs(o, grid, {1, 2}, tables, t);
+  const Machine m{2e-6, 4.0 / 6e9, 0, std::make_shared<const ComputeTables>(tables)};
+  const std::vector<RankStep> ranks = describe_grid(o, grid);
+  ASSERT_EQ(ranks.size(), 3u);
+  std::map<std::string, double> slowest;
+  size_t slabs = 0;
+  for (const RankStep& r : ranks)
+    for (const LayerShape& l : r.layers) {
+      const ComputeTable& table = tables.at(l.name);
+      const bool whole = l.forward_flops == table.forward_flops;
+      const auto slab =
+          std::find_if(table.slabs.begin(), table.slabs.end(), [&](const SlabTable& s) { return s.matches(l); });
+      const bool timed = !whole && (l.kind == LayerKind::conv || l.kind == LayerKind::pool || l.kind == LayerKind::bn);
+      ASSERT_EQ(slab != table.slabs.end(), timed) << l.name << " on row " << r.row;
+      const double s = layer_compute_s(l, double(r.samples), 1.0, m);
+      slowest[l.name] = std::max(slowest[l.name], s);
+      if (!timed) continue;
+      ++slabs;
+      for (int64_t b : {1, 2}) EXPECT_TRUE(slab->seconds.at(b) > 0 && slab->seconds.at(b) < 10) << l.name;
+      EXPECT_EQ(s, seconds_at(slab->seconds, double(r.samples))) << l.name;
+    }
+  EXPECT_GT(slabs, 20u);
+  EXPECT_TRUE(tables.at("att3").slabs.empty());
+  // 20 input planes over 3 rows: 7, 7 and 6; the stem's slabs differ between the middle row
+  // (halo planes both sides) and the edges (padding planes).
+  EXPECT_GE(tables.at("conv1").slabs.size(), 2u);
+  for (const auto& [layer, s] : slowest) EXPECT_EQ(compute_of(estimate_ranks(ranks, {3, 1}, m), layer), s) << layer;
 }
 
 TEST(StepPlan, LayerTimingIsPositive) {
