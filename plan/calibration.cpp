@@ -86,6 +86,27 @@ CommFit fit_alpha_beta(const std::vector<CommSample>& samples) {
   return fit;
 }
 
+std::string call_op(const std::string& sample_op) {
+  if (sample_op == "all_reduce") return "all_reduce";
+  if (sample_op == "all_gather") return "all_gatherv";
+  if (sample_op == "reduce_scatter") return "reduce_scatterv";
+  if (sample_op == "halo") return "send_recv";
+  return "";
+}
+
+KindFit fit_per_op(const std::vector<CommSample>& samples) {
+  KindFit kind;
+  static_cast<CommFit&>(kind) = fit_alpha_beta(samples);
+  std::map<std::string, std::vector<CommSample>> by_op;
+  for (const CommSample& s : samples)
+    if (!call_op(s.op).empty()) by_op[s.op].push_back(s);
+  for (const auto& [op, own] : by_op) {
+    kind.ops[op] = fit_alpha_beta(own);
+    kind.ops[op].samples.clear();  // the kind holds them
+  }
+  return kind;
+}
+
 // ---- JSON ------------------------------------------------------------------------------
 
 using nlohmann::json;
@@ -105,6 +126,9 @@ std::string calibration_to_json(const Calibration& c) {
     for (const CommSample& s : f.samples)
       samples.push_back({{"op", s.op}, {"procs", s.procs}, {"elements", s.elements}, {"seconds", s.seconds}});
     comm[kind] = {{"alpha", f.alpha}, {"beta", f.beta}, {"residual", f.residual}, {"samples", samples}};
+    json ops = json::object();
+    for (const auto& [op, g] : f.ops) ops[op] = {{"alpha", g.alpha}, {"beta", g.beta}, {"residual", g.residual}};
+    comm[kind]["ops"] = ops;
   }
   j["comm"] = comm;
   auto rows = [](const BatchSeconds& seconds) {
@@ -221,7 +245,7 @@ Calibration calibration_from_json(const std::string& text, const std::string& so
   c.model = r.text(j, "", "model");
   for (const auto& [kind, f] : r.object(j, "", "comm").items()) {
     const std::string path = "comm." + kind;
-    CommFit fit;
+    KindFit fit;
     fit.alpha = r.number(f, path, "alpha");
     fit.beta = r.number(f, path, "beta");
     fit.residual = r.number(f, path, "residual");
@@ -239,6 +263,18 @@ Calibration calibration_from_json(const std::string& text, const std::string& so
         r.fail(p + ".op", e.what());
       }
       fit.samples.push_back(s);
+    }
+    if (f.contains("ops")) {
+      for (const auto& [op, g] : r.object(f, path, "ops").items()) {
+        const std::string p = path + ".ops." + op;
+        if (call_op(op).empty()) r.fail(p, "expected all_reduce, all_gather, reduce_scatter or halo");
+        fit.ops[op] = {r.number(g, p, "alpha"), r.number(g, p, "beta"), r.number(g, p, "residual"), {}};
+      }
+    } else {  // written before the per-operation fits: fitted here from the samples
+      try {
+        fit.ops = fit_per_op(fit.samples).ops;
+      } catch (const Error&) {  // too few sizes of some operation: the kind's α and β serve
+      }
     }
     c.comm[kind] = std::move(fit);
   }
@@ -302,6 +338,8 @@ Machine machine_from(const Calibration& c, const std::string& kind, const Machin
     }
     m.alpha = it->second.alpha;
     m.beta = it->second.beta;
+    m.ops.clear();
+    for (const auto& [op, f] : it->second.ops) m.ops[call_op(op)] = {f.alpha, f.beta};
   }
   if (!c.compute.empty()) m.compute = std::make_shared<const ComputeTables>(c.compute);
   return m;

@@ -13,7 +13,8 @@
 //   halo             1             planes received (n to and from each neighbour on a chain:
 //                                  2n where a rank has two, n on 2 ranks)
 // t = α·m + β·w is fitted by least squares on the relative errors (each sample weighted by
-// 1/t², so 1-word and 4M-word samples count alike), with α, β ≥ 0.
+// 1/t², so 1-word and 4M-word samples count alike), with α, β ≥ 0: over all samples of a
+// communicator kind, and over each operation's own (fit_per_op).
 #pragma once
 
 #include <cstdint>
@@ -44,10 +45,22 @@ struct CommFit {
   std::vector<CommSample> samples;
 };
 
+// A communicator kind's fit over all its samples, and each operation's over its own
+// (fit_per_op): machine_from hands the latter to the model as Machine::ops.
+struct KindFit : CommFit {
+  std::map<std::string, CommFit> ops;  // by sample op: "all_reduce", "all_gather", "reduce_scatter", "halo"
+};
+
 // Least-squares α, β ≥ 0 (see the header comment) over `samples`; samples that move nothing
 // (p = 1) are ignored. gridnn::Error unless at least two samples with distinct word counts
 // (or otherwise independent m, w) remain: one size cannot separate α from β.
 CommFit fit_alpha_beta(const std::vector<CommSample>& samples);
+// The fit over all `samples`, and one per operation among them (each op's samples alone, the
+// pingpong's left out: no step makes that call).
+KindFit fit_per_op(const std::vector<CommSample>& samples);
+// The name of a sample op as a step's call (CommCall::op): all_gather -> all_gatherv,
+// reduce_scatter -> reduce_scatterv, halo -> send_recv; all_reduce as it is; "" for pingpong.
+std::string call_op(const std::string& sample_op);
 
 struct Calibration {
   std::string machine;  // free text: host name, CPU, interconnect
@@ -55,7 +68,7 @@ struct Calibration {
   std::string grid;     // "2x2": the grid the communicators came from
   int procs = 1;
   std::string model;                    // the network whose layers were timed ("" when none)
-  std::map<std::string, CommFit> comm;  // "row", "col", "world", "pingpong"
+  std::map<std::string, KindFit> comm;  // "row", "col", "world", "pingpong"
   ComputeTables compute;                // layer name -> local batch -> seconds, and the slabs of a grid with rows
 };
 
@@ -67,8 +80,9 @@ Calibration read_calibration(const std::string& path);
 // Writes `path` atomically (a temporary file beside it, then rename).
 void write_calibration(const Calibration& c, const std::string& path);
 
-// A Machine with α, β of `kind` (gridnn::Error naming the kinds present when it is missing;
-// kind "" keeps `base`'s α, β) and the calibration's compute tables; flops from `base`.
+// A Machine with α, β of `kind` and of each of its operations (Machine::ops; gridnn::Error
+// naming the kinds present when it is missing; kind "" keeps `base`'s α, β and ops) and the
+// calibration's compute tables; flops from `base`.
 Machine machine_from(const Calibration& c, const std::string& kind, const Machine& base = {});
 
 // ---- measurement (any Communicator; on one rank every collective moves nothing) --------

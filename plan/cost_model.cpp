@@ -131,6 +131,11 @@ double layer_compute_s(const LayerShape& l, double samples, double fraction, con
   return m.flops > 0 ? 3.0 * l.forward_flops * samples * fraction / m.flops : 0;
 }
 
+OpLink Link::of(const std::string& op) const {
+  const auto it = ops.find(op);
+  return it != ops.end() ? it->second : OpLink{alpha, beta};
+}
+
 // ---- collectives -----------------------------------------------------------------------
 
 namespace {
@@ -395,9 +400,10 @@ PlanCost estimate_ranks(const std::vector<RankStep>& ranks, Grid g, const Machin
         words = std::max(words, r.calls[i].words);
         messages = std::max(messages, r.calls[i].messages);
       }
+      const OpLink op = link_of(call.comm).of(call.op);
       if (words > 0 || messages > 0)
         c.terms.push_back(make_term(call.op + " over " + call.comm + " (" + call.layer + ")", words, messages,
-                                    on_link(m, link_of(call.comm))));
+                                    on_link(m, Link{op.alpha, op.beta})));
     }
     for (size_t i = 0; i < first.layers.size(); ++i) {
       if (first.layers[i].name != name) continue;

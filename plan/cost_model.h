@@ -103,6 +103,17 @@ struct ComputeTable {
 };
 using ComputeTables = std::map<std::string, ComputeTable>;  // by layer name
 
+// α and β of one operation on a link, fitted on that operation's samples alone (a
+// calibration, plan/calibration.h), by the operation's name in a step's calls (CommCall::op:
+// "all_reduce", "all_gatherv", "reduce_scatterv", "send_recv"). An all-reduce also adds what it
+// sums, and a library may run each operation by another algorithm: one α and β for all of
+// them fits none well.
+struct OpLink {
+  double alpha = 0;  // s per message
+  double beta = 0;   // s per word
+};
+using OpLinks = std::map<std::string, OpLink>;
+
 struct Machine {
   double alpha = 2e-6;      // s per message
   double beta = 4.0 / 6e9;  // s per word
@@ -113,6 +124,7 @@ struct Machine {
   // 1/Pr when model-split), times forward_flops / table.forward_flops when the planned
   // layer's shape differs from the measured one (both known); the others use `flops` as above.
   std::shared_ptr<const ComputeTables> compute = nullptr;
+  OpLinks ops = {};  // α, β per operation, where measured (gridnn's own step, estimate_ranks)
 };
 
 // The α and β of one communicator, and of each communicator of the grid: row (the Pr ranks
@@ -122,10 +134,15 @@ struct Machine {
 struct Link {
   double alpha = 2e-6;      // s per message
   double beta = 4.0 / 6e9;  // s per word
+  OpLinks ops = {};         // per operation, where measured: a call of one costs its own α, β
+  OpLink of(const std::string& op) const;
 };
 struct Links {
   Link row, col, world;
-  static Links flat(const Machine& m) { return {{m.alpha, m.beta}, {m.alpha, m.beta}, {m.alpha, m.beta}}; }
+  static Links flat(const Machine& m) {
+    const Link l{m.alpha, m.beta, m.ops};
+    return {l, l, l};
+  }
 };
 
 // One rank's compute seconds for layer `l` on `samples` local samples, `fraction` of its
@@ -255,10 +272,11 @@ struct RankStep {
 // One step of the whole grid from every rank's description: each layer's terms are its
 // calls (a "<layer> (gather)" counts to its layer) with the most words and messages any rank
 // has in them (every rank makes the same calls in the same order), then "loss" and
-// "gradients"; compute is the slowest rank's part of each layer on its samples.
+// "gradients"; compute is the slowest rank's part of each layer on its samples. A call costs
+// the α and β of its operation where the machine has them (Machine::ops), else the machine's.
 PlanCost estimate_ranks(const std::vector<RankStep>& ranks, Grid grid, const Machine& m);
 // The same with each call at the α and β of its communicator ("row", "col"; "stage" and any
-// other at world's); compute from `m`.
+// other at world's), of its operation where the link has them (Link::ops); compute from `m`.
 PlanCost estimate_ranks(const std::vector<RankStep>& ranks, Grid grid, const Machine& m, const Links& links);
 // The layers of a description as a Network (for the paper's strategies).
 Network network_of(const RankStep& step, const std::string& name);

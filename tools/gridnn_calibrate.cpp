@@ -100,7 +100,7 @@ int calibrate(const Cli& c, parallel::ProcessGrid& grid) {
       auto s = plan::time_comm_op(*k.comm, op, c.sizes, timing);
       samples.insert(samples.end(), s.begin(), s.end());
     }
-    cal.comm[k.name] = plan::fit_alpha_beta(samples);
+    cal.comm[k.name] = plan::fit_per_op(samples);
   }
 
   // Compute: the model's layers at each local batch.

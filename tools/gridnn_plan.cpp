@@ -59,6 +59,7 @@ struct CalibrationUse {
   std::string file, kind, machine, date, grid;
   bool alpha_from_file = false, beta_from_file = false;
   size_t layers_measured = 0, layers = 0;
+  size_t operations = 0;  // fitted on their own (gridnn's own step costs its calls at them)
 };
 
 std::string json_string(const std::string& s) {
@@ -241,11 +242,14 @@ NodeCluster cluster_of(const NodeFlags& f, const Machine& flat, int procs, bool 
 // ones, the defaults of the link flags not given.
 void print_calibration(const CalibrationUse& cal, bool two_level) {
   std::printf(
-      "calibration: %s (%s, %s, grid %s): %salpha %s, beta %s of kind \"%s\"%s; measured compute for %zu "
+      "calibration: %s (%s, %s, grid %s): %salpha %s, beta %s of kind \"%s\"%s%s; measured compute for %zu "
       "of %zu layers (the others: --flops)\n",
       cal.file.c_str(), cal.machine.c_str(), cal.date.c_str(), cal.grid.c_str(), two_level ? "the flat " : "",
       cal.alpha_from_file ? "from the file" : "from --alpha",
       cal.beta_from_file ? "from the file" : "from --beta/--bandwidth", cal.kind.c_str(),
+      cal.operations > 0
+          ? (" and of each of its " + std::to_string(cal.operations) + " operations (--conv gridnn)").c_str()
+          : "",
       two_level ? " (the defaults of the link flags not given)" : "", cal.layers_measured, cal.layers);
 }
 
@@ -325,8 +329,9 @@ void add_flags(CLI::App& app, PlanFlags& f) {
   app.add_flag("--explain", f.explain, "per-layer terms of every grid");
 }
 
-// Reads --calibration into f.machine: alpha and beta of --calibration-kind unless given as
-// flags, and the measured per-layer compute times. Returns what was used, for the output.
+// Reads --calibration into f.machine: alpha and beta of --calibration-kind, and of each of its
+// operations, unless given as flags, and the measured per-layer compute times. Returns what
+// was used, for the output.
 CalibrationUse apply_calibration(PlanFlags& f, const Network& net) {
   const Calibration c = read_calibration(f.calibration_file);
   // A file from one process has no communication: α and β then come from the flags.
@@ -343,6 +348,8 @@ CalibrationUse apply_calibration(PlanFlags& f, const Network& net) {
                         net.layers.size()};
   if (cal.alpha_from_file) f.machine.alpha = fitted.alpha;
   if (cal.beta_from_file) f.machine.beta = fitted.beta;
+  if (cal.alpha_from_file && cal.beta_from_file) f.machine.ops = fitted.ops;  // flags given: they cost every call
+  cal.operations = f.machine.ops.size();
   f.machine.compute = fitted.compute;
   for (const LayerShape& l : net.layers) cal.layers_measured += c.compute.count(l.name);
   return cal;

@@ -101,6 +101,50 @@ TEST(Calibration, FitRejectsTooFewSamples) {
                        "must be finite and > 0"));
 }
 
+// An all-reduce at 3x the β of the gathers (it adds what it sums): the kind's one fit misses,
+// each operation's recovers its own; the pingpong gets none (no step calls it).
+TEST(Calibration, EachOperationGetsItsOwnFit) {
+  const double alpha = 2e-6, beta = 4.0 / 10e9;
+  std::vector<CommSample> s = synthetic(alpha, beta, 2);
+  for (CommSample& x : s)
+    if (x.op == "all_reduce") x.seconds = alpha * 2 + 3 * beta * double(x.elements);  // m = 2, w = n on 2 ranks
+  for (int64_t n : {1, 1024, 65536}) s.push_back({"pingpong", 2, n, 1e-6 + 1e-10 * double(n)});
+  const KindFit f = fit_per_op(s);
+  EXPECT_EQ(f.samples.size(), s.size());
+  EXPECT_LT(f.beta, 2.95 * beta);  // one line through them all fits none
+  EXPECT_GT(f.residual, 0.05);
+  ASSERT_EQ(f.ops.size(), 3u);
+  EXPECT_NEAR(f.ops.at("all_reduce").beta, 3 * beta, 1e-9 * beta);
+  EXPECT_NEAR(f.ops.at("all_reduce").alpha, alpha, 1e-9 * alpha);
+  for (const char* op : {"all_gather", "reduce_scatter"}) {
+    EXPECT_NEAR(f.ops.at(op).beta, beta, 1e-9 * beta) << op;
+    EXPECT_LT(f.ops.at(op).residual, 1e-9) << op;
+  }
+  EXPECT_EQ(f.ops.count("pingpong"), 0u);
+  EXPECT_EQ(call_op("all_gather"), "all_gatherv");
+  EXPECT_EQ(call_op("reduce_scatter"), "reduce_scatterv");
+  EXPECT_EQ(call_op("halo"), "send_recv");
+  EXPECT_EQ(call_op("all_reduce"), "all_reduce");
+  EXPECT_EQ(call_op("pingpong"), "");
+
+  // The model costs a call at its operation's α and β, under a step's names for them.
+  Calibration c;
+  c.comm["row"] = f;
+  const Machine m = machine_from(c, "row");
+  ASSERT_EQ(m.ops.size(), 3u);
+  EXPECT_EQ(m.ops.at("all_gatherv").beta, f.ops.at("all_gather").beta);
+  RankStep r;
+  r.calls.push_back(make_call("gradients", "row", "all_reduce", 1000000, 2));
+  r.calls.push_back(make_call("att3", "row", "all_gatherv", 1000, 2, 1000));
+  const PlanCost p = estimate_ranks({r, r}, Grid{2, 1}, m);
+  const double reduce = f.ops.at("all_reduce").alpha * 2 + f.ops.at("all_reduce").beta * 1e6;
+  const double gather = f.ops.at("all_gather").alpha * 1 + f.ops.at("all_gather").beta * 1000;
+  EXPECT_DOUBLE_EQ(p.comm_s(), reduce + gather);
+  Machine kind_only = m;
+  kind_only.ops.clear();
+  EXPECT_DOUBLE_EQ(estimate_ranks({r, r}, Grid{2, 1}, kind_only).comm_s(), f.alpha * 3 + f.beta * (1e6 + 1000));
+}
+
 TEST(Calibration, MedianAndSelfCommunicator) {
   EXPECT_EQ(median({3, 1, 2}), 2.0);
   EXPECT_EQ(median({4, 1, 2, 3}), 2.5);
@@ -122,8 +166,8 @@ Calibration sample_calibration() {
   c.grid = "2x2";
   c.procs = 4;
   c.model = "ResAttNet3D-18";
-  c.comm["world"] = fit_alpha_beta(synthetic(5e-6, 4.0 / 25e9, 4));
-  c.comm["row"] = fit_alpha_beta(synthetic(1e-6, 4.0 / 100e9, 2));
+  c.comm["world"] = fit_per_op(synthetic(5e-6, 4.0 / 25e9, 4));
+  c.comm["row"] = fit_per_op(synthetic(1e-6, 4.0 / 100e9, 2));
   c.compute["conv1"] = {1000, {{1, 0.1}, {2, 0.2}, {4, 0.5}}, {}};
   c.compute["conv1"].slabs.push_back({{10, 32, 32}, {4, 16, 16}, 450, {{1, 0.06}, {4, 0.3}}});
   c.compute["fc"] = {0, {{1, 1e-5}}, {}};
@@ -153,6 +197,9 @@ TEST(Calibration, JsonRoundTrip) {
   EXPECT_EQ(r.comm.at("world").samples[5].op, c.comm.at("world").samples[5].op);
   EXPECT_EQ(r.comm.at("world").samples[5].elements, c.comm.at("world").samples[5].elements);
   EXPECT_DOUBLE_EQ(r.comm.at("world").samples[5].seconds, c.comm.at("world").samples[5].seconds);
+  ASSERT_EQ(r.comm.at("world").ops.size(), 3u);
+  EXPECT_DOUBLE_EQ(r.comm.at("world").ops.at("reduce_scatter").beta, c.comm.at("world").ops.at("reduce_scatter").beta);
+  EXPECT_DOUBLE_EQ(r.comm.at("row").ops.at("all_reduce").alpha, c.comm.at("row").ops.at("all_reduce").alpha);
   ASSERT_EQ(r.compute.size(), 2u);
   EXPECT_EQ(r.compute.at("conv1").forward_flops, 1000);
   EXPECT_EQ(r.compute.at("conv1").seconds, c.compute.at("conv1").seconds);
@@ -203,6 +250,10 @@ TEST(Calibration, CorruptFieldsAreNamed) {
                        "compute.conv1.slabs[0].seconds[0].seconds: expected a finite number > 0"));
   EXPECT_TRUE(
       contains(corrupt([](json& j) { j["compute"]["conv1"]["slabs"] = 3; }), "compute.conv1.slabs: expected an array"));
+  EXPECT_TRUE(contains(corrupt([](json& j) { j["comm"]["row"]["ops"]["all_reduce"].erase("beta"); }),
+                       "calib.json: comm.row.ops.all_reduce.beta: missing"));
+  EXPECT_TRUE(contains(corrupt([](json& j) { j["comm"]["row"]["ops"]["gossip"] = j["comm"]["row"]["ops"]["halo"]; }),
+                       "comm.row.ops.gossip: expected all_reduce, all_gather, reduce_scatter or halo"));
   EXPECT_TRUE(contains(corrupt([](json& j) { j.erase("compute"); }), "calib.json: compute: missing"));
   EXPECT_TRUE(contains(corrupt([](json& j) { j["procs"] = 0; }), "calib.json: procs: expected an integer >= 1"));
   EXPECT_TRUE(contains(corrupt([](json& j) { j["format"] = "other"; }), "calib.json: format: expected"));
@@ -210,6 +261,16 @@ TEST(Calibration, CorruptFieldsAreNamed) {
                        "calib.json: not valid JSON"));
   EXPECT_TRUE(contains(error_message([] { read_calibration("/nonexistent/calib.json"); }),
                        "/nonexistent/calib.json: cannot open the calibration file"));
+}
+
+// A file written before the per-operation fits gets them from its samples.
+TEST(Calibration, AFileWithoutPerOperationFitsFitsThemOnReading) {
+  nlohmann::json j = nlohmann::json::parse(calibration_to_json(sample_calibration()));
+  for (auto& [kind, f] : j["comm"].items()) f.erase("ops");
+  const Calibration r = calibration_from_json(j.dump(), "old.json");
+  const KindFit refit = fit_per_op(sample_calibration().comm.at("world").samples);
+  ASSERT_EQ(r.comm.at("world").ops.size(), 3u);
+  EXPECT_EQ(r.comm.at("world").ops.at("all_gather").beta, refit.ops.at("all_gather").beta);
 }
 
 TEST(Calibration, MachineFromKind) {
