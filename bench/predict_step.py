@@ -5,11 +5,11 @@ For each case W:DxHxW:B (ResAttNet3D-18, width W, input DxHxW, global batch B) i
 
 1. calibrates the machine as a user would before planning, once per process count, since two
    processes on one machine slow each other's memory-bound passes:
-       gridnn-calibrate --grid 1x1 --width W --input DxHxW --batches 1,B --layer-reps 5 --out F1
-       mpiexec -n 2 gridnn-calibrate --grid 2x1 --width W --input DxHxW --batches 1,B --layer-reps 5 --out F2
+       gridnn-calibrate --grid 1x1 --width W --input DxHxW --batches 1,B --sweeps 5 --out F1
+       mpiexec -n 2 gridnn-calibrate --grid 2x1 --width W --input DxHxW --batches 1,B --sweeps 5 --out F2
    (α and β of each communicator of F2 and of each of its operations, every layer timed forward + backward at local
    batches 1 and B, and each depth slab the two rows of 2x1 run with the copies around it,
-   on 2 ranks both at once, the slower rank's time);
+   on 2 ranks both at once, the slower rank's time; each the median of 5 sweeps);
 2. asks the planner for the step of every grid of P = 1 (from F1) and P = 2 (from F2), from gridnn-train's own
    description of its step (`--conv gridnn`; plan/cost_model.h: each layer's measured time
    at the rank's slab, or else scaled to the rank's share of the output, plus the α–β cost
@@ -68,7 +68,7 @@ def launch(grid, mpiexec):
 def calibrate(bins, mpiexec, procs, width, shape, batch, out):
     run(([mpiexec, "-n", str(procs)] if procs > 1 else []) + [
         os.path.join(bins, "gridnn-calibrate"), "--grid", f"{procs}x1", "--width", str(width), "--input", shape,
-        "--batches", f"1,{batch}" if batch > 1 else "1", "--layer-reps", "5", "--out", out])
+        "--batches", f"1,{batch}" if batch > 1 else "1", "--layer-reps", "3", "--sweeps", "5", "--out", out])
 
 
 def predicted(bins, calibrations, width, shape, batch):

@@ -131,6 +131,8 @@ Tensor assemble_own(const DepthHalo& h, const Tensor& x, float padding_value) {
 }
 
 void place_received(const DepthHalo& h, const std::vector<Tensor>& incoming, Tensor& extended) {
+  GRIDNN_REQUIRE(incoming.size() == h.receives.size(), "place_received: ", incoming.size(), " tensors for ",
+                 h.receives.size(), " transfers");
   const int64_t base = h.needed.begin;
   for (size_t i = 0; i < incoming.size(); ++i)
     ops::copy_slices(incoming[i], 2, 0, extended, h.receives[i].planes.begin - base, h.receives[i].planes.size());
@@ -152,6 +154,8 @@ Tensor own_gradient(const DepthHalo& h, const Tensor& d_extended) {
 }
 
 void add_returned(const DepthHalo& h, const std::vector<Tensor>& incoming, Tensor& dx) {
+  GRIDNN_REQUIRE(incoming.size() == h.sends.size(), "add_returned: ", incoming.size(), " tensors for ", h.sends.size(),
+                 " transfers");
   const Range mine = h.input.owned();
   for (size_t i = 0; i < incoming.size(); ++i)  // in rank order: a fixed order of addition
     ops::add_slices(incoming[i], 2, 0, dx, h.sends[i].planes.begin - mine.begin, h.sends[i].planes.size());

@@ -95,13 +95,15 @@ inline constexpr EnumName<HaloMode> kHaloModeNames[] = {
     {HaloMode::blocking, "blocking", "each exchange is waited for before the layer computes"}};
 constexpr EnumNames<HaloMode> enum_names(HaloMode) { return {"halo mode", kHaloModeNames}; }
 
-// The exchange's copies on one rank, which move nothing between ranks: HaloExchange runs them
-// around its messages, and the cost model's calibration times them with the layer they feed
-// (models/run/timing.h).
+// The exchange's copies on one rank into and out of the slabs, which move nothing between
+// ranks: HaloExchange runs them around its messages (and copies the planes it sends out of
+// the slab, ops::slice), and the cost model's calibration times them all with the layer they
+// feed (models/run/timing.h).
 //   assemble_own     the extended slab [B, C, needed planes, H, W] of the own slab x: own
 //                    planes copied, planes outside the volume set to `padding_value`, the
 //                    planes from other ranks left for place_received
 //   place_received   the planes received from each rank of h.receives (in its order) put in
+//                    their places in the extended slab
 //   own_gradient     dx [B, C, owned planes, H, W]: the own planes' gradient from d(extended
 //                    slab), zero for owned planes no output reads
 //   add_returned     the gradients each rank of h.sends returned added to dx, in that order

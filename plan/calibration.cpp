@@ -86,12 +86,12 @@ CommFit fit_alpha_beta(const std::vector<CommSample>& samples) {
   return fit;
 }
 
-std::string call_op(const std::string& sample_op) {
-  if (sample_op == "all_reduce") return "all_reduce";
-  if (sample_op == "all_gather") return "all_gatherv";
-  if (sample_op == "reduce_scatter") return "reduce_scatterv";
-  if (sample_op == "halo") return "send_recv";
-  return "";
+std::vector<std::string> call_ops(const std::string& sample_op) {
+  if (sample_op == "all_reduce") return {"all_reduce"};
+  if (sample_op == "all_gather") return {"all_gatherv", "all_gather"};
+  if (sample_op == "reduce_scatter") return {"reduce_scatterv"};
+  if (sample_op == "halo") return {"send_recv"};
+  return {};
 }
 
 KindFit fit_per_op(const std::vector<CommSample>& samples) {
@@ -99,10 +99,14 @@ KindFit fit_per_op(const std::vector<CommSample>& samples) {
   static_cast<CommFit&>(kind) = fit_alpha_beta(samples);
   std::map<std::string, std::vector<CommSample>> by_op;
   for (const CommSample& s : samples)
-    if (!call_op(s.op).empty()) by_op[s.op].push_back(s);
+    if (!call_ops(s.op).empty()) by_op[s.op].push_back(s);
   for (const auto& [op, own] : by_op) {
-    kind.ops[op] = fit_alpha_beta(own);
-    kind.ops[op].samples.clear();  // the kind holds them
+    try {
+      CommFit fit = fit_alpha_beta(own);
+      fit.samples.clear();  // the kind holds them
+      kind.ops[op] = std::move(fit);
+    } catch (const Error&) {  // one size of it only: the kind's α and β cost its calls
+    }
   }
   return kind;
 }
@@ -267,13 +271,13 @@ Calibration calibration_from_json(const std::string& text, const std::string& so
     if (f.contains("ops")) {
       for (const auto& [op, g] : r.object(f, path, "ops").items()) {
         const std::string p = path + ".ops." + op;
-        if (call_op(op).empty()) r.fail(p, "expected all_reduce, all_gather, reduce_scatter or halo");
+        if (call_ops(op).empty()) r.fail(p, "expected all_reduce, all_gather, reduce_scatter or halo");
         fit.ops[op] = {r.number(g, p, "alpha"), r.number(g, p, "beta"), r.number(g, p, "residual"), {}};
       }
     } else {  // written before the per-operation fits: fitted here from the samples
       try {
         fit.ops = fit_per_op(fit.samples).ops;
-      } catch (const Error&) {  // too few sizes of some operation: the kind's α and β serve
+      } catch (const Error&) {  // too few samples for even the kind's fit: its stored α and β serve
       }
     }
     c.comm[kind] = std::move(fit);
@@ -339,7 +343,8 @@ Machine machine_from(const Calibration& c, const std::string& kind, const Machin
     m.alpha = it->second.alpha;
     m.beta = it->second.beta;
     m.ops.clear();
-    for (const auto& [op, f] : it->second.ops) m.ops[call_op(op)] = {f.alpha, f.beta};
+    for (const auto& [op, f] : it->second.ops)
+      for (const std::string& call : call_ops(op)) m.ops[call] = {f.alpha, f.beta};
   }
   if (!c.compute.empty()) m.compute = std::make_shared<const ComputeTables>(c.compute);
   return m;

@@ -56,11 +56,14 @@ struct KindFit : CommFit {
 // (or otherwise independent m, w) remain: one size cannot separate α from β.
 CommFit fit_alpha_beta(const std::vector<CommSample>& samples);
 // The fit over all `samples`, and one per operation among them (each op's samples alone, the
-// pingpong's left out: no step makes that call).
+// pingpong's left out: no step makes that call; an operation too few sizes of which were
+// measured gets none, and the kind's fit costs its calls).
 KindFit fit_per_op(const std::vector<CommSample>& samples);
-// The name of a sample op as a step's call (CommCall::op): all_gather -> all_gatherv,
-// reduce_scatter -> reduce_scatterv, halo -> send_recv; all_reduce as it is; "" for pingpong.
-std::string call_op(const std::string& sample_op);
+// The names of a sample op among a step's calls (CommCall::op): all_gather -> all_gatherv and
+// all_gather (blocks of any and of equal sizes), reduce_scatter -> reduce_scatterv, halo ->
+// send_recv (the halo's, and a switch to the batch split's all-to-all rounds); all_reduce as
+// it is; none for pingpong.
+std::vector<std::string> call_ops(const std::string& sample_op);
 
 struct Calibration {
   std::string machine;  // free text: host name, CPU, interconnect

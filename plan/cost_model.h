@@ -85,7 +85,9 @@ double seconds_at(const BatchSeconds& seconds, double local_batch);
 
 // One layer as a rank of a grid runs it: its work on a depth slab ({D, H, W} of the input it
 // reads, halo planes included, and of the output it computes), measured at that shape with
-// what the rank does around it that moves no data between ranks (docs/design.md §6).
+// the copies the rank makes around it for the exchange, without the messages (docs/design.md
+// §6). A slab is known by its sizes and FLOPs alone: an edge slab with padding planes and a
+// middle one with halo planes on both sides share a table where their sizes agree.
 struct SlabTable {
   std::array<int64_t, 3> in_size{1, 1, 1}, out_size{1, 1, 1};
   double forward_flops = 0;  // per sample, of this shape
@@ -105,7 +107,7 @@ using ComputeTables = std::map<std::string, ComputeTable>;  // by layer name
 
 // α and β of one operation on a link, fitted on that operation's samples alone (a
 // calibration, plan/calibration.h), by the operation's name in a step's calls (CommCall::op:
-// "all_reduce", "all_gatherv", "reduce_scatterv", "send_recv"). An all-reduce also adds what it
+// "all_reduce", "all_gatherv", "all_gather", "reduce_scatterv", "send_recv"). An all-reduce also adds what it
 // sums, and a library may run each operation by another algorithm: one α and β for all of
 // them fits none well.
 struct OpLink {
@@ -119,7 +121,8 @@ struct Machine {
   double beta = 4.0 / 6e9;  // s per word
   double flops = 0;         // compute rate (FLOP/s); 0: no compute term
   // Measured compute (optional): a layer with a table here costs the table's slab of its
-  // shape at the local batch where one matches (SlabTable::matches), else table.at(local
+  // shape at the local batch (times the fraction below, 1 for a rank's own layer) where one
+  // matches (SlabTable::matches), else table.at(local
   // batch) times the fraction of the output it computes (its depth slab when domain-split,
   // 1/Pr when model-split), times forward_flops / table.forward_flops when the planned
   // layer's shape differs from the measured one (both known); the others use `flops` as above.
@@ -146,9 +149,9 @@ struct Links {
 };
 
 // One rank's compute seconds for layer `l` on `samples` local samples, `fraction` of its
-// output: the measured table when `m` has one for l.name (its slab of l's shape, which is
-// the rank's whole part: `fraction` 1 only), else 3 x forward FLOPs / m.flops (0 without a
-// rate).
+// output: the measured table when `m` has one for l.name (its slab of l's shape times
+// `fraction`, which gridnn's own step, estimate_ranks, gives as 1: l is already the rank's
+// part), else 3 x forward FLOPs / m.flops (0 without a rate).
 double layer_compute_s(const LayerShape& l, double samples, double fraction, const Machine& m);
 
 enum class LayerUse { batch, model, domain };

@@ -5,7 +5,8 @@
 //     fitted per communicator kind ("row", "col", "world", "pingpong") where it has >= 2 ranks;
 //   - each layer of the model timed forward+backward at each local batch (every rank at once,
 //     as in training; the max over the ranks), and on a grid with rows each slab its rows run
-//     (run::time_slabs: what the planner prices a rank's layer at on a grid like this one).
+//     (run::time_slabs: what the planner prices a rank's layer at on a grid like this one);
+//     with --sweeps S, each time the median of S sweeps through them all.
 // Rank 0 writes the file (atomically) and prints a summary table.
 //
 //   mpiexec -n 4 gridnn-calibrate --grid 2x2 --width 8 --input 32x32x32 --batches 1,2,4 --out calib.json
@@ -33,7 +34,7 @@ struct Cli {
   cli::ModelFlags model;
   std::vector<int64_t> batches{1, 2, 4};
   std::vector<int64_t> sizes{1, 16, 256, 4096, 65536, 1048576};
-  int reps = 10, layer_reps = 3;
+  int reps = 10, layer_reps = 3, sweeps = 1;
   bool no_layers = false;
 };
 
@@ -58,6 +59,25 @@ void for_each_time(plan::ComputeTables& tables, Visit visit) {
     for (plan::SlabTable& slab : t.slabs)
       for (auto& [b, s] : slab.seconds) visit(s);
   }
+}
+
+// Each time the median of its values over the sweeps (each sweep times every layer and slab
+// once more): a slow spell of a shared machine spoils one sweep's layers, not every median.
+plan::ComputeTables median_over_sweeps(std::vector<plan::ComputeTables>& sweeps) {
+  std::vector<std::vector<double>> values;
+  for (plan::ComputeTables& t : sweeps) {
+    values.emplace_back();
+    for_each_time(t, [&](double& s) { values.back().push_back(s); });
+  }
+  plan::ComputeTables out = sweeps.front();
+  size_t i = 0;
+  for_each_time(out, [&](double& s) {
+    std::vector<double> of_entry;
+    for (const std::vector<double>& v : values) of_entry.push_back(v[i]);
+    s = plan::median(of_entry);
+    ++i;
+  });
+  return out;
 }
 
 // The max over the world of every layer's times (all ranks time the same layers, slabs and
@@ -115,11 +135,16 @@ int calibrate(const Cli& c, parallel::ProcessGrid& grid) {
                    cal.model.c_str(), c.batches.size());
     run::TimingOptions layer_timing;
     layer_timing.reps = c.layer_reps;
-    cal.compute = run::time_layers(model, c.batches, layer_timing);
-    if (grid.shape().rows > 1) {  // every rank times every row's slabs, all at once
-      if (root) std::fprintf(stderr, "gridnn-calibrate: timing the slabs of the %d rows...\n", grid.shape().rows);
-      run::time_slabs(model, grid.shape(), c.batches, cal.compute, layer_timing);
+    std::vector<plan::ComputeTables> sweeps;
+    for (int s = 0; s < c.sweeps; ++s) {
+      sweeps.push_back(run::time_layers(model, c.batches, layer_timing));
+      if (grid.shape().rows > 1) {  // every rank times every row's slabs, all at once
+        if (root && s == 0)
+          std::fprintf(stderr, "gridnn-calibrate: timing the slabs of the %d rows...\n", grid.shape().rows);
+        run::time_slabs(model, grid.shape(), c.batches, sweeps.back(), layer_timing);
+      }
     }
+    cal.compute = median_over_sweeps(sweeps);
     max_over_world(cal.compute, grid.world());
   }
 
@@ -165,6 +190,11 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--layer-reps", c.layer_reps, "timed repetitions per layer and batch (median)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--sweeps", c.sweeps,
+                 "times every layer (and slab) is timed, each a sweep through them all; each time the median over "
+                 "the sweeps (on a shared machine, 3 or more)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_flag("--no-layers", c.no_layers, "skip the per-layer compute timing");

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "kernels/elementwise.h"
+#include "kernels/layout.h"
 #include "kernels/random.h"
 #include "models/dist/domain_parallel.h"
 #include "models/run/step_plan.h"
@@ -102,8 +103,12 @@ double time_domain_layer(nn::DomainParallel& layer, const plan::LayerShape& l, i
   for (auto* buffers : {&received, &returned})
     for (Tensor& t : *buffers) ops::uniform_(t, -1.0f, 1.0f, ops::RandomKey(timing.seed, 3));
   nn::Module& inner = layer.layer();
+  const int64_t first = h.input.owned().begin;
   ForwardBackward run(
       [&](const Tensor& own) {
+        std::vector<Tensor> outgoing;  // the planes sent, copied out of the slab
+        for (const parallel::PlaneTransfer& t : h.sends)
+          outgoing.push_back(ops::slice(own, 2, t.planes.begin - first, t.planes.size()));
         Tensor extended = parallel::assemble_own(h, own, padding_value);
         parallel::place_received(h, received, extended);
         return inner.forward(extended);
@@ -111,6 +116,9 @@ double time_domain_layer(nn::DomainParallel& layer, const plan::LayerShape& l, i
       [&](const Tensor& dy) {
         Tensor d_extended = inner.backward(dy);
         if (!d_extended.defined()) return d_extended;
+        std::vector<Tensor> outgoing;  // the halo planes' gradients, copied out for their owners
+        for (const parallel::PlaneTransfer& t : h.receives)
+          outgoing.push_back(ops::slice(d_extended, 2, t.planes.begin - h.needed.begin, t.planes.size()));
         Tensor dx = parallel::own_gradient(h, d_extended);
         parallel::add_returned(h, returned, dx);
         return dx;
@@ -150,15 +158,18 @@ void time_slabs(const RunOptions& options, const parallel::GridShape& grid, cons
                 plan::ComputeTables& tables, const TimingOptions& timing) {
   GRIDNN_REQUIRE(!batches.empty(), "time_slabs: give at least one batch");
   if (grid.rows < 2) return;
-  std::unique_ptr<nn::Module> whole = build_model(options);  // batch norm runs its own layer on the slab
-  whole->to(options.device);
+  RunOptions o = options;
+  o.halo = parallel::HaloMode::blocking;               // the same kernels; no exchange started inside the layer
+  std::unique_ptr<nn::Module> whole = build_model(o);  // batch norm runs its own layer on the slab
+  whole->to(o.device);
   whole->train();
+  nonzero_gammas(*whole);
   const std::map<std::string, nn::Module*> whole_by_name = modules_by_name(*whole);
-  const Shape sample{options.in_channels, options.input[0], options.input[1], options.input[2]};
+  const Shape sample{o.in_channels, o.input[0], o.input[1], o.input[2]};
   for (int r = 0; r < grid.rows; ++r) {
-    PlannedModel planned = planned_model(options, grid, r);
+    PlannedModel planned = planned_model(o, grid, r);
     nn::Module& net = *planned.model;
-    net.to(options.device);
+    net.to(o.device);
     net.train();
     for (auto& [name, p] : net.named_parameters())  // built to describe itself: not initialized
       ops::uniform_(p->value, -0.1f, 0.1f, ops::RandomKey(timing.seed, 4));
@@ -176,8 +187,8 @@ void time_slabs(const RunOptions& options, const parallel::GridShape& grid, cons
       if (known || whole_shape || (!domain && l.kind != plan::LayerKind::bn)) continue;
       plan::SlabTable slab{l.in_size, l.out_size, l.forward_flops, {}};
       for (int64_t b : batches)
-        slab.seconds[b] = domain ? time_domain_layer(*domain, l, b, domain->padding_value(), options.device, timing)
-                                 : time_layer(*whole_by_name.at(l.name), l, b, options.device, timing);
+        slab.seconds[b] = domain ? time_domain_layer(*domain, l, b, domain->padding_value(), o.device, timing)
+                                 : time_layer(*whole_by_name.at(l.name), l, b, o.device, timing);
       slabs.push_back(std::move(slab));
     }
   }

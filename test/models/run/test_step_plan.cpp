@@ -275,7 +275,7 @@ TEST(StepPlan, GridAutoOnNodesWeighsEachOrderAtItsLinks) {
 }
 
 // On 3 x 1 every convolution, pooling and batch norm a rank runs on a slab has that slab
-// timed, the ranks' different slabs each; attention keeps the whole table (its keys are all
+// timed, the ranks' different slabs once each; attention keeps the whole table (its keys are all
 // positions); and the model prices each rank's layer at its own slab, the slowest rank's.
 TEST(StepPlan, SlabTimingCoversEveryRanksShape) {
   const RunOptions o = resattnet(4, 2, {20, 12, 12}, 3);
@@ -307,9 +307,15 @@ TEST(StepPlan, SlabTimingCoversEveryRanksShape) {
     }
   EXPECT_GT(slabs, 20u);
   EXPECT_TRUE(tables.at("att3").slabs.empty());
-  // 20 input planes over 3 rows: 7, 7 and 6; the stem's slabs differ between the middle row
-  // (halo planes both sides) and the edges (padding planes).
-  EXPECT_GE(tables.at("conv1").slabs.size(), 2u);
+  // The stem (kernel 7, stride 2, padding 3) maps 20 planes to 10, split 4, 3, 3 over the
+  // rows: row 0 reads input planes [-3, 10) (13, three of them padding), row 1 [5, 16) and
+  // row 2 [11, 22) (11 each, the last two padding): two slabs, 13 -> 4 and 11 -> 3 planes.
+  const std::vector<SlabTable>& stem = tables.at("conv1").slabs;
+  ASSERT_EQ(stem.size(), 2u);
+  EXPECT_EQ(stem[0].in_size, (std::array<int64_t, 3>{13, 12, 12}));
+  EXPECT_EQ(stem[0].out_size, (std::array<int64_t, 3>{4, 6, 6}));
+  EXPECT_EQ(stem[1].in_size, (std::array<int64_t, 3>{11, 12, 12}));
+  EXPECT_EQ(stem[1].out_size, (std::array<int64_t, 3>{3, 6, 6}));
   for (const auto& [layer, s] : slowest) EXPECT_EQ(compute_of(estimate_ranks(ranks, {3, 1}, m), layer), s) << layer;
 }
 
