@@ -6,7 +6,9 @@
 //   - each layer of the model timed forward+backward at each local batch (every rank at once,
 //     as in training; the max over the ranks), and on a grid with rows each slab its rows run
 //     (run::time_slabs: what the planner prices a rank's layer at on a grid like this one);
-//     with --sweeps S, each time the median of S sweeps through them all.
+//     with --sweeps S, each time the median of S sweeps through them all; before each round
+//     --evict MiB are written (64 by default), so that a layer starts from caches that other
+//     work filled, as it does in a training step.
 // Rank 0 writes the file (atomically) and prints a summary table.
 //
 //   mpiexec -n 4 gridnn-calibrate --grid 2x2 --width 8 --input 32x32x32 --batches 1,2,4 --out calib.json
@@ -35,6 +37,7 @@ struct Cli {
   std::vector<int64_t> batches{1, 2, 4};
   std::vector<int64_t> sizes{1, 16, 256, 4096, 65536, 1048576};
   int reps = 10, layer_reps = 3, sweeps = 1;
+  int64_t evict_mib = 64;
   bool no_layers = false;
 };
 
@@ -135,6 +138,7 @@ int calibrate(const Cli& c, parallel::ProcessGrid& grid) {
                    cal.model.c_str(), c.batches.size());
     run::TimingOptions layer_timing;
     layer_timing.reps = c.layer_reps;
+    layer_timing.evict_bytes = c.evict_mib << 20;
     std::vector<plan::ComputeTables> sweeps;
     for (int s = 0; s < c.sweeps; ++s) {
       sweeps.push_back(run::time_layers(model, c.batches, layer_timing));
@@ -197,6 +201,11 @@ int main(int argc, char** argv) {
                  "the sweeps (on a shared machine, 3 or more)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--evict", c.evict_mib,
+                 "MiB written before each round of a layer, so that it starts from caches other work has filled, as "
+                 "in a training step (0: from its own last round's, which predicts small layers up to 2x fast)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--no-layers", c.no_layers, "skip the per-layer compute timing");
   app.add_option("--machine", c.machine, "machine description stored in the file (default: host name)");
   app.add_option("--out", c.out, "the calibration file to write (JSON)")->required();

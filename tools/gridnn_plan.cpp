@@ -349,7 +349,7 @@ CalibrationUse apply_calibration(PlanFlags& f, const Network& net) {
   if (cal.alpha_from_file) f.machine.alpha = fitted.alpha;
   if (cal.beta_from_file) f.machine.beta = fitted.beta;
   if (cal.alpha_from_file && cal.beta_from_file) f.machine.ops = fitted.ops;  // flags given: they cost every call
-  cal.operations = f.machine.ops.size();
+  if (cal.alpha_from_file && cal.beta_from_file) cal.operations = c.comm.at(f.calibration_kind).ops.size();
   f.machine.compute = fitted.compute;
   for (const LayerShape& l : net.layers) cal.layers_measured += c.compute.count(l.name);
   return cal;
