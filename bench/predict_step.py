@@ -10,7 +10,7 @@ For each case W:DxHxW:B (ResAttNet3D-18, width W, input DxHxW, global batch B) i
    (α and β of each communicator of F2 and of each of its operations, every layer timed forward + backward at local
    batches 1 and B, and each depth slab the two rows of 2x1 run with the copies around it,
    on 2 ranks both at once, the slower rank's time; each the median of 5 sweeps, each round
-   after 64 MiB of other writes);
+   after 64 MiB of other reads);
 2. asks the planner for the step of every grid of P = 1 (from F1) and P = 2 (from F2), from gridnn-train's own
    description of its step (`--conv gridnn`; plan/cost_model.h: each layer's measured time
    at the rank's slab, or else scaled to the rank's share of the output, plus the α–β cost

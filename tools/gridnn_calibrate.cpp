@@ -7,7 +7,7 @@
 //     as in training; the max over the ranks), and on a grid with rows each slab its rows run
 //     (run::time_slabs: what the planner prices a rank's layer at on a grid like this one);
 //     with --sweeps S, each time the median of S sweeps through them all; before each round
-//     --evict MiB are written (64 by default), so that a layer starts from caches that other
+//     --evict MiB of another buffer are read (64 by default), so that a layer starts from caches that other
 //     work filled, as it does in a training step.
 // Rank 0 writes the file (atomically) and prints a summary table.
 //
@@ -202,7 +202,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--evict", c.evict_mib,
-                 "MiB written before each round of a layer, so that it starts from caches other work has filled, as "
+                 "MiB of another buffer read before each round of a layer, so that it starts from caches other work "
+                 "has filled, as "
                  "in a training step (0: from its own last round's, which predicts small layers up to 2x fast)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);

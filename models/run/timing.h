@@ -20,8 +20,8 @@ struct TimingOptions {
   int warmup = 1;  // untimed rounds first
   int reps = 3;    // timed rounds; the medians are reported
   uint64_t seed = 1;
-  // Bytes written before each round (0: none), so that the layer starts from caches other
-  // work has filled, as in a training step, not from its own last round's.
+  // Bytes of another buffer read before each round (0: none), so that the layer starts from
+  // caches other work has filled, as in a training step, not from its own last round's.
   int64_t evict_bytes = 0;
 };
 
