@@ -75,8 +75,8 @@ plan::ComputeTables median_over_sweeps(std::vector<plan::ComputeTables>& sweeps)
   plan::ComputeTables out = sweeps.front();
   size_t i = 0;
   for_each_time(out, [&](double& s) {
-    std::vector<double> of_entry;
-    for (const std::vector<double>& v : values) of_entry.push_back(v[i]);
+    std::vector<double> of_entry(values.size());
+    for (size_t k = 0; k < values.size(); ++k) of_entry[k] = values[k][i];
     s = plan::median(of_entry);
     ++i;
   });
