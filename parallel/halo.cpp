@@ -119,6 +119,22 @@ std::vector<Tensor> plane_buffers(const std::vector<PlaneTransfer>& transfers, c
   return out;
 }
 
+std::vector<Tensor> planes_to_send(const DepthHalo& h, const Tensor& x) {
+  std::vector<Tensor> out;
+  out.reserve(h.sends.size());
+  for (const PlaneTransfer& t : h.sends)
+    out.push_back(ops::slice(x, 2, t.planes.begin - h.input.owned().begin, t.planes.size()));
+  return out;
+}
+
+std::vector<Tensor> gradients_to_return(const DepthHalo& h, const Tensor& d_extended) {
+  std::vector<Tensor> out;
+  out.reserve(h.receives.size());
+  for (const PlaneTransfer& t : h.receives)
+    out.push_back(ops::slice(d_extended, 2, t.planes.begin - h.needed.begin, t.planes.size()));
+  return out;
+}
+
 Tensor assemble_own(const DepthHalo& h, const Tensor& x, float padding_value) {
   Tensor ext = Tensor::empty(x.shape().with(2, h.extended_planes()), x.dtype(), x.device());
   const Range mine = h.input.owned();
@@ -184,8 +200,7 @@ HaloInFlight HaloExchange::start_extend(const Tensor& x, float padding_value) {
                  ": expects this rank's depth slab [B, C, ", mine.size(), ", H, W] (planes [", mine.begin, ", ",
                  mine.end, ") of ", halo_.input.global, "), got ", x.defined() ? x.str() : std::string("undefined"));
   HaloInFlight f;
-  for (const PlaneTransfer& t : halo_.sends)
-    f.outgoing.push_back(ops::slice(x, 2, t.planes.begin - mine.begin, t.planes.size()));
+  f.outgoing = planes_to_send(halo_, x);
   f.incoming = plane_buffers(halo_.receives, x);
   f.calls = start_exchange(row_, halo_.sends, f.outgoing, halo_.receives, f.incoming, kHaloTag);
   f.assembled = assemble_own(halo_, x, padding_value);
@@ -204,12 +219,9 @@ HaloInFlight HaloExchange::start_return_gradient(const Tensor& d_ext) {
   GRIDNN_REQUIRE(d_ext.defined() && d_ext.rank() == 5 && d_ext.size(2) == halo_.extended_planes(), layer_,
                  ": expects the gradient of the extended slab [B, C, ", halo_.extended_planes(), ", H, W], got ",
                  d_ext.defined() ? d_ext.str() : std::string("undefined"));
-  const int64_t base = halo_.needed.begin;
-
   // What this rank received in the forward goes back to its owner; what it sent comes back.
   HaloInFlight f;
-  for (const PlaneTransfer& t : halo_.receives)
-    f.outgoing.push_back(ops::slice(d_ext, 2, t.planes.begin - base, t.planes.size()));
+  f.outgoing = gradients_to_return(halo_, d_ext);
   f.incoming = plane_buffers(halo_.sends, d_ext);
   f.calls = start_exchange(row_, halo_.receives, f.outgoing, halo_.sends, f.incoming, kHaloGradientTag);
   f.assembled = own_gradient(halo_, d_ext);  // the returned gradients follow in finish_return_gradient

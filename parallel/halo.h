@@ -96,9 +96,8 @@ inline constexpr EnumName<HaloMode> kHaloModeNames[] = {
 constexpr EnumNames<HaloMode> enum_names(HaloMode) { return {"halo mode", kHaloModeNames}; }
 
 // The exchange's copies on one rank into and out of the slabs, which move nothing between
-// ranks: HaloExchange runs them around its messages (and copies the planes it sends out of
-// the slab, ops::slice), and the cost model's calibration times them all with the layer they
-// feed (models/run/timing.h).
+// ranks: HaloExchange runs them around its messages, and the cost model's calibration times
+// them with the layer they feed (models/run/timing.h).
 //   assemble_own     the extended slab [B, C, needed planes, H, W] of the own slab x: own
 //                    planes copied, planes outside the volume set to `padding_value`, the
 //                    planes from other ranks left for place_received
@@ -107,11 +106,16 @@ constexpr EnumNames<HaloMode> enum_names(HaloMode) { return {"halo mode", kHaloM
 //   own_gradient     dx [B, C, owned planes, H, W]: the own planes' gradient from d(extended
 //                    slab), zero for owned planes no output reads
 //   add_returned     the gradients each rank of h.sends returned added to dx, in that order
+//   planes_to_send   the own planes each rank of h.sends needs, copied out of the slab x
+//   gradients_to_return  the halo planes' gradients for each rank of h.receives, copied out
+//                    of d(extended slab)
 //   plane_buffers    a tensor [B, C, planes, H, W] like `like` for each transfer
 Tensor assemble_own(const DepthHalo& h, const Tensor& x, float padding_value);
 void place_received(const DepthHalo& h, const std::vector<Tensor>& incoming, Tensor& extended);
 Tensor own_gradient(const DepthHalo& h, const Tensor& d_extended);
 void add_returned(const DepthHalo& h, const std::vector<Tensor>& incoming, Tensor& dx);
+std::vector<Tensor> planes_to_send(const DepthHalo& h, const Tensor& x);
+std::vector<Tensor> gradients_to_return(const DepthHalo& h, const Tensor& d_extended);
 std::vector<Tensor> plane_buffers(const std::vector<PlaneTransfer>& transfers, const Tensor& like);
 
 // An exchange under way (HaloExchange::start_extend, start_return_gradient): the tensor being

@@ -8,7 +8,6 @@
 
 #include "core/error.h"
 #include "kernels/elementwise.h"
-#include "kernels/layout.h"
 #include "kernels/random.h"
 #include "models/dist/domain_parallel.h"
 #include "models/run/step_plan.h"
@@ -109,12 +108,9 @@ double time_domain_layer(nn::DomainParallel& layer, const plan::LayerShape& l, i
   for (auto* buffers : {&received, &returned})
     for (Tensor& t : *buffers) ops::uniform_(t, -1.0f, 1.0f, ops::RandomKey(timing.seed, 3));
   nn::Module& inner = layer.layer();
-  const int64_t first = h.input.owned().begin;
   ForwardBackward run(
       [&](const Tensor& own) {
-        std::vector<Tensor> outgoing;  // the planes sent, copied out of the slab
-        for (const parallel::PlaneTransfer& t : h.sends)
-          outgoing.push_back(ops::slice(own, 2, t.planes.begin - first, t.planes.size()));
+        const std::vector<Tensor> outgoing = parallel::planes_to_send(h, own);
         Tensor extended = parallel::assemble_own(h, own, padding_value);
         parallel::place_received(h, received, extended);
         return inner.forward(extended);
@@ -122,9 +118,7 @@ double time_domain_layer(nn::DomainParallel& layer, const plan::LayerShape& l, i
       [&](const Tensor& dy) {
         Tensor d_extended = inner.backward(dy);
         if (!d_extended.defined()) return d_extended;
-        std::vector<Tensor> outgoing;  // the halo planes' gradients, copied out for their owners
-        for (const parallel::PlaneTransfer& t : h.receives)
-          outgoing.push_back(ops::slice(d_extended, 2, t.planes.begin - h.needed.begin, t.planes.size()));
+        const std::vector<Tensor> outgoing = parallel::gradients_to_return(h, d_extended);
         Tensor dx = parallel::own_gradient(h, d_extended);
         parallel::add_returned(h, returned, dx);
         return dx;
