@@ -98,8 +98,8 @@ double time_layer(nn::Module& layer, const plan::LayerShape& l, int64_t batch, c
 
 // A domain-parallel layer's work on its rank but the exchange (time_slabs), on a batch of
 // `batch` own slabs: the received planes and returned gradients are stand-ins of their shapes.
-double time_domain_layer(nn::DomainParallel& layer, const plan::LayerShape& l, int64_t batch, float padding_value,
-                         const Device& device, const TimingOptions& timing) {
+double time_domain_layer(nn::DomainParallel& layer, const plan::LayerShape& l, int64_t batch, const Device& device,
+                         const TimingOptions& timing) {
   const parallel::DepthHalo& h = layer.halo();
   const Tensor x =
       uniform(Shape{batch, l.in_channels, h.input.owned().size(), l.in_size[1], l.in_size[2]}, device, timing.seed, 1);
@@ -110,15 +110,15 @@ double time_domain_layer(nn::DomainParallel& layer, const plan::LayerShape& l, i
   nn::Module& inner = layer.layer();
   ForwardBackward run(
       [&](const Tensor& own) {
-        const std::vector<Tensor> outgoing = parallel::planes_to_send(h, own);
-        Tensor extended = parallel::assemble_own(h, own, padding_value);
+        const std::vector<Tensor> outgoing = parallel::planes_to_send(h, own);  // copied as if sent
+        Tensor extended = parallel::assemble_own(h, own, layer.padding_value());
         parallel::place_received(h, received, extended);
         return inner.forward(extended);
       },
       [&](const Tensor& dy) {
         Tensor d_extended = inner.backward(dy);
         if (!d_extended.defined()) return d_extended;
-        const std::vector<Tensor> outgoing = parallel::gradients_to_return(h, d_extended);
+        const std::vector<Tensor> outgoing = parallel::gradients_to_return(h, d_extended);  // as if sent
         Tensor dx = parallel::own_gradient(h, d_extended);
         parallel::add_returned(h, returned, dx);
         return dx;
@@ -187,7 +187,7 @@ void time_slabs(const RunOptions& options, const parallel::GridShape& grid, cons
       if (known || whole_shape || (!domain && l.kind != plan::LayerKind::bn)) continue;
       plan::SlabTable slab{l.in_size, l.out_size, l.forward_flops, {}};
       for (int64_t b : batches)
-        slab.seconds[b] = domain ? time_domain_layer(*domain, l, b, domain->padding_value(), o.device, timing)
+        slab.seconds[b] = domain ? time_domain_layer(*domain, l, b, o.device, timing)
                                  : time_layer(*whole_by_name.at(l.name), l, b, o.device, timing);
       slabs.push_back(std::move(slab));
     }
