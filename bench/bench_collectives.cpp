@@ -1,7 +1,10 @@
 // Collectives on the process grid (docs/design.md §4, §6): all-reduce, all-gather and
 // reduce-scatter over the row, col and world communicators, a halo exchange (send_recv of
 // n elements to both neighbours) over row, and ping-pong between world ranks 0 and 1, at
-// 1 to 4M elements (4-byte words, powers of 4). Run under mpiexec:
+// 1 to 4M elements (4-byte words, powers of 4). Where a communicator's ranks share this node,
+// its all-reduce runs through shared memory (parallel/shared_reduce.h); the kinds "row-msg",
+// "col-msg" and "world-msg" time the same all-reduce by messages, on communicators made with
+// it turned off, in the same run. Run under mpiexec:
 //
 //   mpiexec -n 2 bench_collectives --grid 2x1 [--reps 10] [--benchmark_filter=world]
 //
@@ -24,6 +27,7 @@
 
 #include "bench/bench_mpi.h"
 #include "core/error.h"
+#include "parallel/mpi_communicator.h"
 #include "parallel/mpi_session.h"
 #include "parallel/process_grid.h"
 #include "plan/calibration.h"
@@ -74,12 +78,18 @@ int body(MpiSession& mpi, int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   auto grid = parallel::ProcessGrid::create(parallel::GridShape::parse(grid_text));
+  parallel::set_mpi_shared_reduce(0);
+  auto by_messages = parallel::ProcessGrid::create(parallel::GridShape::parse(grid_text));
+  parallel::set_mpi_shared_reduce(-1);
 
   std::vector<int64_t> sizes;
   for (int64_t n = 1; n <= (int64_t(1) << 22); n *= 4) sizes.push_back(n);
   const std::vector<Kind> kinds{{"row", &grid->row(), {"all_reduce", "all_gather", "reduce_scatter", "halo"}},
                                 {"col", &grid->col(), {"all_reduce", "all_gather", "reduce_scatter"}},
                                 {"world", &grid->world(), {"all_reduce", "all_gather", "reduce_scatter"}},
+                                {"row-msg", &by_messages->row(), {"all_reduce"}},
+                                {"col-msg", &by_messages->col(), {"all_reduce"}},
+                                {"world-msg", &by_messages->world(), {"all_reduce"}},
                                 {"pingpong", &grid->world(), {"pingpong"}}};
 
   // The fit pass: α, β per kind (every rank computes the same fit from the same samples).

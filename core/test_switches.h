@@ -6,7 +6,7 @@
 //
 // Operational variables are not test switches and stay where they act: GRIDNN_CPU_CONV
 // (kernels/conv3d.h), GRIDNN_LOG_CUDNN (kernels/cuda/conv3d_cudnn.cpp), GRIDNN_CUDA_ALLOCATOR
-// (core/cuda_allocator.cpp), GRIDNN_POLITE_WAIT
+// (core/cuda_allocator.cpp), GRIDNN_POLITE_WAIT and GRIDNN_SHARED_REDUCE
 // (parallel/mpi_communicator.h), NCCL's and CUDA's (parallel/nccl_environment.h) and Slurm's
 // (parallel/slurm.h).
 #pragma once

@@ -31,7 +31,9 @@ enum class ReduceOp { sum, max };
 // A non-blocking call under way (Communicator::start_all_reduce, start_send_recv). The tensors
 // it was started on must stay alive and untouched until it completes; then they hold the
 // result. test() advances it (MPI makes progress only inside MPI calls: call it now and then
-// while computing) and says whether it is complete; wait() returns once it is. Destroying an
+// while computing) and says whether it is complete; wait() returns once it is. A call that runs
+// only when waited for (start_all_reduce through shared memory) stays incomplete until then:
+// poll with test() between computations, never in a loop instead of wait(). Destroying an
 // unfinished one waits for it.
 class PendingCall {
  public:
@@ -60,6 +62,9 @@ class Communicator {
   // the same order (they may complete, and be waited for, in any order). Recorded in
   // comm_log() as one "all_reduce" whose seconds are those spent inside start, test and wait
   // (the time it was exposed on this thread), under the CommLayerScope current at the start.
+  // With the MPI backend on a communicator whose ranks share one node, it runs through shared
+  // memory only when it (or one started after it) is waited for: a rank that waits for it
+  // needs every other rank to reach its own wait without first waiting on this rank.
   std::unique_ptr<PendingCall> start_all_reduce(Tensor& t, ReduceOp op = ReduceOp::sum);
   // out = the ranks' `in` stacked along dimension 0 in rank order:
   // out.size(0) == size() * in.size(0), the other dimensions equal.

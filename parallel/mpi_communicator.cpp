@@ -21,6 +21,7 @@
 #include "parallel/pinned_staging.h"
 #include "parallel/process_grid.h"
 #include "parallel/progress_board.h"
+#include "parallel/shared_reduce.h"
 
 namespace gridnn::parallel {
 
@@ -30,8 +31,9 @@ namespace {
 
 constexpr auto kPoliteSleep = std::chrono::microseconds(20);
 
-std::atomic<int> g_forced_mode{-1};  // set_mpi_polite_wait
-std::atomic<int> g_node_ranks{1};    // most ranks of one communicator seen on this node
+std::atomic<int> g_forced_mode{-1};    // set_mpi_polite_wait
+std::atomic<int> g_shared_reduce{-1};  // set_mpi_shared_reduce
+std::atomic<int> g_node_ranks{1};      // most ranks of one communicator seen on this node
 
 int env_mode() {
   static const int mode = [] {
@@ -45,6 +47,22 @@ int env_mode() {
     return s == "1" ? 1 : 0;
   }();
   return mode;
+}
+
+// GRIDNN_SHARED_REDUCE: 0 turns the shared-window all-reduce off (the message path then
+// runs on one node too); unset or 1, on.
+bool env_shared_reduce() {
+  static const bool on = [] {
+    const char* v = std::getenv("GRIDNN_SHARED_REDUCE");
+    if (!v || !*v) return true;
+    std::string s(v);
+    GRIDNN_REQUIRE(s == "0" || s == "1",
+                   "GRIDNN_SHARED_REDUCE must be 0 (all-reduces by messages) or 1 (through shared "
+                   "memory where a communicator's ranks share a node), got \"",
+                   s, "\"");
+    return s == "1";
+  }();
+  return on;
 }
 
 // The cores this process may run on (its affinity mask, at most the machine's).
@@ -81,6 +99,17 @@ bool mpi_polite_wait() {
   return g_node_ranks.load() * std::max(omp_get_max_threads(), 1) > cores;
 }
 
+bool mpi_shared_reduce() {
+  const int forced = g_shared_reduce.load();
+  return forced >= 0 ? forced == 1 : env_shared_reduce();
+}
+
+void set_mpi_shared_reduce(int mode) {
+  GRIDNN_REQUIRE(mode >= -1 && mode <= 1, "set_mpi_shared_reduce: mode must be -1 (the environment), 0 or 1, got ",
+                 mode);
+  g_shared_reduce.store(mode);
+}
+
 void set_mpi_polite_wait(int mode) {
   GRIDNN_REQUIRE(mode >= -1 && mode <= 1, "set_mpi_polite_wait: mode must be -1 (detect), 0 or 1, got ", mode);
   g_forced_mode.store(mode);
@@ -94,6 +123,7 @@ using namespace detail;
 
 class AsyncAllReduce;
 class AsyncSendRecv;
+class DeferredAllReduce;
 
 class MpiCommunicator final : public Communicator {
  public:
@@ -104,13 +134,19 @@ class MpiCommunicator final : public Communicator {
     if (size > 1) {
       GRIDNN_CHECK_MPI(MPI_Comm_dup(comm_, &exchange_comm_));
       GRIDNN_CHECK_MPI(MPI_Comm_dup(comm_, &gather_comm_));
+      shared_ = SharedReduce::make(comm_, mpi_shared_reduce());
+      if (shared_) started_shared_ = SharedReduce::make(comm_, true);
     }
   }
+
+  bool shares_memory() const { return shared_ != nullptr; }
 
   ~MpiCommunicator() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized) return;
+    started_shared_.reset();
+    shared_.reset();
     for (MPI_Comm* c : {&comm_, &exchange_comm_, &gather_comm_})
       if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
   }
@@ -121,7 +157,9 @@ class MpiCommunicator final : public Communicator {
     StagedTensor host(pinned_, t, /*fill=*/true);
     const int64_t es = int64_t(dtype_size(t.dtype()));
     const int64_t total = to_count(t.nbytes(), "all_reduce");
-    if (size() > 1 && total > 0) {
+    if (shared_) {
+      shared_all_reduce(*shared_, host.data(), t.numel(), t.dtype(), op);
+    } else if (size() > 1 && total > 0) {
       // Reduce block i on rank i in rank order, then share the reduced blocks byte for byte.
       std::vector<int64_t> blocks(static_cast<size_t>(size()));
       for (int i = 0; i < size(); ++i) blocks[size_t(i)] = balanced_range(t.numel(), size(), i).size();
@@ -281,11 +319,23 @@ class MpiCommunicator final : public Communicator {
   // Starts phase 2 of the non-blocking all-reduces whose phase 1 is done, in start order.
   void advance_exchanges();
 
+  // The all-reduce of `count` elements at `data` through `window`, its barriers watched.
+  void shared_all_reduce(SharedReduce& window, void* data, int64_t count, DType dtype, ReduceOp op) {
+    window.all_reduce(data, count, dtype, op, [this, &window] {
+      MPI_Request req;
+      GRIDNN_CHECK_MPI(MPI_Ibarrier(window.comm(), &req));
+      wait(1, &req, MPI_STATUSES_IGNORE);
+    });
+  }
+  // Runs the deferred all-reduces in start order, up to and including `last` (all: null).
+  void run_deferred(DeferredAllReduce* last);
+
   // Polls `reqs` until done, watched by `watch` (the call's own wait, as wait() above).
   void poll_until_done(int n, MPI_Request* reqs, MPI_Status* statuses, WatchedWait& watch);
 
   friend class AsyncAllReduce;
   friend class AsyncSendRecv;
+  friend class DeferredAllReduce;
   MPI_Comm comm_;
   BoardSlot slot_;                // this communicator on the progress board
   WatchedWait* watch_ = nullptr;  // the call under way (Watching)
@@ -298,6 +348,11 @@ class MpiCommunicator final : public Communicator {
   // the same sequence: exchanges in start order, gathers in start order (advance_exchanges).
   MPI_Comm exchange_comm_ = MPI_COMM_NULL, gather_comm_ = MPI_COMM_NULL;
   std::deque<AsyncAllReduce*> exchanging_;  // phase 1 under way, in start order
+  // Where every rank shares this node: the window of the blocking all-reduces, that of the
+  // started ones (each window's barriers keep their own order), and the started ones not run
+  // yet, in start order (DeferredAllReduce).
+  std::unique_ptr<SharedReduce> shared_, started_shared_;
+  std::deque<DeferredAllReduce*> deferred_;
 };
 
 // One start_all_reduce: the all_reduce above, cut at its two waits. Phase 1 exchanges the
@@ -407,6 +462,71 @@ class AsyncAllReduce final : public PendingCall {
   bool stored_ = false;
   WatchedWait watch_;  // counted as a collective when started; watched in wait()
 };
+
+// One start_all_reduce on a communicator whose ranks share this node: the shared-window
+// all-reduce (a window of its own, apart from the blocking all-reduces'), run when it or one
+// started after it is waited for, always after those started before it. The window's copies
+// need no message progress, so there is nothing to advance meanwhile: on a node the
+// all-reduce costs the same work whenever it runs, and running it once every rank is there
+// waits least. Bitwise the result of all_reduce.
+class DeferredAllReduce final : public PendingCall {
+ public:
+  DeferredAllReduce(MpiCommunicator& comm, Tensor& t, ReduceOp op)
+      : comm_(comm), t_(t), op_(op), watch_(comm.slot_, comm.name(), "all_reduce (started without blocking)", true) {
+    comm.to_count(t.nbytes(), "all_reduce");
+    host_ = StagedTensor(comm.pinned_, t, /*fill=*/true);
+    comm.deferred_.push_back(this);
+  }
+
+  ~DeferredAllReduce() override {
+    if (done_) return;
+    if (std::uncaught_exceptions() == 0) {
+      try {
+        wait();
+      } catch (...) {  // MPI failed: nothing left to do but forget it
+      }
+    }
+    auto& q = comm_.deferred_;
+    q.erase(std::remove(q.begin(), q.end(), this), q.end());
+  }
+
+  bool test() override { return done_; }
+
+  void wait() override {
+    if (!done_) comm_.run_deferred(this);
+  }
+
+  // Runs it (run_deferred, in start order), watched as its own call.
+  void run() {
+    WatchedWait* outer = comm_.watch_;
+    comm_.watch_ = &watch_;
+    struct Restore {
+      MpiCommunicator& c;
+      WatchedWait* w;
+      ~Restore() { c.watch_ = w; }
+    } restore{comm_, outer};
+    comm_.shared_all_reduce(*comm_.started_shared_, host_.data(), t_.numel(), t_.dtype(), op_);
+    done_ = true;
+    if (host_.staged()) host_.store(t_);
+  }
+
+ private:
+  MpiCommunicator& comm_;
+  Tensor t_;
+  StagedTensor host_;  // t_'s bytes on the host (a pinned copy for a device tensor)
+  ReduceOp op_;
+  bool done_ = false;
+  WatchedWait watch_;  // counted as a collective when started; watched while it runs
+};
+
+void MpiCommunicator::run_deferred(DeferredAllReduce* last) {
+  while (!deferred_.empty()) {
+    DeferredAllReduce* first = deferred_.front();
+    deferred_.pop_front();
+    first->run();
+    if (first == last) return;
+  }
+}
 
 // One send_recv, both sides posted at once (start_send_recv, and send_recv, which waits for
 // it at once); once both are done the received byte count is checked and stored.
@@ -522,12 +642,18 @@ void MpiCommunicator::advance_exchanges() {
 }
 
 std::unique_ptr<PendingCall> MpiCommunicator::do_start_all_reduce(Tensor& t, ReduceOp op) {
+  if (shared_) return std::make_unique<DeferredAllReduce>(*this, t, op);
   auto started = std::make_unique<AsyncAllReduce>(*this, t, op);
   if (started->completed()) return nullptr;
   return started;
 }
 
 }  // namespace
+
+bool reduces_through_shared_memory(const Communicator& comm) {
+  const auto* mpi = dynamic_cast<const MpiCommunicator*>(&comm);
+  return mpi && mpi->shares_memory();
+}
 
 std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm, std::string name) {
   GRIDNN_REQUIRE(comm != MPI_COMM_NULL, "make_mpi_communicator(\"", name, "\"): MPI_COMM_NULL");

@@ -17,6 +17,13 @@
 // two duplicates of the communicator, one per phase, so that ranks which find phase 1 done
 // at different moments still issue every collective in the same order.
 //
+// On one node (every rank of the communicator on this node) all_reduce goes through a
+// shared-memory window instead (parallel/shared_reduce.h): the same rank-order sums, the same
+// bits, about half the copies, and no dependence on MPI's message progress. There
+// start_all_reduce defers the work: it runs when it or one started after it is waited for,
+// after the all-reduces started before it. GRIDNN_SHARED_REDUCE=0 keeps messages on one node
+// too.
+//
 // Waiting (docs/design.md §11): MPICH busy-polls in MPI_Wait, which starves the other ranks when a
 // node has more ranks than cores. Every call therefore starts a non-blocking operation and,
 // on an oversubscribed node, waits with MPI_Testall and a 20 µs sleep; otherwise with
@@ -48,5 +55,16 @@ bool mpi_polite_wait();
 // Forces polite (1) or plain (0) waiting for this process, or back to detection (-1); for
 // tests and benchmarks. Overrides GRIDNN_POLITE_WAIT.
 void set_mpi_polite_wait(int mode);
+
+// Whether `comm`'s all-reduces run through shared memory (an MPI communicator of several
+// ranks, all on this node, made while mpi_shared_reduce() held). The same on every rank.
+bool reduces_through_shared_memory(const Communicator& comm);
+
+// Whether communicators made from now on reduce through shared memory where their ranks
+// share a node (see above; GRIDNN_SHARED_REDUCE, on by default).
+bool mpi_shared_reduce();
+// Forces it on (1) or off (0) for this process, or back to the environment (-1); for tests
+// and benchmarks, on every rank alike. Overrides GRIDNN_SHARED_REDUCE.
+void set_mpi_shared_reduce(int mode);
 
 }  // namespace gridnn::parallel

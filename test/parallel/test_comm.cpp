@@ -3,14 +3,17 @@
 // Sizes stay tiny: 4 ranks share 2 cores.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "core/half.h"
 #include "parallel/mpi_check.h"
 #include "parallel/mpi_communicator.h"
+#include "parallel/shared_reduce.h"
 #include "test/support/error_message.h"
 #include "test/support/mpi_main.h"
 
@@ -129,6 +132,109 @@ TEST_F(MpiComm, PoliteAndPlainWaitingAgree) {
     comm->barrier();
   }
   EXPECT_EQ(mpi_polite_wait(), mpi_polite_wait());  // detection is stable
+}
+
+// Where every rank shares this node (mpiexec here), all-reduces run through a shared-memory
+// window (parallel/shared_reduce.h) unless turned off: both paths give the rank-order
+// combination bit for bit, over several chunks of the window's slot, in every type and op.
+class SharedReduceTest : public MpiComm {
+ protected:
+  // The communicator made with the shared path on (1) or off (0).
+  static std::unique_ptr<Communicator> made_with(int mode) {
+    set_mpi_shared_reduce(mode);
+    auto c = world(mode ? "shared" : "messages");
+    set_mpi_shared_reduce(-1);
+    return c;
+  }
+};
+
+TEST_F(SharedReduceTest, BothPathsGiveTheRankOrderCombinationBitForBit) {
+  auto shared = made_with(1), messages = made_with(0);
+  EXPECT_EQ(reduces_through_shared_memory(*shared), P > 1);
+  EXPECT_FALSE(reduces_through_shared_memory(*messages));
+  const int64_t slot_floats = SharedReduce::kSlotBytes / 4;
+  for (int64_t n : {int64_t(1), int64_t(5), int64_t(1001), 2 * slot_floats, 3 * slot_floats + 7}) {
+    std::mt19937 rng(77u + unsigned(me) + unsigned(n));
+    std::uniform_real_distribution<float> dist(-1.f, 1.f);
+    Tensor mine = Tensor::zeros({n});
+    float* m = mine.data<float>();
+    for (int64_t i = 0; i < n; ++i) m[i] = dist(rng) * (i % 5 == 0 ? 1e7f : 1.f);
+    Tensor all = Tensor::zeros({int64_t(P) * n});
+    comm->all_gather(mine, all);
+    std::vector<float> sum(static_cast<size_t>(n)), max(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      sum[size_t(i)] = max[size_t(i)] = all.data<float>()[i];
+      for (int r = 1; r < P; ++r) {
+        const float x = all.data<float>()[r * n + i];
+        sum[size_t(i)] += x;
+        max[size_t(i)] = std::max(max[size_t(i)], x);
+      }
+    }
+    for (Communicator* c : {shared.get(), messages.get()}) {
+      Tensor s = mine.clone(), x = mine.clone();
+      c->all_reduce(s);
+      c->all_reduce(x, ReduceOp::max);
+      EXPECT_EQ(std::memcmp(s.raw(), sum.data(), s.nbytes()), 0) << c->name() << ": not the rank-order sum, n " << n;
+      EXPECT_EQ(std::memcmp(x.raw(), max.data(), x.nbytes()), 0) << c->name() << ": not the maximum, n " << n;
+    }
+    std::vector<int64_t> l(static_cast<size_t>(n));
+    std::vector<int32_t> w(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      l[size_t(i)] = (int64_t(me) + 1) * (int64_t(1) << 40) - i;
+      w[size_t(i)] = int32_t(i % 3 == 0 ? me : -me) * 1000;
+    }
+    for (Communicator* c : {shared.get(), messages.get()}) {
+      Tensor tl = Tensor::from_vector(l, {n}), tw = Tensor::from_vector(w, {n});
+      c->all_reduce(tl);
+      c->all_reduce(tw, ReduceOp::max);
+      const auto vl = tl.to_vector<int64_t>();
+      const auto vw = tw.to_vector<int32_t>();
+      for (int64_t i = 0; i < n; i += 997) {
+        EXPECT_EQ(vl[size_t(i)], int64_t(P) * (P + 1) / 2 * (int64_t(1) << 40) - P * i) << c->name() << " i " << i;
+        EXPECT_EQ(vw[size_t(i)], int32_t(i % 3 == 0 ? P - 1 : 0) * 1000) << c->name() << " i " << i;
+      }
+    }
+  }
+}
+
+// A started all-reduce through shared memory runs once it or one started after it is waited
+// for, always after those started before it, and a blocking all-reduce between does not wait
+// for it; the message path's started calls give the same bits.
+TEST_F(SharedReduceTest, StartedAllReducesRunInStartOrder) {
+  const int64_t n = SharedReduce::kSlotBytes / 4 + 3;  // two chunks
+  auto values = [&](int k) {
+    Tensor t = Tensor::zeros({n});
+    for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = float(k * 1000 + me) + float(i % 13) * 0.1f;
+    return t;
+  };
+  auto expected = [&](int k) {
+    Tensor t = values(k);
+    comm->all_reduce(t);
+    return t;
+  };
+  for (int mode : {1, 0}) {
+    auto c = made_with(mode);
+    Tensor a = values(1), b = values(2), d = values(3), e = values(4), f = values(5);
+    auto pa = c->start_all_reduce(a), pb = c->start_all_reduce(b);
+    c->all_reduce(d);
+    if (mode == 1 && P > 1) {  // deferred until waited for
+      EXPECT_FALSE(pa->test());
+      EXPECT_FALSE(pb->test());
+    }
+    pb->wait();  // runs a first
+    if (mode == 1 && P > 1) {
+      EXPECT_TRUE(pa->test());
+    }
+    auto pe = c->start_all_reduce(e), pf = c->start_all_reduce(f);
+    pf->wait();  // out of start order
+    if (mode == 1 && P > 1) {
+      EXPECT_TRUE(pe->test());
+    }
+    for (auto* p : {pa.get(), pb.get(), pe.get()})
+      if (p) p->wait();
+    for (auto [t, k] : {std::pair{&a, 1}, {&b, 2}, {&d, 3}, {&e, 4}, {&f, 5}})
+      EXPECT_EQ(std::memcmp(t->raw(), expected(k).raw(), t->nbytes()), 0) << c->name() << ": call " << k;
+  }
 }
 
 TEST_F(MpiComm, AllGatherStacksInRankOrder) {
