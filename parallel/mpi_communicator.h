@@ -19,7 +19,7 @@
 //
 // On one node (every rank of the communicator on this node) all_reduce goes through a
 // shared-memory window instead (parallel/shared_reduce.h): the same rank-order sums, the same
-// bits, about half the copies, and no dependence on MPI's message progress. There
+// bits, fewer copies, and no dependence on MPI's message progress. There
 // start_all_reduce defers the work: it runs when it or one started after it is waited for,
 // after the all-reduces started before it. GRIDNN_SHARED_REDUCE=0 keeps messages on one node
 // too.
