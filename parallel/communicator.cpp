@@ -155,7 +155,9 @@ void record(const Communicator& comm, const char* op, int64_t elements, DType dt
 }
 
 // A backend's started call, timed inside start, test and wait and recorded once complete (its
-// destruction waits for it, as PendingCall says).
+// destruction waits for it, as PendingCall says, unless an exception unwinds: then the
+// backend's call decides, and a call that would need the other ranks to wait with it is
+// abandoned, since they may be waiting for this rank, which ends the job).
 class RecordedCall final : public PendingCall {
  public:
   RecordedCall(const Communicator& comm, const char* op, std::unique_ptr<PendingCall> started, int64_t elements,
@@ -170,7 +172,7 @@ class RecordedCall final : public PendingCall {
         layer_(std::move(layer)) {}
 
   ~RecordedCall() override {
-    if (recorded_) return;
+    if (recorded_ || std::uncaught_exceptions() > 0) return;
     try {
       wait();
     } catch (...) {  // the backend failed: nothing left to do but forget it

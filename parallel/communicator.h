@@ -63,8 +63,9 @@ class Communicator {
   // comm_log() as one "all_reduce" whose seconds are those spent inside start, test and wait
   // (the time it was exposed on this thread), under the CommLayerScope current at the start.
   // With the MPI backend on a communicator whose ranks share one node, it runs through shared
-  // memory only when it (or one started after it) is waited for: a rank that waits for it
-  // needs every other rank to reach its own wait without first waiting on this rank.
+  // memory only when it or one started after it is waited for (or destroyed): a rank that
+  // waits for it needs every other rank to reach such a wait without first waiting on this
+  // rank. Its time is then recorded under the call whose wait ran it.
   std::unique_ptr<PendingCall> start_all_reduce(Tensor& t, ReduceOp op = ReduceOp::sum);
   // out = the ranks' `in` stacked along dimension 0 in rank order:
   // out.size(0) == size() * in.size(0), the other dimensions equal.

@@ -145,6 +145,19 @@ class MpiCommunicator final : public Communicator {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized) return;
+    if (shared_ && std::uncaught_exceptions() == 0) {
+      // Freeing a window waits for every rank (MPI_Win_free): a watched barrier first, so that
+      // a rank which never comes is named (comm_timeout), not waited for in silence.
+      try {
+        WatchedWait freeing(slot_, name(), "free (the shared-memory windows)", true);
+        watch_ = &freeing;
+        MPI_Request req;
+        GRIDNN_CHECK_MPI(MPI_Ibarrier(shared_->comm(), &req));
+        wait(1, &req, MPI_STATUSES_IGNORE);
+      } catch (...) {  // MPI failed: the windows are freed below or left to the job's end
+      }
+      watch_ = nullptr;
+    }
     started_shared_.reset();
     shared_.reset();
     for (MPI_Comm* c : {&comm_, &exchange_comm_, &gather_comm_})
@@ -468,7 +481,8 @@ class AsyncAllReduce final : public PendingCall {
 // started after it is waited for, always after those started before it. The window's copies
 // need no message progress, so there is nothing to advance meanwhile: on a node the
 // all-reduce costs the same work whenever it runs, and running it once every rank is there
-// waits least. Bitwise the result of all_reduce.
+// waits least. Bitwise the result of all_reduce. The comm log counts its time under the call
+// whose wait ran it.
 class DeferredAllReduce final : public PendingCall {
  public:
   DeferredAllReduce(MpiCommunicator& comm, Tensor& t, ReduceOp op)
@@ -478,9 +492,10 @@ class DeferredAllReduce final : public PendingCall {
     comm.deferred_.push_back(this);
   }
 
+  // Waits for it, unless an exception unwinds: its barriers would need the other ranks, which
+  // may be waiting for this one (the failing rank ends the job, MpiSession).
   ~DeferredAllReduce() override {
-    if (done_) return;
-    if (std::uncaught_exceptions() == 0) {
+    if (!done_ && !ran_ && std::uncaught_exceptions() == 0) {
       try {
         wait();
       } catch (...) {  // MPI failed: nothing left to do but forget it
@@ -493,11 +508,14 @@ class DeferredAllReduce final : public PendingCall {
   bool test() override { return done_; }
 
   void wait() override {
-    if (!done_) comm_.run_deferred(this);
+    if (done_) return;
+    GRIDNN_REQUIRE(!ran_, where(comm_, "all_reduce"), ": this started all-reduce failed when it ran");
+    comm_.run_deferred(this);
   }
 
   // Runs it (run_deferred, in start order), watched as its own call.
   void run() {
+    ran_ = true;
     WatchedWait* outer = comm_.watch_;
     comm_.watch_ = &watch_;
     struct Restore {
@@ -515,7 +533,7 @@ class DeferredAllReduce final : public PendingCall {
   Tensor t_;
   StagedTensor host_;  // t_'s bytes on the host (a pinned copy for a device tensor)
   ReduceOp op_;
-  bool done_ = false;
+  bool ran_ = false, done_ = false;
   WatchedWait watch_;  // counted as a collective when started; watched while it runs
 };
 

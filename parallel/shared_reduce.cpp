@@ -13,14 +13,15 @@
 namespace gridnn::parallel {
 
 std::unique_ptr<SharedReduce> SharedReduce::make(MPI_Comm comm, bool wanted, int64_t slot_bytes) {
-  GRIDNN_REQUIRE(slot_bytes > 0 && slot_bytes % 8 == 0, "SharedReduce: slot_bytes must be a positive multiple of 8, got ",
-                 slot_bytes);
+  GRIDNN_REQUIRE(slot_bytes > 0 && slot_bytes % 8 == 0,
+                 "SharedReduce: slot_bytes must be a positive multiple of 8, got ", slot_bytes);
   int size = 1, rank = 0;
   GRIDNN_CHECK_MPI(MPI_Comm_size(comm, &size));
   GRIDNN_CHECK_MPI(MPI_Comm_rank(comm, &rank));
   if (size == 1) return nullptr;
   MPI_Comm dup = MPI_COMM_NULL;
   GRIDNN_CHECK_MPI(MPI_Comm_dup(comm, &dup));
+  GRIDNN_CHECK_MPI(MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN));
   MPI_Comm node = MPI_COMM_NULL;
   // Key 0 keeps comm's order, so rank r of comm owns segment r of the window.
   GRIDNN_CHECK_MPI(MPI_Comm_split_type(dup, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
@@ -30,13 +31,20 @@ std::unique_ptr<SharedReduce> SharedReduce::make(MPI_Comm comm, bool wanted, int
   GRIDNN_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &use, 1, MPI_INT, MPI_MIN, dup));
   MPI_Win win = MPI_WIN_NULL;
   void* mine = nullptr;
-  const int err = use ? MPI_Win_allocate_shared(MPI_Aint(2 * slot_bytes), 1, MPI_INFO_NULL, node, &mine, &win) : 0;
+  if (use) {
+    // Shared memory can run out (a container's small /dev/shm): then every rank goes on by
+    // messages. A window some ranks made is left to the job's end: freeing it would wait for
+    // the ranks that have none.
+    int made = MPI_Win_allocate_shared(MPI_Aint(2 * slot_bytes), 1, MPI_INFO_NULL, node, &mine, &win) == MPI_SUCCESS;
+    GRIDNN_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &made, 1, MPI_INT, MPI_MIN, dup));
+    use = made;
+  }
   MPI_Comm_free(&node);  // the window keeps its own reference to the group
-  if (!use || err != MPI_SUCCESS) MPI_Comm_free(&dup);
-  if (!use) return nullptr;
-  GRIDNN_CHECK_MPI(err);
+  if (!use) {
+    MPI_Comm_free(&dup);
+    return nullptr;
+  }
   GRIDNN_CHECK_MPI(MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN));
-  GRIDNN_CHECK_MPI(MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN));
   std::vector<char*> bases(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) {
     MPI_Aint bytes = 0;

@@ -30,8 +30,10 @@
 //              ready has its all-reduce started (non-blocking, in the order the
 //              buckets become ready, which is the same on every rank); each later
 //              notification advances the started ones, so they proceed while backward goes
-//              on. finish() starts what is left and waits for all. The result is bitwise
-//              that of reduce().
+//              on where the communicator moves data by itself (NCCL, MPI between nodes; on
+//              one node MPI runs them through shared memory when waited for, in finish:
+//              parallel/mpi_communicator.h). finish() starts what is left and waits for all.
+//              The result is bitwise that of reduce().
 #pragma once
 
 #include <cstdint>

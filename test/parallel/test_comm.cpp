@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -197,6 +199,42 @@ TEST_F(SharedReduceTest, BothPathsGiveTheRankOrderCombinationBitForBit) {
   }
 }
 
+// The window's protocol itself, with slots of a few elements (dozens of chunks a call) and
+// rank 1 lagging after every barrier, so that a rank reusing a slot the other still reads
+// (or reading one not written yet) would change the sums.
+TEST_F(SharedReduceTest, ChunksThroughTinySlotsWithALaggingRank) {
+  if (P < 2) GTEST_SKIP() << "needs two ranks";
+  MPI_Comm c;
+  GRIDNN_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &c));
+  {
+    auto window = SharedReduce::make(c, true, /*slot_bytes=*/64);
+    ASSERT_TRUE(window);
+    const auto barrier = [&] {
+      GRIDNN_CHECK_MPI(MPI_Barrier(window->comm()));
+      if (me == 1) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    };
+    for (int64_t n : {int64_t(0), int64_t(3), int64_t(16), int64_t(997)}) {
+      std::vector<float> f(static_cast<size_t>(n)), sum(static_cast<size_t>(n));
+      std::vector<int64_t> l(static_cast<size_t>(n)), max(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        f[size_t(i)] = float(i % 11) * 0.1f + float(me) * 1e5f;
+        l[size_t(i)] = (i * 7 + me * 3) % 13;
+        sum[size_t(i)] = float(i % 11) * 0.1f;
+        max[size_t(i)] = (i * 7) % 13;  // rank 0's
+        for (int r = 1; r < P; ++r) {
+          sum[size_t(i)] += float(i % 11) * 0.1f + float(r) * 1e5f;
+          max[size_t(i)] = std::max(max[size_t(i)], (i * 7 + r * 3) % 13);
+        }
+      }
+      window->all_reduce(f.data(), n, DType::f32, ReduceOp::sum, barrier);
+      window->all_reduce(l.data(), n, DType::i64, ReduceOp::max, barrier);
+      EXPECT_EQ(f, sum) << "n " << n;
+      EXPECT_EQ(l, max) << "n " << n;
+    }
+  }
+  GRIDNN_CHECK_MPI(MPI_Comm_free(&c));
+}
+
 // A started all-reduce through shared memory runs once it or one started after it is waited
 // for, always after those started before it, and a blocking all-reduce between does not wait
 // for it; the message path's started calls give the same bits.
@@ -235,6 +273,39 @@ TEST_F(SharedReduceTest, StartedAllReducesRunInStartOrder) {
     for (auto [t, k] : {std::pair{&a, 1}, {&b, 2}, {&d, 3}, {&e, 4}, {&f, 5}})
       EXPECT_EQ(std::memcmp(t->raw(), expected(k).raw(), t->nbytes()), 0) << c->name() << ": call " << k;
   }
+}
+
+// Ranks may wait for their started all-reduces in different orders, let one complete by its
+// destruction, and start one of nothing: each still gets the rank-order sums.
+TEST_F(SharedReduceTest, StartedAllReducesWaitedInRankDependentOrders) {
+  auto c = made_with(1);
+  auto values = [&](int k) {
+    Tensor t = Tensor::zeros({1000});
+    for (int64_t i = 0; i < 1000; ++i) t.data<float>()[i] = float(k + me) * 0.25f + float(i);
+    return t;
+  };
+  auto expected = [&](int k) {
+    Tensor t = values(k);
+    comm->all_reduce(t);
+    return t;
+  };
+  Tensor a = values(1), b = values(2), d = values(3), empty = Tensor::zeros({0});
+  {
+    auto pa = c->start_all_reduce(a);
+    auto pe = c->start_all_reduce(empty);
+    auto pb = c->start_all_reduce(b);
+    auto pd = c->start_all_reduce(d);
+    if (me % 2 == 0) {
+      pb->wait();
+      pa->wait();
+    } else {
+      pa->wait();
+      pb->wait();
+    }
+    if (pe) pe->wait();
+  }  // d completes as its call is destroyed
+  for (auto [t, k] : {std::pair{&a, 1}, {&b, 2}, {&d, 3}})
+    EXPECT_EQ(std::memcmp(t->raw(), expected(k).raw(), t->nbytes()), 0) << "call " << k;
 }
 
 TEST_F(MpiComm, AllGatherStacksInRankOrder) {
