@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -135,7 +137,10 @@ class MpiCommunicator final : public Communicator {
       GRIDNN_CHECK_MPI(MPI_Comm_dup(comm_, &exchange_comm_));
       GRIDNN_CHECK_MPI(MPI_Comm_dup(comm_, &gather_comm_));
       shared_ = SharedReduce::make(comm_, mpi_shared_reduce());
-      if (shared_) started_shared_ = SharedReduce::make(comm_, true);
+      if (shared_) {
+        started_shared_ = SharedReduce::make(comm_, true);
+        started_slot_ = join_progress_board(started_shared_->comm());
+      }
     }
   }
 
@@ -351,6 +356,7 @@ class MpiCommunicator final : public Communicator {
   friend class DeferredAllReduce;
   MPI_Comm comm_;
   BoardSlot slot_;                // this communicator on the progress board
+  BoardSlot started_slot_;        // its deferred all-reduces, counted as they run (on a node)
   WatchedWait* watch_ = nullptr;  // the call under way (Watching)
   std::vector<char> scratch_;     // the blocks received by reduce_blocks, reused across calls
   PinnedPool pinned_;             // staging buffers of device tensors (pinned_staging.h)
@@ -486,7 +492,7 @@ class AsyncAllReduce final : public PendingCall {
 class DeferredAllReduce final : public PendingCall {
  public:
   DeferredAllReduce(MpiCommunicator& comm, Tensor& t, ReduceOp op)
-      : comm_(comm), t_(t), op_(op), watch_(comm.slot_, comm.name(), "all_reduce (started without blocking)", true) {
+      : comm_(comm), t_(t), op_(op), layer_(CommLayerScope::current()) {
     comm.to_count(t.nbytes(), "all_reduce");
     host_ = StagedTensor(comm.pinned_, t, /*fill=*/true);
     comm.deferred_.push_back(this);
@@ -516,8 +522,10 @@ class DeferredAllReduce final : public PendingCall {
   // Runs it (run_deferred, in start order), watched as its own call.
   void run() {
     ran_ = true;
+    const CommLayerScope scope(layer_);
+    watch_.emplace(comm_.started_slot_, comm_.name(), "all_reduce (started without blocking)", true);
     WatchedWait* outer = comm_.watch_;
-    comm_.watch_ = &watch_;
+    comm_.watch_ = &*watch_;
     struct Restore {
       MpiCommunicator& c;
       WatchedWait* w;
@@ -534,7 +542,10 @@ class DeferredAllReduce final : public PendingCall {
   StagedTensor host_;  // t_'s bytes on the host (a pinned copy for a device tensor)
   ReduceOp op_;
   bool ran_ = false, done_ = false;
-  WatchedWait watch_;  // counted as a collective when started; watched while it runs
+  std::string layer_;  // the CommLayerScope at its start
+  // Counted as a collective of the started all-reduces' slot when it runs, in start order on
+  // every rank, so that a rank which never waits for it is not reported as having arrived.
+  std::optional<WatchedWait> watch_;
 };
 
 void MpiCommunicator::run_deferred(DeferredAllReduce* last) {
