@@ -155,13 +155,12 @@ class MpiCommunicator final : public Communicator {
       // a rank which never comes is named (comm_timeout), not waited for in silence.
       try {
         WatchedWait freeing(slot_, name(), "free (the shared-memory windows)", true);
-        watch_ = &freeing;
+        const WatchScope scope(*this, freeing);
         MPI_Request req;
         GRIDNN_CHECK_MPI(MPI_Ibarrier(shared_->comm(), &req));
         wait(1, &req, MPI_STATUSES_IGNORE);
       } catch (...) {  // MPI failed: the windows are freed below or left to the job's end
       }
-      watch_ = nullptr;
     }
     started_shared_.reset();
     shared_.reset();
@@ -305,14 +304,26 @@ class MpiCommunicator final : public Communicator {
     out_host.store(out);
   }
 
+  // `w` as the watched wait of the call under way (watch_) for a scope; then the one before.
+  class WatchScope {
+   public:
+    WatchScope(MpiCommunicator& c, WatchedWait& w) : c_(c), outer_(c.watch_) { c.watch_ = &w; }
+    ~WatchScope() { c_.watch_ = outer_; }
+    WatchScope(const WatchScope&) = delete;
+    WatchScope& operator=(const WatchScope&) = delete;
+
+   private:
+    MpiCommunicator& c_;
+    WatchedWait* outer_;
+  };
+
   // The watched wait of the call under way: every collective's do_* call makes one (it counts
   // as the next collective on the board, progress_board.h); a send_recv's AsyncSendRecv
   // watches its own.
   struct Watching {
-    Watching(MpiCommunicator& c, const char* op) : comm(c), wait(c.slot_, c.name(), op, true) { c.watch_ = &wait; }
-    ~Watching() { comm.watch_ = nullptr; }
-    MpiCommunicator& comm;
+    Watching(MpiCommunicator& c, const char* op) : wait(c.slot_, c.name(), op, true), scope(c, wait) {}
     WatchedWait wait;
+    WatchScope scope;
   };
 
   // Waits for `n` requests: MPI_Waitall when no time limit applies and waiting is plain;
@@ -524,13 +535,7 @@ class DeferredAllReduce final : public PendingCall {
     ran_ = true;
     const CommLayerScope scope(layer_);
     watch_.emplace(comm_.started_slot_, comm_.name(), "all_reduce (started without blocking)", true);
-    WatchedWait* outer = comm_.watch_;
-    comm_.watch_ = &*watch_;
-    struct Restore {
-      MpiCommunicator& c;
-      WatchedWait* w;
-      ~Restore() { c.watch_ = w; }
-    } restore{comm_, outer};
+    const MpiCommunicator::WatchScope watching(comm_, *watch_);
     comm_.shared_all_reduce(*comm_.started_shared_, host_.data(), t_.numel(), t_.dtype(), op_);
     done_ = true;
     if (host_.staged()) host_.store(t_);
@@ -651,11 +656,7 @@ std::unique_ptr<PendingCall> MpiCommunicator::do_start_send_recv(const Tensor* s
 }
 
 void MpiCommunicator::poll_until_done(int n, MPI_Request* reqs, MPI_Status* statuses, WatchedWait& watch) {
-  watch_ = &watch;
-  struct Reset {
-    MpiCommunicator& c;
-    ~Reset() { c.watch_ = nullptr; }
-  } reset{*this};
+  const WatchScope scope(*this, watch);
   wait(n, reqs, statuses);
 }
 
